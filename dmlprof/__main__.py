@@ -1,0 +1,3 @@
+from dmlprof.cli import entry
+
+entry()

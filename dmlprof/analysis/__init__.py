@@ -1,0 +1,14 @@
+"""Pure functions over the op frame: ``DataFrame -> DataFrame`` (or a dict).
+
+No printing, plotting or I/O here; renderers call these and format.
+"""
+from dmlprof.analysis.core import (
+    fallback_hotspots,
+    module_summary,
+    op_summary,
+    phase_split,
+    summary,
+    transfer_hotspots,
+)
+
+__all__ = ["summary", "op_summary", "fallback_hotspots", "phase_split", "module_summary", "transfer_hotspots"]

@@ -1,0 +1,157 @@
+"""The backend protocol: everything dmlprof needs to know about one device kind.
+
+No module outside ``dmlprof/backends`` spells a device name or a vendor
+workaround; they ask the backend object instead.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+# Every PyTorch backend with a boxed CPU fallback (torch-directml, MPS, Ascend
+# NPU and our emulated DirectML device) words its warning the same way; only
+# the backend name differs.
+FALLBACK_WARNING = re.compile(
+    r"The operator '(?P<op>[^']+)' is not currently supported on the (?P<backend>\S+) backend"
+    r" and will fall back to run on the CPU"
+)
+
+
+@dataclass
+class MemoryReading:
+    """Device memory in bytes; ``None`` where the backend cannot tell."""
+
+    allocated_bytes: Optional[int] = None
+    peak_bytes: Optional[int] = None
+    total_bytes: Optional[int] = None
+    source: str = ""
+
+
+@dataclass
+class Availability:
+    """Whether a backend can be used here, and why not when it cannot."""
+
+    available: bool
+    reason: str = ""
+    details: dict = field(default_factory=dict)
+
+
+class Backend:
+    """Base class; subclasses override what differs for their device."""
+
+    #: the name users pass to ``--device``
+    name: str = "cpu"
+    #: ``torch.device(...).type`` of tensors on this backend
+    device_type: str = "cpu"
+    #: the backend name inside fallback warnings, if the backend has a CPU fallback
+    fallback_warning_name: Optional[str] = None
+    #: whether calls on this backend can silently fall back to the CPU
+    has_cpu_fallback: bool = False
+    #: whether the backend can record device-side kernel times through torch.profiler
+    profiler_device_activity: bool = False
+    #: ``with_stack=True`` crashes the profiler on some backends (DirectML)
+    profiler_with_stack_safe: bool = True
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Safe detection: never touches a device API that can crash."""
+        return Availability(True)
+
+    def __init__(self, index: int = 0):
+        self.index = index
+
+    # -- devices -----------------------------------------------------------
+    def device(self) -> torch.device:
+        return torch.device(self.device_type)
+
+    def device_name(self) -> str:
+        import platform
+
+        return platform.processor() or platform.machine() or "CPU"
+
+    def is_accelerator(self) -> bool:
+        return self.device_type != "cpu"
+
+    def owns(self, device: torch.device) -> bool:
+        """True when a tensor on ``device`` lives on this backend's device."""
+        return device.type == self.device_type
+
+    # -- timing ------------------------------------------------------------
+    def synchronize(self, outputs=None) -> None:
+        """Block until queued device work has finished (no-op on the CPU)."""
+
+    # -- memory ------------------------------------------------------------
+    def reset_peak_memory(self) -> None:
+        pass
+
+    def memory(self) -> MemoryReading:
+        return MemoryReading(peak_bytes=peak_rss_bytes(), source="process peak RSS")
+
+    # -- fallback evidence -------------------------------------------------
+    def fallback_ops_in(self, message: str) -> Optional[str]:
+        """The op named by a fallback warning of this backend, else ``None``."""
+        if not self.fallback_warning_name:
+            return None
+        match = FALLBACK_WARNING.search(message)
+        if match and match.group("backend") == self.fallback_warning_name:
+            return match.group("op")
+        return None
+
+    def prepare(self) -> None:
+        """Called once before a scan: imports, environment switches."""
+
+    def profiler_activities(self):
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU]
+
+    def versions(self) -> dict:
+        return {}
+
+    def known_error(self, exc: BaseException):
+        """Map a device error to a one-line explanation, or ``None``."""
+        from dmlprof.backends.errors import explain_device_error
+
+        return explain_device_error(exc, self)
+
+
+def peak_rss_bytes() -> Optional[int]:
+    """Peak resident set size of this process, portable where it can be."""
+    try:
+        import resource  # POSIX only
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # Linux reports KiB, macOS bytes.
+        return int(peak if sys.platform == "darwin" else peak * 1024)
+    except ImportError:
+        pass
+    try:  # Windows
+        import ctypes
+        from ctypes import wintypes
+
+        class _Counters(ctypes.Structure):
+            _fields_ = [
+                ("cb", wintypes.DWORD),
+                ("PageFaultCount", wintypes.DWORD),
+                ("PeakWorkingSetSize", ctypes.c_size_t),
+                ("WorkingSetSize", ctypes.c_size_t),
+                ("QuotaPeakPagedPoolUsage", ctypes.c_size_t),
+                ("QuotaPagedPoolUsage", ctypes.c_size_t),
+                ("QuotaPeakNonPagedPoolUsage", ctypes.c_size_t),
+                ("QuotaNonPagedPoolUsage", ctypes.c_size_t),
+                ("PagefileUsage", ctypes.c_size_t),
+                ("PeakPagefileUsage", ctypes.c_size_t),
+            ]
+
+        counters = _Counters()
+        counters.cb = ctypes.sizeof(_Counters)
+        handle = ctypes.windll.kernel32.GetCurrentProcess()
+        if ctypes.windll.psapi.GetProcessMemoryInfo(handle, ctypes.byref(counters), counters.cb):
+            return int(counters.PeakWorkingSetSize)
+    except Exception:
+        pass
+    return None

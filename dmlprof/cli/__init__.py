@@ -1,0 +1,73 @@
+"""The command line: parse, call the library, map known errors to one line.
+
+Each command lives in its own module exposing ``add_parser(subparsers)`` and
+``run(args) -> int``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dmlprof import __version__
+from dmlprof.errors import DmlprofError
+
+COMMANDS = ("scan", "report", "ops", "sweep", "view", "doctor")
+
+
+def _load(name):
+    try:
+        return importlib.import_module(f"dmlprof.cli.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"dmlprof.cli.{name}":
+            return None
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dmlprof",
+        description="Where each op of your PyTorch training step ran, what it cost, and what to change.",
+    )
+    parser.add_argument("--version", action="version", version=f"dmlprof {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = _load(name)
+        if module is not None:
+            module.add_parser(commands)
+    return parser
+
+
+def _utf8_console() -> None:
+    # Windows consoles may be cp1252: never let an odd character crash a report.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass
+
+
+def main(argv=None) -> int:
+    _utf8_console()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except DmlprofError as err:
+        saved = getattr(err, "saved_to", None)
+        if saved:
+            print(f"dmlprof: partial session saved to {saved}", file=sys.stderr)
+        print(f"dmlprof: error: {err.one_line()}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("dmlprof: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def entry() -> None:
+    sys.exit(main())

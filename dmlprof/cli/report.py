@@ -1,0 +1,23 @@
+"""``dmlprof report SESSION``: re-render a saved session without re-running anything."""
+from __future__ import annotations
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("report", help="re-render a saved session", description=__doc__)
+    parser.add_argument("session", help="a .session.json file written by scan")
+    parser.add_argument("--json", metavar="FILE", help="write the JSON report")
+    parser.add_argument("--html", metavar="FILE", help="write the HTML report")
+    parser.add_argument("--tb", metavar="DIR", help="write a TensorBoard profiler run under DIR")
+    parser.add_argument("--top", type=int, default=15, help="rows per table in the terminal report")
+    parser.add_argument("--quiet", action="store_true", help="print no terminal report")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from dmlprof.cli.output import print_report, write_reports
+    from dmlprof.session import Session
+
+    session = Session.load(args.session)
+    write_reports(session, args)
+    print_report(session, args)
+    return 0

@@ -1,0 +1,60 @@
+"""``dmlprof scan MODEL.py``: run a training step (or a script) and report where each op ran."""
+from __future__ import annotations
+
+import sys
+
+from dmlprof.backends import DEVICE_CHOICES
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__)
+    parser.add_argument("model", help="a model file (build_model, make_batch) or any training script")
+    parser.add_argument("script_args", nargs="*", help="after --: the script's own arguments")
+    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
+    parser.add_argument("--target", choices=["dml"], help="predict coverage on a device you do not have (no device needed)")
+    parser.add_argument("--batch-size", type=int, help="batch size (default: the file's BATCH_SIZE, else 16)")
+    parser.add_argument("--steps", type=int, default=3, help="measured training steps (default 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="warm-up steps before measuring (default 1)")
+    parser.add_argument("--no-sync", dest="sync", action="store_false",
+                        help="do not synchronise the device after each op: faster, times are host-side")
+    parser.add_argument("--no-profiler", dest="profiler", action="store_false",
+                        help="do not run torch.profiler alongside (no cross-check, no device kernel times)")
+    parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
+    parser.add_argument("--json", metavar="FILE", help="also write the JSON report")
+    parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
+    parser.add_argument("--tb", metavar="DIR", help="also write a TensorBoard profiler run under DIR")
+    parser.add_argument("--replace", action="store_true", help="scan again with dmlprof's replacements applied and compare")
+    parser.add_argument("--verify", action="store_true", help="check each device op against the CPU")
+    parser.add_argument("--top", type=int, default=15, help="rows per table in the terminal report")
+    parser.add_argument("--quiet", action="store_true", help="print no report, only where files went")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from dmlprof.cli.output import print_report, write_outputs
+    from dmlprof.errors import UsageError
+    from dmlprof.runner import ScanStopped, scan
+
+    if args.target:
+        from dmlprof.predict import predict_scan
+
+        session = predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps)
+    else:
+        if args.replace or args.verify:
+            extra = "--replace" if args.replace else "--verify"
+            try:
+                import dmlprof.replacements.patch  # noqa: F401
+            except ImportError:
+                raise UsageError(f"{extra} is not available in this version of dmlprof") from None
+        try:
+            session = scan(
+                args.model, args.device, batch_size=args.batch_size, steps=args.steps, warmup=args.warmup,
+                sync=args.sync, profiler=args.profiler, script_args=args.script_args,
+            )
+        except ScanStopped as stopped:
+            stopped.saved_to = write_outputs(stopped.session, args)
+            raise
+    path = write_outputs(session, args)
+    print_report(session, args)
+    print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=sys.stderr if args.quiet else sys.stdout)
+    return 0

@@ -1,0 +1,178 @@
+"""Who asked for an op: the module path and the user's source line.
+
+Forward ops are attributed through global module hooks (a stack of module
+names). Backward ops run outside any module, so while the forward pass runs we
+tag every autograd node created inside a module with that module's name (and
+the user line that called it); in backward, the engine's current node tells us
+which forward module the op belongs to.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
+_DMLPROF_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
+_STDLIB_DIRS = tuple(
+    str(Path(p).resolve()) + os.sep
+    for p in {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")}
+    if p
+)
+# Frames inside these never count as "the user's line".
+_NOT_USER_PREFIXES = (_TORCH_DIR, _DMLPROF_DIR) + _STDLIB_DIRS
+# AccumulateGrad nodes have no forward sequence number (it reads as 2**64-1).
+_NO_SEQUENCE = 2**64 - 1
+
+_user_code_cache: dict = {}
+
+
+def _is_user_code(code) -> bool:
+    known = _user_code_cache.get(code)
+    if known is None:
+        filename = code.co_filename
+        if filename.startswith("<") and not filename.startswith("<ipython"):
+            known = False  # <frozen ...>, <string>
+        else:
+            try:
+                resolved = os.path.realpath(filename) if not filename.startswith("<") else filename
+            except (OSError, ValueError):
+                resolved = filename
+            known = not resolved.startswith(_NOT_USER_PREFIXES) and "site-packages" + os.sep + "torch" not in resolved
+        _user_code_cache[code] = known
+    return known
+
+
+def user_source_line(skip: int = 1) -> str:
+    """``file:line`` of the innermost frame that is the user's code, or ''."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        if _is_user_code(frame.f_code):
+            return f"{_short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+_short_cache: dict = {}
+
+
+def _short_path(filename: str) -> str:
+    """Paths under the working directory print relative; others print whole."""
+    short = _short_cache.get(filename)
+    if short is None:
+        try:
+            short = os.path.relpath(filename)
+            if short.startswith(".."):
+                short = filename
+        except ValueError:  # another drive on Windows
+            short = filename
+        short = short.replace(os.sep, "/")
+        _short_cache[filename] = short
+    return short
+
+
+class ModuleTracker:
+    """Keeps the current module path, and maps autograd nodes to modules."""
+
+    def __init__(self):
+        self.names: dict = {}  # module -> qualified name
+        self.param_owner: dict = {}  # id(parameter) -> module name
+        self.stack: list = []
+        self.node_owner: dict = {}  # autograd sequence number -> (module, source)
+        self._handles: list = []
+
+    # -- naming ------------------------------------------------------------
+    def name_tree(self, root: torch.nn.Module, root_name: Optional[str] = None) -> None:
+        """Name ``root`` and all its submodules (``Root.layer1.0.conv1``)."""
+        root_name = root_name or type(root).__name__
+        for sub_name, module in root.named_modules():
+            self.names.setdefault(module, f"{root_name}.{sub_name}" if sub_name else root_name)
+        for param_name, param in root.named_parameters():
+            owner = param_name.rpartition(".")[0]
+            self.param_owner.setdefault(id(param), f"{root_name}.{owner}" if owner else root_name)
+
+    def _name_of(self, module: torch.nn.Module) -> str:
+        name = self.names.get(module)
+        if name is None:
+            if self.stack:  # created on the fly, or not a registered child
+                name = f"{self.stack[-1][0]}.{type(module).__name__}"
+                self.names[module] = name
+            else:  # a new root seen in script mode
+                self.name_tree(module)
+                name = self.names[module]
+        return name
+
+    # -- hooks -------------------------------------------------------------
+    def install(self) -> None:
+        hooks = torch.nn.modules.module
+        self._handles = [
+            hooks.register_module_forward_pre_hook(self._enter),
+            hooks.register_module_forward_hook(self._leave),
+        ]
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self.stack.clear()
+
+    def _enter(self, module, inputs):
+        if torch.is_grad_enabled():
+            source = user_source_line(2)
+        else:
+            source = ""
+        self.stack.append((self._name_of(module), source))
+
+    def _leave(self, module, inputs, output):
+        if not self.stack:
+            return
+        name, source = self.stack.pop()
+        if torch.is_grad_enabled():
+            self._tag_nodes(output, name, source)
+
+    def _tag_nodes(self, output, name: str, source: str) -> None:
+        # Post hooks fire innermost first, so a node already tagged belongs to a
+        # deeper module: stop there. Each node is visited once per forward.
+        pending = [t.grad_fn for t in _iter_tensors(output) if t.grad_fn is not None]
+        owners = self.node_owner
+        while pending:
+            node = pending.pop()
+            if node is None:
+                continue
+            seq = node._sequence_nr()
+            if seq == _NO_SEQUENCE or seq in owners:
+                continue
+            owners[seq] = (name, source)
+            pending.extend(next_node for next_node, _ in node.next_functions)
+
+    # -- lookups -------------------------------------------------------------
+    def current(self) -> tuple:
+        return self.stack[-1] if self.stack else ("", "")
+
+    def owner_of_node(self, node) -> tuple:
+        """(module, source) for the forward op behind a backward node."""
+        seq = node._sequence_nr()
+        if seq != _NO_SEQUENCE:
+            return self.node_owner.get(seq, ("", ""))
+        variable = getattr(node, "variable", None)  # AccumulateGrad
+        if variable is not None:
+            return (self.param_owner.get(id(variable), ""), "")
+        return ("", "")
+
+    def reset_nodes(self) -> None:
+        self.node_owner.clear()
+
+
+def _iter_tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _iter_tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _iter_tensors(item)

@@ -1,0 +1,152 @@
+"""Turn the recorder's raw per-call tuples into the Session's op frame.
+
+Everything string-shaped or judged (verdicts, devices, shapes) is decided here,
+once, after recording, so the per-call hot path stays small.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+# The op frame's columns, in order (documented in docs/report_schema.md).
+OP_COLUMNS = (
+    "seq", "step", "phase", "op", "verdict", "evidence", "fallback_ops", "fallback_calls",
+    "module", "source", "input_devices", "output_devices", "dtypes", "shapes",
+    "time_ns", "device_time_ns", "bytes_moved", "transfer",
+)
+VERDICTS = ("device", "fallback", "cpu")
+
+# Copies between host and device: (op, how to read the direction).
+_COPY_OPS = {"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::to"}
+_SYNC_OPS = {"aten::_local_scalar_dense", "aten::item"}
+
+_op_names: dict = {}
+
+
+def op_name(func) -> str:
+    """The dispatcher's spelling of an overload: ``aten::lerp.Scalar_out``."""
+    name = _op_names.get(func)
+    if name is None:
+        schema = func._schema
+        name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+        _op_names[func] = name
+    return name
+
+
+def base_name(op: str) -> str:
+    """``aten::lerp.Scalar_out`` -> ``aten::lerp`` (the profiler's spelling)."""
+    return op.split(".", 1)[0]
+
+
+def format_fallback_ops(names) -> str:
+    """``aten::a=2;aten::b=1`` from the inner op names, in first-seen order."""
+    counts = Counter(names)
+    return ";".join(f"{name}={count}" for name, count in counts.items())
+
+
+def parse_fallback_ops(text: str) -> dict:
+    """Inverse of :func:`format_fallback_ops`."""
+    found: dict = {}
+    for part in filter(None, (text or "").split(";")):
+        name, _, count = part.rpartition("=")
+        found[name] = found.get(name, 0) + int(count)
+    return found
+
+
+def _devices(meta) -> str:
+    return ",".join(sorted({m[0] for m in meta}))
+
+
+def _transfer(op: str, inputs, outputs, device_type: str) -> tuple:
+    """(bytes moved, direction) for host<->device copies and syncs."""
+    if op in _SYNC_OPS or base_name(op) in _SYNC_OPS:
+        if inputs and inputs[0][0] == device_type:
+            return inputs[0][3], "d2h"
+        return 0, ""
+    if base_name(op) not in _COPY_OPS:
+        return 0, ""
+    if base_name(op) == "aten::copy_" and len(inputs) >= 2:
+        dst, src = inputs[0], inputs[1]
+    elif inputs and outputs:
+        src, dst = inputs[0], outputs[0]
+    else:
+        return 0, ""
+    if src[0] == dst[0]:
+        return 0, ""
+    if dst[0] == device_type and src[0] == "cpu":
+        return src[3], "h2d"
+    if src[0] == device_type and dst[0] == "cpu":
+        return src[3], "d2h"
+    return src[3], f"{src[0]}->{dst[0]}"
+
+
+def rows_to_frame(raw_rows, warnings: list, backend, first_seq: int = 0) -> pd.DataFrame:
+    """Judge each raw call and return the op frame (one row per call)."""
+    device_type = backend.device_type
+    accelerator = backend.is_accelerator()
+    out = {column: [] for column in OP_COLUMNS}
+    for seq, (step, phase, func, inputs, outputs, elapsed, warn_lo, warn_hi, module, source) in enumerate(
+        raw_rows, start=first_seq
+    ):
+        op = op_name(func)
+        fallen = []
+        if warn_hi > warn_lo:
+            for message in warnings[warn_lo:warn_hi]:
+                name = backend.fallback_ops_in(message)
+                if name:
+                    fallen.append(name)
+        on_device = any(m[0] == device_type for m in inputs) or any(m[0] == device_type for m in outputs)
+        moved, direction = (0, "")
+        if not accelerator:
+            verdict, evidence = "device", "backend"
+        elif fallen:
+            verdict, evidence = "fallback", "fallback warning"
+            moved = sum(m[3] for m in inputs if m[0] == device_type) + sum(m[3] for m in outputs if m[0] == device_type)
+            direction = "both"
+        elif on_device:
+            verdict, evidence = "device", "tensors"
+            moved, direction = _transfer(op, inputs, outputs, device_type)
+        else:
+            verdict, evidence = "cpu", "tensors"
+        out["seq"].append(seq)
+        out["step"].append(step)
+        out["phase"].append(phase)
+        out["op"].append(op)
+        out["verdict"].append(verdict)
+        out["evidence"].append(evidence)
+        out["fallback_ops"].append(format_fallback_ops(fallen) if fallen else "")
+        out["fallback_calls"].append(len(fallen))
+        out["module"].append(module)
+        out["source"].append(source)
+        out["input_devices"].append(_devices(inputs))
+        out["output_devices"].append(_devices(outputs))
+        out["dtypes"].append(",".join(sorted({str(m[1]).replace("torch.", "") for m in inputs + outputs})))
+        out["shapes"].append(str([list(m[2]) for m in inputs]))
+        out["time_ns"].append(elapsed)
+        out["device_time_ns"].append(None)
+        out["bytes_moved"].append(moved)
+        out["transfer"].append(direction)
+    return empty_ops_frame() if not raw_rows else typed_ops_frame(pd.DataFrame(out, columns=list(OP_COLUMNS)))
+
+
+def empty_ops_frame() -> pd.DataFrame:
+    return typed_ops_frame(pd.DataFrame({column: [] for column in OP_COLUMNS}, columns=list(OP_COLUMNS)))
+
+
+_INT_COLUMNS = ("seq", "step", "fallback_calls", "time_ns", "bytes_moved")
+_STR_COLUMNS = tuple(c for c in OP_COLUMNS if c not in _INT_COLUMNS + ("device_time_ns",))
+
+
+def typed_ops_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Fix column types (also after loading from JSON)."""
+    for column in OP_COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    frame = frame[list(OP_COLUMNS)].copy()
+    for column in _INT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0).astype("int64")
+    frame["device_time_ns"] = pd.to_numeric(frame["device_time_ns"], errors="coerce").astype("Float64")
+    for column in _STR_COLUMNS:
+        frame[column] = frame[column].fillna("").astype(str)
+    return frame

@@ -1,0 +1,151 @@
+"""torch.profiler alongside the recorder, converted to our own frames at once.
+
+We never hand torch's EventList to the rest of dmlprof: the events become a
+small per-op frame (for cross-checking our times) and per-call device times
+joined onto our op rows.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from collections import defaultdict
+from contextlib import contextmanager
+
+import pandas as pd
+
+# Kineto prints these on start/stop (torch 2.13: "USDT: ... profiler_start").
+_PROFILER_NOISE = re.compile(r"USDT|STAGE:|kineto|Kineto|ActivityProfiler|CUPTI|libkineto|Profiler")
+
+
+@contextmanager
+def quiet_native_stderr():
+    """Hide what C++ prints on fd 2 meanwhile; pass through the lines that are not profiler noise."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except Exception:
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            for line in sink.read().decode("utf-8", "replace").splitlines():
+                if line.strip() and not _PROFILER_NOISE.search(line):
+                    print(line, file=sys.stderr)
+
+
+class ProfilerAlongside:
+    """Runs torch.profiler (CPU, plus the device where it has kernel times)."""
+
+    def __init__(self, backend, enabled: bool = True):
+        self.backend = backend
+        self.enabled = enabled
+        self._prof = None
+        self.events = []
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        import torch.profiler
+
+        self._prof = torch.profiler.profile(
+            activities=self.backend.profiler_activities(),
+            record_shapes=True,
+            with_stack=False,  # crashes silently on DirectML; we attribute lines ourselves
+        )
+        with quiet_native_stderr():
+            self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._prof is None:
+            return False
+        with quiet_native_stderr():
+            self._prof.__exit__(*exc)
+        return False
+
+    @property
+    def profile(self):
+        return self._prof
+
+    def op_events(self) -> pd.DataFrame:
+        """One row per profiler op event: name, start, duration, nesting."""
+        if self._prof is None:
+            return pd.DataFrame(columns=["name", "start_ns", "time_ns", "device_time_ns", "parent", "thread"])
+        rows = []
+        for event in self._prof.events():
+            device_time_us = getattr(event, "device_time_total", None)
+            if device_time_us is None:
+                device_time_us = getattr(event, "cuda_time_total", 0)
+            parent = event.cpu_parent.name if event.cpu_parent is not None else ""
+            rows.append(
+                (
+                    event.name,
+                    int(event.time_range.start * 1000),
+                    int((event.time_range.end - event.time_range.start) * 1000),
+                    int(device_time_us * 1000),
+                    parent,
+                    event.thread,
+                )
+            )
+        return pd.DataFrame(rows, columns=["name", "start_ns", "time_ns", "device_time_ns", "parent", "thread"])
+
+
+def recorded_call_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The profiler events that are our recorded calls.
+
+    With our dispatch mode active, every call it records shows in the profiler
+    twice, nested: the outer event includes our Python bookkeeping, the inner
+    one (whose parent has the same name) is the call we timed.
+    """
+    if events.empty:
+        return events
+    return events[events["name"] == events["parent"]].sort_values("start_ns", kind="stable")
+
+
+def profiler_op_totals(events: pd.DataFrame) -> pd.DataFrame:
+    """Per op (profiler spelling, e.g. ``aten::addmm``): calls and total times."""
+    calls = recorded_call_events(events)
+    if calls.empty:
+        return pd.DataFrame(columns=["op", "calls", "time_ns", "device_time_ns"])
+    grouped = calls.groupby("name").agg(calls=("time_ns", "size"), time_ns=("time_ns", "sum"), device_time_ns=("device_time_ns", "sum"))
+    return grouped.reset_index().rename(columns={"name": "op"})
+
+
+def join_device_times(ops: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Give each op row the device (kernel) time of its own profiler event.
+
+    Rows and inner events are matched per op name in execution order: the k-th
+    recorded ``aten::mm`` is the k-th inner ``aten::mm`` event.
+    """
+    calls = recorded_call_events(events)
+    if calls.empty or ops.empty:
+        return ops
+    queues = defaultdict(list)
+    for name, device_ns in zip(calls["name"], calls["device_time_ns"]):
+        queues[name].append(device_ns)
+    positions = defaultdict(int)
+    device_times = []
+    for op in ops["op"]:
+        name = op.split(".", 1)[0]
+        queue = queues.get(name)
+        index = positions[name]
+        if queue is not None and index < len(queue):
+            device_times.append(queue[index])
+            positions[name] = index + 1
+        else:
+            device_times.append(None)
+    ops = ops.copy()
+    ops["device_time_ns"] = pd.array(device_times, dtype="Float64")
+    return ops

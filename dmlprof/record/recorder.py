@@ -1,0 +1,158 @@
+"""The live recorder: one row per op call the device's dispatcher sees.
+
+A ``TorchDispatchMode`` sits below autograd, so it sees exactly the calls that
+reach the backend (after composite-implicit ops have decomposed), with their
+overload names, tensors and devices. Per call it keeps only cheap metadata;
+verdicts and strings are built once, after recording, in :func:`rows_to_frame`.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from dmlprof.record.attribution import ModuleTracker, user_source_line
+from dmlprof.record.warning_capture import WarningCapture
+
+PHASES = ("forward", "backward", "optimizer", "other")
+_perf_ns = time.perf_counter_ns
+_Tensor = torch.Tensor
+_current_node = torch._C._current_autograd_node
+# Ops the profiler itself issues through the dispatcher; never the user's.
+_SKIP_NAMESPACES = frozenset({"profiler"})
+
+
+def _tensor_meta(values) -> tuple:
+    """(device type, dtype, shape, bytes) for each tensor among ``values``."""
+    found = []
+    for value in values:
+        if isinstance(value, _Tensor):
+            found.append((value.device.type, value.dtype, tuple(value.shape), value.numel() * value.element_size()))
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, _Tensor):
+                    found.append((item.device.type, item.dtype, tuple(item.shape), item.numel() * item.element_size()))
+    return tuple(found)
+
+
+def _outputs_tuple(out) -> tuple:
+    if isinstance(out, _Tensor):
+        return (out,)
+    if isinstance(out, (list, tuple)):
+        return tuple(out)
+    return ()
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, recorder: "Recorder"):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        rec = self.recorder
+        if func.namespace in _SKIP_NAMESPACES or not rec.active:
+            return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        inputs = _tensor_meta(args)
+        if kwargs:
+            inputs += _tensor_meta(kwargs.values())
+        warned_before = len(rec.warnings.messages)
+        start = _perf_ns()
+        out = func(*args, **kwargs)
+        outputs = _outputs_tuple(out)
+        if rec.sync is not None:
+            rec.sync(outputs)
+        elapsed = _perf_ns() - start
+        warned_after = len(rec.warnings.messages)
+
+        phase = rec.phase or rec.infer_phase()
+        if phase == "backward":
+            node = _current_node()
+            module, source = rec.modules.owner_of_node(node) if node is not None else ("", "")
+        elif phase == "optimizer":
+            module, source = rec.optimizer_name, ""
+        else:
+            module, source = rec.modules.current()
+        if warned_after != warned_before or rec.wants_source(inputs):
+            # The user's own line matters most where a call leaves the device.
+            source = user_source_line(2) or source
+        rec.rows.append(
+            (rec.step, phase, func, inputs, _tensor_meta(outputs), elapsed, warned_before, warned_after, module, source)
+        )
+        return out
+
+
+class Recorder:
+    """Records op calls while active. Use as a context manager.
+
+    ``phase`` may be set by the runner (contract mode); when ``None`` it is
+    inferred from optimizer hooks, the autograd engine and the module stack.
+    """
+
+    def __init__(self, backend, sync: bool = True):
+        self.backend = backend
+        self.sync = backend.synchronize if (sync and backend.is_accelerator()) else None
+        self.synchronized = bool(sync and backend.is_accelerator())
+        self.rows: list = []
+        self.step = 0
+        self.phase: Optional[str] = None
+        self.active = True
+        self.optimizer_name = ""
+        self._in_optimizer = 0
+        self.modules = ModuleTracker()
+        self.warnings = WarningCapture()
+        self._mode = None
+        self._hook_handles: list = []
+        self._main_thread = threading.get_ident()
+
+    # -- phase inference -----------------------------------------------------
+    def infer_phase(self) -> str:
+        if self._in_optimizer:
+            return "optimizer"
+        if _current_node() is not None:
+            return "backward"
+        if self.modules.stack:
+            return "forward"
+        return "other"
+
+    def _optimizer_pre(self, optimizer, args, kwargs):
+        self._in_optimizer += 1
+        self.optimizer_name = f"optimizer.{type(optimizer).__name__}"
+
+    def _optimizer_post(self, optimizer, args, kwargs):
+        self._in_optimizer = max(0, self._in_optimizer - 1)
+        if self.phase is None:  # script mode: each optimizer step ends a step
+            self.step += 1
+
+    def wants_source(self, inputs) -> bool:
+        """Whether a call's tensors sit off the device (worth a source line)."""
+        if self.sync is None and not self.backend.is_accelerator():
+            return False
+        device_type = self.backend.device_type
+        return any(meta[0] != device_type for meta in inputs)
+
+    # -- lifecycle -----------------------------------------------------------
+    def __enter__(self):
+        self.warnings.__enter__()
+        self.modules.install()
+        import torch.optim.optimizer as optim
+        self._hook_handles = [
+            optim.register_optimizer_step_pre_hook(self._optimizer_pre),
+            optim.register_optimizer_step_post_hook(self._optimizer_post),
+        ]
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._mode.__exit__(*exc)
+        finally:
+            for handle in self._hook_handles:
+                handle.remove()
+            self.modules.remove()
+            self.warnings.__exit__(*exc)
+        return False

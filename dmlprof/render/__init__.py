@@ -1,0 +1,1 @@
+"""Renderers: Session (+ analysis frames) -> text, JSON, HTML, traces. They never mutate data."""

@@ -1,0 +1,116 @@
+"""The terminal report (tabulate): headline, fallback hotspots, per-op table, phases."""
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from dmlprof import analysis
+from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_share
+
+
+def render_text(session, top: int = 15, width_hint: int = 120) -> str:
+    """The whole report as plain text (ASCII only, safe on any console)."""
+    meta, ops = session.meta, session.ops
+    head = analysis.summary(ops)
+    lines = []
+    title = f"dmlprof {meta.get('mode', 'live')} scan of {meta.get('model_name') or meta.get('model')}"
+    lines.append(title)
+    lines.append("=" * len(title))
+    device = f"{meta.get('backend')} ({meta.get('device_name')})"
+    facts = [
+        ("device", device),
+        ("torch", meta.get("torch_version")),
+        ("run", _run_line(meta)),
+        ("timing", meta.get("timing", "")),
+    ]
+    if meta.get("table_version"):
+        facts.append(("op table", meta["table_version"]))
+    if meta.get("partial"):
+        facts.append(("PARTIAL", f"stopped early: {meta.get('partial_reason', '')}"))
+    lines.append(tabulate(facts, tablefmt="plain"))
+    lines.append("")
+    lines.append(
+        f"{head['op_calls']} op calls: {head['device_calls']} on the device, "
+        f"{head['fallback_calls']} fell back to the CPU, {head['cpu_calls']} on CPU tensors"
+    )
+    lines.append(
+        f"device share: {fmt_share(head['device_call_share'])} of calls, {fmt_share(head['device_time_share'])} of time; "
+        f"fallback: {fmt_ms(head['fallback_time_ms'])} = {fmt_share(head['fallback_time_share'])} of op time "
+        f"({fmt_ms(head['time_ms'])} total)"
+    )
+    if meta.get("step_times_ms"):
+        steps = meta["step_times_ms"]
+        lines.append(f"step time: {fmt_ms(sorted(steps)[len(steps) // 2])} median over {len(steps)} measured steps")
+
+    hotspots = analysis.fallback_hotspots(ops)
+    lines.append("")
+    if hotspots.empty:
+        if session.meta.get("backend") == "cpu":
+            lines.append("Fallbacks: none possible (the CPU is the device). Use --device or --target dml to check an accelerator.")
+        else:
+            lines.append("Fallbacks: none - every call on device tensors ran on the device.")
+    else:
+        lines.append(f"Fallback hotspots (top {min(top, len(hotspots))} of {len(hotspots)})")
+        rows = []
+        for row in hotspots.head(top).itertuples():
+            inner = ", ".join(row.inner_ops)
+            op = row.op if inner in ("", row.op) else f"{row.op} -> {inner}"
+            rows.append([op, row.calls, fmt_ms(row.time_ms), fmt_share(row.share), fmt_bytes(row.bytes_moved),
+                         fmt_list(row.modules, 1), fmt_list(row.sources, 1)])
+        lines.append(tabulate(rows, headers=["op (-> what fell back)", "calls", "time", "share", "moved", "module", "source"]))
+        advice = _advice(session, hotspots)
+        if advice:
+            lines.append("")
+            lines.extend(advice)
+
+    transfers = analysis.transfer_hotspots(ops)
+    if not transfers.empty and session.meta.get("backend") != "cpu":
+        lines.append("")
+        lines.append("Host<->device copies and syncs")
+        rows = [[r.op, r.transfer, r.calls, fmt_bytes(r.bytes_moved), fmt_ms(r.time_ms), fmt_list(r.phases, 2), fmt_list(r.sources, 1)]
+                for r in transfers.head(top).itertuples()]
+        lines.append(tabulate(rows, headers=["op", "direction", "calls", "moved", "time", "phase", "source"]))
+
+    per_op = analysis.op_summary(ops)
+    lines.append("")
+    lines.append(f"Ops by time (top {min(top, len(per_op))} of {len(per_op)})")
+    rows = [[r.op, r.verdict, r.phase, r.calls, fmt_ms(r.time_ms), fmt_share(r.share)] for r in per_op.head(top).itertuples()]
+    lines.append(tabulate(rows, headers=["op", "verdict", "phase", "calls", "time", "share"]))
+
+    phases = analysis.phase_split(ops)
+    lines.append("")
+    lines.append("By phase")
+    rows = [[r.phase, r.calls, fmt_ms(r.time_ms), fmt_share(r.share), r.fallback_calls, fmt_ms(r.fallback_time_ms), r.cpu_calls]
+            for r in phases.itertuples()]
+    lines.append(tabulate(rows, headers=["phase", "calls", "time", "share", "fallbacks", "fallback time", "cpu calls"]))
+
+    if meta.get("warnings"):
+        lines.append("")
+        lines.append(f"Other warnings while recording ({len(meta['warnings'])} distinct):")
+        for warning in meta["warnings"][:5]:
+            lines.append(f"  {warning['category']} x{warning['count']}: {warning['message'].splitlines()[0][:150]}")
+    text = "\n".join(lines)
+    return text.encode("ascii", "replace").decode("ascii")
+
+
+def _run_line(meta) -> str:
+    if meta.get("run_mode") == "script":
+        return f"script mode (recorded the whole run; {meta.get('steps', 0)} optimizer steps seen)"
+    return (
+        f"model contract, batch size {meta.get('batch_size')}, {meta.get('warmup_steps', 0)} warm-up + "
+        f"{meta.get('steps', 0)} measured steps, optimizer {meta.get('optimizer', '?')}"
+    )
+
+
+def _advice(session, hotspots) -> list:
+    """One line per hotspot that has a known fix (filled by replacements when present)."""
+    try:
+        from dmlprof.replacements import advice_for
+    except ImportError:
+        return []
+    lines = []
+    for row in hotspots.itertuples():
+        for op in row.inner_ops or [row.op]:
+            tip = advice_for(op)
+            if tip:
+                lines.append(f"  fix {op}: {tip}")
+    return sorted(set(lines), key=lines.index)

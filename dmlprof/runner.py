@@ -1,0 +1,342 @@
+"""Runs a model file's training step (or a whole script) under the recorder.
+
+Contract mode: warm-up steps, then measured steps of forward + loss + backward
++ optimizer step, each op call recorded with its phase. Script mode: the file
+runs as ``__main__`` with its own argv, recorded from start to end, phases
+inferred. Either way the result is a :class:`~dmlprof.session.Session`; when a
+run stops early (Ctrl-C, the model raises) the error carries the partial
+session, which says it is partial.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import runpy
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+import dmlprof
+from dmlprof.backends import Backend, resolve_backend
+from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError
+from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
+from dmlprof.record.frame import rows_to_frame
+from dmlprof.record.profiler import ProfilerAlongside, join_device_times, profiler_op_totals
+from dmlprof.record.recorder import Recorder
+from dmlprof.session import Session
+
+DEFAULT_BATCH_SIZE = 16
+DEFAULT_STEPS = 3
+DEFAULT_WARMUP = 1
+
+
+class ScanStopped(DmlprofError):
+    """A scan that stopped early; ``session`` holds what was recorded."""
+
+    def __init__(self, cause: DmlprofError, session: Session):
+        super().__init__(str(cause), remedy=cause.remedy)
+        self.exit_code = cause.exit_code
+        self.session = session
+        self.cause = cause
+
+
+def default_loss(output, target):
+    """Cross-entropy for integer targets, mean squared error otherwise."""
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    if not target.is_floating_point() and not target.is_complex():
+        return torch.nn.functional.cross_entropy(output, target)
+    return torch.nn.functional.mse_loss(output, target)
+
+
+def default_optimizer(params):
+    return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+
+
+def scan(
+    path,
+    device: str = "auto",
+    *,
+    batch_size: Optional[int] = None,
+    steps: int = DEFAULT_STEPS,
+    warmup: int = DEFAULT_WARMUP,
+    sync: bool = True,
+    profiler: bool = True,
+    script_args: Sequence[str] = (),
+    backend: Optional[Backend] = None,
+) -> Session:
+    """Scan a model file (the model contract) or a script; returns the Session.
+
+    Raises :class:`~dmlprof.errors.DmlprofError` for anything the user can fix;
+    a scan that stopped part-way raises :class:`ScanStopped` whose
+    ``session`` is the partial result.
+    """
+    if steps < 1:
+        raise DmlprofError("--steps must be at least 1")
+    if warmup < 0:
+        raise DmlprofError("--warmup cannot be negative")
+    if batch_size is not None and batch_size < 1:
+        raise DmlprofError("--batch-size must be at least 1")
+    model_file = inspect_model_file(path)
+    backend = backend or resolve_backend(device)
+    run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode)
+    if model_file.mode == "contract":
+        return run.contract(batch_size=batch_size, steps=steps, warmup=warmup)
+    return run.script(script_args=list(script_args))
+
+
+def _to_device(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=False)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device) for v in value)
+    return value
+
+
+def _check_batch(batch, path: Path):
+    if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+        raise ModelFileError(f"{path.name}: make_batch must return (inputs, target)")
+    inputs, target = batch
+    inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+    for where, tensor in [("inputs", t) for t in inputs] + [("target", target)]:
+        if not isinstance(tensor, torch.Tensor):
+            raise ModelFileError(f"{path.name}: make_batch {where} must be tensors, got {type(tensor).__name__}")
+        if tensor.device.type != "cpu":
+            raise ModelFileError(
+                f"{path.name}: make_batch returned {where} on {tensor.device}; "
+                "the contract wants CPU tensors (dmlprof moves them to the device)"
+            )
+    return tuple(inputs), target
+
+
+class _Run:
+    def __init__(self, path: Path, backend: Backend, *, sync: bool, profiler: bool, run_mode: str):
+        self.path = path
+        self.backend = backend
+        self.sync = sync
+        self.profiler_enabled = profiler
+        self.run_mode = run_mode
+        self.meta = {
+            "dmlprof_version": dmlprof.__version__,
+            "torch_version": torch.__version__,
+            "python_version": platform.python_version(),
+            "platform": platform.platform(),
+            "backend": backend.name,
+            "device": str(backend.device()),
+            "device_name": _safe(backend.device_name, "unknown"),
+            "backend_versions": _safe(backend.versions, {}),
+            "mode": "live",
+            "run_mode": run_mode,
+            "model": str(path),
+            "model_name": path.stem,
+            "sync": bool(sync and backend.is_accelerator()),
+            "timing": _timing_note(backend, sync),
+            "profiler": profiler,
+            "started_at": _dt.datetime.now().isoformat(timespec="seconds"),
+            "partial": False,
+        }
+        self.step_times_ms: list = []
+
+    # -- contract ------------------------------------------------------------
+    def contract(self, *, batch_size, steps: int, warmup: int) -> Session:
+        module = import_model_module(self.path)
+        model = self._user_call("build_model()", module.build_model)
+        if not isinstance(model, torch.nn.Module):
+            raise ModelFileError(f"{self.path.name}: build_model() must return an nn.Module, got {type(model).__name__}")
+        batch_size = int(batch_size or getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE))
+        inputs, target = _check_batch(self._user_call("make_batch()", module.make_batch, batch_size), self.path)
+        device = self.backend.device()
+        model = self._user_call("moving the model to the device", model.to, device)
+        model.train()
+        loss_fn = getattr(module, "loss_fn", None) or default_loss
+        make_optimizer = getattr(module, "make_optimizer", None) or default_optimizer
+        optimizer = self._user_call("make_optimizer()", make_optimizer, model.parameters())
+        self.meta.update(
+            batch_size=batch_size,
+            warmup_steps=warmup,
+            steps_requested=steps,
+            steps=0,
+            optimizer=type(optimizer).__name__,
+            loss_fn="loss_fn" if hasattr(module, "loss_fn") else "default",
+            parameters=sum(p.numel() for p in model.parameters()),
+        )
+
+        def one_step(recorder: Optional[Recorder]):
+            def phase(name):
+                if recorder is not None:
+                    recorder.phase = name
+
+            phase("other")
+            device_inputs = _to_device(inputs, device)
+            device_target = _to_device(target, device)
+            phase("forward")
+            output = model(*device_inputs)
+            loss = loss_fn(output, device_target)
+            phase("backward")
+            loss.backward()
+            phase("optimizer")
+            optimizer.step()
+            phase("other")
+            optimizer.zero_grad(set_to_none=True)
+            return loss
+
+        start = time.perf_counter()
+        for _ in range(warmup):
+            self._guarded(lambda: self._timed_step(one_step, None), recorder=None)
+        recorder = Recorder(self.backend, sync=self.sync)
+        recorder.modules.name_tree(model)
+        profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
+        self.backend.reset_peak_memory()
+        with profiler:
+            with recorder:
+                for step in range(steps):
+                    recorder.step = step
+                    recorder.modules.reset_nodes()
+                    self._guarded(lambda: self._timed_step(one_step, recorder), recorder=recorder, profiler=profiler)
+                    self.meta["steps"] = step + 1
+        self.meta["duration_s"] = round(time.perf_counter() - start, 3)
+        return self._finish(recorder, profiler)
+
+    def _timed_step(self, one_step, recorder):
+        started = time.perf_counter_ns()
+        loss = one_step(recorder)
+        if recorder is not None:
+            recorder.active = False  # the closing sync is ours, not the model's
+        try:
+            self.backend.synchronize([loss])
+        finally:
+            if recorder is not None:
+                recorder.active = True
+        if recorder is not None:
+            self.step_times_ms.append((time.perf_counter_ns() - started) / 1e6)
+
+    # -- script ----------------------------------------------------------------
+    def script(self, *, script_args: list) -> Session:
+        self.meta.update(script_args=script_args, steps=0, batch_size=None)
+        recorder = Recorder(self.backend, sync=self.sync)
+        profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
+        start = time.perf_counter()
+
+        def run_script():
+            with _script_context(self.path, script_args):
+                try:
+                    runpy.run_path(str(self.path), run_name="__main__")
+                except SystemExit as exc:
+                    if exc.code not in (None, 0):
+                        raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}") from None
+
+        self.backend.reset_peak_memory()
+        with profiler:
+            with recorder:
+                self._guarded(run_script, recorder=recorder, profiler=profiler)
+        self.meta["duration_s"] = round(time.perf_counter() - start, 3)
+        self.meta["steps"] = recorder.step
+        session = self._finish(recorder, profiler)
+        if session.ops.empty:
+            raise ModelFileError(
+                f"{self.path.name} is neither a model file (build_model, make_batch) "
+                "nor a script that runs PyTorch ops: it ran none"
+            )
+        return session
+
+    # -- shared ------------------------------------------------------------------
+    def _user_call(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted before any step ran") from None
+        except DmlprofError:
+            raise
+        except Exception as exc:
+            raise self._explain(exc, what) from exc
+
+    def _explain(self, exc: BaseException, what: str) -> DmlprofError:
+        known = self.backend.known_error(exc)
+        if known is not None:
+            return DeviceError(f"{what}: {known.explanation}", remedy=known.remedy)
+        return ModelRaisedError(f"{what} raised {describe_exception(exc)}")
+
+    def _guarded(self, body, *, recorder: Optional[Recorder], profiler: Optional[ProfilerAlongside] = None):
+        """Run ``body``; on Ctrl-C or an error, stop recording and raise with the partial session."""
+        try:
+            body()
+        except KeyboardInterrupt:
+            cause: DmlprofError = Interrupted("interrupted")
+        except ModelRaisedError as exc:
+            cause = exc
+        except DmlprofError:
+            raise
+        except Exception as exc:
+            cause = self._explain(exc, f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name)
+        else:
+            return
+        if recorder is None:  # still warming up: nothing recorded to keep
+            raise cause
+        recorder.__exit__(None, None, None)
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+        self.meta.update(partial=True, partial_reason=str(cause.one_line()))
+        session = self._finish(recorder, profiler)
+        raise ScanStopped(cause, session)
+
+    def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> Session:
+        ops = rows_to_frame(recorder.rows, recorder.warnings.messages, self.backend)
+        profiler_ops = None
+        if profiler is not None and profiler.profile is not None:
+            events = profiler.op_events()
+            if self.backend.profiler_device_activity:
+                ops = join_device_times(ops, events)
+            profiler_ops = profiler_op_totals(events)
+        memory = _safe(self.backend.memory, None)
+        self.meta.update(
+            step_times_ms=[round(t, 3) for t in self.step_times_ms],
+            memory=vars(memory) if memory is not None else {},
+            warnings=_other_warnings(recorder, self.backend),
+        )
+        session = Session(meta=dict(self.meta), ops=ops)
+        if profiler_ops is not None:
+            session.profiler_ops = profiler_ops
+        return session
+
+
+def _other_warnings(recorder: Recorder, backend: Backend) -> list:
+    """Warnings that are not fallback evidence, once each with a count."""
+    counts = Counter(
+        (category, message)
+        for message, category in zip(recorder.warnings.messages, recorder.warnings.categories)
+        if backend.fallback_ops_in(message) is None
+    )
+    return [{"category": c, "message": m[:500], "count": n} for (c, m), n in counts.most_common(50)]
+
+
+def _timing_note(backend: Backend, sync: bool) -> str:
+    if not backend.is_accelerator():
+        return "wall time per call on the CPU"
+    if sync:
+        return "wall time per call, device synchronised after each call"
+    return "host-side time per call (--no-sync): device work may finish later and be billed to another call"
+
+
+def _safe(fn, default):
+    try:
+        return fn()
+    except Exception:
+        return default
+
+
+@contextmanager
+def _script_context(path: Path, script_args: list):
+    """Run a script as ``python path args...`` would: argv and sys.path[0]."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(path)] + script_args
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        yield
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path

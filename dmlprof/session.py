@@ -1,0 +1,119 @@
+"""The Session: what a scan found, as a value that saves, loads and renders.
+
+A Session is metadata plus one row per op call (a pandas DataFrame). It is
+written as plain JSON, never pickled, so a file someone sends you cannot run
+code when you open it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from dmlprof.errors import SessionFileError
+from dmlprof.record.frame import empty_ops_frame, typed_ops_frame
+
+FORMAT = "dmlprof-session"
+FORMAT_VERSION = 1
+SUFFIX = ".session.json"
+
+
+@dataclass
+class Session:
+    """``meta``: run facts; ``ops``: one row per op call; ``profiler_ops``:
+    torch.profiler's own per-op totals for the same steps; ``extras``: results
+    other commands attach (a sweep, a verification)."""
+
+    meta: dict
+    ops: pd.DataFrame = field(default_factory=empty_ops_frame)
+    profiler_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    extras: dict = field(default_factory=dict)
+
+    # -- persistence ---------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "meta": self.meta,
+            "ops": _frame_to_columns(self.ops),
+            "profiler_ops": _frame_to_columns(self.profiler_ops),
+            "extras": self.extras,
+        }
+
+    def save(self, path) -> Path:
+        """Write the session as UTF-8 JSON; returns the path written."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(_json_safe(self.to_dict()), separators=(",", ":"), allow_nan=False), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Session":
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise SessionFileError("not a dmlprof session file")
+        if data.get("format_version", 0) > FORMAT_VERSION:
+            raise SessionFileError(
+                f"session format {data.get('format_version')} is newer than this dmlprof understands",
+                remedy="upgrade dmlprof",
+            )
+        ops = typed_ops_frame(pd.DataFrame(data.get("ops") or {}))
+        profiler_ops = pd.DataFrame(data.get("profiler_ops") or {})
+        return cls(meta=data.get("meta") or {}, ops=ops, profiler_ops=profiler_ops, extras=data.get("extras") or {})
+
+    @classmethod
+    def load(cls, path) -> "Session":
+        """Read a session file written by :meth:`save`."""
+        path = Path(path)
+        if not path.is_file():
+            raise SessionFileError(f"no session file at {path}")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SessionFileError(f"{path} is not a dmlprof session file ({type(exc).__name__})") from None
+        return cls.from_dict(data)
+
+    # -- conveniences --------------------------------------------------------
+    @property
+    def partial(self) -> bool:
+        return bool(self.meta.get("partial"))
+
+    def default_filename(self) -> str:
+        model = Path(str(self.meta.get("model", "session"))).stem or "session"
+        backend = self.meta.get("backend", "device")
+        stamp = str(self.meta.get("started_at", "")).replace(":", "").replace("-", "")[:15] or "now"
+        return f"{model}-{backend}-{stamp}{SUFFIX}"
+
+    def _repr_html_(self) -> str:
+        from dmlprof.render.terminal import render_text
+
+        import html
+
+        return f"<pre>{html.escape(render_text(self))}</pre>"
+
+
+def _frame_to_columns(frame: Optional[pd.DataFrame]) -> dict:
+    if frame is None or frame.empty and not len(frame.columns):
+        return {}
+    return {column: frame[column].astype(object).where(frame[column].notna(), None).tolist() for column in frame.columns}
+
+
+def _json_safe(value):
+    """NaN and infinities are not JSON; numpy scalars are not Python's."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return _json_safe(value.item())
+        except (TypeError, ValueError):
+            return str(value)
+    return value
