@@ -13,7 +13,7 @@ import pandas as pd
 OP_COLUMNS = (
     "seq", "step", "phase", "op", "verdict", "evidence", "fallback_ops", "fallback_calls",
     "module", "source", "input_devices", "output_devices", "dtypes", "shapes",
-    "time_ns", "device_time_ns", "bytes_moved", "transfer",
+    "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread",
 )
 VERDICTS = ("device", "fallback", "cpu")
 
@@ -86,7 +86,9 @@ def rows_to_frame(raw_rows, warnings: list, backend, first_seq: int = 0) -> pd.D
     device_type = backend.device_type
     accelerator = backend.is_accelerator()
     out = {column: [] for column in OP_COLUMNS}
-    for seq, (step, phase, func, inputs, outputs, elapsed, warn_lo, warn_hi, module, source) in enumerate(
+    origin = raw_rows[0][5] if raw_rows else 0
+    threads: dict = {}  # OS thread ids -> 0, 1, 2... in order of appearance
+    for seq, (step, phase, func, inputs, outputs, start, elapsed, warn_lo, warn_hi, module, source, thread) in enumerate(
         raw_rows, start=first_seq
     ):
         op = op_name(func)
@@ -123,10 +125,12 @@ def rows_to_frame(raw_rows, warnings: list, backend, first_seq: int = 0) -> pd.D
         out["output_devices"].append(_devices(outputs))
         out["dtypes"].append(",".join(sorted({str(m[1]).replace("torch.", "") for m in inputs + outputs})))
         out["shapes"].append(str([list(m[2]) for m in inputs]))
+        out["start_ns"].append(start - origin)
         out["time_ns"].append(elapsed)
         out["device_time_ns"].append(None)
         out["bytes_moved"].append(moved)
         out["transfer"].append(direction)
+        out["thread"].append(threads.setdefault(thread, len(threads)))
     return empty_ops_frame() if not raw_rows else typed_ops_frame(pd.DataFrame(out, columns=list(OP_COLUMNS)))
 
 
@@ -134,7 +138,7 @@ def empty_ops_frame() -> pd.DataFrame:
     return typed_ops_frame(pd.DataFrame({column: [] for column in OP_COLUMNS}, columns=list(OP_COLUMNS)))
 
 
-_INT_COLUMNS = ("seq", "step", "fallback_calls", "time_ns", "bytes_moved")
+_INT_COLUMNS = ("seq", "step", "fallback_calls", "start_ns", "time_ns", "bytes_moved", "thread")
 _STR_COLUMNS = tuple(c for c in OP_COLUMNS if c not in _INT_COLUMNS + ("device_time_ns",))
 
 

@@ -21,6 +21,7 @@ PHASES = ("forward", "backward", "optimizer", "other")
 _perf_ns = time.perf_counter_ns
 _Tensor = torch.Tensor
 _current_node = torch._C._current_autograd_node
+_thread_id = threading.get_ident
 # Ops the profiler itself issues through the dispatcher; never the user's.
 _SKIP_NAMESPACES = frozenset({"profiler"})
 
@@ -80,7 +81,8 @@ class _Mode(TorchDispatchMode):
             # The user's own line matters most where a call leaves the device.
             source = user_source_line(2) or source
         rec.rows.append(
-            (rec.step, phase, func, inputs, _tensor_meta(outputs), elapsed, warned_before, warned_after, module, source)
+            (rec.step, phase, func, inputs, _tensor_meta(outputs), start, elapsed, warned_before, warned_after,
+             module, source, _thread_id())
         )
         return out
 
