@@ -1,0 +1,77 @@
+"""``dmlprof ops [OP]``: what a backend's op table says about an op, or which ops are of a kind.
+
+``--backend dml`` reads the table shipped with dmlprof (read from the real
+torch-directml package); mps, xpu and privateuse1 read this machine's running
+dispatcher instead.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+LIVE_KEYS = {"mps": "MPS", "xpu": "XPU", "privateuse1": "PrivateUse1"}
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("ops", help="look ops up in a backend's op table", description=__doc__)
+    parser.add_argument("op", nargs="*", help="op names: aten::lerp.Scalar_out, aten.lerp.Scalar_out or lerp.Scalar_out")
+    parser.add_argument("--backend", default="dml", choices=["dml", *LIVE_KEYS],
+                        help="dml: the shipped torch-directml table (default); others: read live from the dispatcher")
+    kinds = parser.add_mutually_exclusive_group()
+    for kind in ("native", "fallback", "composite_explicit", "composite_implicit"):
+        kinds.add_argument("--" + kind.replace("_", "-"), dest="kind", action="store_const", const=kind,
+                           help=f"list every {kind.replace('_', '-')} op")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.set_defaults(handler=run, kind=None)
+
+
+def _table(backend: str):
+    from dmlprof.tables import live_table, load_table
+
+    if backend == "dml":
+        return load_table("dml")
+    return live_table(LIVE_KEYS[backend])
+
+
+def run(args) -> int:
+    from dmlprof.errors import UsageError
+    from dmlprof.tables import MEANINGS, normalize_op
+
+    table = _table(args.backend)
+    label = table.version_label()
+    if args.op:
+        if args.kind:
+            raise UsageError("give op names or a kind to list, not both")
+        found = []
+        for name in args.op:
+            op = normalize_op(name)
+            kind = table.kind(op)
+            if kind is None:
+                raise UsageError(f"{op} is not in the {label} table (check the spelling, or the op is newer than that torch)")
+            found.append({"op": op, "kind": kind, "meaning": MEANINGS.get(kind, "")})
+        if args.json:
+            print(json.dumps({"table": label, "ops": found}, indent=1))
+        else:
+            for item in found:
+                print(f"{item['op']}: {item['kind']}  [{label}]")
+                print(f"  {item['meaning']}")
+        return 0
+    if args.kind:
+        names = table.ops(args.kind)
+        if args.json:
+            print(json.dumps({"table": label, "kind": args.kind, "count": len(names), "ops": names}, indent=1))
+        else:
+            print("\n".join(names))
+            print(f"{len(names)} {args.kind} ops  [{label}]", file=sys.stderr)
+        return 0
+    # Neither: the table's summary.
+    if args.json:
+        print(json.dumps({"table": label, "counts": table.counts, "registrations": {
+            key: len(regs) for key, regs in table.registrations.items()}}, indent=1))
+    else:
+        print(label)
+        for kind, count in table.counts.items():
+            print(f"  {kind:<20} {count:>5}")
+        for key, regs in table.registrations.items():
+            print(f"  registered on {key}: {len(regs)}")
+    return 0
