@@ -22,8 +22,16 @@ WSL_LIBRARY_DIR = Path("/usr/lib/wsl/lib")
 
 _PROBE = (
     "import json, torch_directml as d\n"
+    "def ask(fn, i):\n"
+    "    try:\n"
+    "        return fn(i)\n"
+    "    except Exception:\n"
+    "        return None\n"
     "n = d.device_count()\n"
-    "print(json.dumps({'count': n, 'names': [d.device_name(i) for i in range(n)]}))\n"
+    "r = range(n)\n"
+    "print(json.dumps({'count': n, 'names': [d.device_name(i) for i in r],\n"
+    "                  'float64': [ask(d.has_float64_support, i) for i in r],\n"
+    "                  'memory_used_mb': [ask(lambda j: sum(d.gpu_memory(j)), i) for i in r]}))\n"
 )
 
 

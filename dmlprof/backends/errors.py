@@ -1,76 +1,180 @@
-"""Known device errors, recognised from their messages, with a remedy each."""
+"""Known device errors, recognised from their messages, with a remedy each.
+
+A scan that dies on one of these ends with one line saying what happened and
+what to change, instead of a traceback (see ``dmlprof.runner._explain``), and
+``dmlprof sweep`` asks :func:`is_out_of_memory` to tell "this batch size does
+not fit" from any other failure.
+
+Messages are matched on ``"<ExceptionType>: <message>"`` of the exception and
+of its chained causes, because frameworks often re-raise device errors wrapped
+in their own.
+"""
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Optional
 
+_SHRINK_BATCH = "lower the batch size; dmlprof sweep finds the largest that fits"
+
 
 @dataclass(frozen=True)
 class KnownError:
+    """One recognised error: what it means and what to do.
+
+    ``explanation`` and ``remedy`` may hold ``{name}`` fields filled from the
+    pattern's named groups when a message matches (a size, an op name).
+    """
+
     key: str
     pattern: re.Pattern
     explanation: str
     remedy: str
 
+    @property
+    def out_of_memory(self) -> bool:
+        return self.key.endswith("out_of_memory")
+
+    def one_line(self) -> str:
+        return f"{self.explanation} ({self.remedy})"
+
+
+class _Blank(dict):
+    def __missing__(self, key):
+        return ""
+
+
+def _tidy(text: str) -> str:
+    return re.sub(r"\s{2,}", " ", text).replace(" )", ")").replace("( ", "(").strip()
+
+
+def format_bytes(count: int) -> str:
+    """Bytes as the largest binary unit that keeps the number >= 1 (``1.5 GiB``)."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"  # pragma: no cover (the loop always returns)
+
 
 KNOWN_ERRORS = (
+    # -- DirectML (torch-directml) -------------------------------------------
     KnownError(
         "dml_float64",
         re.compile(r"does not support Double \(Float64\)"),
-        "the DirectML device cannot run float64 operations",
-        "use float32 tensors (model.float(), torch.set_default_dtype(torch.float32))",
+        "the DirectML device cannot run float64 (double) operations",
+        "use float32: model.float(), .float() on inputs, no dtype=torch.float64 or .double()",
     ),
     KnownError(
         "dml_unsupported_dtype",
         re.compile(r"Invalid or unsupported data type"),
-        "the DirectML device does not support this data type (often bfloat16)",
-        "use float16 or float32 instead of bfloat16 on DirectML",
+        "the DirectML device does not support this data type, usually bfloat16",
+        "use float16 or float32 instead of bfloat16 on DirectML, e.g. autocast(dtype=torch.float16)",
     ),
     KnownError(
         "dml_out_of_memory",
-        re.compile(r"not enough GPU video memory"),
-        "the DirectML device ran out of video memory",
-        "lower the batch size (dmlprof sweep finds the largest that fits)",
-    ),
-    KnownError(
-        "cuda_out_of_memory",
-        re.compile(r"(CUDA|HIP) out of memory|OutOfMemoryError"),
-        "the GPU ran out of memory",
-        "lower the batch size (dmlprof sweep finds the largest that fits)",
-    ),
-    KnownError(
-        "mps_out_of_memory",
-        re.compile(r"MPS backend out of memory"),
-        "the MPS device ran out of memory",
-        "lower the batch size (dmlprof sweep finds the largest that fits)",
-    ),
-    KnownError(
-        "cpu_out_of_memory",
-        re.compile(r"DefaultCPUAllocator: (can't allocate memory|not enough memory)"),
-        "the process ran out of host memory",
-        "lower the batch size (dmlprof sweep finds the largest that fits)",
+        re.compile(
+            r"(?:Could not allocate tensor with (?P<bytes>\d+) bytes\.\s*)?"
+            r"There is not enough GPU video memory available"
+        ),
+        "the DirectML device ran out of video memory{bytes_clause}",
+        _SHRINK_BATCH,
     ),
     KnownError(
         "inference_mode",
         re.compile(r"Cannot set version_counter for inference tensor"),
-        "torch.inference_mode() does not work on DirectML",
+        "torch.inference_mode() tensors cannot be used on DirectML",
         "use torch.no_grad() instead of torch.inference_mode()",
+    ),
+    # A fused optimizer (AdamW(fused=True)) falls back to the CPU on DirectML,
+    # and the CPU backend has no kernel to copy its resized result back.
+    KnownError(
+        "fallback_copy_back",
+        re.compile(r"Could not run 'aten::_copy_from_and_resize' with arguments from the 'CPU' backend"),
+        "an op that fell back to the CPU could not copy its result back to the device, "
+        "as a fused optimizer such as AdamW(fused=True) does on DirectML",
+        "drop fused=True from the optimizer; the default foreach path works",
+    ),
+    # -- other accelerators ----------------------------------------------------
+    KnownError(
+        "gpu_out_of_memory",
+        re.compile(r"(?P<device>CUDA|HIP|XPU) out of memory\.?(?:\s*Tried to allocate (?P<tried>[\d.]+ ?[KMGT]?i?B))?"),
+        "the {device_label} device ran out of memory{tried_clause}",
+        _SHRINK_BATCH,
+    ),
+    KnownError(
+        "mps_out_of_memory",
+        re.compile(r"MPS backend out of memory(?:.*?Tried to allocate (?P<tried>[\d.]+ ?[KMGT]?i?B))?", re.DOTALL),
+        "the MPS device ran out of memory{tried_clause}",
+        _SHRINK_BATCH + "; raising PYTORCH_MPS_HIGH_WATERMARK_RATIO risks freezing the machine",
+    ),
+    KnownError(
+        "mps_not_implemented",
+        re.compile(r"The operator '(?P<op>[^']+)' is not currently implemented for the MPS device"),
+        "{op} has no MPS kernel and the MPS CPU fallback is off",
+        "set PYTORCH_ENABLE_MPS_FALLBACK=1 before starting Python; dmlprof then reports each fallback",
+    ),
+    KnownError(
+        "cpu_out_of_memory",
+        re.compile(
+            r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"
+            r"(?:: you tried to allocate (?P<bytes>\d+) bytes)?"
+        ),
+        "the process ran out of host memory{bytes_clause}",
+        _SHRINK_BATCH,
+    ),
+    # Any other framework's OOM type (torch.OutOfMemoryError without a known
+    # message): last, so the specific messages above win.
+    KnownError(
+        "generic_out_of_memory",
+        re.compile(r"\bOutOfMemoryError\b"),
+        "the device ran out of memory",
+        _SHRINK_BATCH,
     ),
 )
 
-OUT_OF_MEMORY_KEYS = frozenset(k.key for k in KNOWN_ERRORS if k.key.endswith("out_of_memory"))
+OUT_OF_MEMORY_KEYS = frozenset(k.key for k in KNOWN_ERRORS if k.out_of_memory)
 
 
 def match_known_error(message: str) -> Optional[KnownError]:
+    """The first known error whose pattern occurs in ``message``, formatted; else ``None``."""
     for known in KNOWN_ERRORS:
-        if known.pattern.search(message):
-            return known
+        match = known.pattern.search(message)
+        if match:
+            return _format(known, match)
     return None
 
 
+# HIP builds of PyTorch word ROCm's errors as "HIP"; users know it as ROCm.
+_DEVICE_LABELS = {"CUDA": "CUDA", "HIP": "ROCm (HIP)", "XPU": "Intel XPU"}
+
+
+def _format(known: KnownError, match: re.Match) -> KnownError:
+    groups = match.groupdict()
+    # Optional clauses read naturally only when their number was in the message.
+    clauses = {
+        "bytes_clause": f" allocating {format_bytes(int(groups['bytes']))}" if groups.get("bytes") else "",
+        "tried_clause": f" allocating {groups['tried'].strip()}" if groups.get("tried") else "",
+    }
+    fields = _Blank({k: v for k, v in groups.items() if v is not None})
+    fields.update(clauses)
+    if groups.get("device"):
+        fields["device_label"] = _DEVICE_LABELS.get(groups["device"], groups["device"])
+    return dataclasses.replace(
+        known,
+        explanation=_tidy(known.explanation.format_map(fields)),
+        remedy=_tidy(known.remedy.format_map(fields)),
+    )
+
+
 def explain_device_error(exc: BaseException, backend=None) -> Optional[KnownError]:
-    """The known error behind ``exc``, looking at its chained causes too."""
+    """The known error behind ``exc``, looking at its chained causes too.
+
+    ``backend`` is accepted for backends that want to narrow the match; the
+    messages themselves are distinctive enough that none needs to yet.
+    """
     seen = 0
     while exc is not None and seen < 8:
         found = match_known_error(f"{type(exc).__name__}: {exc}")
@@ -82,7 +186,8 @@ def explain_device_error(exc: BaseException, backend=None) -> Optional[KnownErro
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
+    """True when ``exc`` (or a cause) says a device or the host ran out of memory."""
     if isinstance(exc, MemoryError):
         return True
     found = explain_device_error(exc)
-    return bool(found and found.key in OUT_OF_MEMORY_KEYS)
+    return bool(found and found.out_of_memory)
