@@ -114,6 +114,61 @@ def _check_batch(batch, path: Path):
     return tuple(inputs), target
 
 
+class TrainingStep:
+    """One training step of a contract file, ready to run on a backend's device."""
+
+    def __init__(self, model, inputs, target, loss_fn, optimizer, device, batch_size: int, loss_name: str = "default"):
+        self.model, self.inputs, self.target = model, inputs, target
+        self.loss_fn, self.optimizer, self.device = loss_fn, optimizer, device
+        self.batch_size, self.loss_name = batch_size, loss_name
+
+    @classmethod
+    def from_file(cls, path: Path, backend: Backend, batch_size: Optional[int] = None, call=None) -> "TrainingStep":
+        """Import the contract file, build its model, batch and optimizer on the backend's device.
+
+        ``call(label, fn, *args)`` runs each piece of user code (the runner
+        passes one that turns exceptions into one-line errors).
+        """
+        call = call or (lambda label, fn, *args: fn(*args))
+        module = import_model_module(path)
+        model = call("build_model()", module.build_model)
+        if not isinstance(model, torch.nn.Module):
+            raise ModelFileError(f"{path.name}: build_model() must return an nn.Module, got {type(model).__name__}")
+        batch_size = int(batch_size or getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE))
+        inputs, target = _check_batch(call("make_batch()", module.make_batch, batch_size), path)
+        device = backend.device()
+        model = call("moving the model to the device", model.to, device)
+        model.train()
+        loss_fn = getattr(module, "loss_fn", None) or default_loss
+        make_optimizer = getattr(module, "make_optimizer", None) or default_optimizer
+        optimizer = call("make_optimizer()", make_optimizer, model.parameters())
+        return cls(model, inputs, target, loss_fn, optimizer, device, batch_size,
+                   "loss_fn" if hasattr(module, "loss_fn") else "default")
+
+    def run(self, recorder: Optional[Recorder] = None):
+        """Batch to device, forward, loss, backward, optimizer step, zero_grad; returns the loss.
+
+        With a recorder, each part is labelled with its phase.
+        """
+        def phase(name):
+            if recorder is not None:
+                recorder.phase = name
+
+        phase("other")
+        inputs = _to_device(self.inputs, self.device)
+        target = _to_device(self.target, self.device)
+        phase("forward")
+        output = self.model(*inputs)
+        loss = self.loss_fn(output, target)
+        phase("backward")
+        loss.backward()
+        phase("optimizer")
+        self.optimizer.step()
+        phase("other")
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss
+
+
 class _Run:
     def __init__(self, path: Path, backend: Backend, *, sync: bool, profiler: bool, run_mode: str):
         self.path = path
@@ -144,52 +199,23 @@ class _Run:
 
     # -- contract ------------------------------------------------------------
     def contract(self, *, batch_size, steps: int, warmup: int) -> Session:
-        module = import_model_module(self.path)
-        model = self._user_call("build_model()", module.build_model)
-        if not isinstance(model, torch.nn.Module):
-            raise ModelFileError(f"{self.path.name}: build_model() must return an nn.Module, got {type(model).__name__}")
-        batch_size = int(batch_size or getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE))
-        inputs, target = _check_batch(self._user_call("make_batch()", module.make_batch, batch_size), self.path)
-        device = self.backend.device()
-        model = self._user_call("moving the model to the device", model.to, device)
-        model.train()
-        loss_fn = getattr(module, "loss_fn", None) or default_loss
-        make_optimizer = getattr(module, "make_optimizer", None) or default_optimizer
-        optimizer = self._user_call("make_optimizer()", make_optimizer, model.parameters())
+        training = TrainingStep.from_file(self.path, self.backend, batch_size, call=self._user_call)
         self.meta.update(
-            batch_size=batch_size,
+            batch_size=training.batch_size,
             warmup_steps=warmup,
             steps_requested=steps,
             steps=0,
-            optimizer=type(optimizer).__name__,
-            loss_fn="loss_fn" if hasattr(module, "loss_fn") else "default",
-            parameters=sum(p.numel() for p in model.parameters()),
+            optimizer=type(training.optimizer).__name__,
+            loss_fn=training.loss_name,
+            parameters=sum(p.numel() for p in training.model.parameters()),
         )
-
-        def one_step(recorder: Optional[Recorder]):
-            def phase(name):
-                if recorder is not None:
-                    recorder.phase = name
-
-            phase("other")
-            device_inputs = _to_device(inputs, device)
-            device_target = _to_device(target, device)
-            phase("forward")
-            output = model(*device_inputs)
-            loss = loss_fn(output, device_target)
-            phase("backward")
-            loss.backward()
-            phase("optimizer")
-            optimizer.step()
-            phase("other")
-            optimizer.zero_grad(set_to_none=True)
-            return loss
+        one_step = training.run
 
         start = time.perf_counter()
         for _ in range(warmup):
             self._guarded(lambda: self._timed_step(one_step, None), recorder=None)
         recorder = Recorder(self.backend, sync=self.sync)
-        recorder.modules.name_tree(model)
+        recorder.modules.name_tree(training.model)
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
         self.backend.reset_peak_memory()
         with profiler:
@@ -298,10 +324,26 @@ class _Run:
             memory=vars(memory) if memory is not None else {},
             warnings=_other_warnings(recorder, self.backend),
         )
+        if profiler_ops is not None:
+            self.meta["profiler_check"] = _profiler_check(ops, profiler_ops)
         session = Session(meta=dict(self.meta), ops=ops)
         if profiler_ops is not None:
             session.profiler_ops = profiler_ops
         return session
+
+
+def _profiler_check(ops, profiler_ops) -> dict:
+    """Totals over the ops both we and torch.profiler timed."""
+    from dmlprof.analysis import profiler_crosscheck
+
+    both = profiler_crosscheck(ops, profiler_ops).dropna(subset=["profiler_time_ms"])
+    ours, theirs = float(both["time_ms"].sum()), float(both["profiler_time_ms"].sum())
+    return {
+        "matched_ops": int(len(both)),
+        "time_ms": round(ours, 3),
+        "profiler_time_ms": round(theirs, 3),
+        "ratio": round(ours / theirs, 4) if theirs else None,
+    }
 
 
 def _other_warnings(recorder: Recorder, backend: Backend) -> list:

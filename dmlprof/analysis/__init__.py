@@ -7,8 +7,9 @@ from dmlprof.analysis.core import (
     module_summary,
     op_summary,
     phase_split,
+    profiler_crosscheck,
     summary,
     transfer_hotspots,
 )
 
-__all__ = ["summary", "op_summary", "fallback_hotspots", "phase_split", "module_summary", "transfer_hotspots"]
+__all__ = ["summary", "op_summary", "fallback_hotspots", "phase_split", "module_summary", "transfer_hotspots", "profiler_crosscheck"]

@@ -183,3 +183,28 @@ def module_summary(ops: pd.DataFrame) -> pd.DataFrame:
         for key, (calls, time_ns, device_ns, fallback_calls, fallback_ns) in totals.items()
     ]
     return pd.DataFrame(rows, columns=columns).sort_values("module", kind="stable").reset_index(drop=True)
+
+
+def profiler_crosscheck(ops: pd.DataFrame, profiler_ops: pd.DataFrame) -> pd.DataFrame:
+    """Our per-op totals beside torch.profiler's for the same calls.
+
+    Joined on the profiler's spelling (``aten::addmm``, no overload). ``ratio``
+    is ours / profiler's; ops the profiler does not time (it records no range
+    for a few trivial ops such as ``aten::detach``) have no ratio.
+    """
+    columns = ["op", "calls", "time_ms", "profiler_calls", "profiler_time_ms", "ratio"]
+    if ops.empty or profiler_ops is None or profiler_ops.empty:
+        return pd.DataFrame(columns=columns)
+    ours = (
+        ops.assign(base=ops["op"].map(lambda name: name.split(".", 1)[0]))
+        .groupby("base")
+        .agg(calls=("seq", "size"), time_ns=("time_ns", "sum"))
+    )
+    theirs = profiler_ops.set_index("op")[["calls", "time_ns"]].rename(
+        columns={"calls": "profiler_calls", "time_ns": "profiler_time_ns"}
+    )
+    joined = ours.join(theirs, how="left").reset_index().rename(columns={"base": "op"})
+    joined["time_ms"] = joined["time_ns"] / _NS_PER_MS
+    joined["profiler_time_ms"] = joined["profiler_time_ns"] / _NS_PER_MS
+    joined["ratio"] = joined["time_ns"] / joined["profiler_time_ns"]
+    return joined.sort_values("time_ms", ascending=False, kind="stable")[columns].reset_index(drop=True)

@@ -24,8 +24,15 @@ def _load(name):
         raise
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line, like every other error."""
+
+    def error(self, message):
+        self.exit(2, f"dmlprof: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dmlprof",
         description="Where each op of your PyTorch training step ran, what it cost, and what to change.",
     )
@@ -49,8 +56,15 @@ def _utf8_console() -> None:
 
 def main(argv=None) -> int:
     _utf8_console()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first "--" belongs to the user's script, untouched.
+    script_args = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.script_args = script_args
     if not args.command:
         parser.print_help()
         return 2
@@ -58,9 +72,8 @@ def main(argv=None) -> int:
         return int(args.handler(args) or 0)
     except DmlprofError as err:
         saved = getattr(err, "saved_to", None)
-        if saved:
-            print(f"dmlprof: partial session saved to {saved}", file=sys.stderr)
-        print(f"dmlprof: error: {err.one_line()}", file=sys.stderr)
+        kept = f" [partial session saved to {saved}]" if saved else ""
+        print(f"dmlprof: error: {err.one_line()}{kept}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("dmlprof: interrupted", file=sys.stderr)

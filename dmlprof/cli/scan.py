@@ -8,8 +8,8 @@ from dmlprof.backends import DEVICE_CHOICES
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__)
-    parser.add_argument("model", help="a model file (build_model, make_batch) or any training script")
-    parser.add_argument("script_args", nargs="*", help="after --: the script's own arguments")
+    parser.add_argument("model", help="a model file (build_model, make_batch) or any training script; "
+                        "a script's own arguments go after --")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
     parser.add_argument("--target", choices=["dml"], help="predict coverage on a device you do not have (no device needed)")
     parser.add_argument("--batch-size", type=int, help="batch size (default: the file's BATCH_SIZE, else 16)")

@@ -45,6 +45,11 @@ def quiet_native_stderr():
                     print(line, file=sys.stderr)
 
 
+_EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "parent", "grandparent", "thread"]
+# torch >= 2.5 wraps the Python dispatch mode's work in a range of its own.
+_MODE_RANGE = "PythonDispatchMode"
+
+
 class ProfilerAlongside:
     """Runs torch.profiler (CPU, plus the device where it has kernel times)."""
 
@@ -82,24 +87,26 @@ class ProfilerAlongside:
     def op_events(self) -> pd.DataFrame:
         """One row per profiler op event: name, start, duration, nesting."""
         if self._prof is None:
-            return pd.DataFrame(columns=["name", "start_ns", "time_ns", "device_time_ns", "parent", "thread"])
+            return pd.DataFrame(columns=_EVENT_COLUMNS)
         rows = []
         for event in self._prof.events():
             device_time_us = getattr(event, "device_time_total", None)
             if device_time_us is None:
                 device_time_us = getattr(event, "cuda_time_total", 0)
-            parent = event.cpu_parent.name if event.cpu_parent is not None else ""
+            parent = event.cpu_parent
+            grandparent = parent.cpu_parent if parent is not None else None
             rows.append(
                 (
                     event.name,
                     int(event.time_range.start * 1000),
                     int((event.time_range.end - event.time_range.start) * 1000),
                     int(device_time_us * 1000),
-                    parent,
+                    parent.name if parent is not None else "",
+                    grandparent.name if grandparent is not None else "",
                     event.thread,
                 )
             )
-        return pd.DataFrame(rows, columns=["name", "start_ns", "time_ns", "device_time_ns", "parent", "thread"])
+        return pd.DataFrame(rows, columns=_EVENT_COLUMNS)
 
 
 def recorded_call_events(events: pd.DataFrame) -> pd.DataFrame:
@@ -107,11 +114,15 @@ def recorded_call_events(events: pd.DataFrame) -> pd.DataFrame:
 
     With our dispatch mode active, every call it records shows in the profiler
     twice, nested: the outer event includes our Python bookkeeping, the inner
-    one (whose parent has the same name) is the call we timed.
+    one (whose parent, or grandparent through a ``PythonDispatchMode`` range,
+    has the same name) is the call we timed.
     """
     if events.empty:
         return events
-    return events[events["name"] == events["parent"]].sort_values("start_ns", kind="stable")
+    inner = (events["name"] == events["parent"]) | (
+        (events["parent"] == _MODE_RANGE) & (events["name"] == events["grandparent"])
+    )
+    return events[inner].sort_values("start_ns", kind="stable")
 
 
 def profiler_op_totals(events: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ _META_KEYS = (
     "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
     "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
     "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
-    "started_at", "duration_s", "step_times_ms", "memory",
+    "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
 )
 
 

@@ -1,0 +1,123 @@
+"""What recording costs: a bare training step, torch.profiler alone, and dmlprof.
+
+All three run in one process, interleaved in rounds so that drift on a noisy
+machine hits each alike; the figures are ratios of median step times.
+dmlprof here is exactly what `dmlprof scan` runs (the recorder plus
+torch.profiler alongside), with --no-sync and, separately, with per-op sync.
+
+    python benchmarks/overhead.py [--model models/resnet18.py] [--device auto] [--batch-size N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dmlprof.backends import resolve_backend  # noqa: E402
+from dmlprof.record.profiler import ProfilerAlongside, quiet_native_stderr  # noqa: E402
+from dmlprof.record.recorder import Recorder  # noqa: E402
+from dmlprof.runner import TrainingStep  # noqa: E402
+
+
+def timed(training, backend, recorder=None) -> float:
+    start = time.perf_counter_ns()
+    loss = training.run(recorder)
+    if recorder is not None:
+        recorder.active = False
+    backend.synchronize([loss])
+    if recorder is not None:
+        recorder.active = True
+    return (time.perf_counter_ns() - start) / 1e6
+
+
+def measure(training, backend, variant: str, steps: int) -> list:
+    """Step times (ms) of ``steps`` steps under one way of recording."""
+    if variant == "bare":
+        return [timed(training, backend) for _ in range(steps)]
+    if variant == "profiler":
+        with quiet_native_stderr():
+            prof = torch.profiler.profile(activities=backend.profiler_activities(), record_shapes=True)
+            prof.__enter__()
+        try:
+            return [timed(training, backend) for _ in range(steps)]
+        finally:
+            with quiet_native_stderr():
+                prof.__exit__(None, None, None)
+    sync = variant == "dmlprof_sync"
+    recorder = Recorder(backend, sync=sync)
+    recorder.modules.name_tree(training.model)
+    with ProfilerAlongside(backend):
+        with recorder:
+            times = []
+            for step in range(steps):
+                recorder.step = step
+                recorder.modules.reset_nodes()
+                times.append(timed(training, backend, recorder))
+    return times
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(REPO / "models" / "resnet18.py"))
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3, help="steps per variant per round")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "overhead.json"))
+    args = parser.parse_args(argv)
+
+    backend = resolve_backend(args.device)
+    training = TrainingStep.from_file(Path(args.model), backend, args.batch_size)
+    variants = ["bare", "profiler", "dmlprof_nosync"] + (["dmlprof_sync"] if backend.is_accelerator() else [])
+    for variant in variants:  # warm every path once (allocator, kernels, profiler init)
+        measure(training, backend, variant, 1)
+    times = {variant: [] for variant in variants}
+    for round_index in range(args.rounds):
+        order = variants if round_index % 2 == 0 else variants[::-1]
+        for variant in order:
+            times[variant].extend(measure(training, backend, variant, args.steps))
+    median = {variant: statistics.median(values) for variant, values in times.items()}
+    recorder = Recorder(backend, sync=False)
+    with recorder:
+        training.run(recorder)
+    result = {
+        "benchmark": "overhead",
+        "model": Path(args.model).name,
+        "batch_size": training.batch_size,
+        "device": backend.name,
+        "device_name": backend.device_name(),
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+        "op_calls_per_step": len(recorder.rows),
+        "rounds": args.rounds,
+        "steps_per_round": args.steps,
+        "median_step_ms": {k: round(v, 3) for k, v in median.items()},
+        "ratios": {
+            "profiler_vs_bare": round(median["profiler"] / median["bare"], 4),
+            "dmlprof_nosync_vs_bare": round(median["dmlprof_nosync"] / median["bare"], 4),
+            "dmlprof_nosync_vs_profiler": round(median["dmlprof_nosync"] / median["profiler"], 4),
+        },
+        "target": "dmlprof --no-sync <= 1.10x torch.profiler alone",
+    }
+    if "dmlprof_sync" in median:
+        result["ratios"]["dmlprof_sync_vs_profiler"] = round(median["dmlprof_sync"] / median["profiler"], 4)
+    result["meets_target"] = result["ratios"]["dmlprof_nosync_vs_profiler"] <= 1.10
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
