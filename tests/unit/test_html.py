@@ -1,0 +1,209 @@
+"""The HTML report's data (report_data) and the escaping of what it renders.
+
+Sessions are built directly from synthetic op frames: no model runs.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from dmlprof.record.frame import typed_ops_frame
+from dmlprof.render.html import OP_ROW_FIELDS, render_html, report_data, script_json
+from dmlprof.session import Session
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+def make_session(calls, meta=None, extras=None) -> Session:
+    """calls: dicts with at least op and time_ns; the rest gets plausible defaults."""
+    rows = []
+    clock = 0
+    for seq, call in enumerate(calls):
+        row = {"seq": seq, "step": 0, "phase": "forward", "verdict": "device", "evidence": "tensors",
+               "fallback_ops": "", "fallback_calls": 0, "module": "Net.fc", "source": "model.py:10",
+               "input_devices": "dml", "output_devices": "dml", "dtypes": "float32", "shapes": "[[2, 3]]",
+               "start_ns": clock, "bytes_moved": 0, "transfer": "", "thread": 0}
+        row.update(call)
+        if row["verdict"] == "fallback" and not row["fallback_ops"]:
+            row["fallback_ops"] = f"{row['op']}=1"
+            row["fallback_calls"] = 1
+        clock = row["start_ns"] + row["time_ns"] + 100
+        rows.append(row)
+    base = {"backend": "dml", "device": "privateuseone:0", "device_name": "Test GPU", "mode": "live",
+            "model": "models/test.py", "model_name": "test", "torch_version": "2.4.1",
+            "backend_versions": {"torch-directml": "0.2.5.dev240914"}, "batch_size": 8, "steps": 1}
+    base.update(meta or {})
+    return Session(meta=base, ops=typed_ops_frame(pd.DataFrame(rows)), extras=extras or {})
+
+
+def fallback_mix() -> Session:
+    return make_session([
+        {"op": "aten::addmm", "time_ns": 5_000},
+        {"op": "aten::addmm", "time_ns": 5_000},
+        {"op": "aten::cumsum", "verdict": "fallback", "time_ns": 20_000, "module": "Net.pool", "bytes_moved": 64},
+        {"op": "aten::_foreach_lerp_.Scalar", "verdict": "fallback", "time_ns": 90_000, "phase": "optimizer",
+         "module": "", "source": "train.py:3", "fallback_ops": "aten::lerp.Scalar_out=4", "fallback_calls": 4,
+         "bytes_moved": 4096},
+        {"op": "aten::cumsum", "verdict": "fallback", "time_ns": 30_000, "module": "Net.pool", "source": "model.py:22"},
+        {"op": "aten::nonzero", "verdict": "cpu", "time_ns": 1_000},
+    ])
+
+
+SWEEP = {
+    "rows": [
+        {"batch_size": 8, "status": "ok", "samples_per_s": 100.0, "step_ms_p50": 80.0, "step_ms_p95": 90.0,
+         "peak_memory_bytes": 1 << 20, "memory_source": "test", "fallback_time_share": 0.1, "error": None},
+        {"batch_size": 16, "status": "ok", "samples_per_s": 180.0, "step_ms_p50": 89.0, "step_ms_p95": 95.0,
+         "peak_memory_bytes": 2 << 20, "memory_source": "test", "fallback_time_share": 0.1, "error": None},
+        {"batch_size": 32, "status": "oom", "samples_per_s": 0.0, "step_ms_p50": 0.0, "step_ms_p95": 0.0,
+         "peak_memory_bytes": None, "memory_source": "test", "fallback_time_share": 0.0, "error": "out of memory"},
+    ],
+    "recommended_batch_size": 16, "knee_batch_size": None, "memory_budget_bytes": 3 << 20,
+}
+
+
+def test_hotspots_are_ranked_by_time_with_module_source_and_replacement():
+    # GIVEN a session where a composite optimizer op costs the most fallback time
+    data = report_data(fallback_mix())
+    # THEN hotspots are ordered by time, slowest first
+    assert [h["op"] for h in data["hotspots"]] == ["aten::_foreach_lerp_.Scalar", "aten::cumsum"]
+    assert [h["rank"] for h in data["hotspots"]] == [1, 2]
+    lerp, cumsum = data["hotspots"]
+    assert lerp["inner_ops"] == ["aten::lerp.Scalar_out"] and lerp["inner_calls"] == 4
+    assert lerp["bytes_moved"] == 4096 and lerp["sources"] == ["train.py:3"]
+    # the replacement comes from dmlprof.replacements for the inner op that fell back
+    from dmlprof.replacements import advice_for_hotspot
+
+    assert lerp["replacement"] == advice_for_hotspot(["aten::lerp.Scalar_out"])
+    assert lerp["replacement"]  # a known one exists today
+    assert cumsum["calls"] == 2 and cumsum["time_ms"] == pytest.approx(0.05)
+    assert cumsum["modules"] == ["Net.pool"]
+    # the line where it cost more time comes first
+    assert cumsum["sources"] == ["model.py:22", "model.py:10"]
+    assert cumsum["replacement"] is None
+
+
+def test_cards_show_coverage_by_calls_and_time_and_fallback_share():
+    data = report_data(fallback_mix())
+    cards = {c["key"]: c for c in data["cards"]}
+    assert cards["device"]["value"] == "dml" and "torch-directml 0.2.5.dev240914" in cards["device"]["detail"]
+    assert cards["mode"]["value"] == "live"
+    assert cards["coverage_calls"]["value"] == "33.3%"  # 2 of 6 calls on the device
+    assert cards["coverage_time"]["value"] == f"{100 * 10_000 / 151_000:.1f}%"
+    assert cards["fallback_time"]["value"] == f"{100 * 140_000 / 151_000:.1f}%"
+    assert cards["fallback_time"]["tone"] == "bad"
+
+
+def test_op_rows_are_aggregated_per_op_verdict_phase():
+    data = report_data(fallback_mix())
+    rows = [dict(zip(OP_ROW_FIELDS, row)) for row in data["ops"]]
+    # 6 calls, 4 groups: the table stays small however many calls there were
+    assert len(rows) == 4
+    addmm = next(r for r in rows if r["op"] == "aten::addmm")
+    assert addmm["calls"] == 2 and addmm["time_ms"] == pytest.approx(0.01)
+    lerp = next(r for r in rows if r["op"].startswith("aten::_foreach"))
+    assert lerp["fallback_ops"] == "aten::lerp.Scalar_out" and lerp["phase"] == "optimizer"
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_module_tree_has_parents_first_natural_order_and_shares():
+    session = make_session([
+        {"op": "aten::mm", "time_ns": 100, "module": "Net.blocks.10.fc"},
+        {"op": "aten::mm", "time_ns": 100, "module": "Net.blocks.2.fc"},
+        {"op": "aten::cumsum", "verdict": "fallback", "time_ns": 300, "module": "Net.blocks.2.fc"},
+    ])
+    modules = report_data(session)["modules"]
+    names = [m["module"] for m in modules]
+    assert names == ["Net", "Net.blocks", "Net.blocks.2", "Net.blocks.2.fc", "Net.blocks.10", "Net.blocks.10.fc"]
+    by = {m["module"]: m for m in modules}
+    assert by["Net.blocks.2.fc"]["fallback_share"] == pytest.approx(0.75)
+    assert by["Net.blocks.2.fc"]["device_share"] == pytest.approx(0.25)
+    assert by["Net"]["calls"] == 3 and by["Net"]["has_children"] and not by["Net.blocks.10.fc"]["has_children"]
+
+
+def test_phase_split_follows_forward_backward_optimizer():
+    session = make_session([
+        {"op": "aten::sgd", "time_ns": 10, "phase": "optimizer"},
+        {"op": "aten::mm", "time_ns": 30, "phase": "backward"},
+        {"op": "aten::mm", "time_ns": 20, "phase": "forward"},
+    ])
+    phases = report_data(session)["phases"]
+    assert [p["phase"] for p in phases] == ["forward", "backward", "optimizer"]
+    assert max(p["bar"] for p in phases) == 1.0
+
+
+def test_sweep_chart_only_with_a_sweep():
+    assert report_data(fallback_mix())["sweep"] is None
+    assert 'id="chart-sweep"' not in render_html(fallback_mix())
+
+    session = make_session([{"op": "aten::mm", "time_ns": 10}], extras={"sweep": SWEEP})
+    sweep = report_data(session)["sweep"]
+    assert [r["batch_size"] for r in sweep["rows"]] == [8, 16, 32]
+    assert [r["recommended"] for r in sweep["rows"]] == [False, True, False]
+    assert sweep["rows"][1]["rate_bar"] == 1.0 and sweep["rows"][2]["rate_bar"] == 0.0
+    html = render_html(session)
+    assert 'id="chart-sweep"' in html and "OOM" in html
+
+
+def test_partial_and_predicted_sessions_are_flagged():
+    partial = report_data(make_session([{"op": "aten::mm", "time_ns": 10}],
+                                       meta={"partial": True, "partial_reason": "step 2 raised"}))
+    assert any(f["label"] == "Partial session" and "step 2 raised" in f["text"] for f in partial["flags"])
+
+    predicted = make_session([{"op": "aten::mm", "time_ns": 0}], meta={"mode": "predicted", "table_version": "dml-0.2.5-t7"})
+    data = report_data(predicted)
+    assert any(f["label"] == "Predicted" and "dml-0.2.5-t7" in f["text"] for f in data["flags"])
+    cards = {c["key"]: c for c in data["cards"]}
+    assert cards["mode"]["value"] == "predicted" and "dml-0.2.5-t7" in cards["mode"]["detail"]
+    assert cards["coverage_time"]["value"] == "n/a"  # no per-call times: no share by time
+    assert "dml-0.2.5-t7" in render_html(predicted)
+
+
+def test_empty_session_renders():
+    session = Session(meta={"backend": "dml", "mode": "live"})
+    data = report_data(session)
+    assert data["ops"] == [] and data["hotspots"] == [] and any(f["label"] == "Empty" for f in data["flags"])
+    assert "<html" in render_html(session)
+
+
+def test_names_from_the_model_render_as_text_not_markup():
+    # GIVEN a module, op, source and error message that are markup
+    session = make_session(
+        [
+            {"op": HOSTILE, "verdict": "fallback", "time_ns": 50, "module": f"Net.{HOSTILE}", "source": f"{HOSTILE}:1"},
+            {"op": "aten::mm", "time_ns": 10, "module": "Net.<img src=x onerror=alert(2)>"},
+        ],
+        meta={"model_name": HOSTILE, "partial": True, "partial_reason": HOSTILE, "device_name": "</script><!--"},
+        extras={"sweep": {**SWEEP, "rows": [{**SWEEP["rows"][2], "error": HOSTILE}]}},
+    )
+    html = render_html(session)
+    # THEN no tag from the data reaches the markup
+    assert "<script>alert(1)" not in html
+    assert "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # escaped where the template prints it
+    # the page has exactly its own two script elements, and one closing tag each
+    assert len(re.findall(r"<script\b", html)) == 2 and len(re.findall(r"</script", html)) == 2
+    assert "<!--" not in html
+    # the inlined JSON still carries the exact names
+    blob = re.search(r'<script type="application/json" id="dmlprof-data">(.*?)</script>', html, re.S).group(1)
+    page = json.loads(blob)
+    assert HOSTILE in {row[0] for row in page["ops"]}
+    # the page script never writes markup from data
+    assert "innerHTML" not in html and "insertAdjacentHTML" not in html and "document.write" not in html
+
+
+def test_script_json_cannot_close_its_element():
+    text = script_json({"a": "</script><!-- & ]]> \u2028"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"a": "</script><!-- & ]]> \u2028"}
+
+
+def test_html_is_self_contained():
+    html = render_html(fallback_mix())
+    # nothing fetched: no external scripts, styles, images or fonts
+    assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)=', html)
+    assert "http://" not in html and "https://" not in html and "@import" not in html
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
