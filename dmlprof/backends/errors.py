@@ -52,8 +52,8 @@ def _tidy(text: str) -> str:
 def format_bytes(count: int) -> str:
     """Bytes as the largest binary unit that keeps the number >= 1 (``1.5 GiB``)."""
     value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if abs(value) < 1024 or unit == "EiB":
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{count} B"  # pragma: no cover (the loop always returns)

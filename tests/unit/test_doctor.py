@@ -1,0 +1,548 @@
+"""Every branch of every doctor check, on simulated machines (Snapshots built by hand)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from dmlprof import doctor
+from dmlprof.doctor import Check, DirectMLProbe, Snapshot, TorchFacts
+
+HEALTHY_PACKAGES = {"torch": "2.13.0+cpu", "pandas": "2.2.0", "tabulate": "0.9.0", "jinja2": "3.1.4"}
+DML_PACKAGES = {"torch": "2.4.1", "torchvision": "0.19.1", "torch-directml": "0.2.5.dev240914",
+                "pandas": "2.2.0", "tabulate": "0.9.0", "jinja2": "3.1.4"}
+DML_REQUIRES = {"torch-directml": ["torch==2.4.1", "torchvision==0.19.1"]}
+NO_ADAPTER = "Linux without WSL2's /usr/lib/wsl/lib or /dev/dxg: no D3D12 adapter can exist"
+
+
+def snap(**overrides) -> Snapshot:
+    """A plain Linux box with a CPU build of torch; override what a test is about."""
+    base = dict(
+        platform="linux", platform_release="6.1.0", python_version=(3, 11, 7),
+        packages=dict(HEALTHY_PACKAGES), torch=TorchFacts(version="2.13.0+cpu", xpu_present=True),
+        directml_adapter_possible=False, directml_adapter_reason=NO_ADAPTER,
+    )
+    base.update(overrides)
+    return Snapshot(**base)
+
+
+def windows_dml(adapters=None, available=True, reason="", **overrides) -> Snapshot:
+    """Windows with torch-directml 0.2.5 on torch 2.4.1 and a probed adapter."""
+    if adapters is None:
+        adapters = [{"index": 0, "name": "AMD Radeon RX 6600", "float64": True, "memory_used_mb": 412.0}]
+    base = dict(
+        platform="win32", platform_release="10", packages=dict(DML_PACKAGES), requires=dict(DML_REQUIRES),
+        torch=TorchFacts(version="2.4.1+cpu", xpu_present=True), directml_adapter_possible=True,
+        directml_adapter_reason="Windows", directml_probe=DirectMLProbe(available, reason, adapters),
+    )
+    base.update(overrides)
+    return snap(**base)
+
+
+def names(rows):
+    return [r.name for r in rows]
+
+
+# -- helpers -------------------------------------------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("2.4.1+cu121", (2, 4, 1)), ("0.19.1", (0, 19, 1)), ("0.2.5.dev240914", (0, 2, 5)), ("2.13", (2, 13)),
+    ("", ()), (None, ()), ("unknown version", ()),
+])
+def test_release_reads_the_numeric_part(text, expected):
+    assert doctor.release(text) == expected
+
+
+def test_exact_pins_reads_only_unconditional_equality_pins():
+    pins = doctor.exact_pins(["torch==2.4.1", "torchvision == 0.19.1", "numpy>=1.21",
+                              "pytest==8.0; extra == \"test\"", "Some_Pkg[x]==1.0"])
+    assert pins == {"torch": "2.4.1", "torchvision": "0.19.1", "some-pkg": "1.0"}
+
+
+@pytest.mark.parametrize("torch_version, expected", [("2.4.1", "0.19"), ("2.13.0+cpu", "0.28"), ("2.0.0", "0.15"),
+                                                     ("1.13.1", None), ("", None)])
+def test_torchvision_series_for_torch(torch_version, expected):
+    assert doctor.torchvision_for(torch_version) == expected
+
+
+def test_check_rejects_an_unknown_status():
+    with pytest.raises(ValueError):
+        Check("x", "great", "detail")
+
+
+# -- python ----------------------------------------------------------------------
+def test_python_too_old_fails_and_blocks():
+    row = doctor.check_python(snap(python_version=(3, 8, 18)))
+    assert (row.status, row.blocking) == ("fail", True) and "3.9" in row.detail
+
+
+def test_python_newer_than_directml_wheels_is_info_on_windows_and_linux():
+    for platform in ("win32", "linux"):
+        row = doctor.check_python(snap(platform=platform, python_version=(3, 13, 1)))
+        assert row.status == "info" and "3.12" in row.remedy
+
+
+def test_python_newer_than_directml_wheels_is_fine_on_macos():
+    assert doctor.check_python(snap(platform="darwin", python_version=(3, 13, 1))).status == "ok"
+
+
+def test_python_supported_is_ok():
+    row = doctor.check_python(snap())
+    assert row.status == "ok" and "3.11.7" in row.detail
+
+
+# -- torch -----------------------------------------------------------------------
+def test_torch_missing_fails_and_blocks_with_the_import_error():
+    row = doctor.check_torch(snap(torch=None, torch_error="ModuleNotFoundError: No module named 'torch'"))
+    assert (row.status, row.blocking) == ("fail", True) and "No module named" in row.detail
+
+
+def test_torch_missing_without_a_reason_says_not_installed():
+    row = doctor.check_torch(snap(torch=None))
+    assert row.status == "fail" and "not installed" in row.detail
+
+
+def test_torch_too_old_fails_and_blocks():
+    row = doctor.check_torch(snap(torch=TorchFacts(version="2.3.1")))
+    assert (row.status, row.blocking) == ("fail", True)
+
+
+@pytest.mark.parametrize("facts, build", [
+    (TorchFacts(version="2.5.1+rocm6.2", cuda_version=None, hip_version="6.2.41133"), "ROCm 6.2.41133 build"),
+    (TorchFacts(version="2.4.1+cu121", cuda_version="12.1"), "CUDA 12.1 build"),
+    (TorchFacts(version="2.13.0+cpu"), "CPU build"),
+    (TorchFacts(version="2.13.0", mps_built=True), "CPU build with MPS"),
+])
+def test_torch_names_its_build(facts, build):
+    row = doctor.check_torch(snap(torch=facts))
+    assert row.status == "ok" and build in row.detail
+
+
+# -- dependencies ------------------------------------------------------------------
+def test_missing_pandas_or_tabulate_fails_and_blocks():
+    row = doctor.check_dependencies(snap(packages={"torch": "2.13.0", "jinja2": "3"}))
+    assert (row.status, row.blocking) == ("fail", True) and "pandas, tabulate" in row.detail
+
+
+def test_missing_jinja2_only_warns():
+    packages = dict(HEALTHY_PACKAGES, jinja2=None)
+    row = doctor.check_dependencies(snap(packages=packages))
+    assert row.status == "warn" and "--html" in row.detail
+
+
+def test_dependencies_present_are_ok():
+    assert doctor.check_dependencies(snap()).status == "ok"
+
+
+# -- torch-directml and its pins -------------------------------------------------------
+def test_directml_installed_is_ok():
+    row = doctor.check_directml_package(windows_dml())
+    assert row.status == "ok" and "0.2.5.dev240914" in row.detail
+
+
+def test_directml_missing_is_info_with_an_install_line_where_it_can_run():
+    row = doctor.check_directml_package(snap())
+    assert row.status == "info" and "torch-directml==0.2.5.dev240914" in row.remedy
+
+
+def test_directml_missing_on_macos_suggests_nothing():
+    row = doctor.check_directml_package(snap(platform="darwin"))
+    assert row.status == "info" and row.remedy == ""
+
+
+def test_pin_is_silent_without_directml():
+    assert doctor.check_directml_torch_pin(snap()) is None
+
+
+def test_pin_matches_local_build_suffix():
+    packages = dict(DML_PACKAGES, torch="2.4.1+cu121")
+    row = doctor.check_directml_torch_pin(windows_dml(packages=packages))
+    assert row.status == "ok" and "torch==2.4.1" in row.detail
+
+
+def test_pin_mismatch_fails_without_blocking_dmlprof():
+    packages = dict(DML_PACKAGES, torch="2.13.0+cpu")
+    row = doctor.check_directml_torch_pin(windows_dml(packages=packages))
+    assert (row.status, row.blocking) == ("fail", False)
+    assert "2.13.0" in row.detail and "torch==2.4.1 torchvision==0.19.1" in row.remedy
+
+
+def test_pin_is_read_from_the_installed_metadata_not_assumed():
+    # GIVEN an older torch-directml whose metadata pins torch 2.3.1
+    packages = dict(DML_PACKAGES, torch="2.3.1", **{"torch-directml": "0.2.4.dev240815"})
+    row = doctor.check_directml_torch_pin(windows_dml(packages=packages, requires={"torch-directml": ["torch==2.3.1"]}))
+    assert row.status == "ok" and "torch==2.3.1" in row.detail
+
+
+def test_pin_falls_back_to_the_known_release_pins_when_metadata_is_unreadable():
+    packages = dict(DML_PACKAGES, torch="2.5.0")
+    row = doctor.check_directml_torch_pin(windows_dml(packages=packages, requires={}))
+    assert row.status == "fail" and "torch==2.4.1" in row.detail
+
+
+def test_pin_without_a_torch_pin_in_metadata_is_info():
+    row = doctor.check_directml_torch_pin(windows_dml(requires={"torch-directml": ["torchvision==0.19.1"]}))
+    assert row.status == "info"
+
+
+def test_pin_with_torch_missing_fails():
+    packages = dict(DML_PACKAGES, torch=None)
+    row = doctor.check_directml_torch_pin(windows_dml(packages=packages, torch=None))
+    assert row.status == "fail" and "not installed" in row.detail
+
+
+# -- torchvision ------------------------------------------------------------------------
+def test_torchvision_missing_is_info():
+    assert doctor.check_torchvision(snap()).status == "info"
+
+
+def test_torchvision_matching_the_directml_pin_is_ok():
+    assert doctor.check_torchvision(windows_dml()).status == "ok"
+
+
+def test_torchvision_against_the_directml_pin_fails():
+    row = doctor.check_torchvision(windows_dml(packages=dict(DML_PACKAGES, torchvision="0.20.1")))
+    assert row.status == "fail" and "torchvision==0.19.1" in row.remedy
+
+
+def test_torchvision_pairs_with_torch_without_directml():
+    ok = doctor.check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torchvision="0.28.0+cpu")))
+    bad = doctor.check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torchvision="0.19.1")))
+    assert ok.status == "ok"
+    assert bad.status == "fail" and "0.28" in bad.detail and "torchvision==0.28.*" in bad.remedy
+
+
+def test_torchvision_pairing_unknown_for_other_torch_majors_is_info():
+    row = doctor.check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torch="3.0.0", torchvision="1.0.0")))
+    assert row.status == "info"
+
+
+# -- can a DirectML adapter exist here -----------------------------------------------------
+def test_adapter_possible_is_ok_with_its_reason():
+    row = doctor.check_directml_adapter_possible(windows_dml())
+    assert row.status == "ok" and row.detail == "Windows"
+
+
+def test_no_adapter_on_plain_linux_is_info_when_directml_is_not_installed():
+    row = doctor.check_directml_adapter_possible(snap())
+    assert row.status == "info" and "no D3D12 adapter" in row.detail and "Windows" in row.remedy
+
+
+def test_no_adapter_with_directml_installed_warns():
+    row = doctor.check_directml_adapter_possible(
+        snap(packages=dict(DML_PACKAGES), requires=dict(DML_REQUIRES), torch=TorchFacts(version="2.4.1")))
+    assert row.status == "warn" and row.detail.startswith("torch-directml is installed, but")
+
+
+def test_no_adapter_when_dml_is_asked_for_warns():
+    assert doctor.check_directml_adapter_possible(snap(device="dml")).status == "warn"
+
+
+def test_wsl_without_gpu_libraries_points_at_the_windows_driver():
+    row = doctor.check_directml_adapter_possible(snap(platform_release="5.15.153.1-microsoft-standard-WSL2"))
+    assert "Windows GPU driver with WSL2" in row.remedy
+
+
+def test_no_adapter_on_macos_has_no_os_remedy_but_mentions_the_predictor_when_there():
+    assert doctor.check_directml_adapter_possible(snap(platform="darwin", directml_adapter_reason="DirectML does not run on darwin")).remedy == ""
+    row = doctor.check_directml_adapter_possible(snap(platform="darwin", predictor_available=True))
+    assert "--target dml" in row.remedy
+
+
+# -- adapters and float64 (from the child-process probe) -----------------------------------------
+def test_adapters_row_is_absent_when_nothing_was_probed():
+    assert doctor.check_directml_adapters(snap()) is None
+    assert doctor.check_directml_float64(snap()) is None
+
+
+def test_adapters_row_names_devices_and_memory_in_use():
+    adapters = [{"index": 0, "name": "AMD Radeon RX 6600", "float64": True, "memory_used_mb": 412.0},
+                {"index": 1, "name": "Intel UHD 770", "float64": False, "memory_used_mb": None}]
+    row = doctor.check_directml_adapters(windows_dml(adapters=adapters))
+    assert row.status == "ok"
+    assert "[0] AMD Radeon RX 6600, 412 MiB in use" in row.detail and "[1] Intel UHD 770" in row.detail
+
+
+def test_adapters_available_without_details_is_still_ok():
+    row = doctor.check_directml_adapters(windows_dml(adapters=[]))
+    assert row.status == "ok" and row.detail == "available"
+
+
+def test_no_adapter_seen_warns_and_a_failed_probe_fails():
+    none_seen = doctor.check_directml_adapters(windows_dml(adapters=[], available=False, reason="torch-directml sees no adapter"))
+    crashed = doctor.check_directml_adapters(windows_dml(adapters=[], available=False,
+                                                         reason="torch-directml could not enumerate adapters: Unknown error -2147"))
+    assert none_seen.status == "warn" and crashed.status == "fail" and "Unknown error" in crashed.detail
+
+
+def test_hidden_adapters_are_named_as_a_possible_cause():
+    row = doctor.check_directml_adapters(windows_dml(adapters=[], available=False, reason="torch-directml sees no adapter",
+                                                     env={"DML_VISIBLE_DEVICES": "3"}))
+    assert "DML_VISIBLE_DEVICES=3" in row.remedy
+
+
+def test_float64_rows():
+    assert doctor.check_directml_float64(windows_dml()).status == "ok"
+    no = doctor.check_directml_float64(windows_dml(adapters=[{"index": 0, "name": "iGPU", "float64": False}]))
+    assert no.status == "warn" and "Double (Float64)" in no.detail and "float32" in no.remedy
+    unknown = doctor.check_directml_float64(windows_dml(adapters=[{"index": 0, "name": "iGPU", "float64": None}]))
+    assert unknown.status == "info"
+    assert doctor.check_directml_float64(windows_dml(adapters=[], available=False, reason="x")) is None
+
+
+# -- CUDA / ROCm, MPS, XPU --------------------------------------------------------------------
+def test_cuda_rows():
+    assert doctor.check_cuda(snap(torch=None)) is None
+    cuda = doctor.check_cuda(snap(torch=TorchFacts(version="2.6.0", cuda_version="12.4", cuda_available=True,
+                                                   cuda_devices=["NVIDIA H200"])))
+    assert cuda.name == "CUDA" and cuda.status == "ok" and "NVIDIA H200" in cuda.detail
+    rocm = doctor.check_cuda(snap(torch=TorchFacts(version="2.5.1", hip_version="6.2", cuda_available=True,
+                                                   cuda_devices=["AMD Instinct MI300X"])))
+    assert rocm.name == "ROCm" and rocm.status == "ok" and "ROCm 6.2" in rocm.detail
+    cpu = doctor.check_cuda(snap())
+    assert cpu.status == "info" and "without CUDA or ROCm" in cpu.detail
+    no_gpu = doctor.check_cuda(snap(torch=TorchFacts(version="2.4.1+cu121", cuda_version="12.1")))
+    assert no_gpu.status == "info" and "nvidia-smi" in no_gpu.remedy
+    no_rocm_gpu = doctor.check_cuda(snap(torch=TorchFacts(version="2.5.1", hip_version="6.2")))
+    assert "rocm-smi" in no_rocm_gpu.remedy
+
+
+@pytest.mark.parametrize("variable, value, hip", [("CUDA_VISIBLE_DEVICES", "", None), ("CUDA_VISIBLE_DEVICES", "-1", None),
+                                                  ("HIP_VISIBLE_DEVICES", "", "6.2")])
+def test_hidden_gpus_warn(variable, value, hip):
+    facts = TorchFacts(version="2.5.1", cuda_version=None if hip else "12.1", hip_version=hip)
+    row = doctor.check_cuda(snap(torch=facts, env={variable: value}))
+    assert row.status == "warn" and variable in row.detail
+
+
+def test_mps_rows():
+    assert doctor.check_mps(snap()) is None  # not macOS
+    assert doctor.check_mps(snap(platform="darwin", torch=None)) is None
+    on = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True, mps_available=True),
+                               env={"PYTORCH_ENABLE_MPS_FALLBACK": "1"}))
+    assert on.status == "ok"
+    off = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True, mps_available=True)))
+    assert off.status == "warn" and "PYTORCH_ENABLE_MPS_FALLBACK=1" in off.remedy
+    unavailable = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True)))
+    assert unavailable.status == "warn"
+    not_built = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1")))
+    assert not_built.status == "info"
+
+
+def test_xpu_rows():
+    assert doctor.check_xpu(snap(torch=None)) is None
+    assert doctor.check_xpu(snap(torch=TorchFacts(version="2.3.1", xpu_present=False))).status == "info"
+    assert doctor.check_xpu(snap()).status == "info"
+    facts = TorchFacts(version="2.6.0", xpu_present=True, xpu_available=True, xpu_devices=["Intel Arc A770"])
+    quiet = doctor.check_xpu(snap(torch=facts))
+    assert quiet.status == "warn" and "PYTORCH_DEBUG_XPU_FALLBACK=1" in quiet.remedy
+    loud = doctor.check_xpu(snap(torch=facts, env={"PYTORCH_DEBUG_XPU_FALLBACK": "1"}))
+    assert loud.status == "ok" and "Intel Arc A770" in loud.detail
+
+
+# -- the device a scan will use -------------------------------------------------------------------
+def test_auto_device_follows_the_runner_order():
+    cuda_and_dml = windows_dml(torch=TorchFacts(version="2.4.1", cuda_version="12.1", cuda_available=True,
+                                                cuda_devices=["RTX 4090"]))
+    assert doctor.auto_device(cuda_and_dml) == "cuda"
+    assert doctor.auto_device(windows_dml()) == "dml"
+    assert doctor.auto_device(windows_dml(available=False, reason="torch-directml sees no adapter")) == "cpu"
+    assert doctor.auto_device(snap()) == "cpu"
+    assert doctor.auto_device(snap(torch=TorchFacts(version="2.6", xpu_present=True, xpu_available=True))) == "xpu"
+    assert doctor.auto_device(snap(platform="darwin", torch=TorchFacts(version="2.6", mps_available=True))) == "mps"
+
+
+def test_device_available_reasons():
+    assert doctor.device_available(snap(torch=None), "cuda") == (False, "torch does not import")
+    assert doctor.device_available(snap(), "dml") == (False, "torch-directml is not installed")
+    installed_linux = snap(packages=dict(DML_PACKAGES))
+    assert doctor.device_available(installed_linux, "dml") == (False, NO_ADAPTER)
+    not_asked = windows_dml(directml_probe=None)
+    assert doctor.device_available(not_asked, "dml")[0] is False
+    assert doctor.device_available(snap(), "emulated-dml")[0] is True
+    assert doctor.device_available(snap(), "tpu")[0] is False
+    assert doctor.device_available(snap(), "cpu")[0] is True
+
+
+def test_scan_device_rows():
+    cpu = doctor.check_scan_device(snap())
+    assert cpu.status == "info" and "CPU" in cpu.detail and cpu.remedy == ""
+    assert "--target dml" in doctor.check_scan_device(snap(predictor_available=True)).remedy
+    assert doctor.check_scan_device(windows_dml()).detail == "--device auto will use dml"
+    assert doctor.check_scan_device(snap(device="cpu")).status == "ok"
+    asked = doctor.check_scan_device(snap(device="dml"))
+    assert (asked.status, asked.blocking) == ("fail", True) and "not installed" in asked.detail
+
+
+# -- settings known to fail on DirectML ------------------------------------------------------------
+SETTING_CHECKS = [doctor.check_with_stack, doctor.check_inference_mode, doctor.check_bf16, doctor.check_float64]
+
+
+@pytest.mark.parametrize("check", SETTING_CHECKS)
+def test_settings_say_nothing_when_directml_is_not_the_device(check):
+    assert check(snap()) is None
+
+
+@pytest.mark.parametrize("check", SETTING_CHECKS)
+def test_settings_warn_with_a_remedy_when_directml_is_the_device(check):
+    no_double = [{"index": 0, "name": "iGPU", "float64": False}]
+    row = check(windows_dml(adapters=no_double))
+    assert row.status == "warn" and row.remedy
+
+
+@pytest.mark.parametrize("check", SETTING_CHECKS)
+def test_settings_warn_when_dml_is_asked_for_even_without_an_adapter(check):
+    row = check(snap(device="dml"))
+    assert row.status == "warn"
+
+
+@pytest.mark.parametrize("check", SETTING_CHECKS)
+def test_settings_are_ok_when_the_files_read_do_not_use_them(check):
+    no_double = [{"index": 0, "name": "iGPU", "float64": False}]
+    row = check(windows_dml(adapters=no_double, files=("train.py",), source_findings={}))
+    assert row.status == "ok" and "train.py" in row.detail
+
+
+def test_settings_found_in_files_name_the_line():
+    findings = {"inference_mode": ["train.py:12"], "bf16": ["train.py:30", "eval.py:4"]}
+    dml = windows_dml(files=("train.py", "eval.py"), source_findings=findings)
+    row = doctor.check_inference_mode(dml)
+    assert row.status == "warn" and "train.py:12" in row.detail and "no_grad" in row.remedy
+    assert "eval.py:4" in doctor.check_bf16(dml).detail
+    # on another device the same finding is only information
+    elsewhere = doctor.check_bf16(snap(files=("train.py",), source_findings=findings))
+    assert elsewhere.status == "info" and "train.py:30" in elsewhere.detail
+
+
+def test_float64_setting_is_ok_on_an_adapter_that_runs_doubles():
+    row = doctor.check_float64(windows_dml(source_findings={"float64": ["a.py:1"]}, files=("a.py",)))
+    assert row.status == "ok" and "a.py:1" in row.detail
+
+
+def test_find_settings_reads_text_and_skips_comments():
+    sources = {
+        "train.py": "\n".join([
+            "import torch",
+            "with torch.inference_mode():",
+            "    x = x.to(torch.bfloat16)",
+            "# torch.profiler.profile(with_stack=True) is commented out",
+            "prof = torch.profiler.profile(with_stack = True)",
+            "y = y.double()",
+            "z = torch.zeros(3, dtype=torch.float64)",
+            "w = torch.zeros(3, dtype=torch.float32)  # not float64",
+            "autocast_dtype = 'bf16'",
+        ]),
+    }
+    found = doctor.find_settings(["train.py"], read=sources.__getitem__)
+    assert found == {
+        "inference_mode": ["train.py:2"],
+        "bf16": ["train.py:3", "train.py:9"],
+        "with_stack": ["train.py:5"],
+        "float64": ["train.py:6", "train.py:7"],
+    }
+
+
+# -- environment variables -------------------------------------------------------------------
+@pytest.mark.parametrize("variable", doctor.PLACEBO_ENV)
+def test_placebo_variables_warn_and_name_the_real_one(variable):
+    row = doctor.check_placebo_env(snap(env={variable: "1"}))
+    assert row.status == "warn" and variable in row.detail
+    assert "DML_VISIBLE_DEVICES" in row.remedy and "torch.dml.empty_cache()" in row.remedy
+    assert "torch.backends.dml" in row.remedy and "ProfilerActivity.DML" in row.remedy
+
+
+def test_no_placebo_variables_is_ok_where_directml_matters_and_silent_elsewhere():
+    assert doctor.check_placebo_env(windows_dml()).status == "ok"
+    assert doctor.check_placebo_env(snap()) is None
+
+
+def test_dml_visible_devices_is_real_and_reported_as_info():
+    assert doctor.check_dml_visible_devices(snap()) is None
+    absent = doctor.check_dml_visible_devices(snap(env={"DML_VISIBLE_DEVICES": "1"}))
+    assert absent.status == "info" and "not installed" in absent.detail
+    present = doctor.check_dml_visible_devices(windows_dml(env={"DML_VISIBLE_DEVICES": "1"}))
+    assert present.status == "info" and "sees only" in present.detail
+
+
+# -- the whole run ------------------------------------------------------------------------------
+def test_every_check_returns_a_check_or_nothing_on_varied_machines():
+    machines = [snap(), windows_dml(), snap(torch=None), snap(platform="darwin"), snap(device="dml"),
+                windows_dml(available=False, reason="torch-directml sees no adapter", adapters=[])]
+    for machine in machines:
+        for check in doctor.CHECKS:
+            row = check(machine)
+            assert row is None or (isinstance(row, Check) and row.status in doctor.STATUSES and row.detail)
+
+
+def test_a_check_that_raises_becomes_a_failed_row_and_the_rest_still_run():
+    def check_broken(_):
+        raise KeyError("oops")
+
+    rows = doctor.run_checks(snap(), [doctor.check_python, check_broken, doctor.check_torch])
+    assert names(rows) == ["python", "broken", "torch"]
+    assert rows[1].status == "fail" and "oops" in rows[1].detail
+
+
+def test_exit_code_blocks_only_on_blocking_failures_unless_strict():
+    healthy = doctor.run_checks(snap())
+    assert doctor.exit_code(healthy) == 0
+    assert not any(r.status == "fail" for r in healthy)
+    mismatched = doctor.run_checks(windows_dml(packages=dict(DML_PACKAGES, torch="2.13.0")))
+    assert any(r.status == "fail" for r in mismatched)
+    assert doctor.exit_code(mismatched) == 0 and doctor.exit_code(mismatched, strict=True) == 1
+    assert doctor.exit_code(doctor.run_checks(snap(torch=None))) == 1
+    assert doctor.exit_code(doctor.run_checks(snap(device="dml"))) == 1
+
+
+def test_plain_linux_ci_machine_reads_truthfully():
+    """GIVEN the CI box (Linux, CPU torch, no DirectML) THEN nothing fails and DirectML is 'not installed'."""
+    rows = {r.name: r for r in doctor.run_checks(snap())}
+    assert rows["torch-directml"].detail == "torch-directml is not installed"
+    assert rows["DirectML adapter possible"].status == "info"
+    assert "DirectML adapters" not in rows and "profiler with_stack" not in rows
+    assert rows["scan device"].detail.startswith("--device auto will use the CPU")
+
+
+def test_table_and_json_render_every_row():
+    machine = windows_dml(env={"DML_EXECUTION_MODE": "1"})
+    rows = doctor.run_checks(machine)
+    table = doctor.render_table(rows)
+    assert table.splitlines()[0].split()[:4] == ["status", "check", "detail", "remedy"]
+    assert "WARN" in table and "DirectML env advice" in table
+    assert table.rstrip().endswith(doctor.tally(rows))
+    data = json.loads(doctor.to_json(rows, machine))
+    assert [c["name"] for c in data["checks"]] == names(rows)
+    assert data["exit_code"] == 0 and data["snapshot"]["env"] == {"DML_EXECUTION_MODE": "1"}
+    assert data["snapshot"]["directml_probe"]["adapters"][0]["name"] == "AMD Radeon RX 6600"
+
+
+def test_tally_counts_each_status():
+    rows = [Check("a", "ok", "x"), Check("b", "warn", "x"), Check("c", "warn", "x"), Check("d", "info", "x")]
+    assert doctor.tally(rows) == "1 ok, 2 warn, 0 fail, 1 info"
+
+
+# -- the real snapshot ----------------------------------------------------------------------------
+def test_real_snapshot_is_truthful_and_never_probes_where_no_adapter_can_exist():
+    import importlib.util
+    import sys
+
+    import torch
+
+    from dmlprof.backends.dml import adapter_possible
+
+    real = doctor.gather_snapshot()
+    assert real.platform == sys.platform and real.python_version == tuple(sys.version_info[:3])
+    assert real.torch is not None and real.torch.version == torch.__version__
+    assert real.torch.cuda_available == torch.cuda.is_available()
+    assert real.directml_installed == (importlib.util.find_spec("torch_directml") is not None)
+    possible, _ = adapter_possible()
+    assert real.directml_adapter_possible == possible
+    if not possible:
+        assert real.directml_probe is None
+    json.dumps(real.to_dict())  # the snapshot is plain data
+    assert dataclasses.asdict(real)["device"] == "auto"
+
+
+def test_float64_setting_warns_when_any_adapter_lacks_doubles():
+    mixed = [{"index": 0, "name": "dGPU", "float64": True}, {"index": 1, "name": "iGPU", "float64": False}]
+    assert doctor.check_float64(windows_dml(adapters=mixed)).status == "warn"

@@ -1,0 +1,127 @@
+"""Each recognised device error: its explanation, its remedy, and whether it counts as out-of-memory."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dmlprof.backends import CpuBackend, CudaBackend, DmlBackend, MpsBackend, XpuBackend
+from dmlprof.backends.errors import (
+    KNOWN_ERRORS,
+    explain_device_error,
+    format_bytes,
+    is_out_of_memory,
+    match_known_error,
+)
+from dmlprof.errors import DmlprofError
+
+# (exception, key, words the explanation must contain, words the remedy must contain, out of memory)
+CASES = [
+    (RuntimeError("The GPU device does not support Double (Float64) operations!"),
+     "dml_float64", ["float64"], ["float32"], False),
+    (RuntimeError("Invalid or unsupported data type."),
+     "dml_unsupported_dtype", ["data type", "bfloat16"], ["float16"], False),
+    (RuntimeError("Could not allocate tensor with 6291456 bytes. There is not enough GPU video memory available!"),
+     "dml_out_of_memory", ["DirectML", "video memory", "6.0 MiB"], ["batch size"], True),
+    (RuntimeError("Cannot set version_counter for inference tensor"),
+     "inference_mode", ["inference_mode"], ["no_grad"], False),
+    (NotImplementedError("Could not run 'aten::_copy_from_and_resize' with arguments from the 'CPU' backend. "
+                         "This could be because the operator doesn't exist for this backend"),
+     "fallback_copy_back", ["fell back", "fused"], ["fused=True"], False),
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total capacity)"),
+     "gpu_out_of_memory", ["CUDA", "2.00 GiB"], ["batch size"], True),
+    (torch.OutOfMemoryError("HIP out of memory. Tried to allocate 512.00 MiB (GPU 0; 63.98 GiB total capacity)"),
+     "gpu_out_of_memory", ["ROCm", "512.00 MiB"], ["batch size"], True),
+    (RuntimeError("XPU out of memory. Tried to allocate 1.50 GiB (GPU 0; 15.9 GiB total capacity)"),
+     "gpu_out_of_memory", ["XPU", "1.50 GiB"], ["batch size"], True),
+    (RuntimeError("MPS backend out of memory (MPS allocated: 17.5 GB, other allocations: 1.2 GB, max allowed: "
+                  "18.13 GB). Tried to allocate 256.00 MB on private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 "
+                  "to disable upper limit for memory allocations (may cause system failure)."),
+     "mps_out_of_memory", ["MPS", "256.00 MB"], ["batch size", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"], True),
+    (NotImplementedError("The operator 'aten::grid_sampler_2d_backward' is not currently implemented for the MPS "
+                         "device. As a temporary fix, you can set the environment variable "
+                         "`PYTORCH_ENABLE_MPS_FALLBACK=1` to use the CPU as a fallback for this op."),
+     "mps_not_implemented", ["aten::grid_sampler_2d_backward", "MPS"], ["PYTORCH_ENABLE_MPS_FALLBACK=1"], False),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+                  "you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)"),
+     "cpu_out_of_memory", ["host memory", "1.0 TiB"], ["batch size"], True),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:72] data. DefaultCPUAllocator: not enough memory: "
+                  "you tried to allocate 3221225472 bytes."),
+     "cpu_out_of_memory", ["host memory", "3.0 GiB"], ["batch size"], True),
+    (torch.OutOfMemoryError("some allocator said no"),
+     "generic_out_of_memory", ["out of memory"], ["batch size"], True),
+]
+
+
+@pytest.mark.parametrize("exc, key, explains, remedies, oom", CASES, ids=[c[1] + str(i) for i, c in enumerate(CASES)])
+def test_each_known_error_is_explained_with_a_remedy(exc, key, explains, remedies, oom):
+    known = explain_device_error(exc)
+    assert known is not None and known.key == key
+    for word in explains:
+        assert word in known.explanation, (word, known.explanation)
+    for word in remedies:
+        assert word in known.remedy, (word, known.remedy)
+    assert "{" not in known.one_line() and "\n" not in known.one_line()
+    assert is_out_of_memory(exc) is oom
+
+
+def test_every_known_error_has_a_case():
+    assert {k.key for k in KNOWN_ERRORS} == {c[1] for c in CASES}
+
+
+@pytest.mark.parametrize("backend_class", [CpuBackend, CudaBackend, DmlBackend, MpsBackend, XpuBackend])
+def test_every_backend_recognises_the_directml_float64_error(backend_class):
+    # The scan asks the backend; a model that raises the DirectML message is explained on any device.
+    known = backend_class().known_error(RuntimeError("The GPU device does not support Double (Float64) operations!"))
+    assert known.key == "dml_float64"
+
+
+def test_the_error_is_found_through_chained_causes():
+    try:
+        try:
+            raise RuntimeError("Could not allocate tensor with 1024 bytes. There is not enough GPU video memory available!")
+        except RuntimeError as inner:
+            raise ValueError("the data loader failed") from inner
+    except ValueError as outer:
+        wrapped = outer
+    assert explain_device_error(wrapped).key == "dml_out_of_memory"
+    assert is_out_of_memory(wrapped)
+
+
+def test_an_oom_message_without_a_size_still_reads_well():
+    known = match_known_error("RuntimeError: There is not enough GPU video memory available!")
+    assert known.key == "dml_out_of_memory" and known.explanation == "the DirectML device ran out of video memory"
+    known = match_known_error("OutOfMemoryError: CUDA out of memory.")
+    assert known.explanation == "the CUDA device ran out of memory"
+
+
+def test_unknown_errors_are_not_explained():
+    for exc in (ValueError("boom from the model"), RuntimeError("mat1 and mat2 shapes cannot be multiplied"),
+                KeyError("weight")):
+        assert explain_device_error(exc) is None
+        assert not is_out_of_memory(exc)
+
+
+def test_memory_error_is_out_of_memory():
+    assert is_out_of_memory(MemoryError())
+
+
+@pytest.mark.live
+def test_a_real_host_allocation_failure_is_recognised():
+    # 2**62 bytes cannot be mapped on any machine: torch raises at once, nothing is allocated.
+    with pytest.raises(RuntimeError) as caught:
+        torch.empty(2**62, dtype=torch.uint8)
+    known = explain_device_error(caught.value)
+    assert known is not None and known.key == "cpu_out_of_memory" and "4.0 EiB" in known.explanation
+    assert is_out_of_memory(caught.value)
+
+
+def test_the_cli_line_carries_explanation_and_remedy():
+    known = explain_device_error(RuntimeError("The GPU device does not support Double (Float64) operations!"))
+    line = DmlprofError(f"step 2: {known.explanation}", remedy=known.remedy).one_line()
+    assert line == f"step 2: {known.explanation} ({known.remedy})"
+
+
+@pytest.mark.parametrize("count, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (6291456, "6.0 MiB"),
+                                         (3 * 2**30, "3.0 GiB"), (2**40, "1.0 TiB"), (2**62, "4.0 EiB")])
+def test_format_bytes(count, text):
+    assert format_bytes(count) == text
