@@ -1,0 +1,97 @@
+"""``dmlprof sweep MODEL.py``: throughput, step time and peak memory per batch size; picks one."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from dmlprof.backends import DEVICE_CHOICES
+
+#: the child memory cap can also come from the environment (handy in CI)
+MEMORY_LIMIT_ENV = "DMLPROF_SWEEP_CHILD_MEMORY_LIMIT"
+
+
+def add_parser(commands) -> None:
+    from dmlprof.sweep.driver import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS,
+                                      DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP)
+
+    parser = commands.add_parser(
+        "sweep", help="measure a model file over batch sizes and recommend one", description=__doc__,
+        epilog="Each size runs in its own process, so running out of memory is a result, not a crash. "
+               "Schema of --json: docs/sweep_schema.md.",
+    )
+    parser.add_argument("model", help="a model file (build_model, make_batch)")
+    sizes = parser.add_mutually_exclusive_group(required=True)
+    sizes.add_argument("--batch-sizes", metavar="N,N,...", help="the sizes to measure, e.g. 8,16,32,64")
+    sizes.add_argument("--auto", action="store_true",
+                       help="double from a start size until out of memory, over the memory budget, "
+                            "--max-batch-size or --time-budget")
+    parser.add_argument("--start-batch-size", type=int, metavar="N",
+                        help="--auto: first size (default: the file's BATCH_SIZE / 4, else 1)")
+    parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE, metavar="N",
+                        help=f"--auto: largest size to try (default {DEFAULT_MAX_BATCH_SIZE})")
+    parser.add_argument("--time-budget", type=float, default=DEFAULT_TIME_BUDGET_S, metavar="S",
+                        help=f"--auto: do not start a size likely to end past S seconds (default {DEFAULT_TIME_BUDGET_S:.0f}; 0: no limit)")
+    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"timed steps per size (default {DEFAULT_STEPS})")
+    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help=f"warm-up steps per size (default {DEFAULT_WARMUP})")
+    parser.add_argument("--amp", choices=["fp16", "bf16"], help="mixed precision with the backend's torch.autocast")
+    parser.add_argument("--memory-budget", metavar="SIZE",
+                        help="peak memory allowed for the recommendation: bytes, 8GiB, 512MB, or a share "
+                             "like 0.5 or 50%% of device memory (default 70%%; on the CPU, of physical memory)")
+    parser.add_argument("--child-memory-limit", metavar="SIZE",
+                        help="cap each child's address space at SIZE more than it holds once torch is loaded "
+                             f"(RLIMIT_AS; Linux only, ignored with a note elsewhere; also ${MEMORY_LIMIT_ENV})")
+    parser.add_argument("--child-timeout", type=float, default=DEFAULT_CHILD_TIMEOUT_S, metavar="S",
+                        help=f"give up on one size after S seconds (default {DEFAULT_CHILD_TIMEOUT_S:.0f})")
+    parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
+    parser.add_argument("--json", metavar="FILE", help="also write the sweep as JSON (docs/sweep_schema.md)")
+    parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar on stderr")
+    parser.add_argument("--quiet", action="store_true", help="print no table, only where files went")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from dmlprof.cli.output import _write, write_reports
+    from dmlprof.errors import ModelRaisedError, UsageError
+    from dmlprof.sweep.options import parse_batch_sizes, parse_bytes, parse_memory_budget
+    from dmlprof.sweep.driver import run_sweep
+    from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+
+    batch_sizes = parse_batch_sizes(args.batch_sizes) if args.batch_sizes else None
+    budget = parse_memory_budget(args.memory_budget)
+    limit_text = args.child_memory_limit or os.environ.get(MEMORY_LIMIT_ENV) or None
+    child_memory_limit = parse_bytes(limit_text, "--child-memory-limit") if limit_text else None
+    if args.max_batch_size < 1:
+        raise UsageError("--max-batch-size must be at least 1")
+    if args.child_timeout <= 0:
+        raise UsageError("--child-timeout must be positive")
+    result = run_sweep(
+        args.model, args.device, batch_sizes=batch_sizes, auto=args.auto, start_batch_size=args.start_batch_size,
+        max_batch_size=args.max_batch_size, steps=args.steps, warmup=args.warmup, amp=args.amp,
+        memory_budget=budget, child_memory_limit=child_memory_limit,
+        time_budget_s=args.time_budget or None, child_timeout_s=args.child_timeout, progress=args.progress,
+    )
+    session = result.to_session()
+    out_dir = args.out or "reports"
+    from pathlib import Path
+
+    try:
+        path = session.save(Path(out_dir) / result.session_filename())
+    except OSError as exc:
+        raise UsageError(f"cannot write the session under {out_dir}: {exc.strerror or exc}") from None
+    if args.json:
+        _write(Path(args.json), render_sweep_json(session))
+    write_reports(session, argparse.Namespace(html=args.html))
+    where = sys.stderr if args.quiet else sys.stdout
+    if not args.quiet:
+        print(render_sweep_text(session))
+    print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=where)
+    sys.stdout.flush()
+    if result.interrupted:
+        return 130
+    rows = session.extras["sweep"]["rows"]
+    if rows and all(row["status"] == "error" for row in rows):
+        raise ModelRaisedError(f"no batch size ran: {rows[0]['error']}")
+    return 0

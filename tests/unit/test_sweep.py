@@ -1,0 +1,414 @@
+"""Sweep logic without running a model: analysis, option parsing, child results, the driver's stop rules."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import signal
+import sys
+
+import pytest
+
+from dmlprof.analysis.sweep import (
+    SWEEP_COLUMNS,
+    fits_budget,
+    growth_per_doubling,
+    knee_batch_size,
+    recommended_batch_size,
+    sweep_frame,
+    sweep_summary,
+)
+from dmlprof.errors import ModelFileError, UsageError
+from dmlprof.session import Session
+from dmlprof.sweep.child import RESULT_MARKER, percentile
+from dmlprof.sweep.driver import (
+    ROW_KEYS,
+    child_command,
+    describe_exit,
+    parse_child_output,
+    run_sweep,
+)
+from dmlprof.sweep.options import (
+    MemoryBudget,
+    auto_sizes,
+    auto_start_size,
+    file_batch_size,
+    parse_batch_sizes,
+    parse_bytes,
+    parse_memory_budget,
+)
+from dmlprof.sweep.progress import Progress, bar_text
+from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+
+GiB = 1024**3
+
+
+def row(batch_size, rate=0.0, status="ok", peak=None, error=None, share=0.0):
+    return {
+        "batch_size": batch_size, "status": status, "samples_per_s": rate,
+        "step_ms_p50": 1000.0 * batch_size / rate if rate else 0.0,
+        "step_ms_p95": 1100.0 * batch_size / rate if rate else 0.0,
+        "peak_memory_bytes": peak, "memory_source": "test" if peak is not None else "",
+        "fallback_time_share": share, "error": error,
+    }
+
+
+def frame(*rows):
+    return sweep_frame(list(rows))
+
+
+# -- knee -----------------------------------------------------------------------
+def test_knee_flat_throughput_is_the_first_size():
+    f = frame(row(8, 1000), row(16, 1010), row(32, 1005), row(64, 1020))
+    assert knee_batch_size(f) == 8
+
+
+def test_knee_monotone_growth_is_not_reached():
+    f = frame(row(8, 100), row(16, 190), row(32, 350), row(64, 600))
+    assert knee_batch_size(f) is None
+
+
+def test_knee_after_growth_then_plateau():
+    f = frame(row(8, 100), row(16, 200), row(32, 380), row(64, 390), row(128, 395))
+    assert knee_batch_size(f) == 32
+
+
+def test_knee_ignores_a_noisy_dip_followed_by_real_growth():
+    # 16 -> 32 grows 2 %, but 64 is far faster than 16: 16 is not where growth ended.
+    f = frame(row(8, 100), row(16, 200), row(32, 204), row(64, 400), row(128, 405))
+    assert knee_batch_size(f) == 64
+
+
+def test_knee_normalises_uneven_steps_to_doublings():
+    # 8 -> 32 is two doublings: +8 % in all is under 4 % per doubling.
+    assert knee_batch_size(frame(row(8, 1000), row(32, 1080))) == 8
+    # +21 % over two doublings is 10 % per doubling: still growing.
+    assert knee_batch_size(frame(row(8, 1000), row(32, 1210))) is None
+
+
+def test_knee_threshold_is_a_parameter():
+    f = frame(row(8, 100), row(16, 108), row(32, 116))
+    assert knee_batch_size(f) is None
+    assert knee_batch_size(f, min_growth=0.10) == 8
+
+
+def test_knee_skips_failed_sizes_and_needs_two_ok_sizes():
+    assert knee_batch_size(frame(row(8, 100), row(16, status="oom", error="out"))) is None
+    f = frame(row(8, 100), row(16, status="error", error="x"), row(32, 101))
+    assert knee_batch_size(f) == 8
+    assert knee_batch_size(frame()) is None
+
+
+def test_growth_per_doubling_column():
+    g = growth_per_doubling(frame(row(16, 100), row(8, 50), row(64, 400)))
+    assert g["batch_size"].tolist() == [8, 16, 64]
+    assert math.isnan(g["growth_per_doubling"].iloc[0])
+    assert g["growth_per_doubling"].iloc[1] == pytest.approx(1.0)
+    assert g["growth_per_doubling"].iloc[2] == pytest.approx(1.0)  # x4 over two doublings
+
+
+# -- recommendation -------------------------------------------------------------
+def test_recommendation_best_throughput_within_budget():
+    f = frame(row(8, 100, peak=1 * GiB), row(16, 180, peak=2 * GiB), row(32, 250, peak=5 * GiB))
+    assert recommended_batch_size(f, 4 * GiB) == 16
+    assert recommended_batch_size(f, 5 * GiB) == 32  # at the budget counts as within
+    assert recommended_batch_size(f, None) == 32
+
+
+def test_recommendation_none_when_no_size_fits_the_budget():
+    f = frame(row(8, 100, peak=3 * GiB), row(16, 180, peak=4 * GiB))
+    assert recommended_batch_size(f, 2 * GiB) is None
+    assert sweep_summary([row(8, 100, peak=3 * GiB)], 2 * GiB)["recommended_batch_size"] is None
+
+
+def test_recommendation_prefers_smaller_size_on_a_tie_and_ignores_failures():
+    f = frame(row(8, 100), row(16, 200), row(32, 200), row(64, status="oom", error="out of memory"))
+    assert recommended_batch_size(f, None) == 16
+    assert recommended_batch_size(frame(row(8, status="oom", error="x")), None) is None
+
+
+def test_recommendation_with_flat_throughput_and_monotone_growth():
+    flat = frame(row(8, 1000, peak=1), row(16, 1000, peak=2), row(32, 1000, peak=3))
+    assert recommended_batch_size(flat, None) == 8
+    growing = frame(row(8, 100, peak=1 * GiB), row(16, 200, peak=2 * GiB), row(32, 400, peak=8 * GiB))
+    assert recommended_batch_size(growing, 3 * GiB) == 16
+
+
+def test_unknown_peak_memory_fits_the_budget():
+    f = frame(row(8, 100, peak=None), row(16, 200, peak=10 * GiB))
+    assert fits_budget(f, GiB).tolist() == [True, False]
+    assert recommended_batch_size(f, GiB) == 8
+
+
+def test_summary_has_exactly_the_schema_keys_and_types():
+    rows = [row(16, 200.5, peak=2 * GiB, share=0.25), row(8, 100, peak=GiB), row(32, status="oom", error="not enough GPU video memory")]
+    summary = sweep_summary(rows, 3 * GiB)
+    assert set(summary) == {"rows", "recommended_batch_size", "knee_batch_size", "memory_budget_bytes"}
+    assert [r["batch_size"] for r in summary["rows"]] == [8, 16, 32]
+    for r in summary["rows"]:
+        assert tuple(r) == SWEEP_COLUMNS == ROW_KEYS
+        assert isinstance(r["batch_size"], int) and isinstance(r["samples_per_s"], float)
+        assert r["peak_memory_bytes"] is None or type(r["peak_memory_bytes"]) is int
+    assert summary["rows"][2]["peak_memory_bytes"] is None
+    assert summary["rows"][1]["fallback_time_share"] == 0.25
+    assert summary["recommended_batch_size"] == 16
+    assert summary["memory_budget_bytes"] == 3 * GiB
+    json.dumps(summary, allow_nan=False)  # plain JSON, no numpy or pandas values
+
+
+# -- options --------------------------------------------------------------------
+def test_parse_batch_sizes():
+    assert parse_batch_sizes("64, 8,16,8") == [8, 16, 64]
+    for bad in ("", "8,x", "0,8", "-4"):
+        with pytest.raises(UsageError):
+            parse_batch_sizes(bad)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("8GiB", 8 * GiB), ("8g", 8 * GiB), ("512MB", 512 * 10**6), ("1.5GiB", int(1.5 * GiB)),
+    ("1048576", 1048576), ("64 KiB", 65536),
+])
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "8 parsecs", "GiB", "-5MB", "0"])
+def test_parse_bytes_rejects(bad):
+    with pytest.raises(UsageError):
+        parse_bytes(bad)
+
+
+def test_parse_memory_budget():
+    assert parse_memory_budget(None) == MemoryBudget(fraction=0.7)
+    assert parse_memory_budget("0.5") == MemoryBudget(fraction=0.5)
+    assert parse_memory_budget("25%") == MemoryBudget(fraction=0.25)
+    assert parse_memory_budget("8GiB") == MemoryBudget(bytes=8 * GiB)
+    assert parse_memory_budget("8000000000") == MemoryBudget(bytes=8_000_000_000)
+    for bad in ("0", "150%", "2.5", "lots"):
+        with pytest.raises(UsageError):
+            parse_memory_budget(bad)
+
+
+def test_budget_resolves_against_the_reported_total():
+    assert MemoryBudget(fraction=0.5).resolve(10 * GiB) == 5 * GiB
+    assert MemoryBudget(fraction=0.5).resolve(None) is None
+    assert MemoryBudget(bytes=GiB).resolve(None) == GiB
+    assert "does not report" in MemoryBudget(fraction=0.7).describe(None)
+    assert "70%" in MemoryBudget(fraction=0.7).describe(10 * GiB)
+
+
+def test_auto_start_size_reads_the_file_without_running_it(tmp_path):
+    model = tmp_path / "m.py"
+    model.write_text("raise SystemExit('must not run')\nBATCH_SIZE = 64\n")
+    assert file_batch_size(model) == 64
+    assert auto_start_size(model) == 16
+    assert auto_start_size(model, start=3) == 3
+    model.write_text("BATCH_SIZE = compute()\n")
+    assert auto_start_size(model) == 1
+    model.write_text("BATCH_SIZE = 2\n")
+    assert auto_start_size(model) == 1
+    with pytest.raises(UsageError):
+        auto_start_size(model, start=0)
+
+
+def test_auto_sizes_double_up_to_the_max():
+    assert auto_sizes(16, 100) == [16, 32, 64]
+    assert auto_sizes(3, 3) == [3]
+    with pytest.raises(UsageError):
+        auto_sizes(16, 8)
+
+
+def test_percentile():
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([4.0, 1.0, 3.0, 2.0, 10.0], 95) == pytest.approx(8.8)
+
+
+# -- child results ----------------------------------------------------------------
+def test_child_output_is_found_among_other_prints():
+    line = RESULT_MARKER + json.dumps({"batch_size": 8, "status": "oom", "error": "x"})
+    result = parse_child_output(8, 0, f"model says hi\n{line}\n", "")
+    assert result["status"] == "oom"
+
+
+def test_child_that_died_is_an_error_with_the_reason():
+    killed = parse_child_output(8, -signal.SIGKILL, "", "loading...\n")
+    assert killed["status"] == "error" and "SIGKILL" in killed["error"] and "loading" in killed["error"]
+    assert set(killed) == set(ROW_KEYS)
+    assert "SIGSEGV" in describe_exit(-signal.SIGSEGV)
+    assert "0xC0000005" in describe_exit(0xC0000005)
+    assert "status 1" in parse_child_output(8, 1, "garbage", "Traceback...\nValueError: bad")["error"]
+    # A result for another size is not this size's result.
+    other = RESULT_MARKER + json.dumps({"batch_size": 16, "status": "ok"})
+    assert parse_child_output(8, 0, other, "")["status"] == "error"
+
+
+def test_child_command_runs_this_interpreter():
+    argv = child_command(__file__, 32, device="cpu", steps=3, warmup=1, amp="bf16", memory_limit=1000)
+    assert argv[:3] == [sys.executable, "-m", "dmlprof.sweep.child"]
+    assert argv[argv.index("--batch-size") + 1] == "32"
+    assert argv[argv.index("--amp") + 1] == "bf16"
+    assert argv[argv.index("--memory-limit") + 1] == "1000"
+
+
+# -- the driver's stop rules, with a fake child -------------------------------------
+@pytest.fixture
+def model_file(tmp_path):
+    path = tmp_path / "fake_model.py"
+    path.write_text("BATCH_SIZE = 32\ndef build_model():\n    pass\ndef make_batch(batch_size):\n    pass\n")
+    return path
+
+
+def fake_runner(outcomes, calls):
+    """A child runner answering from ``outcomes`` (size -> row dict) and noting each size asked."""
+    def runner(argv, batch_size, timeout_s):
+        calls.append(batch_size)
+        result = dict(outcomes(batch_size))
+        result.setdefault("memory_total_bytes", 100 * GiB)
+        return result
+    return runner
+
+
+def test_auto_doubles_from_a_quarter_of_batch_size_and_stops_at_oom(model_file):
+    calls = []
+    result = run_sweep(model_file, "cpu", auto=True, progress=False, runner=fake_runner(
+        lambda bs: row(bs, 10.0 * bs, peak=bs * 1000) if bs < 64 else row(bs, status="oom", error="DefaultCPUAllocator: can't allocate memory"),
+        calls))
+    assert calls == [8, 16, 32, 64]
+    assert result.stop_reason == "out of memory at batch size 64"
+    summary = result.summary()
+    assert [r["status"] for r in summary["rows"]] == ["ok", "ok", "ok", "oom"]
+    assert summary["recommended_batch_size"] == 32
+    assert summary["memory_budget_bytes"] == int(0.7 * 100 * GiB)
+
+
+def test_auto_stops_over_the_memory_budget_and_keeps_that_row(model_file):
+    calls = []
+    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=1, memory_budget=MemoryBudget(bytes=5000),
+                       progress=False, runner=fake_runner(lambda bs: row(bs, 10.0 * bs, peak=bs * 1000), calls))
+    assert calls == [1, 2, 4, 8]
+    assert "over the memory budget" in result.stop_reason
+    assert result.summary()["recommended_batch_size"] == 4
+
+
+def test_auto_stops_at_the_first_error_and_at_the_max(model_file):
+    calls = []
+    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=2, progress=False,
+                       runner=fake_runner(lambda bs: row(bs, 1.0) if bs < 8 else row(bs, status="error", error="boom"), calls))
+    assert calls == [2, 4, 8] and result.stop_reason == "error at batch size 8"
+    calls.clear()
+    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=2, max_batch_size=16, progress=False,
+                       runner=fake_runner(lambda bs: row(bs, 1.0 * bs), calls))
+    assert calls == [2, 4, 8, 16] and result.stop_reason == "reached --max-batch-size 16"
+
+
+def test_auto_respects_the_time_budget(model_file, monkeypatch):
+    import dmlprof.sweep.driver as driver
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(driver, "_clock", lambda: clock["now"])
+    calls = []
+
+    def slow(bs):
+        clock["now"] += 10.0 * bs  # each child takes 10 s per sample
+        return row(bs, 1.0 * bs)
+
+    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=1, time_budget_s=100, progress=False,
+                       runner=fake_runner(slow, calls))
+    # 1, 2, 4 end at 70 s; 8 would take about 2 * 40 s more.
+    assert calls == [1, 2, 4]
+    assert result.stop_reason.startswith("time budget")
+
+
+def test_explicit_sizes_all_run_even_after_an_oom(model_file):
+    calls = []
+    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], progress=False, runner=fake_runner(
+        lambda bs: row(bs, status="oom", error="x") if bs == 16 else row(bs, 1.0 * bs), calls))
+    assert calls == [8, 16, 32]
+    assert [r["status"] for r in result.summary()["rows"]] == ["ok", "oom", "ok"]
+
+
+def test_sweep_rejects_bad_input(model_file, tmp_path):
+    with pytest.raises(UsageError):
+        run_sweep(model_file, "cpu", progress=False)  # neither sizes nor --auto
+    with pytest.raises(UsageError):
+        run_sweep(model_file, "cpu", batch_sizes=[8], steps=0, progress=False)
+    script = tmp_path / "script.py"
+    script.write_text("print('training')\n")
+    with pytest.raises(ModelFileError):
+        run_sweep(script, "cpu", batch_sizes=[8], progress=False)
+    with pytest.raises(ModelFileError):
+        run_sweep(tmp_path / "missing.py", "cpu", batch_sizes=[8], progress=False)
+
+
+def test_interrupt_keeps_what_ran(model_file):
+    def runner(argv, batch_size, timeout_s):
+        if batch_size == 16:
+            raise KeyboardInterrupt
+        return row(batch_size, 1.0)
+
+    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], progress=False, runner=runner)
+    assert result.interrupted and result.stop_reason == "interrupted"
+    assert [r["batch_size"] for r in result.summary()["rows"]] == [8]
+    assert result.to_session().meta["partial"] is True
+
+
+# -- session, text, JSON ------------------------------------------------------------
+def test_session_round_trip_and_renderers(model_file, tmp_path):
+    calls = []
+    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], progress=False, runner=fake_runner(
+        lambda bs: row(bs, status="oom", error="not enough GPU video memory available!") if bs == 32
+        else row(bs, 100.0 * bs, peak=bs * GiB), calls))
+    session = result.to_session()
+    path = session.save(tmp_path / result.session_filename())
+    loaded = Session.load(path)
+    assert loaded.extras["sweep"] == session.extras["sweep"]
+    assert loaded.meta["mode"] == "sweep" and "sweep" in path.name
+
+    text = render_sweep_text(loaded)
+    assert "<- recommended" in text and "oom" in text and "not enough GPU video memory" in text
+    assert "recommended batch size: 16" in text
+    text.encode("ascii")  # any console can print it
+
+    document = json.loads(render_sweep_json(loaded))
+    assert document["format"] == "dmlprof-sweep" and document["schema_version"] == 1
+    assert document["sweep"] == session.extras["sweep"]
+    assert document["stop_reason"] == "ran every listed size"
+    assert [d["batch_size"] for d in document["details"]] == [8, 16, 32]
+
+
+def test_text_says_when_nothing_fits():
+    session = Session(meta={"model_name": "m", "memory_budget": "1 B"},
+                      extras={"sweep": sweep_summary([row(8, 100, peak=GiB)], 1)})
+    assert "recommended batch size: none" in render_sweep_text(session)
+
+
+# -- progress -------------------------------------------------------------------------
+def test_progress_bar_text():
+    assert bar_text(1, 4, "bs=8 ok", width=8) == "[##......] 1/4 bs=8 ok"
+    assert bar_text(3, 3, "done", width=4, at_most=True) == "[####] 3/<=3 done"
+
+
+def test_progress_writes_one_line_per_size_when_not_a_terminal():
+    stream = io.StringIO()
+    bar = Progress(2, stream=stream)
+    bar.start(8)
+    bar.finish(8, "ok 10 samples/s")
+    bar.finish(16, "out of memory")
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in stream.getvalue()
+    assert "1/2 bs=8 ok 10 samples/s" in lines[0] and "2/2 bs=16 out of memory" in lines[1]
+
+
+def test_progress_redraws_in_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Tty()
+    bar = Progress(2, stream=stream)
+    bar.start(8)
+    bar.finish(8, "ok")
+    bar.close()
+    assert stream.getvalue().count("\r") == 2 and stream.getvalue().endswith("\n")
