@@ -57,7 +57,7 @@ class ProfilerAlongside:
         self.backend = backend
         self.enabled = enabled
         self._prof = None
-        self.events = []
+        self._stopped = False
 
     def __enter__(self):
         if not self.enabled:
@@ -74,8 +74,9 @@ class ProfilerAlongside:
         return self
 
     def __exit__(self, *exc):
-        if self._prof is None:
-            return False
+        if self._prof is None or self._stopped:
+            return False  # idempotent, like Recorder.__exit__
+        self._stopped = True
         with quiet_native_stderr():
             self._prof.__exit__(*exc)
         return False

@@ -150,8 +150,13 @@ class Recorder:
         return self
 
     def __exit__(self, *exc):
+        # Idempotent: a run that stops early closes the recorder before the
+        # ``with`` block unwinds and closes it again.
+        if self._mode is None:
+            return False
+        mode, self._mode = self._mode, None
         try:
-            self._mode.__exit__(*exc)
+            mode.__exit__(*exc)
         finally:
             for handle in self._hook_handles:
                 handle.remove()
