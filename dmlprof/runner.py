@@ -15,7 +15,7 @@ import runpy
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -121,6 +121,8 @@ class TrainingStep:
         self.model, self.inputs, self.target = model, inputs, target
         self.loss_fn, self.optimizer, self.device = loss_fn, optimizer, device
         self.batch_size, self.loss_name = batch_size, loss_name
+        # A context factory around forward + loss (the sweep's --amp sets torch.autocast).
+        self.autocast = nullcontext
 
     @classmethod
     def from_file(cls, path: Path, backend: Backend, batch_size: Optional[int] = None, call=None) -> "TrainingStep":
@@ -158,8 +160,9 @@ class TrainingStep:
         inputs = _to_device(self.inputs, self.device)
         target = _to_device(self.target, self.device)
         phase("forward")
-        output = self.model(*inputs)
-        loss = self.loss_fn(output, target)
+        with self.autocast():
+            output = self.model(*inputs)
+            loss = self.loss_fn(output, target)
         phase("backward")
         loss.backward()
         phase("optimizer")

@@ -236,47 +236,18 @@ def _read_memory(backend, result: dict) -> None:
 
 
 def _run(args, backend, result: dict) -> None:
-    import torch
-
     from dmlprof.errors import ModelFileError
-    from dmlprof.model_file import import_model_module, inspect_model_file
-    from dmlprof.runner import _check_batch, _to_device, default_loss, default_optimizer
+    from dmlprof.model_file import inspect_model_file
+    from dmlprof.runner import TrainingStep
 
     path = Path(args.model)
     model_file = inspect_model_file(path)
     if model_file.mode != "contract":
         raise ModelFileError(f"{path.name} is a script; a sweep needs a model file (build_model, make_batch)")
     autocast = _autocast_factory(backend, args.amp)
-    module = import_model_module(model_file.path)
-    model = module.build_model()
-    if not isinstance(model, torch.nn.Module):
-        raise ModelFileError(f"{path.name}: build_model() must return an nn.Module, got {type(model).__name__}")
-    inputs, target = _check_batch(module.make_batch(args.batch_size), model_file.path)
-    device = backend.device()
-    model = model.to(device)
-    model.train()
-    loss_fn = getattr(module, "loss_fn", None) or default_loss
-    optimizer = (getattr(module, "make_optimizer", None) or default_optimizer)(model.parameters())
-
-    def one_step(recorder=None):
-        def phase(name):
-            if recorder is not None:
-                recorder.phase = name
-
-        phase("other")
-        device_inputs = _to_device(inputs, device)
-        device_target = _to_device(target, device)
-        phase("forward")
-        with autocast():
-            output = model(*device_inputs)
-            loss = loss_fn(output, device_target)
-        phase("backward")
-        loss.backward()
-        phase("optimizer")
-        optimizer.step()
-        phase("other")
-        optimizer.zero_grad(set_to_none=True)
-        return loss
+    training = TrainingStep.from_file(model_file.path, backend, args.batch_size)
+    training.autocast = autocast
+    one_step = training.run
 
     backend.reset_peak_memory()
     for _ in range(args.warmup):
