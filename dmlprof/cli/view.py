@@ -1,0 +1,123 @@
+"""``dmlprof view DIR``: open the traces written with ``--tb DIR`` in TensorBoard.
+
+Starts TensorBoard (with the PyTorch profiler plugin) on 127.0.0.1 on a free
+port, prints the URL, and runs until Ctrl-C.
+"""
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dmlprof.errors import UsageError
+
+INSTALL_HINT = "pip install 'dmlprof[tensorboard]'"
+HOST = "127.0.0.1"
+#: how long TensorBoard may take to start listening
+START_TIMEOUT_S = 120
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("view", help="open --tb traces in TensorBoard (127.0.0.1)", description=__doc__)
+    parser.add_argument("logdir", metavar="DIR", help="the folder given to --tb")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    parser.set_defaults(handler=run)
+
+
+def free_port(host: str = HOST) -> int:
+    """A port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def tensorboard_command(logdir: Path, port: int) -> list:
+    """The command that starts TensorBoard from this interpreter's environment."""
+    return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", HOST, "--port", str(port)]
+
+
+def _check_installed() -> None:
+    try:
+        import tensorboard  # noqa: F401
+        import torch_tb_profiler  # noqa: F401
+    except ImportError as exc:
+        missing = "torch-tb-profiler" if "torch_tb_profiler" in str(exc) else "tensorboard"
+        raise UsageError(f"{missing} is not installed", remedy=INSTALL_HINT) from None
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+def run(args) -> int:
+    logdir = Path(args.logdir)
+    if not logdir.is_dir():
+        raise UsageError(f"{logdir}: no such folder", remedy="write traces first: dmlprof scan MODEL --tb DIR")
+    _check_installed()
+    traces = list(logdir.rglob("*.pt.trace.json")) + list(logdir.rglob("*.pt.trace.json.gz"))
+    if not traces:
+        print(f"dmlprof: no traces under {logdir} yet (write some with --tb {logdir}); TensorBoard will pick them up",
+              file=sys.stderr)
+    port = args.port or free_port()
+    _stop_on_sigterm()
+    log = tempfile.NamedTemporaryFile("w+", prefix="dmlprof-tensorboard-", suffix=".log", delete=False)
+    process = subprocess.Popen(tensorboard_command(logdir, port), stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _listening(port):
+            if process.poll() is not None:
+                raise UsageError(f"TensorBoard exited at start: {_last_line(log.name) or 'no output'}",
+                                 remedy=f"its log: {log.name}")
+            if time.monotonic() > deadline:
+                raise UsageError(f"TensorBoard did not start listening on {HOST}:{port} within {START_TIMEOUT_S} s",
+                                 remedy=f"its log: {log.name}")
+            time.sleep(0.25)
+        print(f"TensorBoard: http://{HOST}:{port}/#pytorch_profiler  (traces from {logdir}; Ctrl-C to stop)", flush=True)
+        print(f"its log: {log.name}", flush=True)
+        process.wait()
+        if process.returncode not in (0, None):
+            raise UsageError(f"TensorBoard stopped with status {process.returncode}: {_last_line(log.name)}")
+        return 0
+    except KeyboardInterrupt:
+        print("dmlprof: stopping TensorBoard", file=sys.stderr)
+        return 0
+    finally:
+        _stop(process)
+        log.close()
+
+
+def _stop_on_sigterm() -> None:
+    """A plain ``kill`` stops TensorBoard too, as Ctrl-C does, instead of orphaning it."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+    except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM here
+        pass
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def _last_line(path: str) -> str:
+    try:
+        lines = [line.strip() for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""

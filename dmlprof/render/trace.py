@@ -1,0 +1,259 @@
+"""A Session as a Chrome trace that TensorBoard's PyTorch profiler plugin reads.
+
+:func:`write_tensorboard_run` writes ``DIR/<run>/<worker>.<timestamp>.pt.trace.json``
+— the layout ``torch.profiler.tensorboard_trace_handler`` uses and
+torch-tb-profiler 0.4.3 looks for. The same file is plain Chrome-trace JSON, so
+Perfetto and chrome://tracing open it too.
+
+What goes in (all ``ph: "X"`` complete events, times in microseconds):
+
+- every op call as ``cat: "cpu_op"`` (the plugin's Operator view aggregates
+  only these), with its shapes, dtypes, module and source in ``args``; the
+  source and module path become the ``Call stack`` the plugin shows;
+- one ``ProfilerStep#N`` range per step (``cat: "user_annotation"``, as torch
+  writes it), which the plugin uses to split steps;
+- phase ranges ``dmlprof::forward|backward|optimizer`` (``user_annotation``:
+  Trace view only);
+- around every call that fell back, a range named ``fallback::aten::X`` (the op
+  the backend sent to the CPU). It is written with ``cat: "cpu_op"`` rather than
+  ``user_annotation`` on purpose: the plugin drops ``user_annotation`` ranges
+  from its Operator view, and there a ``fallback::`` row with its call count and
+  total time is exactly what a reader needs. Its self time is zero (the op call
+  inside covers it), so no time is counted twice in self-time totals.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from dmlprof.errors import UsageError
+from dmlprof.record.frame import parse_fallback_ops
+
+#: What torch.profiler writes today (Kineto's trace schema version).
+SCHEMA_VERSION = 1
+FALLBACK_PREFIX = "fallback::"
+PHASE_PREFIX = "dmlprof::"
+#: pid for every event: one process, as in a torch.profiler trace of one worker
+PID = 1
+_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+# Consumers add ts + dur in floating-point microseconds, so ranges that share an
+# end would intersect by a rounding error: phase ranges end 1 ns, step ranges
+# 2 ns after their last call, and calls on one thread are kept 3 ns apart.
+_GAP_NS = 3
+_PHASE_PAD_NS = 1
+_STEP_PAD_NS = 2
+
+
+def trace_dict(session) -> dict:
+    """The trace as a dict (``traceEvents`` and the metadata the plugin reads).
+
+    Raises :class:`~dmlprof.errors.UsageError` when the session has no timed
+    calls (a prediction without times, an empty run): there is nothing to draw.
+    """
+    ops = session.ops
+    if ops is None or not len(ops) or int(ops["time_ns"].sum()) <= 0:
+        raise UsageError("this session has no timed op calls, so there is no trace to write",
+                         remedy="scan on a device (a prediction has no per-call times)")
+    meta = session.meta
+    frame = _laid_out(ops)
+    events = _metadata_events(meta, frame)
+    events += _step_events(frame)
+    events += _phase_events(frame)
+    events += _op_events(frame)
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        # no CUDA device properties: torch writes [] for a CPU-only trace too
+        "deviceProperties": [],
+        "displayTimeUnit": "ms",
+        "traceName": f"dmlprof {meta.get('model_name') or 'session'}",
+        "dmlprof": {
+            "version": str(meta.get("dmlprof_version", "")),
+            "backend": str(meta.get("backend", "")),
+            "device_name": str(meta.get("device_name", "")),
+            "mode": str(meta.get("mode", "live")),
+            "model": str(meta.get("model", "")),
+            "timing": str(meta.get("timing", "")),
+            "partial": bool(meta.get("partial")),
+        },
+        "traceEvents": events,
+    }
+
+
+def _laid_out(ops: pd.DataFrame) -> pd.DataFrame:
+    """Calls sorted per thread, with end times trimmed so no two calls on one thread overlap.
+
+    The plugin nests events by time containment and rejects ranges that
+    intersect; recorded calls never overlap, but rounding to microseconds (or a
+    clock hiccup) must not make them.
+    """
+    frame = ops[["seq", "step", "phase", "op", "verdict", "fallback_ops", "fallback_calls", "module", "source",
+                 "dtypes", "shapes", "start_ns", "time_ns", "bytes_moved", "transfer", "thread"]].copy()
+    frame = frame.sort_values(["thread", "start_ns", "seq"], kind="stable").reset_index(drop=True)
+    start = frame["start_ns"].astype("int64")
+    end = start + frame["time_ns"].clip(lower=0).astype("int64")
+    next_start = start.shift(-1)
+    same_thread = frame["thread"].eq(frame["thread"].shift(-1))
+    # leave _GAP_NS between neighbours: enclosing ranges end 1 and 2 ns after
+    # their last call, and must still end before the next call starts
+    limit = (next_start - _GAP_NS).where(same_thread)
+    end = end.where(limit.isna() | (end <= limit), limit).astype("int64")
+    frame["end_ns"] = end.where(end >= start, start)
+    return frame
+
+
+def _us(ns) -> float:
+    return round(int(ns) / 1000.0, 3)
+
+
+def _tid(thread) -> int:
+    # tid 0 is where Kineto puts process metadata; threads start at 1
+    return int(thread) + 1
+
+
+def _metadata_events(meta, frame) -> list:
+    name = f"dmlprof: {meta.get('model_name') or 'model'} on {meta.get('backend') or 'device'}"
+    events = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0, "args": {"name": name}},
+        {"ph": "M", "name": "process_labels", "pid": PID, "tid": 0, "ts": 0, "args": {"labels": "CPU"}},
+    ]
+    for thread in sorted(frame["thread"].unique()):
+        label = "main thread" if int(thread) == 0 else f"thread {int(thread)} (autograd or worker)"
+        events.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": _tid(thread), "ts": 0, "args": {"name": label}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": _tid(thread), "ts": 0,
+                       "args": {"sort_index": int(thread)}})
+    return events
+
+
+def _step_events(frame) -> list:
+    """One ProfilerStep#N per step on the main thread, spanning the step's calls on every thread."""
+    main = _tid(frame["thread"].min())
+    events = []
+    spans = frame.groupby("step", sort=True).agg(start=("start_ns", "min"), end=("end_ns", "max"))
+    previous_end = None
+    for step, row in spans.iterrows():
+        start, end = int(row["start"]), int(row["end"]) + _STEP_PAD_NS
+        if previous_end is not None and start <= previous_end:
+            start = previous_end + 1  # steps must not intersect either
+        end = max(end, start)
+        previous_end = end
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{int(step)}", "pid": PID, "tid": main,
+                       "ts": _us(start), "dur": round(_us(end) - _us(start), 3), "args": {"step": int(step)}})
+    return events
+
+
+def _phase_events(frame) -> list:
+    """Contiguous runs of one phase on one thread, as ranges (Trace view and Perfetto only)."""
+    events = []
+    for thread, calls in frame.groupby("thread", sort=True):
+        run_id = (calls["phase"].ne(calls["phase"].shift()) | calls["step"].ne(calls["step"].shift())).cumsum()
+        runs = calls.groupby(run_id, sort=False).agg(phase=("phase", "first"), step=("step", "first"),
+                                                    start=("start_ns", "min"), end=("end_ns", "max"), calls=("seq", "size"))
+        for run in runs.itertuples():
+            if not run.phase:
+                continue
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"{PHASE_PREFIX}{run.phase}", "pid": PID,
+                           "tid": _tid(thread), "ts": _us(run.start), "dur": round(_us(run.end + _PHASE_PAD_NS) - _us(run.start), 3),
+                           "args": {"step": int(run.step), "calls": int(run.calls)}})
+    return events
+
+
+def fallback_range_name(op: str, fallback_ops: str) -> str:
+    """``fallback::aten::X`` for a call: the inner op(s) the backend ran on the CPU, most calls first."""
+    inner = Counter(parse_fallback_ops(fallback_ops))
+    names = [name for name, _ in inner.most_common()] or [op]
+    return FALLBACK_PREFIX + "+".join(names)
+
+
+def _call_stack(source: str, module: str) -> str:
+    """The plugin's ``Call stack`` text: ``file(line): module`` frames joined by ``;``."""
+    frames = []
+    if source:
+        path, _, line = source.rpartition(":")
+        frames.append(f"{path}({line}): {module or '<top level>'}" if line.isdigit() and path else source)
+    elif module:
+        frames.append(module)
+    return ";".join(frames)
+
+
+def _op_events(frame) -> list:
+    events = []
+    for r in frame.itertuples(index=False):
+        ts = _us(r.start_ns)
+        dur = round(_us(r.end_ns) - ts, 3)
+        tid = _tid(r.thread)
+        args = {
+            "External id": int(r.seq) + 1,
+            "Input Dims": _dims(r.shapes),
+            "Input type": [d for d in str(r.dtypes).split(",") if d],
+            "Call stack": _call_stack(r.source, r.module),
+            "dmlprof verdict": r.verdict,
+            "module": r.module,
+            "source": r.source,
+            "phase": r.phase,
+            "step": int(r.step),
+        }
+        if r.bytes_moved:
+            args["bytes moved"] = int(r.bytes_moved)
+        if r.transfer:
+            args["transfer"] = r.transfer
+        if r.verdict == "fallback":
+            args["fallback ops"] = r.fallback_ops
+            # the marker first: with equal start and end the plugin keeps file order, so it nests the op
+            events.append({"ph": "X", "cat": "cpu_op", "name": fallback_range_name(r.op, r.fallback_ops), "pid": PID,
+                           "tid": tid, "ts": ts, "dur": dur,
+                           "args": {"dmlprof": "fallback to the CPU", "Call stack": args["Call stack"], "op": r.op, "fallback ops": r.fallback_ops,
+                                    "inner calls": int(r.fallback_calls), "module": r.module, "source": r.source,
+                                    "bytes moved": int(r.bytes_moved)}})
+        events.append({"ph": "X", "cat": "cpu_op", "name": r.op, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args})
+    return events
+
+
+def _dims(shapes: str) -> list:
+    try:
+        value = json.loads(shapes) if shapes else []
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+def run_name(session) -> str:
+    """``<model>-<backend>-<yyyymmddThhmmss>``: the run's folder name under the log dir."""
+    meta = session.meta
+    model = _SAFE.sub("_", str(meta.get("model_name") or Path(str(meta.get("model", "session"))).stem or "session"))
+    backend = _SAFE.sub("_", str(meta.get("backend") or "device"))
+    stamp = _SAFE.sub("", str(meta.get("started_at", "")).replace(":", "").replace("-", ""))[:15] or time.strftime("%Y%m%dT%H%M%S")
+    return f"{model}-{backend}-{stamp}".strip("-_") or "dmlprof"
+
+
+def _timestamp_ms(session) -> int:
+    try:
+        return int(datetime.fromisoformat(str(session.meta.get("started_at"))).timestamp() * 1000)
+    except (TypeError, ValueError):
+        return int(time.time() * 1000)
+
+
+def write_tensorboard_run(session, log_dir, run: str | None = None) -> Path:
+    """Write the session as a TensorBoard profiler run under ``log_dir``; returns the trace file.
+
+    Layout: ``log_dir/<run>/<worker>.<timestamp>.pt.trace.json`` (what
+    ``torch.profiler.tensorboard_trace_handler`` writes). Open it with
+    ``dmlprof view log_dir`` (TensorBoard + torch-tb-profiler) or in Perfetto.
+    """
+    trace = trace_dict(session)
+    folder = Path(log_dir) / (run or run_name(session))
+    worker = _SAFE.sub("_", f"dmlprof_{session.meta.get('backend') or 'device'}")
+    path = folder / f"{worker}.{_timestamp_ms(session)}.pt.trace.json"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the trace under {folder}: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,126 @@
+"""The TensorBoard / Chrome trace built from a Session (no model runs, no server)."""
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+
+import pytest
+
+from dmlprof.errors import UsageError
+from dmlprof.render.trace import fallback_range_name, run_name, trace_dict, write_tensorboard_run
+from session_factory import HOSTILE, fallback_mix, make_session
+
+# what torch-tb-profiler 0.4.3 accepts as a trace file name (its consts.WORKER_PATTERN)
+WORKER_PATTERN = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(?:\.gz)?$")
+
+
+def complete_events(trace):
+    return [e for e in trace["traceEvents"] if e["ph"] == "X"]
+
+
+def assert_nested_per_thread(events):
+    """Chrome-trace viewers (and the plugin's op tree) need ranges on one thread to nest, never cross.
+
+    Checked with the consumers' own arithmetic: end = ts + dur in float microseconds,
+    ordered by (start, -end) and then file order.
+    """
+    by_tid = defaultdict(list)
+    for order, e in enumerate(events):
+        by_tid[(e["pid"], e["tid"])].append((e["ts"], -(e["ts"] + e["dur"]), order, e))
+    for items in by_tid.values():
+        stack = []
+        for ts, neg_end, _, e in sorted(items, key=lambda x: (x[0], x[1], x[2])):
+            end = -neg_end
+            while stack and ts >= stack[-1][1]:
+                stack.pop()
+            if stack:
+                assert end <= stack[-1][1], f"{e['name']} crosses {stack[-1][0]}"
+            stack.append((e["name"], end))
+
+
+def test_trace_has_what_the_plugin_reads():
+    trace = trace_dict(fallback_mix())
+    assert trace["schemaVersion"] == 1 and trace["deviceProperties"] == []
+    ops = [e for e in complete_events(trace) if e["cat"] == "cpu_op" and not e["name"].startswith("fallback::")]
+    # one cpu_op per recorded call, with the op's own name, in microseconds
+    assert len(ops) == 6
+    addmm = [e for e in ops if e["name"] == "aten::addmm"]
+    assert [e["dur"] for e in addmm] == [5.0, 5.0]
+    assert addmm[0]["args"]["Input Dims"] == [[2, 3]] and addmm[0]["args"]["Input type"] == ["float32"]
+    assert addmm[0]["args"]["Call stack"] == "model.py(10): Net.fc"
+    steps = [e for e in complete_events(trace) if e["name"].startswith("ProfilerStep#")]
+    assert [e["name"] for e in steps] == ["ProfilerStep#0"] and steps[0]["cat"] == "user_annotation"
+    first, last = min(e["ts"] for e in ops), max(e["ts"] + e["dur"] for e in ops)
+    assert steps[0]["ts"] <= first and steps[0]["ts"] + steps[0]["dur"] >= last
+
+
+def test_fallback_calls_are_marked_ranges_around_the_op():
+    trace = trace_dict(fallback_mix())
+    events = complete_events(trace)
+    marks = [e for e in events if e["name"].startswith("fallback::")]
+    assert sorted(e["name"] for e in marks) == ["fallback::aten::cumsum", "fallback::aten::cumsum",
+                                                "fallback::aten::lerp.Scalar_out"]
+    for mark in marks:
+        # the op call that fell back sits exactly inside its mark, on the same thread
+        inside = [e for e in events if e["cat"] == "cpu_op" and e is not mark and e["tid"] == mark["tid"]
+                  and e["ts"] == mark["ts"] and e["dur"] == mark["dur"]]
+        assert len(inside) == 1 and inside[0]["args"]["dmlprof verdict"] == "fallback"
+        # written first so that, on equal times, the plugin nests the op in the mark
+        assert events.index(mark) < events.index(inside[0])
+    assert not any(e["name"].startswith("fallback::") for e in events if e.get("args", {}).get("dmlprof verdict") == "device")
+
+
+def test_no_fallback_marks_without_fallbacks():
+    session = make_session([{"op": "aten::mm", "time_ns": 100}, {"op": "aten::relu", "time_ns": 50}])
+    assert not [e for e in complete_events(trace_dict(session)) if e["name"].startswith("fallback::")]
+
+
+def test_fallback_range_name_prefers_the_inner_ops():
+    assert fallback_range_name("aten::_foreach_lerp_.Scalar", "aten::lerp.Scalar_out=4") == "fallback::aten::lerp.Scalar_out"
+    assert fallback_range_name("aten::cumsum", "") == "fallback::aten::cumsum"
+    assert fallback_range_name("aten::x", "aten::a=1;aten::b=3") == "fallback::aten::b+aten::a"
+
+
+def test_ranges_nest_even_when_calls_touch_and_threads_differ():
+    # calls that touch (no gap), overlap by a clock hiccup, and a second thread, over several steps
+    calls = []
+    clock = 1_000_000_000  # large start times: float microseconds lose precision first here
+    for step in range(3):
+        for i, phase in enumerate(["forward", "forward", "backward", "backward", "optimizer"]):
+            calls.append({"op": "aten::mm" if i % 2 else "aten::cumsum", "verdict": "fallback" if i == 3 else "device",
+                          "phase": phase, "step": step, "start_ns": clock, "time_ns": 1_001,
+                          "thread": 1 if phase == "backward" and i == 3 else 0})
+            clock += 1_001 if i != 1 else 995  # touching, then overlapping by 6 ns
+    trace = trace_dict(make_session(calls))
+    events = complete_events(trace)
+    assert_nested_per_thread(events)
+    assert [e["name"] for e in events if e["name"].startswith("ProfilerStep#")] == [f"ProfilerStep#{i}" for i in range(3)]
+    assert {e["tid"] for e in events if e["cat"] == "cpu_op"} == {1, 2}
+    phases = [e["name"] for e in events if e["name"].startswith("dmlprof::") and e["tid"] == 1]
+    assert phases[:3] == ["dmlprof::forward", "dmlprof::backward", "dmlprof::optimizer"]
+
+
+def test_trace_is_plain_json_and_escapes_nothing_it_should_not():
+    session = make_session([{"op": HOSTILE, "verdict": "fallback", "time_ns": 10, "module": HOSTILE}])
+    text = json.dumps(trace_dict(session))
+    names = {e["name"] for e in json.loads(text)["traceEvents"]}
+    # the trace is data for a viewer, so the name stays exactly what the model said
+    assert HOSTILE in names and f"fallback::{HOSTILE}" in names
+
+
+def test_write_tensorboard_run_layout(tmp_path):
+    session = fallback_mix()
+    session.meta["started_at"] = "2026-11-30T02:55:42"
+    path = write_tensorboard_run(session, tmp_path)
+    assert path.parent.parent == tmp_path and path.parent.name == run_name(session) == "test-dml-20261130T025542"
+    match = WORKER_PATTERN.match(path.name)
+    assert match and match.group(1) == "dmlprof_dml" and match.group(2)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+    assert json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
+
+
+def test_untimed_session_is_a_one_line_error(tmp_path):
+    predicted = make_session([{"op": "aten::mm", "time_ns": 0}], meta={"mode": "predicted"})
+    with pytest.raises(UsageError, match="no timed op calls"):
+        write_tensorboard_run(predicted, tmp_path)
