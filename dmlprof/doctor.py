@@ -679,14 +679,18 @@ def gather_directml(probe: bool = True) -> Tuple[bool, str, Optional[DirectMLPro
     possible, reason = adapter_possible()
     if not (probe and possible and directml_installed()):
         return possible, reason, None
-    answer = probe_adapters()
+    return possible, reason, probe_from_availability(probe_adapters())
+
+
+def probe_from_availability(answer) -> DirectMLProbe:
+    """The probe's :class:`~dmlprof.backends.base.Availability` as one record per adapter."""
     details = answer.details or {}
     names = details.get("names", [])
     float64 = details.get("float64") or [None] * len(names)
     memory = details.get("memory_used_mb") or [None] * len(names)
     adapters = [{"index": i, "name": n, "float64": f, "memory_used_mb": m}
                 for i, (n, f, m) in enumerate(zip(names, float64, memory))]
-    return possible, reason, DirectMLProbe(answer.available, answer.reason, adapters)
+    return DirectMLProbe(answer.available, answer.reason, adapters)
 
 
 def gather_snapshot(device: str = "auto", files: Sequence[str] = (), probe: bool = True) -> Snapshot:

@@ -20,7 +20,8 @@ def test_float64_error_on_step_two_is_explained_and_the_partial_session_kept(cli
     # THEN the scan exits non-zero with one stderr line naming float64 and its remedy, no traceback
     assert result.returncode != 0
     assert "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("USDT")]
+    # (torch itself may print unrelated warnings on some builds; dmlprof's own output is one line)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("dmlprof:")]
     assert len(lines) == 1, result.stderr
     line = lines[0]
     assert line.startswith("dmlprof: error: step 2: ")

@@ -546,3 +546,44 @@ def test_real_snapshot_is_truthful_and_never_probes_where_no_adapter_can_exist()
 def test_float64_setting_warns_when_any_adapter_lacks_doubles():
     mixed = [{"index": 0, "name": "dGPU", "float64": True}, {"index": 1, "name": "iGPU", "float64": False}]
     assert doctor.check_float64(windows_dml(adapters=mixed)).status == "warn"
+
+
+FAKE_DIRECTML = '''
+def device_count():
+    return 2
+def device_name(i):
+    return ["Radeon RX 7600", "Intel UHD 770"][i]
+def has_float64_support(i):
+    if i == 1:
+        raise RuntimeError("Unknown error -2005270523")
+    return True
+def gpu_memory(i):
+    return [100.0, 28.5]
+'''
+
+
+def test_the_child_process_probe_reads_names_float64_and_memory(tmp_path, monkeypatch):
+    """GIVEN a stand-in torch_directml on the child's path WHEN probed THEN each adapter's facts come back."""
+    from dmlprof.backends.dml import probe_adapters
+
+    (tmp_path / "torch_directml.py").write_text(FAKE_DIRECTML, encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    answer = probe_adapters.__wrapped__(timeout_s=60)  # bypass the cache: this is not the real package
+    probe = doctor.probe_from_availability(answer)
+    assert probe.available
+    assert probe.adapters == [
+        {"index": 0, "name": "Radeon RX 7600", "float64": True, "memory_used_mb": 128.5},
+        {"index": 1, "name": "Intel UHD 770", "float64": None, "memory_used_mb": 128.5},
+    ]
+    row = doctor.check_directml_float64(windows_dml(adapters=probe.adapters))
+    assert row.status == "info" and "adapter 1" in row.detail
+
+
+def test_a_probe_that_crashes_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    (tmp_path / "torch_directml.py").write_text("import os\nos._exit(134)  # dies the way a native crash does: no Python error\n", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    from dmlprof.backends.dml import probe_adapters
+
+    probe = doctor.probe_from_availability(probe_adapters.__wrapped__(timeout_s=60))
+    assert not probe.available and probe.adapters == []
+    assert doctor.check_directml_adapters(windows_dml(adapters=[], available=False, reason=probe.reason)).status == "fail"
