@@ -1,0 +1,349 @@
+"""Each replacement gives the original's values and gradients (float64, CPU, several shapes).
+
+GIVEN random float64 inputs of a few shapes
+WHEN the replacement and the original torch op run forward and backward
+THEN values match, and gradcheck passes on the replacement itself.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dmlprof.replacements import fft as dft
+from dmlprof.replacements import ops
+
+D = torch.float64
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _rand(*shape, seed=0, low=None, high=None, grad=True):
+    t = torch.randn(*shape, generator=_gen(seed), dtype=D)
+    if low is not None:
+        t = low + (high - low) * torch.rand(*shape, generator=_gen(seed), dtype=D)
+    return t.requires_grad_(grad)
+
+
+def _same_values_and_grads(reference, replacement, inputs, atol=1e-9, rtol=1e-7):
+    """Forward values equal; gradients of a random projection equal; gradcheck on the replacement."""
+    ref_out = reference(*inputs)
+    rep_out = replacement(*inputs)
+    ref_list = ref_out if isinstance(ref_out, (tuple, list)) else [ref_out]
+    rep_list = rep_out if isinstance(rep_out, (tuple, list)) else [rep_out]
+    assert len(ref_list) == len(rep_list)
+    for a, b in zip(ref_list, rep_list):
+        assert a.shape == b.shape
+        assert torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True), (a - b).abs().max()
+    diff = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not diff:
+        return
+    weights = [torch.randn(a.shape, generator=_gen(99), dtype=a.dtype) for a in ref_list if a.is_floating_point()]
+    ref_grads = torch.autograd.grad(sum((a * w).sum() for a, w in zip(ref_list, weights)), diff, allow_unused=True)
+    rep_grads = torch.autograd.grad(sum((b * w).sum() for b, w in zip(rep_list, weights)), diff, allow_unused=True)
+    for g_ref, g_rep in zip(ref_grads, rep_grads):
+        if g_ref is None:
+            assert g_rep is None or not g_rep.abs().any()
+            continue
+        assert torch.allclose(g_ref, g_rep, atol=atol * 10, rtol=rtol * 10), (g_ref - g_rep).abs().max()
+    assert torch.autograd.gradcheck(lambda *xs: replacement(*_swap(inputs, xs)), tuple(diff), atol=1e-6)
+
+
+def _swap(inputs, diff_values):
+    it = iter(diff_values)
+    return [next(it) if isinstance(t, torch.Tensor) and t.requires_grad else t for t in inputs]
+
+
+SHAPES_4D = [(2, 4, 3, 3), (1, 6, 5, 2), (3, 8, 2, 4)]
+
+
+@pytest.mark.parametrize("shape", SHAPES_4D + [(2, 4, 7), (2, 6)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm(shape, affine):
+    c = shape[1]
+    groups = 2
+    x = _rand(*shape, seed=1)
+    w = _rand(c, seed=2) if affine else None
+    b = _rand(c, seed=3) if affine else None
+    _same_values_and_grads(lambda x, w, b: F.group_norm(x, groups, w, b, 1e-5),
+                           lambda x, w, b: ops.group_norm(x, groups, w, b, 1e-5), [x, w, b])
+
+
+@pytest.mark.parametrize("shape", [((2, 3, 4, 5), (2, 3, 2)), ((1, 2, 3, 3), (1, 4, 5)), ((2, 1, 5, 2), (2, 2, 2))])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample(shape, padding_mode, align_corners):
+    (n, c, h, w), (_, ho, wo) = shape
+    x = _rand(n, c, h, w, seed=4)
+    grid = _rand(n, ho, wo, 2, seed=5, low=-1.3, high=1.3)  # some points outside, to test the padding
+    _same_values_and_grads(
+        lambda x, g: F.grid_sample(x, g, mode="bilinear", padding_mode=padding_mode, align_corners=align_corners),
+        lambda x, g: ops.grid_sample(x, g, padding_mode=padding_mode, align_corners=align_corners), [x, grid])
+
+
+@pytest.mark.parametrize("mode,case", [(m, c) for m in ("sum", "mean") for c in ("2d", "offsets", "offsets_last", "padding")]
+                         + [("sum", "weights")])  # per_sample_weights is only defined for mode='sum'
+def test_embedding_bag(mode, case):
+    weight = _rand(10, 3, seed=6)
+    kwargs = {}
+    if case == "2d":
+        inputs = torch.randint(0, 10, (4, 5), generator=_gen(7))
+        offsets = None
+    else:
+        inputs = torch.randint(0, 10, (9,), generator=_gen(8))
+        offsets = torch.tensor([0, 2, 2, 6])  # one empty bag
+        if case == "offsets_last":
+            offsets = torch.tensor([0, 2, 2, 6, 9])
+            kwargs["include_last_offset"] = True
+        if case == "padding":
+            inputs[3] = 0
+            kwargs["padding_idx"] = 0
+        if case == "weights":
+            kwargs["per_sample_weights"] = _rand(9, seed=9, grad=False)
+    _same_values_and_grads(lambda w: F.embedding_bag(inputs, w, offsets, mode=mode, **kwargs),
+                           lambda w: ops.embedding_bag(inputs, w, offsets, mode=mode, **kwargs), [weight])
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4)])
+def test_logsigmoid(shape):
+    x = _rand(*shape, seed=10) * 10
+    _same_values_and_grads(F.logsigmoid, ops.logsigmoid, [x.detach().requires_grad_()])
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 4), (2, 3, 2)])
+@pytest.mark.parametrize("options", [{}, {"pos_weight": True}, {"weight": True, "reduction": "sum"}, {"reduction": "none"}])
+def test_bce_with_logits(shape, options):
+    x = _rand(*shape, seed=11) * 4
+    y = torch.rand(*shape, generator=_gen(12), dtype=D)
+    kw = {"reduction": options.get("reduction", "mean")}
+    if options.get("pos_weight"):
+        kw["pos_weight"] = torch.rand(shape[-1], generator=_gen(13), dtype=D) + 0.5
+    if options.get("weight"):
+        kw["weight"] = torch.rand(shape, generator=_gen(14), dtype=D)
+    _same_values_and_grads(lambda x, y: F.binary_cross_entropy_with_logits(x, y, **kw),
+                           lambda x, y: ops.binary_cross_entropy_with_logits(x, y, **kw), [x, y.requires_grad_()])
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 4), (2, 3, 2)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy(shape, reduction):
+    p = _rand(*shape, seed=15, low=0.05, high=0.95)
+    y = _rand(*shape, seed=16, low=0.0, high=1.0)
+    weight = torch.rand(shape, generator=_gen(17), dtype=D)
+    _same_values_and_grads(lambda p, y: F.binary_cross_entropy(p, y, weight, reduction=reduction),
+                           lambda p, y: ops.binary_cross_entropy(p, y, weight, reduction=reduction), [p, y])
+
+
+def test_binary_cross_entropy_clamps_like_torch():
+    p = torch.tensor([0.0, 1.0, 0.5], dtype=D)
+    y = torch.tensor([1.0, 0.0, 0.5], dtype=D)
+    assert torch.allclose(F.binary_cross_entropy(p, y, reduction="none"), ops.binary_cross_entropy(p, y, reduction="none"))
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("sizes", [(1, 3, 4), (5, 2, 3), (2, 4, 1)])
+def test_cells(cell, sizes):
+    batch, n_in, hidden = sizes
+    gates = 4 if cell == "lstm" else 3
+    x = _rand(batch, n_in, seed=18)
+    h = _rand(batch, hidden, seed=19)
+    w_ih, w_hh = _rand(gates * hidden, n_in, seed=20), _rand(gates * hidden, hidden, seed=21)
+    b_ih, b_hh = _rand(gates * hidden, seed=22), _rand(gates * hidden, seed=23)
+    if cell == "lstm":
+        c = _rand(batch, hidden, seed=24)
+        _same_values_and_grads(lambda *a: torch.lstm_cell(a[0], (a[1], a[2]), *a[3:]),
+                               lambda *a: ops.lstm_cell(a[0], (a[1], a[2]), *a[3:]), [x, h, c, w_ih, w_hh, b_ih, b_hh])
+    else:
+        _same_values_and_grads(torch.gru_cell, ops.gru_cell, [x, h, w_ih, w_hh, b_ih, b_hh])
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU])
+@pytest.mark.parametrize("config", [dict(num_layers=1), dict(num_layers=2, bidirectional=True),
+                                    dict(num_layers=2, batch_first=True, bias=False)])
+def test_rnn_stack(cls, config):
+    torch.manual_seed(0)
+    module = cls(3, 4, **config).double()
+    x = _rand(5, 2, 3, seed=25)
+    cell = "lstm" if cls is torch.nn.LSTM else "gru"
+
+    def replacement(x, *weights):
+        layers = config.get("num_layers", 1) * (2 if config.get("bidirectional") else 1)
+        h0 = torch.zeros(layers, 2 if not config.get("batch_first") else 5, 4, dtype=D)
+        hx = (h0, h0) if cell == "lstm" else h0
+        out = ops.rnn_stack(cell, x, hx, list(weights), config.get("bias", True), config.get("num_layers", 1),
+                            0.0, False, config.get("bidirectional", False), config.get("batch_first", False))
+        return out
+
+    def reference(x, *weights):
+        with torch.nn.utils.stateless._reparametrize_module(module, dict(zip(module._flat_weights_names, weights))) \
+                if hasattr(torch.nn.utils, "stateless") else _nullcontext():
+            out, state = module(x)
+        return (out,) + (tuple(state) if cell == "lstm" else (state,))
+
+    _same_values_and_grads(reference, replacement, [x] + [w.detach().clone().requires_grad_() for w in module._flat_weights])
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("sizes", [(6, 2, 5, 3), (8, 3, 4, 2), (5, 1, 3, 1)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("concatenated", [False, True])
+def test_ctc_loss(sizes, reduction, concatenated):
+    t, n, c, s = sizes
+    logits = _rand(t, n, c, seed=26)
+    targets = torch.randint(1, c, (n, s), generator=_gen(27))
+    targets[0, -1] = targets[0, -2] if s > 1 else targets[0, -1]  # a repeated label needs a blank between
+    input_lengths = torch.tensor([t - (i % 2) for i in range(n)])
+    target_lengths = torch.tensor([s - (i % 2) if s > 1 else s for i in range(n)])
+    if concatenated:
+        targets = torch.cat([targets[i, : target_lengths[i]] for i in range(n)])
+
+    def run(fn):
+        return lambda z: fn(z.log_softmax(2), targets, input_lengths, target_lengths, reduction=reduction)
+
+    _same_values_and_grads(run(F.ctc_loss), run(ops.ctc_loss), [logits])
+
+
+def test_ctc_impossible_alignment_zero_infinity():
+    logits = _rand(2, 1, 4, seed=28)  # 2 frames cannot emit 3 labels
+    targets = torch.tensor([[1, 2, 3]])
+    args = (logits.log_softmax(2), targets, torch.tensor([2]), torch.tensor([3]))
+    assert torch.isinf(ops.ctc_loss(*args, reduction="sum")) and torch.isinf(F.ctc_loss(*args, reduction="sum"))
+    assert ops.ctc_loss(*args, reduction="sum", zero_infinity=True).item() == 0.0
+
+
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 5), 1), ((4, 3, 2), 0), ((2, 9), -1)])
+def test_cumprod(shape, dim):
+    x = _rand(*shape, seed=29)
+    _same_values_and_grads(lambda x: torch.cumprod(x, dim), lambda x: ops.cumprod(x, dim), [x])
+
+
+def test_cumprod_with_zero_gradient():
+    x = torch.tensor([2.0, 0.0, 3.0, -1.5], dtype=D, requires_grad=True)
+    _same_values_and_grads(lambda x: torch.cumprod(x, 0), lambda x: ops.cumprod(x, 0), [x])
+
+
+@pytest.mark.parametrize("n,m", [(1, None), (3, None), (3, 5), (4, 2)])
+def test_eye(n, m):
+    for dtype in (torch.float32, torch.int64, torch.bool):
+        ref = torch.eye(n, dtype=dtype) if m is None else torch.eye(n, m, dtype=dtype)
+        got = ops.eye(n, m, dtype=dtype)
+        assert got.dtype == ref.dtype and torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("shape,repeats,dim", [((3,), 2, None), ((2, 3), 3, 1), ((2, 3), "t", 0), ((4, 2), "t", 0),
+                                               ((2, 3), "t", 1), ((2, 2), 2, None)])
+def test_repeat_interleave(shape, repeats, dim):
+    x = _rand(*shape, seed=30)
+    size = shape[dim] if dim is not None else x.numel()
+    if repeats == "t":
+        repeats = torch.tensor([(i * 2) % 3 for i in range(size)])  # includes a zero repeat
+    _same_values_and_grads(lambda x: torch.repeat_interleave(x, repeats, dim),
+                           lambda x: ops.repeat_interleave(x, repeats, dim), [x])
+
+
+def test_repeat_interleave_index_form():
+    repeats = torch.tensor([1, 0, 3, 2])
+    assert torch.equal(ops.repeat_interleave(repeats), torch.repeat_interleave(repeats))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)])
+def test_count_nonzero(dim):
+    x = torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, -3.0]])
+    ref = torch.count_nonzero(x) if dim is None else torch.count_nonzero(x, dim)
+    got = ops.count_nonzero(x, dim)
+    assert got.dtype == ref.dtype and torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("length,kwargs", [(5, {"scale_factor": 2}), (4, {"size": 7}), (6, {"size": 3}),
+                                           (5, {"scale_factor": 1.7})])
+def test_upsample_nearest1d(length, kwargs):
+    x = _rand(2, 3, length, seed=31)
+    _same_values_and_grads(lambda x: F.interpolate(x, mode="nearest", **kwargs),
+                           lambda x: ops.interpolate_nearest1d(x, **kwargs), [x])
+
+
+@pytest.mark.parametrize("args,kwargs", [((), {}), ((1,), {}), ((0,), {"keepdim": True}), ((), {"dim": (0, 2), "correction": 0}),
+                                         ((False,), {}), ((1, True, True), {}), ((), {"correction": 2})])
+def test_std_var_mean(args, kwargs):
+    x = _rand(3, 4, 5, seed=32)
+    _same_values_and_grads(lambda x: torch.std(x, *args, **kwargs), lambda x: ops.std(x, *args, **kwargs), [x])
+    _same_values_and_grads(lambda x: torch.var_mean(x, *args, **kwargs),
+                           lambda x: ops.var_mean(x, *args, **kwargs), [x])
+
+
+@pytest.mark.parametrize("which", ["min", "max", "both"])
+def test_clamp_tensor_bounds(which):
+    x = _rand(4, 5, seed=33)
+    lo = _rand(4, 5, seed=34) - 0.5 if which in ("min", "both") else None
+    hi = _rand(5, seed=35) + 0.5 if which in ("max", "both") else None
+    inputs = [x] + [t for t in (lo, hi) if t is not None]
+
+    def call(fn):
+        def run(x, *bounds):
+            it = iter(bounds)
+            return fn(x, min=next(it) if lo is not None else None, max=next(it) if hi is not None else None)
+        return run
+
+    _same_values_and_grads(call(torch.clamp), call(ops.clamp), inputs)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.3])
+def test_elu(alpha):
+    x = _rand(3, 7, seed=36)
+    _same_values_and_grads(lambda x: F.elu(x, alpha), lambda x: ops.elu(x, alpha), [x])
+
+
+@pytest.mark.parametrize("delta", [1.0, 0.5, 2.0])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_huber_loss(delta, reduction):
+    x, y = _rand(4, 5, seed=37) * 2, _rand(4, 5, seed=38)
+    _same_values_and_grads(lambda x, y: F.huber_loss(x, y, reduction=reduction, delta=delta),
+                           lambda x, y: ops.huber_loss(x, y, reduction=reduction, delta=delta), [x, y])
+
+
+@pytest.mark.parametrize("weight", [0.1, 0.9, "tensor"])
+def test_lerp(weight):
+    a, b = _rand(3, 4, seed=39), _rand(3, 4, seed=40)
+    inputs = [a, b]
+    if weight == "tensor":
+        inputs.append(_rand(3, 4, seed=41, low=0.0, high=1.0))
+        _same_values_and_grads(torch.lerp, ops.lerp, inputs)
+    else:
+        _same_values_and_grads(lambda a, b: torch.lerp(a, b, weight), lambda a, b: ops.lerp(a, b, weight), inputs)
+
+
+def test_foreach_lerp_in_place():
+    starts = [torch.randn(3, generator=_gen(42)), torch.randn(2, 2, generator=_gen(43))]
+    ends = [torch.randn(3, generator=_gen(44)), torch.randn(2, 2, generator=_gen(45))]
+    expected = [torch.lerp(s, e, 0.1) for s, e in zip(starts, ends)]
+    ops.foreach_lerp_(starts, ends, 0.1)
+    for got, want in zip(starts, expected):
+        assert torch.allclose(got, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,dim", [((8,), -1), ((3, 6), 1), ((5, 4), 0), ((2, 7, 3), 1)])
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_fft_family(shape, dim, norm):
+    x = _rand(*shape, seed=46)
+    _same_values_and_grads(lambda x: torch.view_as_real(torch.fft.rfft(x, dim=dim, norm=norm)),
+                           lambda x: dft.rfft(x, dim=dim, norm=norm), [x])
+    z = _rand(*shape, 2, seed=47)
+    _same_values_and_grads(lambda z: torch.view_as_real(torch.fft.fft(torch.view_as_complex(z), dim=dim, norm=norm)),
+                           lambda z: dft.fft(z, dim=dim, norm=norm), [z])
+    _same_values_and_grads(lambda z: torch.view_as_real(torch.fft.ifft(torch.view_as_complex(z), dim=dim, norm=norm)),
+                           lambda z: dft.ifft(z, dim=dim, norm=norm), [z])
+    spectrum = torch.view_as_real(torch.fft.rfft(x.detach(), dim=dim)).requires_grad_()
+    n = shape[dim]
+    # irfft's gradient differs from torch's only in how it treats the (discarded) imaginary parts of DC/Nyquist.
+    ref = torch.fft.irfft(torch.view_as_complex(spectrum.detach()), n=n, dim=dim, norm=norm)
+    assert torch.allclose(dft.irfft(spectrum, n=n, dim=dim, norm=norm), ref, atol=1e-9)
+    assert torch.autograd.gradcheck(lambda s: dft.irfft(s, n=n, dim=dim, norm=norm), (spectrum,))
