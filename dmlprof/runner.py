@@ -25,9 +25,13 @@ import dmlprof
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
+import pandas as pd
+
+from dmlprof.record import steady
 from dmlprof.record.frame import rows_to_frame
 from dmlprof.record.profiler import ProfilerAlongside, join_device_times, profiler_op_totals
 from dmlprof.record.recorder import Recorder
+from dmlprof.record.warning_capture import WarningCapture
 from dmlprof.session import Session
 
 DEFAULT_BATCH_SIZE = 16
@@ -212,28 +216,117 @@ class _Run:
             loss_fn=training.loss_name,
             parameters=sum(p.numel() for p in training.model.parameters()),
         )
-        one_step = training.run
-
         start = time.perf_counter()
         for _ in range(warmup):
-            self._guarded(lambda: self._timed_step(one_step, None), recorder=None)
+            self._guarded(lambda: self._timed_step(training, None))
+        self.backend.reset_peak_memory()
+        if self.sync or not self.profiler_enabled:
+            session = self._record_every_step(training, steps)
+        else:
+            session = self._record_steady_state(training, steps)
+        session.meta["duration_s"] = round(time.perf_counter() - start, 3)
+        return session
+
+    def _record_every_step(self, training: "TrainingStep", steps: int) -> Session:
+        """Every measured step through the dispatch mode (exact, per-call sync possible)."""
+        self.meta["recording"] = "every call of every measured step through the dispatcher"
         recorder = Recorder(self.backend, sync=self.sync)
         recorder.modules.name_tree(training.model)
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
-        self.backend.reset_peak_memory()
+
+        def finish():
+            recorder.__exit__(None, None, None)
+            profiler.__exit__(None, None, None)
+            return self._finish(recorder, profiler)
+
         with profiler:
             with recorder:
                 for step in range(steps):
                     recorder.step = step
                     recorder.modules.reset_nodes()
-                    self._guarded(lambda: self._timed_step(one_step, recorder), recorder=recorder, profiler=profiler)
+                    self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
                     self.meta["steps"] = step + 1
-        self.meta["duration_s"] = round(time.perf_counter() - start, 3)
-        return self._finish(recorder, profiler)
+        return finish()
 
-    def _timed_step(self, one_step, recorder):
+    def _record_steady_state(self, training: "TrainingStep", steps: int) -> Session:
+        """One structure step through the dispatch mode; measured steps timed by torch.profiler alone.
+
+        See dmlprof/record/steady.py. Falls back to recording every step when
+        the structure step's trace cannot be lined up with its calls.
+        """
+        recorder = Recorder(self.backend, sync=False)
+        recorder.modules.name_tree(training.model)
+        structure_profiler = ProfilerAlongside(self.backend)
+        with structure_profiler:
+            with recorder:
+                with torch.profiler.record_function(f"{steady.STEP_RANGE}0"):
+                    started = time.perf_counter_ns()
+                    self._guarded(lambda: self._timed_step(training, recorder))
+                    self.meta["structure_step_ms"] = round((time.perf_counter_ns() - started) / 1e6, 3)
+        template = rows_to_frame(recorder.rows, recorder.warnings.messages, self.backend)
+        structure = steady.Structure.from_template(template, structure_profiler.op_events())
+        if structure is None:
+            self.meta["notes"] = self.meta.get("notes", []) + [
+                "the structure step's trace did not line up with its calls; every step was recorded instead"
+            ]
+            return self._record_every_step(training, steps)
+        self.meta["recording"] = (
+            "one structure step through the dispatcher; measured steps timed per call by torch.profiler "
+            "and matched to it position by position (--no-sync)"
+        )
+        warnings = WarningCapture()
+        profiler = ProfilerAlongside(self.backend)
+        step_warnings = []
+
+        def finish():
+            profiler.__exit__(None, None, None)
+            warnings.__exit__(None, None, None)
+            return self._finish_steady(structure, profiler, step_warnings, recorder)
+
+        with profiler, warnings:
+            for step in range(steps):
+                first = len(warnings.messages)
+                with torch.profiler.record_function(f"{steady.STEP_RANGE}{step}"):
+                    self._guarded(lambda: self._timed_step(training, None, keep_time=True), finish=finish)
+                step_warnings.append(warnings.messages[first:])
+                self.meta["steps"] = step + 1
+        return finish()
+
+    def _finish_steady(self, structure, profiler, step_warnings: list, recorder: Recorder) -> Session:
+        events = profiler.op_events()
+        windows = steady.step_windows(events)
+        frames, unmatched, mismatched = [], [], []
+        origin = min((w[0] for w in windows.values()), default=0)
+        for step, window in sorted(windows.items()):
+            if step >= len(step_warnings):
+                continue  # the step that was interrupted
+            frame = structure.apply(events, window, step, origin)
+            if frame is None:
+                unmatched.append(step)
+                continue
+            names = [self.backend.fallback_ops_in(m) for m in step_warnings[step]]
+            if not structure.fallbacks_match([n for n in names if n]):
+                mismatched.append(step)
+            frames.append(frame)
+        ops = pd.concat(frames, ignore_index=True) if frames else structure.template.iloc[0:0].copy()
+        ops["seq"] = range(len(ops))
+        self.meta["steady_state"] = {
+            "structure_step_calls": len(structure.template),
+            "matched_steps": len(frames),
+            "unmatched_steps": unmatched,
+            "fallback_mismatch_steps": mismatched,
+        }
+        if unmatched or mismatched:
+            self.meta.setdefault("notes", []).append(
+                f"steps {unmatched + mismatched} differed from the structure step and are "
+                + ("left out" if unmatched else "kept, but their fallbacks differed")
+                + "; scan without --no-sync to record every call of every step"
+            )
+        return self._session(ops, events, recorder)
+
+    def _timed_step(self, training: "TrainingStep", recorder, keep_time: bool = False):
         started = time.perf_counter_ns()
-        loss = one_step(recorder)
+        loss = training.run(recorder)
         if recorder is not None:
             recorder.active = False  # the closing sync is ours, not the model's
         try:
@@ -241,7 +334,7 @@ class _Run:
         finally:
             if recorder is not None:
                 recorder.active = True
-        if recorder is not None:
+        if keep_time:
             self.step_times_ms.append((time.perf_counter_ns() - started) / 1e6)
 
     # -- script ----------------------------------------------------------------
@@ -259,13 +352,19 @@ class _Run:
                     if exc.code not in (None, 0):
                         raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}") from None
 
+        def finish():
+            recorder.__exit__(None, None, None)
+            profiler.__exit__(None, None, None)
+            self.meta["steps"] = recorder.step
+            return self._finish(recorder, profiler)
+
+        self.meta["recording"] = "every call of the whole script through the dispatcher"
         self.backend.reset_peak_memory()
         with profiler:
             with recorder:
-                self._guarded(run_script, recorder=recorder, profiler=profiler)
+                self._guarded(run_script, finish=finish)
         self.meta["duration_s"] = round(time.perf_counter() - start, 3)
-        self.meta["steps"] = recorder.step
-        session = self._finish(recorder, profiler)
+        session = finish()
         if session.ops.empty:
             raise ModelFileError(
                 f"{self.path.name} is neither a model file (build_model, make_batch) "
@@ -290,8 +389,8 @@ class _Run:
             return DeviceError(f"{what}: {known.explanation}", remedy=known.remedy)
         return ModelRaisedError(f"{what} raised {describe_exception(exc)}")
 
-    def _guarded(self, body, *, recorder: Optional[Recorder], profiler: Optional[ProfilerAlongside] = None):
-        """Run ``body``; on Ctrl-C or an error, stop recording and raise with the partial session."""
+    def _guarded(self, body, *, finish=None):
+        """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""
         try:
             body()
         except KeyboardInterrupt:
@@ -304,23 +403,25 @@ class _Run:
             cause = self._explain(exc, f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name)
         else:
             return
-        if recorder is None:  # still warming up: nothing recorded to keep
+        if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
-        recorder.__exit__(None, None, None)
-        if profiler is not None:
-            profiler.__exit__(None, None, None)
         self.meta.update(partial=True, partial_reason=str(cause.one_line()))
-        session = self._finish(recorder, profiler)
-        raise ScanStopped(cause, session)
+        raise ScanStopped(cause, finish())
 
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> Session:
         ops = rows_to_frame(recorder.rows, recorder.warnings.messages, self.backend)
-        profiler_ops = None
+        events = None
         if profiler is not None and profiler.profile is not None:
             events = profiler.op_events()
             if self.backend.profiler_device_activity:
                 ops = join_device_times(ops, events)
-            profiler_ops = profiler_op_totals(events)
+        return self._session(ops, events, recorder)
+
+    def _session(self, ops, events, recorder: Recorder) -> Session:
+        profiler_ops = profiler_op_totals(events) if events is not None else None
+        if "steady_state" in self.meta:  # the times are the profiler's own: nothing to cross-check
+            profiler_ops = None
+            self.meta["profiler_check"] = {"note": "measured steps were timed by torch.profiler itself"}
         memory = _safe(self.backend.memory, None)
         self.meta.update(
             step_times_ms=[round(t, 3) for t in self.step_times_ms],

@@ -47,7 +47,7 @@ def quiet_native_stderr():
 
 _EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "parent", "grandparent", "thread"]
 # torch >= 2.5 wraps the Python dispatch mode's work in a range of its own.
-_MODE_RANGE = "PythonDispatchMode"
+MODE_RANGE = "PythonDispatchMode"
 
 
 class ProfilerAlongside:
@@ -121,7 +121,7 @@ def recorded_call_events(events: pd.DataFrame) -> pd.DataFrame:
     if events.empty:
         return events
     inner = (events["name"] == events["parent"]) | (
-        (events["parent"] == _MODE_RANGE) & (events["name"] == events["grandparent"])
+        (events["parent"] == MODE_RANGE) & (events["name"] == events["grandparent"])
     )
     return events[inner].sort_values("start_ns", kind="stable")
 
