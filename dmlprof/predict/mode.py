@@ -1,0 +1,276 @@
+"""The predicting dispatch mode: classify each call against the op table, without a device.
+
+Tensors on the predicted device are fake tensors (meta storage) that report
+``privateuseone:0``, so everything above the backend (autograd, composite
+kernels, Python device checks) runs exactly as on torch-directml. This mode sits
+where the live recorder sits (below autograd) and sees the same calls. Per
+call it asks the table what the PrivateUse1 kernel is:
+
+* ``native``: the DirectML kernel runs it; computed on meta.
+* ``fallback``: DirectML's boxed CPU fallback runs it; recorded as such.
+* ``composite_explicit``: torch's generic kernel runs below this mode and calls
+  other ops; it is run here, with this mode re-entered, so the ops it really
+  reaches are classified too and any that fall back are named on this call's
+  row (``_foreach_lerp_.Scalar`` -> ``lerp.Scalar_out`` once per tensor), as
+  the live recorder names them from the fallback warnings.
+* ``composite_implicit``: on the device it decomposes before reaching the
+  recorder, so here it is decomposed and its pieces are recorded in its place.
+
+Calls on CPU tensors run for real (an optimizer's step counters, ``.item()``
+on them). A call the meta kernels cannot answer (no meta kernel; output shape
+or value decided by data) runs on the CPU on placeholder tensors (zeros) and is
+listed in ``placeholder_ops``: its op name is certain, shapes and values after
+it may not be.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Optional
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from dmlprof.record.attribution import ModuleTracker, user_source_line
+from dmlprof.record.frame import op_name
+from dmlprof.record.recorder import _outputs_tuple, _tensor_meta
+
+# Queries the dispatcher makes about a tensor (prim::device...) and profiler
+# ranges: not ops a backend runs.
+_PASS_NAMESPACES = frozenset({"prim", "profiler"})
+_EXPLICIT_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd")
+_IMPLICIT_KEY = "CompositeImplicitAutograd"
+_thread_id = threading.get_ident
+_current_node = torch._C._current_autograd_node
+
+
+def fallback_warning(op: str) -> str:
+    """torch-directml's fallback warning for ``op``, word for word (the live recorder's evidence)."""
+    return (f"The operator '{op}' is not currently supported on the DML backend and will fall back to run "
+            "on the CPU. This may have performance implications.")
+
+
+def _has_kernel(name: str, key: str) -> bool:
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, key))
+    except Exception:
+        return False
+
+
+class PredictMode(TorchDispatchMode):
+    """Records one raw row per call (the live recorder's tuple layout) with table-decided fallbacks."""
+
+    def __init__(self, table, device: torch.device):
+        super().__init__()
+        self.table = table
+        self.device = device
+        self.device_type = device.type
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.rows: list = []
+        self.warnings: list = []  # synthetic fallback warnings; rows index into it
+        self.step = 0
+        self.phase = "other"
+        self.optimizer_name = ""
+        self.recording = False
+        self.modules = ModuleTracker()
+        self.unknown_ops: Counter = Counter()
+        self.placeholder_ops: Counter = Counter()
+        self._depth = 0
+        # Composites being followed: a kernel that calls its own op again (detach
+        # does) reaches the device's kernel path the second time, not the composite.
+        self._following: list = []
+        self._kinds: dict = {}
+
+    # -- tensors ------------------------------------------------------------------
+    def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A fake tensor on the predicted device with ``tensor``'s metadata (no data, no copy recorded)."""
+        meta = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device="meta")
+        fake = FakeTensor(self.fake_mode, meta, self.device)
+        return fake
+
+    def _on_device(self, args, kwargs) -> bool:
+        device = kwargs.get("device")
+        if device is not None and torch.device(device).type == self.device_type:
+            return True
+        return _any_fake(args, self.device_type) or _any_fake(kwargs.values(), self.device_type)
+
+    # -- classification ----------------------------------------------------------
+    def kind_of(self, func) -> str:
+        """What the PrivateUse1 kernel is for ``func``, adjusted to what the running torch can run."""
+        cached = self._kinds.get(func)
+        if cached is not None:
+            return cached
+        name = op_name(func)
+        kind = self.table.kind(name)
+        explicit = next((key for key in _EXPLICIT_KEYS if _has_kernel(name, key)), None)
+        implicit = _has_kernel(name, _IMPLICIT_KEY)
+        if kind is None:
+            # Unknown to the table (new in this torch, or not aten). torch-directml
+            # was built against the table's torch, so it has no kernel for it: the
+            # dispatcher would pick this torch's composite, else the fallback.
+            kind = "composite_explicit" if explicit else "composite_implicit" if implicit else "fallback"
+            kind = "unknown:" + kind
+        resolved = kind.split(":")[-1]
+        if resolved == "composite_explicit" and not explicit:
+            resolved = "composite_implicit" if implicit else "native"
+        elif resolved == "composite_implicit" and not implicit:
+            resolved = "composite_explicit" if explicit else "native"
+        result = ("unknown:" if kind.startswith("unknown:") else "") + resolved
+        if resolved == "composite_explicit":
+            result += "|" + explicit
+        self._kinds[func] = result
+        return result
+
+    # -- dispatch ------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.namespace in _PASS_NAMESPACES:
+            return self._execute(func, args, kwargs, device_op=_any_fake(args, None))
+        device_op = self._on_device(args, kwargs)
+        kind = self.kind_of(func) if device_op else "cpu"
+        if kind.startswith("unknown:"):
+            self.unknown_ops[op_name(func)] += 1
+            kind = kind[len("unknown:"):]
+        if kind == "composite_implicit":
+            # Decomposed above the recorder on the device: the pieces are the calls.
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+            kind = "native"
+        if self._depth or not self.recording:
+            return self._run(func, args, kwargs, kind, device_op)
+        inputs = _tensor_meta(args)
+        if kwargs:
+            inputs += _tensor_meta(kwargs.values())
+        warned_before = len(self.warnings)
+        out = self._run(func, args, kwargs, kind, device_op)
+        outputs = _tensor_meta(_outputs_tuple(out))
+        warned_after = len(self.warnings)
+        phase = self.phase
+        if phase == "backward":
+            node = _current_node()
+            module, source = self.modules.owner_of_node(node) if node is not None else ("", "")
+        elif phase == "optimizer":
+            module, source = self.optimizer_name, ""
+        else:
+            module, source = self.modules.current()
+        if warned_after != warned_before or any(meta[0] != self.device_type for meta in inputs):
+            source = user_source_line(2) or source
+        self.rows.append((self.step, phase, func, inputs, outputs, 0, 0, warned_before, warned_after,
+                          module, source, _thread_id()))
+        return out
+
+    def _run(self, func, args, kwargs, kind: str, device_op: bool):
+        if kind.startswith("composite_explicit") and func not in self._following:
+            key = getattr(torch._C.DispatchKey, kind.split("|", 1)[1])
+            self._depth += 1
+            self._following.append(func)
+            try:
+                with self:
+                    return func._op_dk(key, *args, **kwargs)
+            finally:
+                self._following.pop()
+                self._depth -= 1
+        if kind.startswith("composite_explicit"):
+            kind = "native"
+        if kind == "fallback":
+            self.warnings.append(fallback_warning(op_name(func)))
+        return self._execute(func, args, kwargs, device_op=device_op)
+
+    def _execute(self, func, args, kwargs, *, device_op: bool):
+        """Compute the outputs: meta kernels for fake tensors, the CPU for real ones."""
+        if not device_op and not (_any_fake(args, None) or _any_fake(kwargs.values(), None)):
+            return func(*args, **kwargs)  # real CPU tensors: run for real
+        stand_in = _STAND_INS.get(op_name(func))
+        try:
+            with self.fake_mode:
+                if stand_in is not None:
+                    return stand_in(*args, **kwargs)
+                return func(*args, **kwargs)
+        except Exception as exc:  # no meta kernel, or the data decides the output
+            out = self._placeholder(func, args, kwargs)
+            if out is _FAILED:
+                raise exc
+            return out
+
+    def _placeholder(self, func, args, kwargs):
+        """Run ``func`` on the CPU on zeros in place of the fake tensors; fake outputs with its results' shapes."""
+        originals: dict = {}
+        device_of_outputs: Optional[torch.device] = None
+
+        def to_cpu(value):
+            nonlocal device_of_outputs
+            if isinstance(value, FakeTensor):
+                device_of_outputs = device_of_outputs or value.device
+                with torch._C._DisableTorchDispatch():
+                    real = torch.zeros(tuple(value.shape), dtype=value.dtype)
+                originals[id(real)] = (real, value)
+                return real
+            if isinstance(value, (list, tuple)):
+                return type(value)(to_cpu(v) for v in value)
+            return value
+
+        cpu_args = to_cpu(args)
+        cpu_kwargs = {k: to_cpu(v) for k, v in kwargs.items()}
+        target = kwargs.get("device")
+        if target is not None:
+            device_of_outputs = torch.device(target)
+            cpu_kwargs["device"] = torch.device("cpu")
+        try:
+            out = func(*cpu_args, **cpu_kwargs)
+        except Exception:
+            return _FAILED
+        self.placeholder_ops[op_name(func)] += 1
+        device_of_outputs = device_of_outputs or self.device
+
+        def to_fake(value):
+            if isinstance(value, torch.Tensor):
+                known = originals.get(id(value))
+                if known is not None and known[0] is value:
+                    return known[1]  # in-place and out= ops return their argument
+                if device_of_outputs.type == "cpu":
+                    return value
+                meta = torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device="meta")
+                return FakeTensor(self.fake_mode, meta, device_of_outputs)
+            if isinstance(value, (list, tuple)):
+                return type(value)(to_fake(v) for v in value)
+            return value
+
+        return to_fake(out)
+
+
+_FAILED = object()
+
+
+def _convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    return torch.ops.aten.convolution.default(input, weight, bias, stride, padding, dilation, transposed,
+                                              output_padding, groups)
+
+
+def _convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed,
+                                       output_padding, groups, output_mask):
+    channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    return torch.ops.aten.convolution_backward.default(grad_output, input, weight, [channels], stride, padding,
+                                                       dilation, transposed, output_padding, groups, output_mask)
+
+
+# Ops that only a device backend implements (their CPU and meta entries throw):
+# their outputs' shapes come from the generic op they stand for.
+_STAND_INS = {
+    "aten::convolution_overrideable": _convolution_overrideable,
+    "aten::convolution_backward_overrideable": _convolution_backward_overrideable,
+}
+
+
+def _any_fake(values, device_type: Optional[str]) -> bool:
+    for value in values:
+        if isinstance(value, FakeTensor):
+            if device_type is None or value.device.type == device_type:
+                return True
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, FakeTensor) and (device_type is None or item.device.type == device_type):
+                    return True
+    return False
