@@ -24,6 +24,10 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
     ]
     if meta.get("table_version"):
         facts.append(("op table", meta["table_version"]))
+    if meta.get("recording", "").startswith("one structure step"):
+        facts.append(("recording", "one structure step through the dispatcher; measured steps timed by torch.profiler"))
+    for note in meta.get("notes", []):
+        facts.append(("note", note))
     if meta.get("partial"):
         facts.append(("PARTIAL", f"stopped early: {meta.get('partial_reason', '')}"))
     lines.append(tabulate(facts, tablefmt="plain"))
