@@ -60,8 +60,8 @@
     share.appendChild(wrap);
     tr.appendChild(share);
     tr.appendChild(el("td", "num", fmtBytes(r.bytes_moved)));
-    tr.appendChild(el("td", "name", r.module));
-    tr.appendChild(el("td", "name", r.source));
+    tr.appendChild(el("td", "name path", r.module));
+    tr.appendChild(el("td", "name path", r.source));
     return tr;
   }
 
