@@ -183,34 +183,54 @@ def _call_stack(source: str, module: str) -> str:
 
 def _op_events(frame) -> list:
     events = []
-    for r in frame.itertuples(index=False):
-        ts = _us(r.start_ns)
-        dur = round(_us(r.end_ns) - ts, 3)
-        tid = _tid(r.thread)
+    # plain lists and small caches: this loop runs once per call (100,000s)
+    columns = {c: frame[c].tolist() for c in ("seq", "step", "phase", "op", "verdict", "fallback_ops", "fallback_calls",
+                                              "module", "source", "dtypes", "shapes", "start_ns", "end_ns",
+                                              "bytes_moved", "transfer", "thread")}
+    dims: dict = {}
+    types: dict = {}
+    stacks: dict = {}
+    marks: dict = {}
+    for i in range(len(frame)):
+        op, verdict, module, source = columns["op"][i], columns["verdict"][i], columns["module"][i], columns["source"][i]
+        shapes, dtypes = columns["shapes"][i], columns["dtypes"][i]
+        ts = _us(columns["start_ns"][i])
+        dur = round(_us(columns["end_ns"][i]) - ts, 3)
+        tid = _tid(columns["thread"][i])
+        if shapes not in dims:
+            dims[shapes] = _dims(shapes)
+        if dtypes not in types:
+            types[dtypes] = [d for d in str(dtypes).split(",") if d]
+        if (source, module) not in stacks:
+            stacks[(source, module)] = _call_stack(source, module)
+        moved = int(columns["bytes_moved"][i])
         args = {
-            "External id": int(r.seq) + 1,
-            "Input Dims": _dims(r.shapes),
-            "Input type": [d for d in str(r.dtypes).split(",") if d],
-            "Call stack": _call_stack(r.source, r.module),
-            "dmlprof verdict": r.verdict,
-            "module": r.module,
-            "source": r.source,
-            "phase": r.phase,
-            "step": int(r.step),
+            "External id": int(columns["seq"][i]) + 1,
+            "Input Dims": dims[shapes],
+            "Input type": types[dtypes],
+            "Call stack": stacks[(source, module)],
+            "dmlprof verdict": verdict,
+            "module": module,
+            "source": source,
+            "phase": columns["phase"][i],
+            "step": int(columns["step"][i]),
         }
-        if r.bytes_moved:
-            args["bytes moved"] = int(r.bytes_moved)
-        if r.transfer:
-            args["transfer"] = r.transfer
-        if r.verdict == "fallback":
-            args["fallback ops"] = r.fallback_ops
-            # the marker first: with equal start and end the plugin keeps file order, so it nests the op
-            events.append({"ph": "X", "cat": "cpu_op", "name": fallback_range_name(r.op, r.fallback_ops), "pid": PID,
-                           "tid": tid, "ts": ts, "dur": dur,
-                           "args": {"dmlprof": "fallback to the CPU", "Call stack": args["Call stack"], "op": r.op, "fallback ops": r.fallback_ops,
-                                    "inner calls": int(r.fallback_calls), "module": r.module, "source": r.source,
-                                    "bytes moved": int(r.bytes_moved)}})
-        events.append({"ph": "X", "cat": "cpu_op", "name": r.op, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args})
+        if moved:
+            args["bytes moved"] = moved
+        if columns["transfer"][i]:
+            args["transfer"] = columns["transfer"][i]
+        if verdict == "fallback":
+            inner = columns["fallback_ops"][i]
+            args["fallback ops"] = inner
+            if (op, inner) not in marks:
+                marks[(op, inner)] = fallback_range_name(op, inner)
+            # the mark first: with equal start and end the plugin keeps file order, so it nests the op
+            events.append({"ph": "X", "cat": "cpu_op", "name": marks[(op, inner)], "pid": PID, "tid": tid, "ts": ts,
+                           "dur": dur,
+                           "args": {"dmlprof": "fallback to the CPU", "Call stack": args["Call stack"], "op": op,
+                                    "fallback ops": inner, "inner calls": int(columns["fallback_calls"][i]),
+                                    "module": module, "source": source, "bytes moved": moved}})
+        events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args})
     return events
 
 
