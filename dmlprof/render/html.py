@@ -133,17 +133,22 @@ def _flags(session, timed: bool) -> list:
         flags.append({"tone": "warn", "label": "Partial session",
                       "text": f"The run stopped early: {meta.get('partial_reason') or 'no reason recorded'}. "
                               "The figures cover only the steps that ran."})
-    if meta.get("mode") == "predicted":
+    predicted = meta.get("mode") == "predicted"
+    if predicted:
         table = meta.get("table_version") or "unknown table"
+        times = ("Times were measured on the host that made the prediction, not on the device." if timed
+                 else "A prediction has no per-call times, so shares by time are not shown.")
         flags.append({"tone": "info", "label": "Predicted",
-                      "text": f"No device ran this: verdicts come from the op table {table}. "
-                              "Times, where shown, were measured on the host that made the prediction."})
-    if not timed and len(session.ops):
+                      "text": f"No device ran this: verdicts come from the op table {table}. {times}"})
+    if not timed and len(session.ops) and not predicted:
         flags.append({"tone": "info", "label": "No timings", "text": "This session has no per-call times; shares by time are not shown."})
     if meta.get("backend") == "cpu" and meta.get("mode") != "predicted":
         flags.append({"tone": "info", "label": "CPU run",
                       "text": "The CPU was the device, so nothing can fall back. "
                               "Scan with --device (or predict with --target dml) to check an accelerator."})
+    notes = meta.get("notes") or []
+    for note in notes if isinstance(notes, list) else [notes]:
+        flags.append({"tone": "info", "label": "Note", "text": str(note)})
     if not len(session.ops):
         flags.append({"tone": "warn", "label": "Empty", "text": "No op calls were recorded."})
     return flags

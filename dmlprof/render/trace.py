@@ -59,7 +59,7 @@ def trace_dict(session) -> dict:
     ops = session.ops
     if ops is None or not len(ops) or int(ops["time_ns"].sum()) <= 0:
         raise UsageError("this session has no timed op calls, so there is no trace to write",
-                         remedy="scan on a device (a prediction has no per-call times)")
+                         remedy="a prediction has no per-call times: scan on the device for a trace")
     meta = session.meta
     frame = _laid_out(ops)
     events = _metadata_events(meta, frame)
