@@ -19,5 +19,11 @@ def run(args) -> int:
 
     session = Session.load(args.session)
     write_reports(session, args)
+    if session.meta.get("mode") == "sweep":  # a sweep session holds no op rows, only the sweep
+        if not args.quiet:
+            from dmlprof.sweep.report import render_sweep_text
+
+            print(render_sweep_text(session))
+        return 0
     print_report(session, args)
     return 0

@@ -119,6 +119,11 @@ def test_auto_records_a_forced_out_of_memory_and_stops_cleanly(cli, tmp_path):
     saved = json.loads(sessions[0].read_text(encoding="utf-8"))
     assert saved["extras"]["sweep"] == document["sweep"]
 
+    # AND `dmlprof report` re-renders the sweep from that file without running anything
+    again = cli("report", sessions[0])
+    assert again.returncode == 0, again.stderr
+    assert "batch-size sweep of step_model" in again.stdout and "out of memory at batch size 16" in again.stdout
+
 
 def test_a_child_that_dies_is_an_error_row_and_stops_auto(cli, tmp_path):
     # GIVEN a model whose process aborts at batch size 8

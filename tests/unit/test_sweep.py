@@ -412,3 +412,35 @@ def test_progress_redraws_in_a_terminal():
     bar.finish(8, "ok")
     bar.close()
     assert stream.getvalue().count("\r") == 2 and stream.getvalue().endswith("\n")
+
+
+# -- the child's memory cap ---------------------------------------------------------
+def test_memory_cap_is_skipped_with_a_note_where_unsupported(monkeypatch):
+    import dmlprof.sweep.child as child
+
+    monkeypatch.setattr(child, "memory_limit_supported", lambda: (False, "needs POSIX; ignored"))
+    cap = child.MemoryCap(1 << 20)
+    cap.apply()
+    assert not cap.applied and cap.note == "needs POSIX; ignored"
+    cap.lift()  # nothing to undo
+    assert child.MemoryCap(None).note == ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc/self/statm: Linux")
+def test_memory_cap_is_relative_to_the_loaded_process_and_lifted_again():
+    import resource
+
+    import dmlprof.sweep.child as child
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    cap = child.MemoryCap(64 << 20)
+    cap.apply()
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        assert cap.applied
+        assert 0 < soft - child.address_space_bytes() <= 64 << 20
+        with pytest.raises(MemoryError):
+            bytearray(128 << 20)
+    finally:
+        cap.lift()
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
