@@ -16,4 +16,15 @@ def load(path):
     return Session.load(path)
 
 
-__all__ = ["__version__", "scan", "load"]
+def patch(model=None, optimizer=None):
+    """Swap a model's modules, functional calls and optimizer step for DirectML-native replacements.
+
+    Returns an undoable :class:`dmlprof.replacements.patch.Patch` (``.undo()``, or use it
+    as a context manager, which also covers the loss). See :mod:`dmlprof.replacements`.
+    """
+    from dmlprof.replacements.patch import patch as _patch
+
+    return _patch(model, optimizer)
+
+
+__all__ = ["__version__", "scan", "load", "patch"]

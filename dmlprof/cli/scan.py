@@ -40,12 +40,10 @@ def run(args) -> int:
 
         session = predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps)
     else:
-        if args.replace or args.verify:
-            extra = "--replace" if args.replace else "--verify"
-            try:
-                import dmlprof.replacements.patch  # noqa: F401
-            except ImportError:
-                raise UsageError(f"{extra} is not available in this version of dmlprof") from None
+        if args.verify:
+            raise UsageError("--verify is not available in this version of dmlprof")
+        if args.replace:
+            from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
         try:
             session = scan(
                 args.model, args.device, batch_size=args.batch_size, steps=args.steps, warmup=args.warmup,
@@ -56,5 +54,9 @@ def run(args) -> int:
             raise
     path = write_outputs(session, args)
     print_report(session, args)
+    if "replace" in session.extras and not args.quiet:
+        from dmlprof.replacements.compare import format_comparison
+
+        print("\n" + format_comparison(session.extras["replace"]))
     print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=sys.stderr if args.quiet else sys.stdout)
     return 0

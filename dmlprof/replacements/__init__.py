@@ -1,25 +1,154 @@
-"""Known replacements for ops that fall back (grown by the replacements issue).
+"""Replacements for ops that fall back to the CPU on DirectML, and how to apply them.
 
-``advice_for(op)`` returns a one-line tip for an op, or ``None``.
+* :mod:`dmlprof.replacements.ops` and :mod:`dmlprof.replacements.fft`: the
+  replacements, built only from ops with native DirectML kernels (each one
+  gradchecked against torch and run on the emulated DirectML device with zero
+  fallback calls, see ``tests/unit/test_replacements.py``);
+* :func:`patch` (also ``dmlprof.patch``): swap a model's modules, functional
+  calls and optimizer step for them, undoably; :func:`replaced`: the same for
+  a block of code; :func:`patch_optimizer`: the optimizer alone, state kept;
+* :func:`advice_for` / :func:`advice_for_hotspot`: for a fallback op, the one
+  line the reports print: which replacement removes it and how to apply it.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
-# op (dispatcher spelling) -> how to avoid it. Only advice that is true today.
-_ADVICE = {
-    "aten::lerp.Scalar_out": "Adam/AdamW's lerp falls back once per parameter; keep your optimizer "
-    "(do not recreate it each epoch: that resets its state) and see dmlprof.replacements when available",
-}
+_PATCH = "dmlprof.patch(model, optimizer)"
+_WITH = f"`with {_PATCH}:` around the training step"
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """One replacement: the ops it removes (dispatcher names without overload) and how to apply it."""
+
+    name: str
+    removes: tuple
+    how: str
+
+
+CATALOG = (
+    Replacement(
+        "optimizer lerp", ("aten::lerp", "aten::_foreach_lerp", "aten::_foreach_lerp_"),
+        "Adam/AdamW's moment update (lerp) falls back once per parameter per step; recreating the optimizer "
+        "every epoch resets Adam's moments and does not remove it: the real problem is lerp falling back. "
+        f"Keep the optimizer and patch it, {_PATCH} or dmlprof.replacements.patch_optimizer(optimizer): "
+        "lerp becomes mul/add, state kept"),
+    Replacement(
+        "fused Adam/AdamW", ("aten::_fused_adam", "aten::_fused_adam_", "aten::_fused_adamw", "aten::_fused_adamw_"),
+        "the fused optimizer kernel falls back whole (and on torch 2.4.1 then fails); "
+        f"{_PATCH} switches it to the foreach path with lerp as mul/add, state kept"),
+    Replacement(
+        "group_norm", ("aten::native_group_norm_backward",),
+        f"GroupNorm's backward falls back: {_PATCH} swaps nn.GroupNorm/F.group_norm for "
+        "dmlprof.replacements.ops.group_norm (native forward, backward from mul/mean/sum)"),
+    Replacement(
+        "grid_sample", ("aten::grid_sampler_2d", "aten::grid_sampler_2d_backward"),
+        f"F.grid_sample (bilinear, zeros or border padding): {_PATCH} or call "
+        "dmlprof.replacements.ops.grid_sample (gather + scatter_add, native both ways)"),
+    Replacement(
+        "embedding_bag",
+        ("aten::_embedding_bag", "aten::_embedding_bag_forward_only", "aten::_embedding_bag_backward",
+         "aten::_embedding_bag_dense_backward", "aten::_embedding_bag_per_sample_weights_backward"),
+        f"nn.EmbeddingBag / F.embedding_bag (sum, mean): {_PATCH} or call "
+        "dmlprof.replacements.ops.embedding_bag (embedding + scatter_add)"),
+    Replacement(
+        "logsigmoid", ("aten::log_sigmoid_forward", "aten::log_sigmoid_backward", "aten::log_sigmoid"),
+        "F.logsigmoid, reached by BCE-with-logits: dmlprof.replacements.ops.logsigmoid / "
+        f".binary_cross_entropy_with_logits (softplus, native); the loss is outside the model, so use {_WITH}"),
+    Replacement(
+        "binary_cross_entropy", ("aten::binary_cross_entropy", "aten::binary_cross_entropy_backward"),
+        f"F.binary_cross_entropy / nn.BCELoss: dmlprof.replacements.ops.binary_cross_entropy "
+        f"(same clamp and gradient as torch); use {_WITH}, or prefer BCE-with-logits"),
+    Replacement(
+        "lstm_gru_cells",
+        ("aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_lstm_cell_backward_impl", "aten::_thnn_fused_gru_cell",
+         "aten::_thnn_fused_gru_cell_backward", "aten::_thnn_differentiable_lstm_cell_backward",
+         "aten::_thnn_differentiable_gru_cell_backward"),
+        f"nn.LSTM/nn.GRU and their cells use fused cells with no DirectML kernel: {_PATCH} runs them as "
+        "linear + sigmoid/tanh steps (dmlprof.replacements.ops.lstm_cell / gru_cell)"),
+    Replacement(
+        "fft", ("aten::_fft_r2c", "aten::_fft_c2r", "aten::_fft_c2c", "aten::view_as_real", "aten::view_as_complex"),
+        "torch.fft.* (and complex views) fall back: for modest sizes call dmlprof.replacements.fft.rfft/irfft/fft/ifft "
+        "(DFT as matmul, complex as a trailing (real, imag) pair; not applied by patch)"),
+    Replacement(
+        "ctc_loss", ("aten::_ctc_loss", "aten::_ctc_loss_backward"),
+        f"F.ctc_loss / nn.CTCLoss: dmlprof.replacements.ops.ctc_loss (log-space alpha recursion); use {_WITH}"),
+    Replacement("cumprod", ("aten::cumprod",),
+                f"torch.cumprod: {_PATCH} or dmlprof.replacements.ops.cumprod (log-depth scan of multiplies)"),
+    Replacement("eye", ("aten::eye",), f"torch.eye: {_PATCH} or dmlprof.replacements.ops.eye (arange == arange)"),
+    Replacement("index_add", ("aten::index_add",),
+                "index_add (also the backward of index_select) falls back: index with x[idx] instead of "
+                "index_select (its backward is index_put_ with accumulate, native)"),
+    Replacement("repeat_interleave", ("aten::repeat_interleave",),
+                f"torch.repeat_interleave with tensor repeats (its backward reaches index_add): {_PATCH} or "
+                "dmlprof.replacements.ops.repeat_interleave (cumsum + indexing)"),
+    Replacement("count_nonzero", ("aten::count_nonzero",),
+                f"torch.count_nonzero: {_PATCH} or (x != 0).sum(dim)"),
+    Replacement("upsample_nearest1d", ("aten::upsample_nearest1d", "aten::upsample_nearest1d_backward"),
+                f"1-D nearest interpolation: {_PATCH} or dmlprof.replacements.ops.interpolate_nearest1d "
+                "(through upsample_nearest2d, native)"),
+    Replacement("std_var_mean", ("aten::std", "aten::var_mean"),
+                f"torch.std / var_mean: {_PATCH} or var(...).sqrt() / (var, mean) (var.correction is native)"),
+    Replacement("clamp_tensor", ("aten::clamp",),
+                f"clamp with tensor bounds: {_PATCH} or dmlprof.replacements.ops.clamp (where)"),
+    Replacement("elu", ("aten::elu", "aten::elu_backward"),
+                f"ELU: {_PATCH} or dmlprof.replacements.ops.elu (where + expm1)"),
+    Replacement("huber_loss", ("aten::huber_loss", "aten::huber_loss_backward"),
+                f"F.huber_loss: use {_WITH}, or delta * F.smooth_l1_loss(beta=delta) (native)"),
+)
+
+_BY_OP = {op: r for r in CATALOG for op in r.removes}
+
+
+def replacement_for(op: str) -> Optional[Replacement]:
+    """The catalog entry that removes a fallback op (any spelling, any overload), or ``None``."""
+    from dmlprof.tables import normalize_op
+
+    name = normalize_op(op)
+    found = _BY_OP.get(name)
+    if found is None:
+        namespace, _, rest = name.partition("::")
+        found = _BY_OP.get(f"{namespace}::{rest.split('.', 1)[0]}")
+    return found
 
 
 def advice_for(op: str) -> Optional[str]:
-    return _ADVICE.get(op)
+    """One line: the replacement that removes this fallback op and how to apply it, or ``None``."""
+    found = replacement_for(op)
+    return found.how if found else None
 
 
 def advice_for_hotspot(ops) -> Optional[str]:
+    """Advice for a hotspot (its inner fallback ops): the first op that has a replacement."""
     for op in ops:
         tip = advice_for(op)
         if tip:
             return tip
     return None
+
+
+def patch(model=None, optimizer=None):
+    """See :func:`dmlprof.replacements.patch.patch`."""
+    from dmlprof.replacements.patch import patch as _patch
+
+    return _patch(model, optimizer)
+
+
+def patch_optimizer(optimizer):
+    """See :func:`dmlprof.replacements.patch.patch_optimizer`."""
+    from dmlprof.replacements.patch import patch_optimizer as _patch_optimizer
+
+    return _patch_optimizer(optimizer)
+
+
+def replaced():
+    """See :func:`dmlprof.replacements.patch.replaced`."""
+    from dmlprof.replacements.patch import replaced as _replaced
+
+    return _replaced()
+
+
+__all__ = ["CATALOG", "Replacement", "replacement_for", "advice_for", "advice_for_hotspot", "patch",
+           "patch_optimizer", "replaced"]

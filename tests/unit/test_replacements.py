@@ -347,3 +347,112 @@ def test_fft_family(shape, dim, norm):
     ref = torch.fft.irfft(torch.view_as_complex(spectrum.detach()), n=n, dim=dim, norm=norm)
     assert torch.allclose(dft.irfft(spectrum, n=n, dim=dim, norm=norm), ref, atol=1e-9)
     assert torch.autograd.gradcheck(lambda s: dft.irfft(s, n=n, dim=dim, norm=norm), (spectrum,))
+
+
+# --------------------------------------------------------------------------- on the emulated DirectML device
+# GIVEN the emulated DirectML device (torch-directml's exact op set, counting its CPU fallback)
+# WHEN the original op and its replacement run forward and backward there
+# THEN the original reaches the fallback (or fails there) and the replacement makes zero fallback calls.
+
+
+@pytest.fixture(scope="module")
+def dml():
+    from dmlprof import testing
+
+    problem = testing.build_problem()
+    if problem:
+        pytest.fail(f"the emulated DML device must build here: {problem}")
+    testing.load()
+    return testing
+
+
+def _device_cases(dev):
+    def r(*shape, low=None, high=None):
+        g = _gen(sum(shape) + len(shape))
+        t = torch.randn(*shape, generator=g) if low is None else low + (high - low) * torch.rand(*shape, generator=g)
+        return t.to(dev).requires_grad_()
+
+    x4, grid = r(2, 4, 5, 5), r(2, 3, 3, 2, low=-1.2, high=1.2)
+    emb_w, idx, offsets = r(10, 3), torch.randint(0, 10, (9,), generator=_gen(1)).to(dev), torch.tensor([0, 2, 2, 6]).to(dev)
+    xl, yl = r(3, 4), torch.rand(3, 4, generator=_gen(2)).to(dev)
+    prob = r(3, 4, low=0.05, high=0.95)
+    xc, h, c = r(2, 3), r(2, 5), r(2, 5)
+    w_ih, w_hh, b_ih, b_hh = r(20, 3), r(20, 5), r(20), r(20)
+    seq = r(4, 2, 3)
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 5, num_layers=2, bidirectional=True).to(dev)
+    gru = torch.nn.GRU(3, 5).to(dev)
+    logits, labels = r(6, 2, 5), torch.randint(1, 5, (2, 3), generator=_gen(3)).to(dev)
+    xx, lo, hi = r(3, 6), r(3, 6), r(6)
+    x3, sig, pair = r(2, 3, 5), r(4, 8), r(4, 8, 2)
+    repeats = torch.tensor([1, 0, 2]).to(dev)
+    zeros_h = torch.zeros(4, 2, 5).to(dev)
+    return {
+        "grid_sample_zeros": (lambda: F.grid_sample(x4, grid, padding_mode="zeros", align_corners=False),
+                              lambda: ops.grid_sample(x4, grid, padding_mode="zeros", align_corners=False)),
+        "grid_sample_border": (lambda: F.grid_sample(x4, grid, padding_mode="border", align_corners=True),
+                               lambda: ops.grid_sample(x4, grid, padding_mode="border", align_corners=True)),
+        "embedding_bag_sum": (lambda: F.embedding_bag(idx, emb_w, offsets, mode="sum"),
+                              lambda: ops.embedding_bag(idx, emb_w, offsets, mode="sum")),
+        "embedding_bag_mean_2d": (lambda: F.embedding_bag(idx.reshape(3, 3), emb_w, mode="mean"),
+                                  lambda: ops.embedding_bag(idx.reshape(3, 3), emb_w, mode="mean")),
+        "group_norm": (lambda: F.group_norm(x4, 2, lo[0, :4], hi[:4]), lambda: ops.group_norm(x4, 2, lo[0, :4], hi[:4])),
+        "logsigmoid": (lambda: F.logsigmoid(xl), lambda: ops.logsigmoid(xl)),
+        "bce_with_logits": (lambda: F.binary_cross_entropy_with_logits(xl, yl), lambda: ops.binary_cross_entropy_with_logits(xl, yl)),
+        "binary_cross_entropy": (lambda: F.binary_cross_entropy(prob, yl), lambda: ops.binary_cross_entropy(prob, yl)),
+        "lstm_cell": (lambda: torch.lstm_cell(xc, (h, c), w_ih, w_hh, b_ih, b_hh),
+                      lambda: ops.lstm_cell(xc, (h, c), w_ih, w_hh, b_ih, b_hh)),
+        "gru_cell": (lambda: torch.gru_cell(xc, h, w_ih[:15], w_hh[:15], b_ih[:15], b_hh[:15]),
+                     lambda: ops.gru_cell(xc, h, w_ih[:15], w_hh[:15], b_ih[:15], b_hh[:15])),
+        "nn_lstm": (lambda: lstm(seq)[0], lambda: ops.rnn_stack("lstm", seq, (zeros_h, zeros_h), lstm._flat_weights,
+                                                                  True, 2, 0.0, True, True, False)[0]),
+        "nn_gru": (lambda: gru(seq)[0], lambda: ops.rnn_stack("gru", seq, zeros_h[:1], gru._flat_weights,
+                                                                True, 1, 0.0, True, False, False)[0]),
+        "ctc_loss": (lambda: F.ctc_loss(logits.log_softmax(2), labels, torch.tensor([6, 5]), torch.tensor([3, 2])),
+                     lambda: ops.ctc_loss(logits.log_softmax(2), labels, torch.tensor([6, 5]), torch.tensor([3, 2]))),
+        "cumprod": (lambda: torch.cumprod(xx, 1), lambda: ops.cumprod(xx, 1)),
+        "eye": (lambda: torch.eye(3, 4, device=dev), lambda: ops.eye(3, 4, device=dev)),
+        "repeat_interleave": (lambda: torch.repeat_interleave(xx, repeats, 0), lambda: ops.repeat_interleave(xx, repeats, 0)),
+        "count_nonzero": (lambda: torch.count_nonzero(xx, 1), lambda: ops.count_nonzero(xx, 1)),
+        "upsample_nearest1d": (lambda: F.interpolate(x3, scale_factor=2, mode="nearest"),
+                               lambda: ops.interpolate_nearest1d(x3, scale_factor=2)),
+        "std": (lambda: torch.std(xx, 1), lambda: ops.std(xx, 1)),
+        "var_mean": (lambda: torch.var_mean(xx, 1), lambda: ops.var_mean(xx, 1)),
+        "clamp_tensor": (lambda: torch.clamp(xx, min=lo, max=hi), lambda: ops.clamp(xx, min=lo, max=hi)),
+        "elu": (lambda: F.elu(xx), lambda: ops.elu(xx)),
+        "huber_loss": (lambda: F.huber_loss(xx, lo), lambda: ops.huber_loss(xx, lo)),
+        "lerp": (lambda: torch.lerp(xx, lo, 0.3), lambda: ops.lerp(xx, lo, 0.3)),
+        "rfft": (lambda: torch.view_as_real(torch.fft.rfft(sig)), lambda: dft.rfft(sig)),
+        "fft": (lambda: torch.view_as_real(torch.fft.fft(torch.view_as_complex(pair))), lambda: dft.fft(pair)),
+        "irfft": (lambda: torch.fft.irfft(torch.view_as_complex(pair[:, :5].contiguous())), lambda: dft.irfft(pair[:, :5])),
+    }
+
+
+DEVICE_CASES = ["grid_sample_zeros", "grid_sample_border", "embedding_bag_sum", "embedding_bag_mean_2d", "group_norm",
+                "logsigmoid", "bce_with_logits", "binary_cross_entropy", "lstm_cell", "gru_cell", "nn_lstm", "nn_gru",
+                "ctc_loss", "cumprod", "eye", "repeat_interleave", "count_nonzero", "upsample_nearest1d", "std",
+                "var_mean", "clamp_tensor", "elu", "huber_loss", "lerp", "rfft", "fft", "irfft"]
+
+
+def _forward_backward(fn):
+    out = fn()
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    total = [o.float().sum() for o in outs if o.is_floating_point() and o.requires_grad]
+    if total:
+        sum(total).backward()
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("case", DEVICE_CASES)
+def test_replacement_is_all_native_on_emulated_dml(dml, case):
+    original, replacement = _device_cases(dml.device())[case]
+    dml.reset_fallback_counts()
+    try:
+        _forward_backward(original)
+        original_fallbacks = dml.fallback_counts()
+    except (NotImplementedError, RuntimeError) as exc:  # e.g. the fused LSTM cell has no CPU kernel to fall back to
+        original_fallbacks = {"raised": str(exc).splitlines()[0]}
+    assert original_fallbacks, f"{case}: the original no longer falls back here; is the replacement still needed?"
+    dml.reset_fallback_counts()
+    _forward_backward(replacement)
+    assert dml.fallback_counts() == {}
