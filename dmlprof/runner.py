@@ -430,6 +430,8 @@ class _Run:
         )
         if profiler_ops is not None:
             self.meta["profiler_check"] = _profiler_check(ops, profiler_ops)
+        if events is not None and self.backend.profiler_device_activity:
+            self.meta["device_time_check"] = _device_time_check(ops, events)
         session = Session(meta=dict(self.meta), ops=ops)
         if profiler_ops is not None:
             session.profiler_ops = profiler_ops
@@ -448,6 +450,14 @@ def _profiler_check(ops, profiler_ops) -> dict:
         "profiler_time_ms": round(theirs, 3),
         "ratio": round(ours / theirs, 4) if theirs else None,
     }
+
+
+def _device_time_check(ops, events) -> dict:
+    """Kernel time joined to our calls against all kernel time the profiler saw."""
+    ours = float(ops["device_time_ns"].fillna(0).sum()) / 1e6
+    theirs = float(events["self_device_time_ns"].sum()) / 1e6
+    return {"calls_device_time_ms": round(ours, 3), "profiler_kernel_time_ms": round(theirs, 3),
+            "ratio": round(ours / theirs, 4) if theirs else None}
 
 
 def _other_warnings(recorder: Recorder, backend: Backend) -> list:

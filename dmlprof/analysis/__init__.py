@@ -3,6 +3,7 @@
 No printing, plotting or I/O here; renderers call these and format.
 """
 from dmlprof.analysis.core import (
+    cpu_hotspots,
     fallback_hotspots,
     module_summary,
     op_summary,
@@ -12,4 +13,4 @@ from dmlprof.analysis.core import (
     transfer_hotspots,
 )
 
-__all__ = ["summary", "op_summary", "fallback_hotspots", "phase_split", "module_summary", "transfer_hotspots", "profiler_crosscheck"]
+__all__ = ["cpu_hotspots", "summary", "op_summary", "fallback_hotspots", "phase_split", "module_summary", "transfer_hotspots", "profiler_crosscheck"]

@@ -51,19 +51,26 @@ def fallback_op_set(ops: pd.DataFrame) -> set:
 
 def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
     """Per (op, verdict, phase): calls, time, share of all time; slowest first."""
-    columns = ["op", "verdict", "phase", "calls", "time_ms", "share", "bytes_moved", "fallback_ops"]
+    columns = ["op", "verdict", "phase", "calls", "time_ms", "device_time_ms", "share", "bytes_moved", "fallback_ops"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
     total = ops["time_ns"].sum()
     grouped = (
         ops.groupby(["op", "verdict", "phase"], sort=False)
         .agg(calls=("seq", "size"), time_ns=("time_ns", "sum"), bytes_moved=("bytes_moved", "sum"),
+             device_time_ns=("device_time_ns", _sum_or_none),
              fallback_ops=("fallback_ops", _join_unique_inner))
         .reset_index()
     )
     grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
+    grouped["device_time_ms"] = pd.to_numeric(grouped["device_time_ns"], errors="coerce") / _NS_PER_MS
     grouped["share"] = grouped["time_ns"] / total if total else 0.0
     return grouped.sort_values(["time_ns", "calls"], ascending=False, kind="stable")[columns].reset_index(drop=True)
+
+
+def _sum_or_none(values):
+    """A sum where anything was measured, else None (not a misleading 0)."""
+    return float(values.sum()) if values.notna().any() else None
 
 
 def _join_unique(values) -> list:
@@ -106,6 +113,23 @@ def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
     grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
     grouped["share"] = grouped["time_ns"] / total if total else 0.0
     grouped["inner_ops"] = grouped["inner_ops"].map(lambda s: sorted(parse_fallback_ops(s)))
+    return grouped.sort_values("time_ns", ascending=False, kind="stable")[columns].reset_index(drop=True)
+
+
+def cpu_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
+    """Calls on CPU tensors inside an accelerator step, grouped by op and source line."""
+    columns = ["op", "calls", "time_ms", "phases", "modules", "sources"]
+    on_cpu = ops[ops["verdict"] == "cpu"]
+    if on_cpu.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = (
+        on_cpu.groupby(["op", "source"], sort=False)
+        .agg(calls=("seq", "size"), time_ns=("time_ns", "sum"), phases=("phase", _join_unique),
+             modules=("module", _join_unique))
+        .reset_index()
+    )
+    grouped["sources"] = grouped["source"].map(lambda s: [s] if s else [])
+    grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
     return grouped.sort_values("time_ns", ascending=False, kind="stable")[columns].reset_index(drop=True)
 
 

@@ -49,7 +49,10 @@ def _is_user_code(code) -> bool:
 
 def user_source_line(skip: int = 1) -> str:
     """``file:line`` of the innermost frame that is the user's code, or ''."""
-    frame = sys._getframe(skip)
+    try:
+        frame = sys._getframe(skip)
+    except ValueError:  # a shallow stack: an autograd device thread calling in from C++
+        return ""
     while frame is not None:
         if _is_user_code(frame.f_code):
             return f"{_short_path(frame.f_code.co_filename)}:{frame.f_lineno}"

@@ -19,7 +19,13 @@ VERDICTS = ("device", "fallback", "cpu")
 
 # Copies between host and device: (op, how to read the direction).
 _COPY_OPS = {"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::to"}
-_SYNC_OPS = {"aten::_local_scalar_dense", "aten::item"}
+# Calls that make the host wait for the device: a value read back (.item()),
+# or an output whose size depends on the data (nonzero, masked_select, unique).
+SYNC_OPS = frozenset({
+    "aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal", "aten::nonzero",
+    "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+})
+_READ_BACK_OPS = frozenset({"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal"})
 
 _op_names: dict = {}
 
@@ -54,16 +60,26 @@ def parse_fallback_ops(text: str) -> dict:
     return found
 
 
+def leaves_device(func, inputs, outputs, device_type: str) -> bool:
+    """Whether a call touches the host: tensors off the device, or a sync."""
+    if any(m[0] != device_type for m in inputs) or any(m[0] != device_type for m in outputs):
+        return True
+    return base_name(op_name(func)) in SYNC_OPS
+
+
 def _devices(meta) -> str:
     return ",".join(sorted({m[0] for m in meta}))
 
 
 def _transfer(op: str, inputs, outputs, device_type: str) -> tuple:
     """(bytes moved, direction) for host<->device copies and syncs."""
-    if op in _SYNC_OPS or base_name(op) in _SYNC_OPS:
-        if inputs and inputs[0][0] == device_type:
-            return inputs[0][3], "d2h"
-        return 0, ""
+    base = base_name(op)
+    if base in SYNC_OPS:
+        if not any(m[0] == device_type for m in inputs):
+            return 0, ""
+        if base in _READ_BACK_OPS:
+            return sum(m[3] for m in inputs if m[0] == device_type), "d2h"
+        return 0, "sync"
     if base_name(op) not in _COPY_OPS:
         return 0, ""
     if base_name(op) == "aten::copy_" and len(inputs) >= 2:

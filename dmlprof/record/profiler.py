@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 from collections import defaultdict
 from contextlib import contextmanager
 
@@ -21,31 +22,45 @@ _PROFILER_NOISE = re.compile(r"USDT|STAGE:|kineto|Kineto|ActivityProfiler|CUPTI|
 
 @contextmanager
 def quiet_native_stderr():
-    """Hide what C++ prints on fd 2 meanwhile; pass through the lines that are not profiler noise."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
-        yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
+    """Keep the profiler's start/stop chatter out of the report.
+
+    Kineto prints on fd 2 from C++, and torch.profiler warns from Python; both
+    are held meanwhile, and what is not profiler noise is passed on.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError, AttributeError):
             yield
-        finally:
+            return
+        with tempfile.TemporaryFile(mode="w+b") as sink:
+            os.dup2(sink.fileno(), 2)
             try:
-                sys.stderr.flush()
-            except Exception:
-                pass
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            for line in sink.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not _PROFILER_NOISE.search(line):
-                    print(line, file=sys.stderr)
+                yield
+            finally:
+                try:
+                    sys.stderr.flush()
+                except Exception:
+                    pass
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                dropping = False
+                for line in sink.read().decode("utf-8", "replace").splitlines():
+                    # an indented line continues the message before it (a warning's source line)
+                    if line[:1].isspace() and dropping:
+                        continue
+                    dropping = bool(_PROFILER_NOISE.search(line)) or not line.strip()
+                    if not dropping:
+                        print(line, file=sys.stderr)
+    for warning in caught:
+        if not _PROFILER_NOISE.search(str(warning.message)) and warning.category is not DeprecationWarning:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
-_EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "parent", "grandparent", "thread"]
+_EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "self_device_time_ns", "parent", "grandparent", "thread"]
 # torch >= 2.5 wraps the Python dispatch mode's work in a range of its own.
 MODE_RANGE = "PythonDispatchMode"
 
@@ -91,9 +106,8 @@ class ProfilerAlongside:
             return pd.DataFrame(columns=_EVENT_COLUMNS)
         rows = []
         for event in self._prof.events():
-            device_time_us = getattr(event, "device_time_total", None)
-            if device_time_us is None:
-                device_time_us = getattr(event, "cuda_time_total", 0)
+            device_time_us = _first_attr(event, ("device_time_total", "cuda_time_total"))
+            self_device_us = _first_attr(event, ("self_device_time_total", "self_cuda_time_total"))
             parent = event.cpu_parent
             grandparent = parent.cpu_parent if parent is not None else None
             rows.append(
@@ -102,12 +116,25 @@ class ProfilerAlongside:
                     int(event.time_range.start * 1000),
                     int((event.time_range.end - event.time_range.start) * 1000),
                     int(device_time_us * 1000),
+                    int(self_device_us * 1000),
                     parent.name if parent is not None else "",
                     grandparent.name if grandparent is not None else "",
                     event.thread,
                 )
             )
         return pd.DataFrame(rows, columns=_EVENT_COLUMNS)
+
+
+def _first_attr(event, names) -> float:
+    """The first of ``names`` the event has (torch renamed cuda_* to device_* in 2.4-2.5)."""
+    for name in names:
+        try:
+            value = getattr(event, name)
+        except (AttributeError, RuntimeError):
+            continue
+        if value is not None:
+            return float(value)
+    return 0.0
 
 
 def recorded_call_events(events: pd.DataFrame) -> pd.DataFrame:

@@ -15,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from dmlprof.record.attribution import ModuleTracker, user_source_line
+from dmlprof.record.frame import leaves_device
 from dmlprof.record.warning_capture import WarningCapture
 
 PHASES = ("forward", "backward", "optimizer", "other")
@@ -22,6 +23,20 @@ _perf_ns = time.perf_counter_ns
 _Tensor = torch.Tensor
 _current_node = torch._C._current_autograd_node
 _thread_id = threading.get_ident
+# Calls func inside a fresh C++ warning handler (HANDLE_TH_ERRORS), so the
+# warnings a kernel raises (a backend's CPU-fallback warning) reach Python when
+# this call returns, not when the outermost Python call does; on autograd's
+# device threads they would otherwise be held until backward() ends.
+_call_flushing_warnings = torch._C._disabled_torch_function_impl
+
+
+def _call_catching(func, args, kwargs):
+    """``(func(*args, **kwargs), None)`` or ``(None, exception)``: no Python error may be
+    pending when that handler flushes its warnings (CPython would raise SystemError)."""
+    try:
+        return func(*args, **kwargs), None
+    except BaseException as exc:  # re-raised by the caller once the call is recorded
+        return None, exc
 # Ops the profiler itself issues through the dispatcher; never the user's.
 _SKIP_NAMESPACES = frozenset({"profiler"})
 
@@ -62,9 +77,9 @@ class _Mode(TorchDispatchMode):
             inputs += _tensor_meta(kwargs.values())
         warned_before = len(rec.warnings.messages)
         start = _perf_ns()
-        out = func(*args, **kwargs)
+        out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
         outputs = _outputs_tuple(out)
-        if rec.sync is not None:
+        if rec.sync is not None and failed is None:
             rec.sync(outputs)
         elapsed = _perf_ns() - start
         warned_after = len(rec.warnings.messages)
@@ -77,13 +92,16 @@ class _Mode(TorchDispatchMode):
             module, source = rec.optimizer_name, ""
         else:
             module, source = rec.modules.current()
-        if warned_after != warned_before or rec.wants_source(inputs):
+        out_meta = _tensor_meta(outputs)
+        if warned_after != warned_before or rec.wants_source(func, inputs, out_meta):
             # The user's own line matters most where a call leaves the device.
             source = user_source_line(2) or source
         rec.rows.append(
-            (rec.step, phase, func, inputs, _tensor_meta(outputs), start, elapsed, warned_before, warned_after,
+            (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
              module, source, _thread_id())
         )
+        if failed is not None:  # the call that broke the step stays in the (partial) session
+            raise failed
         return out
 
 
@@ -129,12 +147,9 @@ class Recorder:
         if self.phase is None:  # script mode: each optimizer step ends a step
             self.step += 1
 
-    def wants_source(self, inputs) -> bool:
-        """Whether a call's tensors sit off the device (worth a source line)."""
-        if self.sync is None and not self.backend.is_accelerator():
-            return False
-        device_type = self.backend.device_type
-        return any(meta[0] != device_type for meta in inputs)
+    def wants_source(self, func, inputs, outputs) -> bool:
+        """Whether a call leaves the device (tensors on the host, a sync): worth a source line."""
+        return self.backend.is_accelerator() and leaves_device(func, inputs, outputs, self.backend.device_type)
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+
 from dmlprof import analysis
 
 SCHEMA_VERSION = 1
@@ -11,7 +13,7 @@ _META_KEYS = (
     "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
     "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
     "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
-    "recording", "steady_state", "structure_step_ms", "notes",
+    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check",
 )
 
 
@@ -29,6 +31,7 @@ def report_dict(session) -> dict:
         "phases": analysis.phase_split(ops).to_dict(orient="records"),
         "ops": [
             {"op": r.op, "verdict": r.verdict, "phase": r.phase, "calls": int(r.calls), "time_ms": float(r.time_ms),
+             "device_time_ms": None if pd.isna(r.device_time_ms) else float(r.device_time_ms),
              "share": float(r.share), "bytes_moved": int(r.bytes_moved),
              "fallback_ops": sorted(x.split("=")[0] for x in r.fallback_ops.split(";") if x)}
             for r in per_op.itertuples()
@@ -41,6 +44,7 @@ def report_dict(session) -> dict:
             for r in hotspots.itertuples()
         ],
         "transfers": analysis.transfer_hotspots(ops).to_dict(orient="records"),
+        "cpu_calls": analysis.cpu_hotspots(ops).to_dict(orient="records"),
         "warnings": session.meta.get("warnings", []),
         "extras": session.extras,
     }

@@ -74,11 +74,22 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
                 for r in transfers.head(top).itertuples()]
         lines.append(tabulate(rows, headers=["op", "direction", "calls", "moved", "time", "phase", "source"]))
 
+    on_cpu = analysis.cpu_hotspots(ops)
+    if not on_cpu.empty:
+        lines.append("")
+        lines.append("Calls on CPU tensors inside the step (move these tensors to the device)")
+        rows = [[r.op, r.calls, fmt_ms(r.time_ms), fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)]
+                for r in on_cpu.head(top).itertuples()]
+        lines.append(tabulate(rows, headers=["op", "calls", "time", "phase", "module", "source"]))
+
     per_op = analysis.op_summary(ops)
     lines.append("")
     lines.append(f"Ops by time (top {min(top, len(per_op))} of {len(per_op)})")
-    rows = [[r.op, r.verdict, r.phase, r.calls, fmt_ms(r.time_ms), fmt_share(r.share)] for r in per_op.head(top).itertuples()]
-    lines.append(tabulate(rows, headers=["op", "verdict", "phase", "calls", "time", "share"]))
+    with_device = per_op["device_time_ms"].notna().any()
+    rows = [[r.op, r.verdict, r.phase, r.calls, fmt_ms(r.time_ms)] + ([fmt_ms(r.device_time_ms)] if with_device else [])
+            + [fmt_share(r.share)] for r in per_op.head(top).itertuples()]
+    headers = ["op", "verdict", "phase", "calls", "host time" if with_device else "time"]
+    lines.append(tabulate(rows, headers=headers + (["device time"] if with_device else []) + ["share"]))
 
     phases = analysis.phase_split(ops)
     lines.append("")
