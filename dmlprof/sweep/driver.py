@@ -174,16 +174,36 @@ def error_result(batch_size: int, reason: str) -> dict:
     }
 
 
-def run_child(argv: List[str], batch_size: int, timeout_s: float) -> dict:
-    """Run one child; a crash, a hang or a missing result becomes an ``error`` result."""
+def run_child(argv: List[str], batch_size: int, timeout_s: float, tick: Optional[Callable[[], None]] = None) -> dict:
+    """Run one child; a crash, a hang or a missing result becomes an ``error`` result.
+
+    ``tick`` is called about once a second while the child runs (the progress
+    bar's clock). Ctrl-C kills the child and propagates.
+    """
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-                              timeout=timeout_s, env=_child_env(), stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return error_result(batch_size, f"timed out after {timeout_s:.0f} s (--child-timeout)")
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                 text=True, encoding="utf-8", errors="replace", env=_child_env())
     except OSError as exc:
         return error_result(batch_size, f"could not start the child process: {exc}")
-    return parse_child_output(batch_size, done.returncode, done.stdout, done.stderr)
+    deadline = _clock() + timeout_s
+    try:
+        while True:
+            try:
+                # Retrying communicate() after its timeout loses no output (documented).
+                stdout, stderr = child.communicate(timeout=min(1.0, max(0.01, deadline - _clock())))
+                break
+            except subprocess.TimeoutExpired:
+                if _clock() >= deadline:
+                    child.kill()
+                    child.communicate()
+                    return error_result(batch_size, f"timed out after {timeout_s:.0f} s (--child-timeout)")
+                if tick is not None:
+                    tick()
+    except BaseException:  # Ctrl-C: never leave a child running behind us
+        child.kill()
+        child.wait()
+        raise
+    return parse_child_output(batch_size, child.returncode, stdout, stderr)
 
 
 def outcome_text(result: dict) -> str:
@@ -212,7 +232,7 @@ def run_sweep(
     child_timeout_s: float = DEFAULT_CHILD_TIMEOUT_S,
     record: str = "auto",
     progress: bool = True,
-    runner: Callable[[List[str], int, float], dict] = run_child,
+    runner: Callable[..., dict] = run_child,
 ) -> SweepResult:
     """Measure each batch size in its own process; returns a :class:`SweepResult`.
 
@@ -269,7 +289,7 @@ def run_sweep(
             child_started = _clock()
             argv = child_command(model_file.path, size, device=backend_name, steps=steps, warmup=warmup, amp=amp,
                                  memory_limit=child_memory_limit, record=record)
-            child = runner(argv, size, child_timeout_s)
+            child = runner(argv, size, child_timeout_s, tick=lambda: bar.start(size))
             last_wall_s = _clock() - child_started
             result.results.append(child)
             for note in child.get("notes") or ():

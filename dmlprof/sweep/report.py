@@ -91,6 +91,12 @@ def render_sweep_text(session) -> str:
         sources = sorted({r["memory_source"] for r in rows if r.get("memory_source")})
         if sources:
             lines.append(f"peak memory: {', '.join(sources)}")
+        details = meta.get("sweep_details") or []
+        fallen = sorted({op for d in details for op in (d.get("fallback_ops") or [])})
+        if fallen:
+            lines.append(f"fell back to the CPU (one recorded step per size): {', '.join(fallen)}")
+        elif details and not any(d.get("fallback_recorded") for d in details):
+            lines.append("fallback: not recorded (this backend cannot fall back to the CPU)")
         lines.append("")
         lines.append(_recommendation_line(recommended, frame, budget))
         lines.append(_knee_line(knee, frame))

@@ -212,3 +212,46 @@ def test_child_records_one_step_for_the_fallback_share(tmp_path):
     assert result["status"] == "ok", result
     assert result["fallback_recorded"] is True
     assert result["fallback_time_share"] == 0.0 and result["fallback_ops"] == []  # the CPU cannot fall back
+
+
+def test_run_child_times_out_a_hung_child_and_ticks_while_waiting():
+    from dmlprof.sweep.driver import run_child
+
+    ticks = []
+    result = run_child([sys.executable, "-c", "import time; time.sleep(30)"], 8, 2.5, tick=lambda: ticks.append(1))
+    assert result["status"] == "error" and "timed out after" in result["error"]
+    assert len(ticks) >= 1
+
+
+def test_run_child_reads_the_result_line_among_other_output():
+    from dmlprof.sweep.child import RESULT_MARKER
+    from dmlprof.sweep.driver import run_child
+
+    code = (f"import json, sys; print('noise'); print('warn', file=sys.stderr); "
+            f"print({RESULT_MARKER!r} + json.dumps({{'batch_size': 8, 'status': 'oom', 'error': 'x'}}))")
+    result = run_child([sys.executable, "-c", code], 8, 60)
+    assert result["status"] == "oom" and result["error"] == "x"
+
+
+def _emulated_dml_available() -> bool:
+    try:
+        from dmlprof.backends import backend_class
+
+        return backend_class("emulated-dml").availability().available
+    except Exception:
+        return False
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not _emulated_dml_available(), reason="the emulated DirectML backend is not available here")
+def test_fallback_share_on_the_emulated_directml_device(cli, tmp_path):
+    # GroupNorm's backward and Adam's lerp fall back on DirectML: the recorded step must see them.
+    result = cli("sweep", MODELS / "groupnorm_net.py", "--batch-sizes", "4", "--device", "emulated-dml",
+                 "--steps", "1", "--json", "sweep.json", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
+    row = document["sweep"]["rows"][0]
+    assert row["status"] == "ok" and 0.0 < row["fallback_time_share"] < 1.0
+    assert document["details"][0]["fallback_recorded"] is True
+    assert "aten::native_group_norm_backward" in document["details"][0]["fallback_ops"]
+    assert "fell back to the CPU" in result.stdout

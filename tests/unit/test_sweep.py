@@ -261,7 +261,7 @@ def model_file(tmp_path):
 
 def fake_runner(outcomes, calls):
     """A child runner answering from ``outcomes`` (size -> row dict) and noting each size asked."""
-    def runner(argv, batch_size, timeout_s):
+    def runner(argv, batch_size, timeout_s, tick=None):
         calls.append(batch_size)
         result = dict(outcomes(batch_size))
         result.setdefault("memory_total_bytes", 100 * GiB)
@@ -342,7 +342,7 @@ def test_sweep_rejects_bad_input(model_file, tmp_path):
 
 
 def test_interrupt_keeps_what_ran(model_file):
-    def runner(argv, batch_size, timeout_s):
+    def runner(argv, batch_size, timeout_s, tick=None):
         if batch_size == 16:
             raise KeyboardInterrupt
         return row(batch_size, 1.0)
