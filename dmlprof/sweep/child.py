@@ -235,6 +235,30 @@ def _read_memory(backend, result: dict) -> None:
     result["memory_total_bytes"] = reading.total_bytes
 
 
+class _PeakTracker:
+    """The largest memory reading seen, for backends whose reading has no peak of its own."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        first = _safe(backend.memory, None)
+        self.active = bool(first is not None and first.peak_bytes is None and first.allocated_bytes is not None)
+        self.largest_bytes = first.allocated_bytes if self.active else None
+
+    def sample(self, *_hook_args) -> None:
+        if not self.active:
+            return
+        reading = _safe(self.backend.memory, None)
+        if reading is not None and reading.allocated_bytes is not None:
+            self.largest_bytes = max(self.largest_bytes or 0, int(reading.allocated_bytes))
+
+    def apply(self, result: dict) -> None:
+        if not self.active or self.largest_bytes is None:
+            return
+        if result.get("peak_memory_bytes") is None or self.largest_bytes > result["peak_memory_bytes"]:
+            result["peak_memory_bytes"] = self.largest_bytes
+        result["memory_source"] = f"{result.get('memory_source') or 'memory in use'} (largest reading: end of forward, end of each step)"
+
+
 def _run(args, backend, result: dict) -> None:
     from dmlprof.errors import ModelFileError
     from dmlprof.model_file import inspect_model_file
@@ -250,15 +274,25 @@ def _run(args, backend, result: dict) -> None:
     one_step = training.run
 
     backend.reset_peak_memory()
-    for _ in range(args.warmup):
-        backend.synchronize([one_step()])
+    tracker = _PeakTracker(backend)
+    # Backends that keep no peak (DirectML, MPS) are read at the end of each
+    # warm-up forward, when activations are alive; never inside a timed step.
+    hook = training.model.register_forward_hook(tracker.sample) if tracker.active else None
+    try:
+        for _ in range(args.warmup):
+            backend.synchronize([one_step()])
+    finally:
+        if hook is not None:
+            hook.remove()
     times_ns = []
     for _ in range(args.steps):
         start = time.perf_counter_ns()
         loss = one_step()
         backend.synchronize([loss])
         times_ns.append(time.perf_counter_ns() - start)
+        tracker.sample()
     _read_memory(backend, result)
+    tracker.apply(result)
     times_ms = [t / 1e6 for t in times_ns]
     p50 = percentile(times_ms, 50)
     result.update(

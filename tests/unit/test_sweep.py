@@ -444,3 +444,64 @@ def test_memory_cap_is_relative_to_the_loaded_process_and_lifted_again():
     finally:
         cap.lift()
     assert resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+# -- the child in-process, on a fake backend -------------------------------------------
+TINY_MODEL = """
+import torch
+def build_model():
+    return torch.nn.Linear(4, 2)
+def make_batch(batch_size):
+    return torch.ones(batch_size, 4), torch.zeros(batch_size, dtype=torch.long)
+"""
+
+
+def _fake_backend(readings, oom_on_batch=False):
+    from dmlprof.backends.base import MemoryReading
+    from dmlprof.backends.cpu import CpuBackend
+
+    class Fake(CpuBackend):
+        name = "fake"
+        calls = []
+
+        def memory(self):
+            value = readings[min(len(self.calls), len(readings) - 1)]
+            self.calls.append(value)
+            return MemoryReading(allocated_bytes=value, source="fake allocator")
+
+    return Fake()
+
+
+def test_child_takes_the_largest_reading_where_the_backend_keeps_no_peak(tmp_path, monkeypatch):
+    import dmlprof.backends
+    from dmlprof.sweep.child import build_parser, measure
+
+    model = tmp_path / "tiny.py"
+    model.write_text(TINY_MODEL)
+    # first reading, warm-up forward (activations alive), after each of 2 timed steps, final reading
+    backend = _fake_backend([100, 9000, 200, 300, 250])
+    monkeypatch.setattr(dmlprof.backends, "resolve_backend", lambda name: backend)
+    result = measure(build_parser().parse_args([str(model), "--batch-size", "3", "--steps", "2", "--warmup", "1"]))
+    assert result["status"] == "ok", result
+    assert result["peak_memory_bytes"] == 9000
+    assert result["memory_source"].startswith("fake allocator (largest reading")
+    assert len(result["step_times_ms"]) == 2 and result["samples_per_s"] > 0
+
+
+@pytest.mark.parametrize("raise_line,status,error", [
+    ("raise MemoryError()", "oom", "MemoryError"),
+    ("raise RuntimeError('Could not allocate tensor with 4 bytes. There is not enough GPU video memory available!')",
+     "oom", "not enough GPU video memory"),
+    ("raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')", "oom", "CUDA out of memory"),
+    ("raise KeyError('label')", "error", "KeyError: 'label'"),
+])
+def test_child_reports_out_of_memory_as_oom_and_other_errors_as_error(tmp_path, monkeypatch, raise_line, status, error):
+    import dmlprof.backends
+    from dmlprof.sweep.child import build_parser, measure
+
+    monkeypatch.setattr(dmlprof.backends, "resolve_backend", lambda name: _fake_backend([1]))
+    model = tmp_path / "m.py"
+    model.write_text(TINY_MODEL.replace("    return torch.ones(batch_size, 4)", f"    {raise_line}\n    return torch.ones(batch_size, 4)"))
+    result = measure(build_parser().parse_args([str(model), "--batch-size", "3"]))
+    assert result["status"] == status, result
+    assert error in result["error"]
