@@ -274,6 +274,8 @@ def _op_rows(ops: pd.DataFrame) -> list:
 
 
 OP_ROW_FIELDS = ("op", "verdict", "phase", "calls", "time_ms", "share", "bytes_moved", "fallback_ops", "module", "source")
+MODULE_ROW_FIELDS = ("module", "label", "depth", "parent", "calls", "time_ms", "device_share", "fallback_share",
+                     "cpu_share", "fallback_calls", "fallback_time_ms", "open")
 
 
 def _top_by_time(ops: pd.DataFrame, column: str) -> dict:
@@ -476,5 +478,9 @@ def render_html(session) -> str:
     page = {key: data[key] for key in ("title", "data_version")}
     page["ops"] = data["ops"]
     page["op_fields"] = list(OP_ROW_FIELDS)
+    # the module tree is drawn by the page script too: only the open rows become DOM
+    page["modules"] = [[round(row[f], 6) if isinstance(row[f], float) else row[f] for f in MODULE_ROW_FIELDS]
+                       for row in data["modules"]]
+    page["module_fields"] = list(MODULE_ROW_FIELDS)
     template = _environment().get_template("report.html.j2")
     return template.render(data=data, page_json=script_json(page))

@@ -72,6 +72,15 @@ def test_module_tree_has_parents_first_natural_order_and_shares():
     assert by["Net"]["calls"] == 3 and by["Net"]["has_children"] and not by["Net.blocks.10.fc"]["has_children"]
 
 
+def test_large_module_tree_starts_open_only_near_the_root():
+    calls = [{"op": "aten::mm", "time_ns": 10, "module": f"Net.blocks.{i}.layer.{j}"} for i in range(20) for j in range(3)]
+    modules = report_data(make_session(calls))["modules"]
+    assert len(modules) > 60
+    assert all(m["open"] == (m["depth"] < 2) for m in modules)
+    small = report_data(make_session(calls[:5]))["modules"]
+    assert all(m["open"] for m in small)
+
+
 def test_phase_split_follows_forward_backward_optimizer():
     session = make_session([
         {"op": "aten::sgd", "time_ns": 10, "phase": "optimizer"},

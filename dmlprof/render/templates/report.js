@@ -114,39 +114,75 @@
   draw();
 
   // ---- module tree ------------------------------------------------------------
+  // Rows are built when their parent is open, so a model with thousands of
+  // modules costs only the rows on screen.
   var tree = document.getElementById("module-tree");
-  if (tree) {
-    var byName = {};
-    var treeRows = Array.prototype.slice.call(tree.tBodies[0].rows);
-    treeRows.forEach(function (tr) { byName[tr.getAttribute("data-module")] = tr; });
-    function visible(tr) {
-      var parent = byName[tr.getAttribute("data-parent")];
-      while (parent) {
-        if (parent.getAttribute("data-open") !== "true") return false;
-        parent = byName[parent.getAttribute("data-parent")];
-      }
-      return true;
-    }
-    function setOpen(tr, open) {
-      tr.setAttribute("data-open", open ? "true" : "false");
-      var button = tr.querySelector("button.tw");
-      if (button) {
-        button.textContent = open ? "\u25BE" : "\u25B8";
-        button.setAttribute("aria-expanded", open ? "true" : "false");
-      }
-    }
-    function refresh() {
-      treeRows.forEach(function (tr) { tr.className = visible(tr) ? "" : "hidden"; });
-    }
-    treeRows.forEach(function (tr) {
-      var button = tr.querySelector("button.tw");
-      if (button) button.addEventListener("click", function () {
-        setOpen(tr, tr.getAttribute("data-open") !== "true");
-        refresh();
-      });
+  if (tree && page.modules.length) {
+    var mi = {};
+    page.module_fields.forEach(function (name, i) { mi[name] = i; });
+    var nodes = page.modules.map(function (r) {
+      return { name: r[mi.module], label: r[mi.label], depth: r[mi.depth], parent: r[mi.parent], calls: r[mi.calls],
+               time_ms: r[mi.time_ms], device: r[mi.device_share], fallback: r[mi.fallback_share], cpu: r[mi.cpu_share],
+               fallback_calls: r[mi.fallback_calls], fallback_ms: r[mi.fallback_time_ms], open: r[mi.open],
+               children: [], row: null, button: null };
     });
-    document.getElementById("tree-open").addEventListener("click", function () { treeRows.forEach(function (tr) { setOpen(tr, true); }); refresh(); });
-    document.getElementById("tree-close").addEventListener("click", function () { treeRows.forEach(function (tr) { setOpen(tr, false); }); refresh(); });
-    refresh();
+    var byModule = {}, roots = [];
+    nodes.forEach(function (n) { byModule[n.name] = n; });
+    nodes.forEach(function (n) {
+      var parent = n.parent ? byModule[n.parent] : null;
+      if (parent) parent.children.push(n); else roots.push(n);
+    });
+    var treeBody = tree.tBodies[0];
+
+    function pct(share) { return (Math.max(0, Math.min(1, share)) * 100).toFixed(3) + "%"; }
+    function treeRow(n) {
+      var tr = document.createElement("tr");
+      var name = el("td", "name");
+      name.style.paddingLeft = (8 + n.depth * 18) + "px";
+      name.title = n.name;
+      if (n.children.length) {
+        n.button = el("button", "tw");
+        n.button.type = "button";
+        n.button.addEventListener("click", function () { n.open = !n.open; drawTree(); });
+        name.appendChild(n.button);
+      } else {
+        name.appendChild(el("span", "leaf"));
+      }
+      name.appendChild(document.createTextNode(n.label));
+      tr.appendChild(name);
+      tr.appendChild(el("td", "num", n.calls.toLocaleString("en-US")));
+      tr.appendChild(el("td", "num", fmtMs(n.time_ms)));
+      var cell = el("td"), wrap = el("div", "share"), track = el("div", "track");
+      [["v-device", n.device], ["v-fallback", n.fallback], ["v-cpu", n.cpu]].forEach(function (part) {
+        var bar = el("span", part[0]);
+        bar.style.width = pct(part[1]);
+        track.appendChild(bar);
+      });
+      wrap.appendChild(track);
+      wrap.appendChild(el("span", "txt", (n.device * 100).toFixed(1) + "%"));
+      cell.appendChild(wrap);
+      tr.appendChild(cell);
+      tr.appendChild(el("td", "num", n.fallback_calls ? n.fallback_calls.toLocaleString("en-US") : ""));
+      tr.appendChild(el("td", "num", n.fallback_calls ? fmtMs(n.fallback_ms) : ""));
+      return tr;
+    }
+    function drawTree() {
+      var frag = document.createDocumentFragment();
+      function add(n) {
+        if (!n.row) n.row = treeRow(n);
+        if (n.button) {
+          n.button.textContent = n.open ? "\u25BE" : "\u25B8";
+          n.button.setAttribute("aria-expanded", n.open ? "true" : "false");
+        }
+        frag.appendChild(n.row);
+        if (n.open) n.children.forEach(add);
+      }
+      roots.forEach(add);
+      while (treeBody.firstChild) treeBody.removeChild(treeBody.firstChild);
+      treeBody.appendChild(frag);
+    }
+    document.getElementById("tree-open").addEventListener("click", function () { nodes.forEach(function (n) { n.open = true; }); drawTree(); });
+    document.getElementById("tree-close").addEventListener("click", function () { nodes.forEach(function (n) { n.open = false; }); drawTree(); });
+    drawTree();
   }
 })();
