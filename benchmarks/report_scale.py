@@ -31,8 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "report_scale.json"
 
 
-def synthetic_session(calls: int = 100_000, distinct_ops: int = 300, seed: int = 0):
-    """A Session with ``calls`` op calls, built directly (no model runs)."""
+def synthetic_session(calls: int = 100_000, distinct_ops: int = 300, seed: int = 0, wide: bool = False):
+    """A Session with ``calls`` op calls, built directly (no model runs).
+
+    ``wide``: ~2,000 leaf modules and 3,000 source lines instead of a
+    ViT-sized tree (a stress case for the module tree).
+    """
     from dmlprof.record.frame import typed_ops_frame
     from dmlprof.session import Session
 
@@ -58,6 +62,9 @@ def synthetic_session(calls: int = 100_000, distinct_ops: int = 300, seed: int =
         for part in ("attn", "attn.qkv", "attn.proj", "norm1", "mlp", "mlp.fc1", "mlp.act", "mlp.fc2", "norm2"):
             modules.append(f"Net.blocks.{block}.{part}")
     modules += ["Net.embed", "Net.head", ""]
+    if wide:
+        modules = [f"Net.stage{a}.block{b}.layer{c}.sub{d}" for a in range(4) for b in range(10) for c in range(10)
+                   for d in range(5)] + [""]
     weights = [rng.paretovariate(1.2) for _ in ops]
     columns = {c: [] for c in ("seq", "step", "phase", "op", "verdict", "evidence", "fallback_ops", "fallback_calls",
                                "module", "source", "input_devices", "output_devices", "dtypes", "shapes",
@@ -87,7 +94,8 @@ def synthetic_session(calls: int = 100_000, distinct_ops: int = 300, seed: int =
             columns["fallback_ops"].append(inner)
             columns["fallback_calls"].append(sum(int(x.rpartition("=")[2]) for x in inner.split(";") if x))
             columns["module"].append(module)
-            columns["source"].append(f"models/synthetic.py:{40 + modules.index(module) % 90}" if module else "train.py:12")
+            line = rng.randint(1, 3000) if wide else 40 + modules.index(module) % 90
+            columns["source"].append(f"models/synthetic.py:{line}" if module else "train.py:12")
             columns["input_devices"].append("dml")
             columns["output_devices"].append("dml")
             columns["dtypes"].append("float32")
@@ -199,7 +207,14 @@ def main(argv=None) -> int:
         trace_path = write_tensorboard_run(session, Path(tmp) / "tb")
         trace_s = time.perf_counter() - started
         trace_bytes = trace_path.stat().st_size
-    dcl_max = max(browser["dom_content_loaded_ms"])
+    # the stress case: a wide module tree (only the page figures)
+    wide = synthetic_session(args.calls, wide=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "wide.html"
+        path.write_text(render_html(wide), encoding="utf-8")
+        wide_result = {"modules": int(wide.ops["module"].nunique()), "html_bytes": path.stat().st_size,
+                       **measure_load(path, args.runs)}
+    dcl_max = max(browser["dom_content_loaded_ms"] + wide_result["dom_content_loaded_ms"])
     result = {
         "benchmark": "report_scale",
         "op_calls": len(session.ops),
@@ -211,8 +226,10 @@ def main(argv=None) -> int:
         **browser,
         "tensorboard_trace_bytes": trace_bytes,
         "tensorboard_trace_write_s": round(trace_s, 3),
+        "stress_wide_module_tree": wide_result,
         "targets": {"html_bytes_max": 5 * 10**6, "dom_content_loaded_ms_max": 2000},
-        "meets_targets": size <= 5 * 10**6 and dcl_max <= 2000 and not browser["console_errors"],
+        "meets_targets": (max(size, wide_result["html_bytes"]) <= 5 * 10**6 and dcl_max <= 2000
+                          and not browser["console_errors"] and not wide_result["console_errors"]),
         "host": {"python": platform.python_version(), "platform": platform.platform(), "note": "2 shared CPU cores"},
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
