@@ -120,9 +120,22 @@ def _meta_facts(meta) -> dict:
         "duration_s": meta.get("duration_s"),
         "step_time_ms_p50": float(median(steps)) if steps else None,
         "measured_steps": len(steps),
+        "recording": str(meta.get("recording", "") or ""),
+        "profiler_check": _profiler_check(meta.get("profiler_check")),
         "peak_memory_bytes": memory.get("peak_bytes"),
         "memory_source": str(memory.get("source", "") or ""),
     }
+
+
+def _profiler_check(check) -> str:
+    """torch.profiler's totals next to ours for the ops both timed, as one line ('' when absent)."""
+    if not isinstance(check, dict) or not check.get("matched_ops"):
+        return ""
+    try:
+        return (f"{int(check['matched_ops'])} ops timed by both: dmlprof {fmt_ms(check['time_ms'])}, "
+                f"torch.profiler {fmt_ms(check['profiler_time_ms'])} (ratio {float(check['ratio']):.2f})")
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def _flags(session, timed: bool) -> list:

@@ -164,3 +164,10 @@ def test_html_is_self_contained():
     assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)=', html)
     assert "http://" not in html and "https://" not in html and "@import" not in html
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
+
+
+def test_run_details_carry_the_profiler_cross_check():
+    check = {"matched_ops": 43, "time_ms": 101.0, "profiler_time_ms": 100.0, "ratio": 1.01}
+    facts = report_data(make_session([{"op": "aten::mm", "time_ns": 10}], meta={"profiler_check": check}))["meta"]
+    assert facts["profiler_check"] == "43 ops timed by both: dmlprof 101.0 ms, torch.profiler 100.0 ms (ratio 1.01)"
+    assert report_data(fallback_mix())["meta"]["profiler_check"] == ""
