@@ -27,6 +27,9 @@ DEFAULT_STEPS = 1
 UNKNOWN_NOTE = ("ops unknown to the table: this torch ({torch}) differs from the table's ({table}); "
                 "torch-directml has no kernel for them, so they are predicted by this torch's composite "
                 "kernel or as fallbacks. Exact answers need torch {table}.")
+DRIFT_NOTE = ("drift_ops: the table's torch ({table}) ran these through a composite kernel, this torch ({torch}) "
+              "has none; torch-directml has no kernel of its own for them, so they are predicted as fallbacks. "
+              "Exact answers need torch {table}.")
 PLACEHOLDER_NOTE = ("these ops have no meta kernel or their output depends on tensor data; they ran on the CPU "
                     "on placeholder zeros, so shapes and values after them may differ from a real run "
                     "(the op names recorded are still the ones the step calls)")
@@ -168,6 +171,7 @@ class _Prediction:
         ops["time_ns"] = 0
         ops["start_ns"] = 0
         unknown = sorted(mode.unknown_ops)
+        drift = sorted(mode.drift_ops)
         self.meta.update(
             step_times_ms=[],
             memory={},
@@ -175,8 +179,11 @@ class _Prediction:
             unknown_ops=unknown,
             unknown_op_calls={name: mode.unknown_ops[name] for name in unknown},
             placeholder_ops=dict(sorted(mode.placeholder_ops.items())),
+            drift_ops=drift,
         )
         notes = []
+        if drift:
+            notes.append(DRIFT_NOTE.format(torch=torch.__version__.split("+")[0], table=self.table.torch_version))
         if unknown:
             notes.append(UNKNOWN_NOTE.format(torch=torch.__version__.split("+")[0], table=self.table.torch_version))
         if mode.placeholder_ops:
@@ -221,21 +228,21 @@ def _device_like_optimizers():
     ``Parameter`` types; on the device the parameters are exactly that, so the
     fake tensor class is admitted for the duration of the prediction.
     """
-    from torch._subclasses.fake_tensor import FakeTensor
+    from dmlprof.predict.tensor import DeviceTensor
     import torch.optim.optimizer as optimizer_module
     import torch.utils._foreach_utils as foreach_utils
 
     lists = [getattr(m, "_foreach_supported_types", None) for m in (optimizer_module, foreach_utils)]
     added = []
     for types_list in lists:
-        if isinstance(types_list, list) and FakeTensor not in types_list:
-            types_list.append(FakeTensor)
+        if isinstance(types_list, list) and DeviceTensor not in types_list:
+            types_list.append(DeviceTensor)
             added.append(types_list)
     try:
         yield
     finally:
         for types_list in added:
-            types_list.remove(FakeTensor)
+            types_list.remove(DeviceTensor)
 
 
 __all__ = ["predict_scan", "PredictionError", "TARGETS"]

@@ -29,16 +29,17 @@ from collections import Counter
 from typing import Optional
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import op_name
+from dmlprof.predict.tensor import DeviceTensor, run_meta, to_device
 from dmlprof.record.recorder import _outputs_tuple, _tensor_meta
 
 # Queries the dispatcher makes about a tensor (prim::device...) and profiler
 # ranges: not ops a backend runs.
 _PASS_NAMESPACES = frozenset({"prim", "profiler"})
+_PRIM_DEVICE = torch.ops.prim.device.default
 _EXPLICIT_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd")
 _IMPLICIT_KEY = "CompositeImplicitAutograd"
 _thread_id = threading.get_ident
@@ -61,12 +62,17 @@ def _has_kernel(name: str, key: str) -> bool:
 class PredictMode(TorchDispatchMode):
     """Records one raw row per call (the live recorder's tuple layout) with table-decided fallbacks."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch >= 2.9 wraps __torch_dispatch__ to keep torch.compile out of it,
+        # importing torch._dynamo (seconds) on the first call; prediction never compiles.
+        return False
+
     def __init__(self, table, device: torch.device):
         super().__init__()
         self.table = table
         self.device = device
         self.device_type = device.type
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.rows: list = []
         self.warnings: list = []  # synthetic fallback warnings; rows index into it
         self.step = 0
@@ -76,6 +82,7 @@ class PredictMode(TorchDispatchMode):
         self.modules = ModuleTracker()
         self.unknown_ops: Counter = Counter()
         self.placeholder_ops: Counter = Counter()
+        self.drift_ops: Counter = Counter()  # composite in the table's torch, not in this one
         self._depth = 0
         # Composites being followed: a kernel that calls its own op again (detach
         # does) reaches the device's kernel path the second time, not the composite.
@@ -85,9 +92,7 @@ class PredictMode(TorchDispatchMode):
     # -- tensors ------------------------------------------------------------------
     def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         """A fake tensor on the predicted device with ``tensor``'s metadata (no data, no copy recorded)."""
-        meta = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device="meta")
-        fake = FakeTensor(self.fake_mode, meta, self.device)
-        return fake
+        return to_device(tensor, self.device)
 
     def _on_device(self, args, kwargs) -> bool:
         device = kwargs.get("device")
@@ -112,10 +117,16 @@ class PredictMode(TorchDispatchMode):
             kind = "composite_explicit" if explicit else "composite_implicit" if implicit else "fallback"
             kind = "unknown:" + kind
         resolved = kind.split(":")[-1]
-        if resolved == "composite_explicit" and not explicit:
-            resolved = "composite_implicit" if implicit else "native"
+        if resolved.startswith("composite") and not (explicit or implicit):
+            # The table's torch had a composite here, this torch has none: torch-directml
+            # registered no kernel of its own (else the table would say native), so the
+            # dispatcher would reach the fallback.
+            self.drift_ops[name] += 1
+            resolved = "fallback"
+        elif resolved == "composite_explicit" and not explicit:
+            resolved = "composite_implicit"
         elif resolved == "composite_implicit" and not implicit:
-            resolved = "composite_explicit" if explicit else "native"
+            resolved = "composite_explicit"
         result = ("unknown:" if kind.startswith("unknown:") else "") + resolved
         if resolved == "composite_explicit":
             result += "|" + explicit
@@ -124,9 +135,11 @@ class PredictMode(TorchDispatchMode):
 
     # -- dispatch ------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _PRIM_DEVICE:  # C++ asking a device tensor its device: the hottest call by far
+            return args[0].device
         kwargs = kwargs or {}
         if func.namespace in _PASS_NAMESPACES:
-            return self._execute(func, args, kwargs, device_op=_any_fake(args, None))
+            return func(*args, **kwargs)  # answered by the tensors themselves
         device_op = self._on_device(args, kwargs)
         kind = self.kind_of(func) if device_op else "cpu"
         if kind.startswith("unknown:"):
@@ -185,10 +198,9 @@ class PredictMode(TorchDispatchMode):
             return func(*args, **kwargs)  # real CPU tensors: run for real
         stand_in = _STAND_INS.get(op_name(func))
         try:
-            with self.fake_mode:
-                if stand_in is not None:
-                    return stand_in(*args, **kwargs)
-                return func(*args, **kwargs)
+            if stand_in is not None:
+                return stand_in(*args, **kwargs)
+            return run_meta(func, args, kwargs)
         except Exception as exc:  # no meta kernel, or the data decides the output
             out = self._placeholder(func, args, kwargs)
             if out is _FAILED:
@@ -202,8 +214,8 @@ class PredictMode(TorchDispatchMode):
 
         def to_cpu(value):
             nonlocal device_of_outputs
-            if isinstance(value, FakeTensor):
-                device_of_outputs = device_of_outputs or value.device
+            if isinstance(value, DeviceTensor):
+                device_of_outputs = device_of_outputs or value.predicted_device
                 with torch._C._DisableTorchDispatch():
                     real = torch.zeros(tuple(value.shape), dtype=value.dtype)
                 originals[id(real)] = (real, value)
@@ -232,8 +244,7 @@ class PredictMode(TorchDispatchMode):
                     return known[1]  # in-place and out= ops return their argument
                 if device_of_outputs.type == "cpu":
                     return value
-                meta = torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device="meta")
-                return FakeTensor(self.fake_mode, meta, device_of_outputs)
+                return to_device(value, device_of_outputs)
             if isinstance(value, (list, tuple)):
                 return type(value)(to_fake(v) for v in value)
             return value
@@ -266,11 +277,11 @@ _STAND_INS = {
 
 def _any_fake(values, device_type: Optional[str]) -> bool:
     for value in values:
-        if isinstance(value, FakeTensor):
+        if isinstance(value, DeviceTensor):
             if device_type is None or value.device.type == device_type:
                 return True
         elif isinstance(value, (list, tuple)):
             for item in value:
-                if isinstance(item, FakeTensor) and (device_type is None or item.device.type == device_type):
+                if isinstance(item, DeviceTensor) and (device_type is None or item.device.type == device_type):
                     return True
     return False
