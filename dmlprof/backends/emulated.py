@@ -1,0 +1,63 @@
+"""The emulated DirectML device (``--device emulated-dml``): see :mod:`dmlprof.testing`.
+
+It behaves as torch-directml does at the dispatcher: same op set, same boxed
+CPU fallback, same warning, tensors on ``privateuseone``; only the memory is
+the host's. dmlprof reads its fallbacks from the warnings, exactly as on real
+DirectML; the backend's own counters are there to check that reading.
+"""
+from __future__ import annotations
+
+import torch
+
+from dmlprof.backends.base import Availability, Backend
+
+
+class EmulatedDmlBackend(Backend):
+    name = "emulated-dml"
+    device_type = "privateuseone"
+    fallback_warning_name = "DML"
+    has_cpu_fallback = True
+
+    @classmethod
+    def availability(cls) -> Availability:
+        from dmlprof import testing
+
+        problem = testing.build_problem()
+        if problem:
+            return Availability(False, problem)
+        return Availability(True, details={"build_directory": str(testing.build_directory()),
+                                           "built": testing.is_loaded()})
+
+    def prepare(self) -> None:
+        from dmlprof import testing
+        from dmlprof.errors import DeviceError
+
+        try:
+            testing.load()
+        except testing.EmulatedDeviceError as exc:
+            raise DeviceError(str(exc).splitlines()[0]) from None
+
+    def device(self) -> torch.device:
+        return torch.device(self.device_type, self.index)
+
+    def device_name(self) -> str:
+        return "emulated DirectML device (host memory)"
+
+    def synchronize(self, outputs=None) -> None:
+        """Nothing to wait for: kernels run synchronously in host memory."""
+
+    def versions(self) -> dict:
+        from dmlprof.tables import load_table
+
+        return {"emulates": load_table("dml").version_label()}
+
+    # Counters (the oracle for tests; scans never read them).
+    def fallback_counts(self) -> dict:
+        from dmlprof import testing
+
+        return testing.fallback_counts()
+
+    def reset_fallback_counts(self) -> None:
+        from dmlprof import testing
+
+        testing.reset_fallback_counts()

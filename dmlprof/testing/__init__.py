@@ -1,0 +1,193 @@
+"""An emulated DirectML device for tests and demos (no DirectML hardware needed).
+
+A real PrivateUse1 backend, built as a small C++ extension with
+``torch.utils.cpp_extension``: tensors live in host memory, the dispatcher
+sees kernels for exactly the op names torch-directml 0.2.5.dev240914
+registers (from dmlprof's shipped op table), and every other op reaches a
+boxed fallback that warns with torch-directml's exact text (once per process
+unless ``torch.set_warn_always(True)``), runs the CPU kernel and counts the
+call. The counts are the oracle dmlprof's warning-based live verdicts are
+tested against.
+
+    from dmlprof import testing
+    testing.load()                     # builds once, cached per torch version
+    x = torch.ones(3).to("privateuseone")
+    testing.fallback_counts()          # {"aten::lerp.Scalar_out": 4, ...}
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import types
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+EXTENSION_NAME = "dmlprof_emulated_dml"
+CSRC = Path(__file__).resolve().parent / "csrc"
+SOURCES = (CSRC / "emulated_dml.cpp",)
+#: overrides where built extensions are cached
+BUILD_DIR_ENV = "DMLPROF_TORCH_EXTENSIONS_DIR"
+DEVICE_TYPE = "privateuseone"
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+class EmulatedDeviceError(RuntimeError):
+    """The emulated device could not be built or loaded."""
+
+
+def torch_version_tuple() -> tuple:
+    parts = torch.__version__.split("+")[0].split(".")
+    return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:2])
+
+
+def extensions_root() -> Path:
+    """Cache root for built extensions: one folder per torch build and Python."""
+    override = os.environ.get(BUILD_DIR_ENV)
+    if override:
+        return Path(override)
+    tag = f"torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}".replace("+", "_")
+    return Path.home() / ".cache" / "dmlprof" / "torch_extensions" / tag
+
+
+def build_directory() -> Path:
+    return extensions_root() / EXTENSION_NAME
+
+
+def _compiler() -> Optional[str]:
+    if os.name == "nt":
+        return shutil.which("cl")
+    return os.environ.get("CXX") and shutil.which(os.environ["CXX"]) or shutil.which("c++") or shutil.which("g++")
+
+
+def build_problem() -> Optional[str]:
+    """Why the extension cannot be built or loaded here, or ``None`` when it can."""
+    if "torch_directml" in sys.modules:
+        return "torch_directml is imported in this process; both cannot own the privateuseone device"
+    if is_loaded():
+        return None
+    try:
+        from torch.utils.cpp_extension import is_ninja_available
+    except ImportError:
+        return "torch.utils.cpp_extension is missing from this torch build"
+    if not is_ninja_available():
+        return "ninja is not installed (pip install ninja)"
+    if _compiler() is None:
+        return "no C++ compiler found (install g++ or clang; on Windows run from a Visual Studio developer prompt)"
+    return None
+
+
+def is_loaded() -> bool:
+    return "module" in _state
+
+
+def _device_module() -> types.ModuleType:
+    """What ``torch._register_device_module`` needs for ``.to('privateuseone')``, seeds and AMP."""
+    mod = types.ModuleType("dmlprof_emulated_privateuseone")
+    mod.is_available = lambda: True
+    mod.device_count = lambda: 1
+    mod.current_device = lambda: 0
+    mod.set_device = lambda device: None
+    mod.is_initialized = lambda: True
+    mod._lazy_init = lambda: None
+    mod._is_in_bad_fork = lambda: False
+    mod.synchronize = lambda device=None: None  # host memory: nothing is ever queued
+    mod.device_name = lambda device=None: "emulated DirectML device (host memory)"
+    # Random ops run on the CPU through the fallback, so seeding is the CPU's.
+    mod.manual_seed = lambda seed: torch.manual_seed(seed) and None
+    mod.manual_seed_all = lambda seed: None  # torch.manual_seed already seeded the CPU generator
+    mod.seed = lambda: None
+    mod.seed_all = lambda: None
+    mod.initial_seed = lambda: torch.initial_seed()
+    mod.get_rng_state = lambda device="privateuseone": torch.get_rng_state()
+    mod.set_rng_state = lambda state, device="privateuseone": torch.set_rng_state(state)
+    mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
+    return mod
+
+
+def load(verbose: bool = False):
+    """Build (once per torch version, cached) and load the emulated device; returns the extension module.
+
+    Idempotent. Raises :class:`EmulatedDeviceError` when it cannot be built here.
+    """
+    with _lock:
+        if is_loaded():
+            return _state["module"]
+        problem = build_problem()
+        if problem:
+            raise EmulatedDeviceError(problem)
+        from torch.utils.cpp_extension import load as load_extension
+
+        build_dir = build_directory()
+        build_dir.mkdir(parents=True, exist_ok=True)
+        major, minor = torch_version_tuple()
+        try:
+            module = load_extension(
+                name=EXTENSION_NAME,
+                sources=[str(p) for p in SOURCES],
+                extra_cflags=[f"-DEMU_TORCH_VERSION={major * 100 + minor}", "-O1"] if os.name != "nt"
+                else [f"/DEMU_TORCH_VERSION={major * 100 + minor}"],
+                build_directory=str(build_dir),
+                verbose=verbose,
+            )
+        except Exception as exc:  # compiler errors arrive as RuntimeError/OSError/CalledProcessError
+            raise EmulatedDeviceError(f"building the emulated DML extension failed: {exc}") from exc
+        _install(module)
+        _state["module"] = module
+        return module
+
+
+def _install(module) -> None:
+    from dmlprof.tables import load_table
+
+    table = load_table("dml")
+    skipped = module.register_kernels(table.registrations["PrivateUse1"], "PrivateUse1")
+    # torch-directml also puts reshape on AutogradPrivateUse1 (so autograd
+    # does not decompose it); the same names, where they are aten ops.
+    skipped += module.register_kernels(
+        [name for name in table.registrations["AutogradPrivateUse1"] if name.startswith("aten::")],
+        "AutogradPrivateUse1")
+    _state["skipped"] = sorted(skipped)
+    if torch_version_tuple() >= (2, 6):
+        # Backward needs the backend name registered and hooks; the name stays
+        # "privateuseone", as torch-directml's devices print.
+        torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+        module.register_hooks()
+    if not hasattr(torch, DEVICE_TYPE):
+        torch._register_device_module(DEVICE_TYPE, _device_module())
+
+
+def skipped_ops() -> list:
+    """Table op names the running torch does not define (not registered)."""
+    load()
+    return list(_state["skipped"])
+
+
+def real_kernel_ops() -> list:
+    """Ops implemented for real rather than by running the CPU kernel."""
+    return sorted(load().real_kernel_names())
+
+
+def fallback_counts() -> dict:
+    """Calls per op (``aten::name.overload``) that reached the fallback since the last reset."""
+    return dict(load().fallback_counts())
+
+
+def reset_fallback_counts() -> None:
+    load().reset_fallback_counts()
+
+
+def device() -> torch.device:
+    load()
+    return torch.device(DEVICE_TYPE, 0)
+
+
+__all__ = [
+    "EmulatedDeviceError", "build_problem", "build_directory", "device", "fallback_counts", "is_loaded",
+    "load", "real_kernel_ops", "reset_fallback_counts", "skipped_ops",
+]

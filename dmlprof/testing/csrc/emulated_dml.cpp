@@ -1,0 +1,469 @@
+// An emulated DirectML device: a real PrivateUse1 backend in host memory.
+//
+// It goes through PyTorch's dispatcher exactly the way torch-directml does:
+// kernels are registered on the PrivateUse1 key for exactly the op names
+// torch-directml registers (read from dmlprof's shipped table and passed in
+// at run time), and everything else reaches a boxed backend fallback that
+// warns with torch-directml's exact text (TORCH_WARN_ONCE), counts the call
+// and runs the CPU kernel. The "native" kernels run the CPU kernel silently
+// (at::native::cpu_fallback); only storage, factory, copy, view and
+// convolution ops need real implementations, because their CPU kernels would
+// either recurse into this device or only throw.
+//
+// Built with torch.utils.cpp_extension against torch 2.4.1 and current torch;
+// EMU_TORCH_VERSION (major * 100 + minor) is passed in by the loader.
+
+#include <torch/extension.h>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+#if EMU_TORCH_VERSION >= 206
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/CPUGeneratorImpl.h>
+#endif
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
+
+// ---------------------------------------------------------------- memory
+void host_delete(void* ptr) { std::free(ptr); }
+
+struct HostAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* data = nbytes ? std::malloc(nbytes) : nullptr;
+    TORCH_CHECK(!nbytes || data, "emulated DML device: could not allocate ", nbytes, " bytes");
+    return {data, data, &host_delete, c10::Device(kDevice, 0)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &host_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+HostAllocator g_allocator;
+REGISTER_ALLOCATOR(kDevice, &g_allocator);
+
+// ---------------------------------------------------------------- device guard
+struct EmulatedGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kDevice; }
+  c10::Device exchangeDevice(c10::Device d) const override { return c10::Device(kDevice, 0); }
+  c10::Device getDevice() const override { return c10::Device(kDevice, 0); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kDevice && (!d.has_index() || d.index() == 0), "emulated DML device has one device, index 0");
+  }
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kDevice, 0));
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kDevice, 0));
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getDefaultStream(d); }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kDevice, 0));
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  // One in-order host "queue": events and streams are always complete.
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeEvent(void*) const override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, EmulatedGuardImpl);
+
+// ---------------------------------------------------------------- helpers
+bool on_device(const at::Tensor& t) { return t.defined() && t.device().type() == kDevice; }
+
+// A CPU tensor over the same bytes and geometry as a device tensor (no copy;
+// valid while the device tensor lives). Host memory makes this possible.
+at::Tensor cpu_alias(const at::Tensor& t) {
+  if (!on_device(t)) return t;
+  const c10::Storage& storage = t.storage();
+  c10::DataPtr ptr(const_cast<void*>(storage.data()), c10::Device(c10::kCPU));
+  c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr), nullptr, false);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(cpu_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return out;
+}
+
+// A device tensor viewing `base`'s storage with the geometry of `cpu_view`,
+// which a CPU view kernel computed on cpu_alias(base).
+at::Tensor device_view_like(const at::Tensor& base, const at::Tensor& cpu_view) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(), cpu_view.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(cpu_view.sizes(), cpu_view.strides(), cpu_view.storage_offset());
+  return out;
+}
+
+c10::DispatchKeySet device_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+at::Tensor empty_device(at::IntArrayRef size, at::IntArrayRef stride, c10::ScalarType dtype) {
+  return at::detail::empty_strided_generic(size, stride, &g_allocator, device_keys(), dtype);
+}
+
+// A CPU result moved onto the device (same sizes and strides).
+at::Tensor to_device(const at::Tensor& cpu) {
+  if (!cpu.defined()) return cpu;
+  auto out = empty_device(cpu.sizes(), cpu.strides(), cpu.scalar_type());
+  cpu_alias(out).copy_(cpu);
+  return out;
+}
+
+std::vector<int64_t> int_list(const c10::IValue& v) {
+  std::vector<int64_t> out;
+  for (const auto& item : v.toListRef()) {
+    out.push_back(item.isInt() ? item.toInt() : item.toSymInt().guard_int(__FILE__, __LINE__));
+  }
+  return out;
+}
+
+int64_t as_int(const c10::IValue& v) {
+  return v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__);
+}
+
+c10::ScalarType dtype_or_default(const c10::IValue& v) {
+  return v.isNone() ? c10::typeMetaToScalarType(c10::get_default_dtype()) : v.toScalarType();
+}
+
+// ---------------------------------------------------------------- real kernels (boxed)
+using Stack = torch::jit::Stack;
+
+// empty.memory_format(SymInt[] size, *, dtype, layout, device, pin_memory, memory_format)
+void k_empty(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 6);
+  auto size = int_list(args[0]);
+  auto format = args[5].isNone() ? c10::MemoryFormat::Contiguous : args[5].toMemoryFormat();
+  auto out = at::detail::empty_generic(size, &g_allocator, device_keys(), dtype_or_default(args[1]), format);
+  torch::jit::push(*s, at::Tensor(std::move(out)));
+}
+
+// empty_strided(SymInt[] size, SymInt[] stride, *, dtype, layout, device, pin_memory)
+void k_empty_strided(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 6);
+  torch::jit::push(*s, empty_device(int_list(args[0]), int_list(args[1]), dtype_or_default(args[2])));
+}
+
+void resize_device(const at::Tensor& self, at::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() != size || format.has_value()) {
+    impl->set_sizes_contiguous(size);
+    if (format.has_value() && *format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*format);
+  }
+  size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
+                                                   self.storage_offset());
+  const c10::Storage& storage = self.storage();
+  if (needed > storage.nbytes()) {
+    TORCH_CHECK(storage.resizable(), "emulated DML device: trying to resize storage that is not resizable");
+    c10::DataPtr fresh = g_allocator.allocate(needed);
+    if (storage.nbytes()) std::memcpy(fresh.get(), storage.data(), storage.nbytes());
+    const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
+    const_cast<c10::Storage&>(storage).set_nbytes(needed);
+  }
+}
+
+// resize_(Tensor(a!) self, SymInt[] size, *, MemoryFormat? memory_format) -> Tensor(a!)
+void k_resize_(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 3);
+  auto self = args[0].toTensor();
+  std::optional<c10::MemoryFormat> format;
+  if (!args[2].isNone()) format = args[2].toMemoryFormat();
+  resize_device(self, int_list(args[1]), format);
+  torch::jit::push(*s, self);
+}
+
+void copy_between(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.numel() == 0) return;
+  cpu_alias(dst).copy_(cpu_alias(src));
+}
+
+// copy_(Tensor(a!) self, Tensor src, bool non_blocking) -> Tensor(a!)
+void k_copy_(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 3);
+  auto self = args[0].toTensor();
+  copy_between(self, args[1].toTensor());
+  torch::jit::push(*s, self);
+}
+
+// _copy_from(Tensor self, Tensor dst, bool non_blocking) -> Tensor
+void k_copy_from(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 3);
+  auto dst = args[1].toTensor();
+  copy_between(dst, args[0].toTensor());
+  torch::jit::push(*s, dst);
+}
+
+// _copy_from_and_resize(Tensor self, Tensor dst) -> Tensor
+void k_copy_from_and_resize(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 2);
+  auto self = args[0].toTensor();
+  auto dst = args[1].toTensor();
+  if (on_device(dst)) {
+    resize_device(dst, self.sizes(), std::nullopt);
+  } else {
+    dst.resize_(self.sizes());
+  }
+  copy_between(dst, self);
+  torch::jit::push(*s, dst);
+}
+
+// Views: run the CPU view kernel on an alias, then view the device storage
+// with the geometry it computed. The first argument is the base tensor.
+void k_view(const c10::OperatorHandle& op, Stack* s) {
+  const auto n = op.schema().arguments().size();
+  auto& base_slot = (*s)[s->size() - n];
+  at::Tensor base = base_slot.toTensor();
+  base_slot = cpu_alias(base);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), s);
+  auto result = torch::jit::pop(*s);
+  if (result.isTensor()) {
+    torch::jit::push(*s, device_view_like(base, result.toTensor()));
+  } else {
+    std::vector<at::Tensor> views;
+    for (const auto& t : result.toTensorVector()) views.push_back(device_view_like(base, t));
+    torch::jit::push(*s, views);
+  }
+}
+
+// as_strided_(Tensor(a!) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset) -> Tensor(a!)
+void k_as_strided_(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 4);
+  auto self = args[0].toTensor();
+  auto offset = args[3].isNone() ? self.storage_offset() : as_int(args[3]);
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(int_list(args[1]), int_list(args[2]), offset);
+  torch::jit::push(*s, self);
+}
+
+// reshape(Tensor(a) self, SymInt[] shape): torch's composite reshape, which
+// views where it can and copies where it must, through the dispatcher.
+void k_reshape(const c10::OperatorHandle&, Stack* s) {
+  auto args = torch::jit::pop(*s, 2);
+  auto shape = int_list(args[1]);
+  torch::jit::push(*s, at::native::reshape_symint(args[0].toTensor(), c10::fromIntArrayRefSlow(shape)));
+}
+
+int64_t conv_out_channels(const at::Tensor& weight, bool transposed, int64_t groups) {
+  return transposed ? weight.size(1) * groups : weight.size(0);
+}
+
+// convolution_overrideable(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+void k_convolution(const c10::OperatorHandle&, Stack* s) {
+  auto a = torch::jit::pop(*s, 9);
+  std::optional<at::Tensor> bias;
+  if (!a[2].isNone()) bias = cpu_alias(a[2].toTensor());
+  auto out = at::convolution(cpu_alias(a[0].toTensor()), cpu_alias(a[1].toTensor()), bias, int_list(a[3]),
+                             int_list(a[4]), int_list(a[5]), a[6].toBool(), int_list(a[7]), as_int(a[8]));
+  torch::jit::push(*s, to_device(out));
+}
+
+// convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed,
+//                                   output_padding, groups, bool[3] output_mask)
+void k_convolution_backward(const c10::OperatorHandle&, Stack* s) {
+  auto a = torch::jit::pop(*s, 10);
+  auto weight = a[2].toTensor();
+  bool transposed = a[6].toBool();
+  int64_t groups = as_int(a[8]);
+  auto mask_list = a[9].toBoolList();
+  std::array<bool, 3> mask{mask_list.get(0), mask_list.get(1), mask_list.get(2)};
+  std::vector<int64_t> bias_sizes{conv_out_channels(weight, transposed, groups)};
+  auto grads = at::convolution_backward(cpu_alias(a[0].toTensor()), cpu_alias(a[1].toTensor()), cpu_alias(weight),
+                                        bias_sizes, int_list(a[3]), int_list(a[4]), int_list(a[5]), transposed,
+                                        int_list(a[7]), groups, mask);
+  torch::jit::push(*s, to_device(std::get<0>(grads)), to_device(std::get<1>(grads)), to_device(std::get<2>(grads)));
+}
+
+using BoxedFn = void (*)(const c10::OperatorHandle&, Stack*);
+
+const std::map<std::string, BoxedFn>& real_kernels() {
+  static const std::map<std::string, BoxedFn> table = {
+      {"aten::empty.memory_format", &k_empty},
+      {"aten::empty_strided", &k_empty_strided},
+      {"aten::resize_", &k_resize_},
+      {"aten::copy_", &k_copy_},
+      {"aten::_copy_from", &k_copy_from},
+      {"aten::_copy_from_and_resize", &k_copy_from_and_resize},
+      {"aten::view", &k_view},
+      {"aten::_reshape_alias", &k_view},
+      {"aten::_unsafe_view", &k_view},
+      {"aten::alias", &k_view},
+      {"aten::as_strided", &k_view},
+      {"aten::unfold", &k_view},
+      {"aten::split.Tensor", &k_view},
+      {"aten::split_with_sizes", &k_view},
+      {"aten::as_strided_", &k_as_strided_},
+      {"aten::reshape", &k_reshape},
+      {"aten::convolution_overrideable", &k_convolution},
+      {"aten::convolution_backward_overrideable", &k_convolution_backward},
+  };
+  return table;
+}
+
+// A DirectML kernel: the work runs on the CPU, silently (the device is host memory).
+void native_kernel(const c10::OperatorHandle& op, Stack* s) { at::native::cpu_fallback(op, s); }
+
+// ---------------------------------------------------------------- the fallback
+std::mutex g_counts_mutex;
+std::map<std::string, int64_t> g_counts;
+
+std::string op_name(const c10::OperatorHandle& op) {
+  std::ostringstream name;
+  name << op.schema().operator_name();
+  return name.str();
+}
+
+void dml_fallback(const c10::OperatorHandle& op, Stack* s) {
+  {
+    std::lock_guard<std::mutex> lock(g_counts_mutex);
+    ++g_counts[op_name(op)];
+  }
+  // torch-directml's exact words and once-per-process semantics.
+  TORCH_WARN_ONCE("The operator '", op.schema().operator_name(),
+                  "' is not currently supported on the DML backend and will fall back to run on the CPU."
+                  " This may have performance implications.");
+  at::native::cpu_fallback(op, s);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dml_fallback>());
+}
+
+// ---------------------------------------------------------------- run-time registration
+std::map<std::string, std::unique_ptr<torch::Library>> g_libraries;  // kept alive: they hold the registrations
+std::vector<std::string> g_registered;
+
+torch::Library& library_for(const std::string& ns, c10::DispatchKey key) {
+  std::string id = ns + "/" + c10::toString(key);
+  auto found = g_libraries.find(id);
+  if (found == g_libraries.end()) {
+    found = g_libraries.emplace(id, std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__, __LINE__)).first;
+  }
+  return *found->second;
+}
+
+torch::CppFunction boxed(BoxedFn fn) {
+  if (fn == &k_empty) return torch::CppFunction::makeFromBoxedFunction<&k_empty>();
+  if (fn == &k_empty_strided) return torch::CppFunction::makeFromBoxedFunction<&k_empty_strided>();
+  if (fn == &k_resize_) return torch::CppFunction::makeFromBoxedFunction<&k_resize_>();
+  if (fn == &k_copy_) return torch::CppFunction::makeFromBoxedFunction<&k_copy_>();
+  if (fn == &k_copy_from) return torch::CppFunction::makeFromBoxedFunction<&k_copy_from>();
+  if (fn == &k_copy_from_and_resize) return torch::CppFunction::makeFromBoxedFunction<&k_copy_from_and_resize>();
+  if (fn == &k_view) return torch::CppFunction::makeFromBoxedFunction<&k_view>();
+  if (fn == &k_as_strided_) return torch::CppFunction::makeFromBoxedFunction<&k_as_strided_>();
+  if (fn == &k_reshape) return torch::CppFunction::makeFromBoxedFunction<&k_reshape>();
+  if (fn == &k_convolution) return torch::CppFunction::makeFromBoxedFunction<&k_convolution>();
+  if (fn == &k_convolution_backward) return torch::CppFunction::makeFromBoxedFunction<&k_convolution_backward>();
+  return torch::CppFunction::makeFromBoxedFunction<&native_kernel>();
+}
+
+// Register kernels for `names` ("ns::name[.overload]") on `key_name`
+// ("PrivateUse1" or "AutogradPrivateUse1"); returns the names this torch
+// does not define (skipped).
+std::vector<std::string> register_kernels(const std::vector<std::string>& names, const std::string& key_name) {
+  c10::DispatchKey key = key_name == "AutogradPrivateUse1" ? c10::DispatchKey::AutogradPrivateUse1
+                                                           : c10::DispatchKey::PrivateUse1;
+  std::vector<std::string> skipped;
+  for (const auto& full : names) {
+    auto sep = full.find("::");
+    TORCH_CHECK(sep != std::string::npos, "op name without namespace: ", full);
+    std::string ns = full.substr(0, sep);
+    std::string rest = full.substr(sep + 2);
+    auto dot = rest.find('.');
+    std::string name = rest.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    if (!c10::Dispatcher::singleton().findSchema({ns + "::" + name, overload}).has_value()) {
+      skipped.push_back(full);
+      continue;
+    }
+    auto real = real_kernels().find(full);
+    BoxedFn fn = real == real_kernels().end() ? &native_kernel : real->second;
+    library_for(ns, key).impl(rest.c_str(), boxed(fn));
+    g_registered.push_back(key_name + ":" + full);
+  }
+  return skipped;
+}
+
+std::vector<std::string> real_kernel_names() {
+  std::vector<std::string> out;
+  for (const auto& item : real_kernels()) out.push_back(item.first);
+  return out;
+}
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  return g_counts;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  g_counts.clear();
+}
+
+#if EMU_TORCH_VERSION >= 206
+// torch >= 2.6: the autograd engine asks the accelerator hooks about the
+// device; without them backward fails ("Cannot access accelerator device").
+struct EmulatedHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  void init() const override {}
+  c10::DeviceIndex deviceCount() const override { return 1; }
+  void setCurrentDevice(c10::DeviceIndex) const override {}
+  c10::DeviceIndex getCurrentDevice() const override { return 0; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex) const override { return 0; }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex) const override { return 0; }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kDevice, 0); }
+  // Random ops run on the CPU (through the fallback), so the CPU generator is the device's.
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    TORCH_CHECK(storage.resizable(), "emulated DML device: storage is not resizable");
+    c10::DataPtr fresh = g_allocator.allocate(newsize);
+    size_t keep = std::min(newsize, storage.nbytes());
+    if (keep) std::memcpy(fresh.get(), storage.data(), keep);
+    const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
+    const_cast<c10::Storage&>(storage).set_nbytes(newsize);
+  }
+};
+
+bool register_hooks() {
+  static EmulatedHooks hooks;
+  static bool done = false;
+  if (!done) {
+    at::RegisterPrivateUse1HooksInterface(&hooks);
+    done = true;
+  }
+  return true;
+}
+#else
+bool register_hooks() { return false; }  // not needed before torch 2.6
+#endif
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "dmlprof's emulated DirectML device (PrivateUse1, host memory)";
+  m.def("register_kernels", &register_kernels, "register kernels by op name; returns the names skipped");
+  m.def("real_kernel_names", &real_kernel_names, "ops with real implementations (not cpu_fallback)");
+  m.def("fallback_counts", &fallback_counts, "calls per op that reached the fallback");
+  m.def("reset_fallback_counts", &reset_fallback_counts);
+  m.def("register_hooks", &register_hooks, "register PrivateUse1 hooks (torch >= 2.6); false when not needed");
+}
