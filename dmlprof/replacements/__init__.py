@@ -95,6 +95,9 @@ CATALOG = (
                 f"clamp with tensor bounds: {_PATCH} or dmlprof.replacements.ops.clamp (where)"),
     Replacement("elu", ("aten::elu", "aten::elu_backward"),
                 f"ELU: {_PATCH} or dmlprof.replacements.ops.elu (where + expm1)"),
+    Replacement("attention", ("aten::isneginf",),
+                "torch >= 2.5's attention math path (F.scaled_dot_product_attention) calls isneginf, which falls back: "
+                f"{_PATCH} runs attention as matmul/softmax/matmul (dmlprof.replacements.ops.scaled_dot_product_attention)"),
     Replacement("huber_loss", ("aten::huber_loss", "aten::huber_loss_backward"),
                 f"F.huber_loss: use {_WITH}, or delta * F.smooth_l1_loss(beta=delta) (native)"),
 )

@@ -532,3 +532,33 @@ def elu(input, alpha: float = 1.0, inplace: bool = False):
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     """``F.huber_loss`` as ``delta * smooth_l1_loss(beta=delta)`` (huber_loss falls back; smooth_l1 is native)."""
     return delta * F.smooth_l1_loss(input, target, reduction=reduction, beta=delta)
+
+
+# --------------------------------------------------------------------------- attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: Optional[float] = None):
+    """``F.scaled_dot_product_attention`` written out (matmul, masked_fill, softmax, matmul).
+
+    On torch >= 2.5 the math path's safe softmax calls ``isneginf``, which falls
+    back on DirectML; this keeps the same result (rows with every key masked give
+    zeros, as torch's safe softmax does) from native ops.
+    """
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    masked = False
+    if is_causal:
+        keep = torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(keep.logical_not(), -math.inf)
+        masked = True
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), -math.inf)
+        else:
+            scores = scores + attn_mask
+        masked = True
+    weights = torch.softmax(scores, -1)
+    if masked:  # a row with every key masked: zeros, not NaN
+        weights = weights.masked_fill(scores.amax(-1, keepdim=True) == -math.inf, 0.0)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p, training=True)
+    return weights @ value

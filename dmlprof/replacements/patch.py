@@ -142,6 +142,12 @@ def _h_rnn(cell):
     return handler
 
 
+def _h_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if enable_gqa or (is_causal and attn_mask is not None):
+        raise _Decline
+    return ops.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
 def _h_lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return ops.lstm_cell(input, tuple(hx), w_ih, w_hh, b_ih, b_hh)
 
@@ -158,6 +164,7 @@ HANDLERS: dict = {
     F.interpolate: _h_interpolate,
     F.elu: ops.elu,
     F.huber_loss: _h_huber,
+    F.scaled_dot_product_attention: _h_sdpa,
     torch.cumprod: _h_cumprod,
     torch.Tensor.cumprod: _h_cumprod,
     torch.eye: _h_eye,
