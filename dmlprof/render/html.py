@@ -63,6 +63,7 @@ def report_data(session) -> dict:
         "phases": _phase_rows(ops),
         "charts": {},
         "sweep": _sweep(session.extras.get("sweep") if isinstance(session.extras, dict) else None),
+        "replace": _replace(session.extras.get("replace") if isinstance(session.extras, dict) else None),
         "warnings": [
             {"category": str(w.get("category", "")), "count": int(w.get("count", 1) or 1),
              "message": str(w.get("message", "")).splitlines()[0][:300] if w.get("message") else ""}
@@ -446,6 +447,42 @@ def _sweep(sweep) -> Optional[dict]:
         "best_rate": best_rate,
         "best_rate_text": _rate(best_rate),
         "memory_top": fmt_bytes(top_memory) if memories or budget else "",
+    }
+
+
+def _replace(data) -> Optional[dict]:
+    """``scan --replace``'s before/after comparison as table rows (None without one)."""
+    if not isinstance(data, dict) or not isinstance(data.get("before"), dict) or not isinstance(data.get("after"), dict):
+        return None
+    before, after = data["before"], data["after"]
+
+    def number(value, kind):
+        if value is None:
+            return "-"
+        try:
+            return {"int": f"{int(value):,}", "float": f"{float(value):,.1f}", "share": fmt_share(value),
+                    "ms": fmt_ms(value)}[kind]
+        except (TypeError, ValueError):
+            return "-"
+
+    rows = [
+        {"label": label, "before": number(before.get(key), kind), "after": number(after.get(key), kind)}
+        for label, key, kind in (("fallback calls", "fallback_calls", "int"),
+                                 ("fallback calls per step", "fallback_calls_per_step", "float"),
+                                 ("fallback time share", "fallback_time_share", "share"),
+                                 ("step time (median)", "step_time_ms", "ms"))
+    ]
+    speedup = data.get("step_time_speedup")
+    remaining = [
+        {"op": str(r.get("op", "")), "calls": int(r.get("calls", 0) or 0), "replacement": r.get("replacement")}
+        for r in data.get("remaining_ops") or [] if isinstance(r, dict)
+    ]
+    return {
+        "rows": rows,
+        "speedup": f"{float(speedup):.2f}x" if isinstance(speedup, (int, float)) and speedup else "",
+        "applied": len(data.get("applied") or []),
+        "removed_ops": [str(op) for op in data.get("removed_ops") or []],
+        "remaining_ops": remaining,
     }
 
 

@@ -171,3 +171,21 @@ def test_run_details_carry_the_profiler_cross_check():
     facts = report_data(make_session([{"op": "aten::mm", "time_ns": 10}], meta={"profiler_check": check}))["meta"]
     assert facts["profiler_check"] == "43 ops timed by both: dmlprof 101.0 ms, torch.profiler 100.0 ms (ratio 1.01)"
     assert report_data(fallback_mix())["meta"]["profiler_check"] == ""
+
+
+def test_replace_comparison_only_when_scanned_with_replace():
+    assert report_data(fallback_mix())["replace"] is None
+    compare = {
+        "before": {"steps": 1, "fallback_calls": 152, "fallback_calls_per_step": 152.0, "fallback_time_share": 0.2,
+                   "step_time_ms": 30.0, "fallback_ops": {"aten::lerp.Scalar_out": 152}},
+        "after": {"steps": 1, "fallback_calls": 0, "fallback_calls_per_step": 0.0, "fallback_time_share": 0.0,
+                  "step_time_ms": 20.0, "fallback_ops": {}},
+        "fallback_calls_removed": 152, "step_time_speedup": 1.5, "removed_ops": ["aten::lerp.Scalar_out"],
+        "remaining_ops": [{"op": HOSTILE, "calls": 2, "replacement": None}], "applied": [{}, {}],
+    }
+    session = make_session([{"op": "aten::mm", "time_ns": 10}], extras={"replace": compare})
+    data = report_data(session)["replace"]
+    assert data["rows"][0] == {"label": "fallback calls", "before": "152", "after": "0"}
+    assert data["rows"][2]["before"] == "20.0%" and data["speedup"] == "1.50x" and data["applied"] == 2
+    html = render_html(session)
+    assert 'id="replace-table"' in html and "aten::lerp.Scalar_out" in html and "<script>alert(1)" not in html
