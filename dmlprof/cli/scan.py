@@ -38,7 +38,11 @@ def run(args) -> int:
     if args.target:
         from dmlprof.predict import predict_scan
 
-        session = predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps)
+        try:
+            session = predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps)
+        except ScanStopped as stopped:  # the step would fail on the device: keep what was predicted
+            stopped.saved_to = write_outputs(stopped.session, args)
+            raise
     else:
         if args.verify:
             raise UsageError("--verify is not available in this version of dmlprof")

@@ -106,7 +106,7 @@ class _Prediction:
             raise ModelRaisedError(f"{what} raised {describe_exception(exc)}") from exc
 
     def contract(self, *, batch_size, steps: int):
-        from dmlprof.predict.mode import PredictMode
+        from dmlprof.predict.mode import PredictMode, PredictedFailure
         from dmlprof.runner import DEFAULT_BATCH_SIZE, _check_batch, _to_device, default_loss, default_optimizer
 
         started = time.perf_counter()
@@ -130,6 +130,7 @@ class _Prediction:
             mode.recording = True
             try:
                 for step in range(steps):
+                    self.meta["steps"] = step
                     mode.step = step
                     mode.modules.reset_nodes()
                     mode.phase = "other"
@@ -145,20 +146,35 @@ class _Prediction:
                     self._user_call(f"step {step + 1} (optimizer)", optimizer.step)
                     mode.phase = "other"
                     optimizer.zero_grad(set_to_none=True)
+            except PredictedFailure as failure:
+                raise self._stopped(failure, mode, model, optimizer, module, batch_size, steps, started) from None
             finally:
                 mode.recording = False
                 mode.modules.remove()
+        self._describe_run(model, optimizer, module, batch_size, steps, started)
+        self.meta["steps"] = steps
+        return self._finish(mode)
+
+    def _stopped(self, failure, mode, model, optimizer, module, batch_size, steps, started):
+        """The ScanStopped a live scan would raise, with the predicted rows up to the failing call."""
+        from dmlprof.runner import ScanStopped
+
+        where = f"step {mode.step + 1} ({mode.phase})"
+        cause = ModelRaisedError(f"{where} {failure}", remedy=failure.remedy)
+        self._describe_run(model, optimizer, module, batch_size, steps, started)
+        self.meta.update(partial=True, partial_reason=cause.one_line(), predicted_failure_op=failure.op)
+        return ScanStopped(cause, self._finish(mode))
+
+    def _describe_run(self, model, optimizer, module, batch_size, steps, started) -> None:
         self.meta.update(
             batch_size=batch_size,
             warmup_steps=0,
             steps_requested=steps,
-            steps=steps,
             optimizer=type(optimizer).__name__,
             loss_fn="loss_fn" if hasattr(module, "loss_fn") else "default",
             parameters=sum(p.numel() for p in model.parameters()),
             duration_s=round(time.perf_counter() - started, 3),
         )
-        return self._finish(mode)
 
     def _finish(self, mode):
         from dmlprof.backends.dml import DmlBackend

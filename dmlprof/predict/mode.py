@@ -24,6 +24,8 @@ it may not be.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections import Counter
 from typing import Optional
@@ -33,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import op_name
+from dmlprof.errors import DmlprofError
 from dmlprof.predict.tensor import DeviceTensor, run_meta, to_device
 from dmlprof.record.recorder import _outputs_tuple, _tensor_meta
 
@@ -158,8 +161,15 @@ class PredictMode(TorchDispatchMode):
         if kwargs:
             inputs += _tensor_meta(kwargs.values())
         warned_before = len(self.warnings)
-        out = self._run(func, args, kwargs, kind, device_op)
-        outputs = _tensor_meta(_outputs_tuple(out))
+        try:
+            out = self._run(func, args, kwargs, kind, device_op)
+        except PredictedFailure:
+            self._add_row(func, inputs, (), warned_before)  # the call that fails is the last row
+            raise
+        self._add_row(func, inputs, _tensor_meta(_outputs_tuple(out)), warned_before)
+        return out
+
+    def _add_row(self, func, inputs, outputs, warned_before: int) -> None:
         warned_after = len(self.warnings)
         phase = self.phase
         if phase == "backward":
@@ -169,11 +179,10 @@ class PredictMode(TorchDispatchMode):
             module, source = self.optimizer_name, ""
         else:
             module, source = self.modules.current()
-        if warned_after != warned_before or any(meta[0] != self.device_type for meta in inputs):
-            source = user_source_line(2) or source
+        if phase != "optimizer" and (warned_after != warned_before or any(m[0] != self.device_type for m in inputs)):
+            source = _model_source_line() or source
         self.rows.append((self.step, phase, func, inputs, outputs, 0, 0, warned_before, warned_after,
                           module, source, _thread_id()))
-        return out
 
     def _run(self, func, args, kwargs, kind: str, device_op: bool):
         if kind.startswith("composite_explicit") and func not in self._following:
@@ -189,7 +198,10 @@ class PredictMode(TorchDispatchMode):
         if kind.startswith("composite_explicit"):
             kind = "native"
         if kind == "fallback":
-            self.warnings.append(fallback_warning(op_name(func)))
+            name = op_name(func)
+            self.warnings.append(fallback_warning(name))
+            if not _cpu_can_run(name):
+                raise PredictedFailure(name)
         return self._execute(func, args, kwargs, device_op=device_op)
 
     def _execute(self, func, args, kwargs, *, device_op: bool):
@@ -253,6 +265,32 @@ class PredictMode(TorchDispatchMode):
 
 
 _FAILED = object()
+
+
+class PredictedFailure(DmlprofError):
+    """The step would fail on the device: an op falls back to a CPU that has no kernel for it."""
+
+    def __init__(self, op: str):
+        super().__init__(
+            f"would raise NotImplementedError on DirectML: {op} has no DirectML kernel, and the CPU, "
+            "where the fallback sends it, has none either",
+            remedy="avoid the module or function that calls it on this device (see the fallback hotspots)",
+        )
+        self.op = op
+
+
+def _cpu_can_run(name: str) -> bool:
+    """Whether the CPU fallback can run ``name``: a CPU kernel, or a composite that fills the CPU's slot."""
+    return any(_has_kernel(name, key) for key in ("CPU",) + _EXPLICIT_KEYS + (_IMPLICIT_KEY,))
+
+
+def _model_source_line() -> str:
+    """The innermost user frame, unless it is the program running dmlprof (its console script)."""
+    line = user_source_line(3)
+    program = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if line and program and os.path.abspath(line.rpartition(":")[0]) == os.path.abspath(program):
+        return ""
+    return line
 
 
 def _convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
