@@ -100,9 +100,19 @@ def test_models_exist():
     assert MODELS, "models/ holds no model files"
 
 
+# Fallbacks BACKEND_FACTS.md says these models' layers reach on DirectML, on every torch we run.
+EXPECTED_FALLBACKS = {
+    "groupnorm_net": {"aten::native_group_norm_backward"},
+    "recommender": {"aten::_embedding_bag", "aten::log_sigmoid_forward"},
+    "lstm_forecaster": {"aten::_thnn_fused_lstm_cell"},
+}
+
+
 @pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
 def test_model_verdicts_equal_device_counts(path, backend):
-    scan_and_compare(path, backend)
+    session, oracle = scan_and_compare(path, backend)
+    expected = EXPECTED_FALLBACKS.get(path.stem, set())
+    assert expected <= set(oracle), f"expected {expected} to fall back, device counted {dict(oracle)}"
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
