@@ -19,10 +19,10 @@ def load(path):
 def patch(model=None, optimizer=None):
     """Swap a model's modules, functional calls and optimizer step for DirectML-native replacements.
 
-    Returns an undoable :class:`dmlprof.replacements.patch.Patch` (``.undo()``, or use it
+    Returns an undoable :class:`dmlprof.replacements.patching.Patch` (``.undo()``, or use it
     as a context manager, which also covers the loss). See :mod:`dmlprof.replacements`.
     """
-    from dmlprof.replacements.patch import patch as _patch
+    from dmlprof.replacements.patching import patch as _patch
 
     return _patch(model, optimizer)
 

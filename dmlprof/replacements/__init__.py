@@ -133,22 +133,22 @@ def advice_for_hotspot(ops) -> Optional[str]:
 
 
 def patch(model=None, optimizer=None):
-    """See :func:`dmlprof.replacements.patch.patch`."""
-    from dmlprof.replacements.patch import patch as _patch
+    """See :func:`dmlprof.replacements.patching.patch`."""
+    from dmlprof.replacements.patching import patch as _patch
 
     return _patch(model, optimizer)
 
 
 def patch_optimizer(optimizer):
-    """See :func:`dmlprof.replacements.patch.patch_optimizer`."""
-    from dmlprof.replacements.patch import patch_optimizer as _patch_optimizer
+    """See :func:`dmlprof.replacements.patching.patch_optimizer`."""
+    from dmlprof.replacements.patching import patch_optimizer as _patch_optimizer
 
     return _patch_optimizer(optimizer)
 
 
 def replaced():
-    """See :func:`dmlprof.replacements.patch.replaced`."""
-    from dmlprof.replacements.patch import replaced as _replaced
+    """See :func:`dmlprof.replacements.patching.replaced`."""
+    from dmlprof.replacements.patching import replaced as _replaced
 
     return _replaced()
 

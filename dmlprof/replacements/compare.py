@@ -11,30 +11,39 @@ import statistics
 from contextlib import contextmanager
 from typing import Optional
 
-from dmlprof.errors import UsageError
+from dmlprof.errors import DeviceError, ModelRaisedError, UsageError
 
 
 def scan_replaced(path, device: str = "auto", **options):
     """Scan ``path`` (a model file) twice, plain and patched; returns the patched Session with
     ``extras["replace"]`` holding the comparison. ``options`` are :func:`dmlprof.runner.scan`'s."""
     from dmlprof.model_file import inspect_model_file
-    from dmlprof.runner import scan
+    from dmlprof.runner import ScanStopped, scan
 
     if inspect_model_file(path).mode != "contract":
         raise UsageError("--replace needs a model file (build_model, make_batch): dmlprof patches the model and "
                          "optimizer it builds; in your own script call dmlprof.patch(model, optimizer)")
-    before = scan(path, device, **options)
+    before_error = None
+    try:
+        try:
+            before = scan(path, device, **options)
+        except (ModelRaisedError, DeviceError):  # failed while warming up: record up to the failure instead
+            before = scan(path, device, **dict(options, warmup=0))
+    except ScanStopped as stopped:  # e.g. a fallback with no CPU kernel behind it: compare with what ran
+        before, before_error = stopped.session, str(stopped.cause).splitlines()[0][:300]
     applied: list = []
     with _patched_training_steps(applied):
         after = scan(path, device, **options)
     after.meta["replacements_applied"] = len(applied)
     after.extras["replace"] = comparison(before, after, applied)
+    if before_error:
+        after.extras["replace"]["before"]["error"] = before_error
     return after
 
 
 def apply_to_training_step(training, applied: Optional[list] = None):
     """Patch a :class:`dmlprof.runner.TrainingStep`: its model and optimizer (``dmlprof.patch``) and its loss."""
-    from dmlprof.replacements.patch import _run_replaced, patch
+    from dmlprof.replacements.patching import _run_replaced, patch
 
     handle = patch(training.model, training.optimizer)
     training.loss_fn = functools.partial(_run_replaced, training.loss_fn)
@@ -117,6 +126,10 @@ def format_comparison(data: dict) -> str:
     lines = [
         f"With dmlprof's replacements ({len(data.get('applied', []))} changes: dmlprof.patch(model, optimizer) + loss)",
         f"  {'':24}{'before':>12}{'after':>12}",
+    ]
+    if b.get("error"):
+        lines.append(f"  before: the unpatched step failed ({b['error'][:160]}); numbers are up to the failure")
+    lines += [
         f"  {'fallback calls':24}{b['fallback_calls']:>12}{a['fallback_calls']:>12}",
         f"  {'fallback calls per step':24}{b['fallback_calls_per_step']:>12.1f}{a['fallback_calls_per_step']:>12.1f}",
         f"  {'fallback time share':24}{b['fallback_time_share']:>12.1%}{a['fallback_time_share']:>12.1%}",

@@ -512,3 +512,155 @@ if __name__ == "__main__":  # the device check's own process (see device_results
 
     _warnings.simplefilter("ignore")
     print(_json.dumps(_run_device_cases()))
+
+
+# --------------------------------------------------------------------------- applying: patch, replaced, undo
+class _Net(torch.nn.Module):
+    """Touches a swapped module, a functional call and a Tensor method that have replacements."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torch.nn.GroupNorm(4, 8)
+        self.rnn = torch.nn.GRU(8, 6, batch_first=True)
+        self.head = torch.nn.Linear(6, 1)
+
+    def forward(self, x):
+        y = self.norm(self.conv(x))
+        y = y + 0.1 * y.std(dim=1, keepdim=True)
+        seq = y.mean(2).transpose(1, 2)  # (batch, width, channels)
+        out, _ = self.rnn(seq)
+        return self.head(out[:, -1]).squeeze(1)
+
+
+def _net_and_batch():
+    torch.manual_seed(0)
+    model = _Net().double()
+    x = torch.randn(2, 3, 5, 5, generator=_gen(60), dtype=D)
+    y = torch.rand(2, generator=_gen(61), dtype=D)
+    return model, x, y
+
+
+def _train(model, optimizer, x, y, steps):
+    for _ in range(steps):
+        loss = F.binary_cross_entropy_with_logits(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return loss
+
+
+def test_patch_swaps_and_undo_restores():
+    from dmlprof import patch
+    from dmlprof.replacements import patching as patch_module
+
+    model, x, y = _net_and_batch()
+    keys = list(model.state_dict())
+    reference = model(x)
+    handle = patch(model)
+    assert type(model.norm).__name__ == "DmlSafeGroupNorm" and isinstance(model.norm, torch.nn.GroupNorm)
+    assert type(model.rnn).__name__ == "DmlSafeGRU" and "forward" in vars(model)
+    assert list(model.state_dict()) == keys
+    seen = {}
+    original_handlers = dict(patch_module.HANDLERS)
+    try:  # count which replacements ran, through the same table the mode uses
+        for func, handler in original_handlers.items():
+            patch_module.HANDLERS[func] = (lambda h, name: lambda *a, **k: (seen.__setitem__(name, 1), h(*a, **k))[1])(
+                handler, getattr(func, "__name__", str(func)))
+        patched = model(x)
+    finally:
+        patch_module.HANDLERS.clear()
+        patch_module.HANDLERS.update(original_handlers)
+    assert {"group_norm", "std", "gru"} <= set(seen)
+    assert torch.allclose(patched, reference, atol=1e-10)
+    handle.undo()
+    assert type(model.norm) is torch.nn.GroupNorm and type(model.rnn) is torch.nn.GRU
+    assert "forward" not in vars(model)
+    assert torch.allclose(model(x), reference)
+
+
+def test_patch_context_manager_covers_loss_and_undoes():
+    import dmlprof
+
+    model, x, y = _net_and_batch()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    with dmlprof.patch(model, optimizer) as handle:
+        assert type(optimizer).__name__ == "DmlSafeAdamW"
+        F.binary_cross_entropy_with_logits(model(x), y).backward()
+        calls = handle._mode.replaced_calls
+        assert calls.get("binary_cross_entropy_with_logits") == 1  # the loss, outside the model
+        optimizer.step()
+        assert calls.get("lerp_", 0) + calls.get("_foreach_lerp_", 0) >= 1
+    assert type(optimizer) is torch.optim.AdamW and type(model.norm) is torch.nn.GroupNorm
+    assert handle.applied == []
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_patched_optimizer_keeps_state_and_matches(foreach):
+    """Two plain steps, then patch: the third step continues from the same moments as an unpatched run."""
+    from dmlprof.replacements import patch_optimizer
+
+    model_a, x, y = _net_and_batch()
+    model_b, _, _ = _net_and_batch()
+    opt_a = torch.optim.AdamW(model_a.parameters(), lr=1e-2, foreach=foreach)
+    opt_b = torch.optim.AdamW(model_b.parameters(), lr=1e-2, foreach=foreach)
+    _train(model_a, opt_a, x, y, 2)
+    _train(model_b, opt_b, x, y, 2)
+    moments = [s["exp_avg"].clone() for s in opt_b.state.values()]
+    handle = patch_optimizer(opt_b)
+    assert all(torch.equal(m, s["exp_avg"]) for m, s in zip(moments, opt_b.state.values()))  # nothing reset
+    _train(model_a, opt_a, x, y, 1)
+    _train(model_b, opt_b, x, y, 1)
+    for p_a, p_b in zip(model_a.parameters(), model_b.parameters()):
+        assert torch.allclose(p_a, p_b, atol=1e-12)
+    assert all(float(s["step"]) == 3 for s in opt_b.state.values())
+    plain = torch.optim.AdamW(model_a.parameters(), lr=1e-2)
+    plain.load_state_dict(opt_b.state_dict())  # the state dict is the original class's
+    handle.undo()
+    assert type(opt_b) is torch.optim.AdamW
+
+
+def test_fused_optimizer_switches_to_foreach_and_back():
+    from dmlprof.replacements import patch_optimizer
+
+    model, x, y = _net_and_batch()
+    model = model.float()
+    try:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    except (RuntimeError, ValueError) as exc:  # fused needs a supported device on some torch versions
+        pytest.fail(f"fused AdamW unavailable on the CPU here: {exc}")
+    handle = patch_optimizer(optimizer)
+    assert all(g["fused"] is False and g["foreach"] is True for g in optimizer.param_groups)
+    handle.undo()
+    assert all(g["fused"] is True for g in optimizer.param_groups)
+
+
+def test_patch_rejects_non_modules():
+    import dmlprof
+    from dmlprof.errors import DmlprofError
+
+    with pytest.raises(DmlprofError):
+        dmlprof.patch("not a model")
+
+
+def test_advice_names_replacement_for_reported_fallbacks():
+    from dmlprof.replacements import advice_for, advice_for_hotspot
+
+    lerp = advice_for("aten::lerp.Scalar_out")
+    assert "resets Adam's moments" in lerp and "lerp falling back" in lerp and "dmlprof.patch" in lerp
+    assert "group_norm" in advice_for("aten::native_group_norm_backward")
+    assert advice_for("aten::mm") is None
+    assert advice_for_hotspot(["aten::mm", "aten::_embedding_bag.out"]).startswith("nn.EmbeddingBag")
+    assert advice_for_hotspot(["aten::mm"]) is None
+
+
+def test_every_table_fallback_op_named_in_catalog_exists_in_the_table():
+    """Catalog entries name real DirectML fallbacks (or composites over them), not typos."""
+    from dmlprof.replacements import CATALOG
+    from dmlprof.tables import load_table
+
+    table = load_table("dml")
+    known = {op.split(".", 1)[0] for op in table.ops()}
+    for entry in CATALOG:
+        for op in entry.removes:
+            assert op in known, f"{entry.name}: {op} is not an op of the DirectML table"

@@ -215,7 +215,7 @@ class ReplacementMode(TorchFunctionMode):
             except _Decline:
                 pass
             else:
-                name = getattr(func, "__qualname__", None) or getattr(func, "__name__", str(func))
+                name = getattr(func, "__name__", None) or str(func)
                 self.replaced_calls[name] = self.replaced_calls.get(name, 0) + 1
                 return result
         return func(*args, **kwargs)
