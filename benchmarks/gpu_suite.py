@@ -28,6 +28,8 @@ sys.path.insert(0, str(REPO))
 
 
 def scan_summary(session) -> dict:
+    import pandas as pd
+
     from dmlprof import analysis
 
     ops, meta = session.ops, session.meta
@@ -53,7 +55,7 @@ def scan_summary(session) -> dict:
         ],
         "top_ops": [
             {"op": r.op, "phase": r.phase, "calls": int(r.calls), "host_ms": round(float(r.time_ms), 3),
-             "device_ms": None if r.device_time_ms != r.device_time_ms or r.device_time_ms is None else round(float(r.device_time_ms), 3)}
+             "device_ms": None if pd.isna(r.device_time_ms) else round(float(r.device_time_ms), 3)}
             for r in analysis.op_summary(ops).head(8).itertuples()
         ],
     }

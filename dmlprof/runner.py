@@ -272,7 +272,7 @@ class _Run:
             return self._record_every_step(training, steps)
         self.meta["recording"] = (
             "one structure step through the dispatcher; measured steps timed per call by torch.profiler "
-            "and matched to it position by position (--no-sync)"
+            "and aligned with it by op name (--no-sync)"
         )
         warnings = WarningCapture()
         profiler = ProfilerAlongside(self.backend)
@@ -295,7 +295,7 @@ class _Run:
     def _finish_steady(self, structure, profiler, step_warnings: list, recorder: Recorder) -> Session:
         events = profiler.op_events()
         windows = steady.step_windows(events)
-        frames, unmatched, mismatched = [], [], []
+        frames, unmatched, mismatched, unmatched_calls = [], [], [], 0
         origin = min((w[0] for w in windows.values()), default=0)
         for step, window in sorted(windows.items()):
             if step >= len(step_warnings):
@@ -304,6 +304,7 @@ class _Run:
             if frame is None:
                 unmatched.append(step)
                 continue
+            unmatched_calls += frame.attrs.get("unmatched_calls", 0)
             names = [self.backend.fallback_ops_in(m) for m in step_warnings[step]]
             if not structure.fallbacks_match([n for n in names if n]):
                 mismatched.append(step)
@@ -315,6 +316,7 @@ class _Run:
             "matched_steps": len(frames),
             "unmatched_steps": unmatched,
             "fallback_mismatch_steps": mismatched,
+            "calls_timed_from_structure_step": unmatched_calls,
         }
         if unmatched or mismatched:
             self.meta.setdefault("notes", []).append(

@@ -5,40 +5,46 @@ launch-bound GPU step. A training step repeats itself, so with ``--no-sync``
 dmlprof records one *structure step* call by call (op overloads, devices,
 modules, source lines, fallback evidence) and times the measured steps with
 torch.profiler alone, which already runs alongside. Each measured step's
-profiler events are matched to the structure step's calls position by
-position; a step whose op sequence differs is not guessed at, it is reported
-as unmatched. Each measured step's fallback warnings (still raised on every
+profiler events are aligned with the structure step's calls by op name; a step
+that differs too much is not guessed at, it is reported as unmatched. Each measured step's fallback warnings (still raised on every
 call) are counted and checked against the structure step's.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import Optional
 
 import pandas as pd
 
 from dmlprof.record.frame import parse_fallback_ops
-from dmlprof.record.profiler import MODE_RANGE
+from dmlprof.record.profiler import MODE_RANGE, inner_call_mask
 
 STEP_RANGE = "dmlprof::step#"
+# Below this share of the structure step's calls found again, a measured step
+# is too different to be described by it and is left out (and reported).
+MIN_MATCHED_SHARE = 0.9
 # Ranges and runtime calls that are not op calls, or that vary from step to
 # step (allocator calls): the matching only looks at dispatcher ops.
 _IGNORED_PREFIXES = ("dmlprof::", "autograd::", "profiler::", "ProfilerStep")
 
 
 def step_windows(events: pd.DataFrame) -> dict:
-    """{step: (start_ns, end_ns)} from the ``dmlprof::step#N`` ranges."""
-    ranges = events[events["name"].str.startswith(STEP_RANGE)]
-    return {
-        int(name[len(STEP_RANGE):]): (int(start), int(start + duration))
-        for name, start, duration in zip(ranges["name"], ranges["start_ns"], ranges["time_ns"])
-    }
+    """{step: (start_ns, end_ns)}: from one ``dmlprof::step#N`` range's start to the next one's.
+
+    Not the range's own end: work the step hands to another thread (autograd's
+    device threads run backward) is not always inside it on the timeline.
+    """
+    ranges = events[events["name"].str.startswith(STEP_RANGE)].sort_values("start_ns")
+    starts = [int(start) for start in ranges["start_ns"]]
+    ends = starts[1:] + [int((events["start_ns"] + events["time_ns"]).max()) + 1]
+    return {int(name[len(STEP_RANGE):]): (start, end) for name, start, end in zip(ranges["name"], starts, ends)}
 
 
 def _op_events_in(events: pd.DataFrame, window) -> pd.DataFrame:
     start, end = window
-    inside = events[(events["start_ns"] >= start) & (events["start_ns"] + events["time_ns"] <= end)]
+    inside = events[(events["start_ns"] >= start) & (events["start_ns"] < end)]
     is_op = inside["name"].str.contains("::", regex=False) & ~inside["name"].str.startswith(_IGNORED_PREFIXES)
     is_op |= inside["name"] == MODE_RANGE
     # Outer events start first; at equal starts the longer (enclosing) one first.
@@ -54,10 +60,10 @@ def collapse(events: pd.DataFrame) -> tuple:
     inner duplicate and the range go, the outer event is marked as a call.
     """
     kept_rows, is_call = [], []
-    for row in events.itertuples(index=False):
+    inner_mask = inner_call_mask(events) if len(events) else []
+    for row, inner in zip(events.itertuples(index=False), inner_mask):
         if row.name == MODE_RANGE:
             continue
-        inner = row.name == row.parent or (row.parent == MODE_RANGE and row.name == row.grandparent)
         if inner:
             for back in range(len(kept_rows) - 1, -1, -1):
                 if kept_rows[back].name == row.name:
@@ -112,23 +118,49 @@ class Structure:
         return cls(template, list(kept["name"]), positions, observed, counts, frozenset(unobserved_names))
 
     def apply(self, events: pd.DataFrame, window, step: int, origin_ns: int) -> Optional[pd.DataFrame]:
-        """The op frame of one measured step, or None if its trace differs from the structure's."""
+        """The op frame of one measured step, or None if its trace is too unlike the structure's.
+
+        The two traces are aligned as sequences of op names. They are rarely
+        identical: recording itself changes a few calls (autograd accumulates
+        a gradient in place only when nothing else holds the tensor, and the
+        recorder does). Calls that align take the measured step's own times;
+        the few that do not keep the structure step's timing and are counted
+        in the frame's ``attrs["unmatched_calls"]``.
+        """
         kept, _ = collapse(_op_events_in(events, window))
         kept = kept[~kept["name"].isin(self.unobserved_names)].reset_index(drop=True)
-        if list(kept["name"]) != self.names:
+        step_names = list(kept["name"])
+        if step_names == self.names:
+            to_step = {position: position for position in self.call_positions}
+        else:
+            matcher = SequenceMatcher(None, self.names, step_names, autojunk=False)
+            to_step = {}
+            for tag, i1, i2, j1, _ in matcher.get_opcodes():
+                if tag == "equal":
+                    to_step.update((i1 + k, j1 + k) for k in range(i2 - i1))
+        rows = len(self.template)
+        observed_rows = [row for row, hit in enumerate(self.observed) if hit]
+        matched_rows, matched_events = [], []
+        for row, position in zip(observed_rows, self.call_positions):
+            if position in to_step:
+                matched_rows.append(row)
+                matched_events.append(to_step[position])
+        if len(matched_rows) < MIN_MATCHED_SHARE * len(observed_rows):
             return None
-        picked = kept.iloc[self.call_positions]
+        picked = kept.iloc[matched_events]
         frame = self.template.copy()
         frame["step"] = step
-        observed = pd.Series(self.observed, index=frame.index)
-        frame.loc[observed, "start_ns"] = picked["start_ns"].to_numpy() - origin_ns
-        frame.loc[observed, "time_ns"] = picked["time_ns"].to_numpy()
-        device = pd.array([None] * len(frame), dtype="Float64")
-        device[observed.to_numpy()] = picked["device_time_ns"].to_numpy()
+        matched = pd.Series(False, index=frame.index)
+        matched.iloc[matched_rows] = True
+        frame.loc[matched, "start_ns"] = picked["start_ns"].to_numpy() - origin_ns
+        frame.loc[matched, "time_ns"] = picked["time_ns"].to_numpy()
+        device = pd.array([None] * rows, dtype="Float64")
+        device[matched.to_numpy()] = picked["device_time_ns"].to_numpy()
         frame["device_time_ns"] = device
-        # Unobserved calls sit just after the observed call before them.
-        frame["start_ns"] = frame["start_ns"].where(observed).ffill().fillna(0).astype("int64")
+        # Calls without their own event sit just after the call before them.
+        frame["start_ns"] = frame["start_ns"].where(matched).ffill().fillna(0).astype("int64")
         frame["evidence"] = frame["evidence"].map(_steady_evidence)
+        frame.attrs["unmatched_calls"] = len(observed_rows) - len(matched_rows)
         return frame
 
     def fallbacks_match(self, fallback_names: list) -> bool:

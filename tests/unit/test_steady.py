@@ -66,7 +66,7 @@ def test_measured_steps_take_their_own_times_and_keep_the_structure():
     assert structure is not None
     events = pd.concat([_measured_step(0, 5000, 111, 22), _measured_step(1, 9000, 333, 44)], ignore_index=True)
     windows = steady.step_windows(events)
-    assert windows == {0: (5000, 6000), 1: (9000, 10000)}
+    assert windows == {0: (5000, 9000), 1: (9000, 10001)}  # each step runs to the next one's start
     second = structure.apply(events, windows[1], 1, origin_ns=5000)
     assert list(second["time_ns"]) == [333, 44]
     assert list(second["start_ns"]) == [4010, 4400]
@@ -76,10 +76,31 @@ def test_measured_steps_take_their_own_times_and_keep_the_structure():
     assert list(second["device_time_ns"]) == [7, 3]
 
 
-def test_a_step_whose_ops_differ_is_not_guessed():
+def test_an_extra_op_in_a_step_does_not_shift_the_others():
     structure = steady.Structure.from_template(_template(), _structure_trace(False))
     extra = [("aten::nonzero", 5300, 9, 0, "dmlprof::step#0", "", 1)]
     events = _measured_step(0, 5000, 111, 22, extra)
+    frame = structure.apply(events, steady.step_windows(events)[0], 0, 5000)
+    assert list(frame["time_ns"]) == [111, 22] and frame.attrs["unmatched_calls"] == 0
+
+
+def test_a_call_that_changed_keeps_the_structure_timing_and_is_counted(monkeypatch):
+    monkeypatch.setattr(steady, "MIN_MATCHED_SHARE", 0.5)  # two calls: allow one to differ
+    structure = steady.Structure.from_template(_template(), _structure_trace(False))
+    events = _measured_step(0, 5000, 111, 22)
+    events.loc[events["name"] == "aten::relu", "name"] = "aten::relu_"  # ran in place this time
+    frame = structure.apply(events, steady.step_windows(events)[0], 0, 5000)
+    assert frame.attrs["unmatched_calls"] == 1
+    assert list(frame["time_ns"]) == [111, 60]  # relu keeps the structure step's 60 ns
+
+
+def test_a_step_unlike_the_structure_is_not_guessed():
+    structure = steady.Structure.from_template(_template(), _structure_trace(False))
+    events = _events([
+        ("dmlprof::step#0", 5000, 1000, 0, "", "", 1),
+        ("aten::gelu", 5010, 10, 0, "dmlprof::step#0", "", 1),
+        ("aten::softmax", 5100, 10, 0, "dmlprof::step#0", "", 1),
+    ])
     assert structure.apply(events, steady.step_windows(events)[0], 0, 5000) is None
 
 
