@@ -202,6 +202,13 @@ class PredictMode(TorchDispatchMode):
             self.warnings.append(fallback_warning(name))
             if not _cpu_can_run(name):
                 raise PredictedFailure(name)
+            if _elements(args) + _elements(kwargs.values()) <= CPU_SHAPES_MAX_ELEMENTS:
+                # The fallback runs the CPU kernel, whose outputs can differ in shape from the
+                # meta kernel's (the CPU's _embedding_bag returns an empty offset2bag for mode
+                # "sum", and the backward then rebuilds it on the device). Small enough: ask the CPU.
+                out = self._placeholder(func, args, kwargs, count=False)
+                if out is not _FAILED:
+                    return out
         return self._execute(func, args, kwargs, device_op=device_op)
 
     def _execute(self, func, args, kwargs, *, device_op: bool):
@@ -219,7 +226,7 @@ class PredictMode(TorchDispatchMode):
                 raise exc
             return out
 
-    def _placeholder(self, func, args, kwargs):
+    def _placeholder(self, func, args, kwargs, count: bool = True):
         """Run ``func`` on the CPU on zeros in place of the fake tensors; fake outputs with its results' shapes."""
         originals: dict = {}
         device_of_outputs: Optional[torch.device] = None
@@ -246,7 +253,8 @@ class PredictMode(TorchDispatchMode):
             out = func(*cpu_args, **cpu_kwargs)
         except Exception:
             return _FAILED
-        self.placeholder_ops[op_name(func)] += 1
+        if count:
+            self.placeholder_ops[op_name(func)] += 1
         device_of_outputs = device_of_outputs or self.device
 
         def to_fake(value):
@@ -265,6 +273,19 @@ class PredictMode(TorchDispatchMode):
 
 
 _FAILED = object()
+# Fallback calls whose tensors hold at most this many elements in all run on the
+# CPU (on zeros) to learn the CPU kernel's output shapes; larger ones use meta.
+CPU_SHAPES_MAX_ELEMENTS = 1 << 21
+
+
+def _elements(values) -> int:
+    total = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            total += value.numel()
+        elif isinstance(value, (list, tuple)):
+            total += _elements(value)
+    return total
 
 
 class PredictedFailure(DmlprofError):

@@ -1,0 +1,79 @@
+"""Predicted fallbacks (``scan --target dml``) equal what the emulated DirectML device really sends to its fallback.
+
+GIVEN a model file from models/
+WHEN  the prediction runs in a fresh process through the CLI (so no PrivateUse1
+      backend is loaded there: the user's situation), and the same training
+      step runs on the emulated device (torch-directml's kernel names,
+      counting fallback) in this process
+THEN  the set of ops the prediction says fall back equals the set of ops the
+      emulated backend's fallback received (its counts' keys), on this torch.
+
+Where the step fails on the device (an op falls back to a CPU that has no
+kernel for it), both stop at the same call: the emulated scan raises and the
+prediction exits with the same one-line error and a partial session.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dmlprof.analysis.core import fallback_op_set
+from dmlprof.session import Session
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = sorted((REPO / "models").glob("*.py"))
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+
+def _emulated_device():
+    from dmlprof import testing
+
+    problem = testing.build_problem()
+    if problem:
+        pytest.skip(f"emulated device cannot be built here: {problem}")
+    testing.load()
+    return testing
+
+
+def _predict_in_fresh_process(model: Path, out_dir: Path) -> tuple:
+    done = subprocess.run(
+        [sys.executable, "-m", "dmlprof", "scan", str(model), "--target", "dml", "--steps", "1",
+         "--out", str(out_dir), "--quiet"],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+    )
+    saved = sorted(out_dir.glob("*.session.json"))
+    assert len(saved) == 1, (done.returncode, done.stderr[-2000:])
+    return done, Session.load(saved[0])
+
+
+def test_every_model_file_is_compared():
+    assert {p.stem for p in MODELS} >= {"lenet5"}, "models/ holds the example model files"
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[p.stem for p in MODELS])
+def test_predicted_fallbacks_equal_emulated_fallbacks(model, tmp_path):
+    from dmlprof.runner import ScanStopped, scan
+
+    testing = _emulated_device()
+    done, predicted = _predict_in_fresh_process(model, tmp_path)
+    assert predicted.meta["mode"] == "predicted"
+    assert predicted.meta["table_version"].startswith("torch-directml 0.2.5.dev240914")
+
+    testing.reset_fallback_counts()
+    stopped = None
+    try:
+        scan(model, device="emulated-dml", steps=1, warmup=0, profiler=False)
+    except ScanStopped as exc:
+        stopped = exc
+    emulated = set(testing.fallback_counts())
+
+    assert fallback_op_set(predicted.ops) == emulated
+    # Stopping agrees too: a predicted failure is a real failure, and only then.
+    assert (done.returncode != 0) == (stopped is not None), (done.stderr[-1000:], stopped)
+    assert bool(predicted.meta.get("partial")) == (stopped is not None)
+    if stopped is not None:
+        assert predicted.meta["predicted_failure_op"] in str(stopped)

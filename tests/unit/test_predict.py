@@ -1,0 +1,234 @@
+"""Prediction (``scan --target dml``): table-driven verdicts on a stand-in device, without a device.
+
+Each test writes a small model file, predicts its training step and checks
+what a DirectML user would see: which calls fall back and why, including the
+device-dependent paths a CPU trace gets wrong (optimizer foreach, SDPA's math
+path, SiLU's decomposed backward, the LSTM cell, composites hiding fallbacks).
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dmlprof.analysis.core import fallback_op_set
+from dmlprof.errors import DmlprofError, ModelFileError
+from dmlprof.predict import PredictionError, predict_scan
+from dmlprof.session import Session
+
+pytestmark = pytest.mark.live  # torch-version-sensitive: runs on torch 2.4.1 too
+
+
+def _model_file(tmp_path: Path, body: str, name: str = "model.py", extra: str = "") -> Path:
+    path = tmp_path / name
+    path.write_text("import torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"
+                    + textwrap.dedent(body) + textwrap.dedent(extra), encoding="utf-8")
+    return path
+
+
+LINEAR_BATCH = """
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 4, (batch_size,))
+"""
+
+
+def _ops(session) -> set:
+    return set(session.ops["op"])
+
+
+def test_groupnorm_adamw_fallbacks_named_with_the_composite_that_hides_them(tmp_path):
+    path = _model_file(tmp_path, """
+        def build_model():
+            return nn.Sequential(nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8), nn.SiLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 3, 8, 8), torch.randint(0, 4, (batch_size,))
+        def make_optimizer(params):
+            return torch.optim.AdamW(params)
+        """)
+    session = predict_scan(path, batch_size=2)
+    ops = session.ops
+    assert fallback_op_set(ops) == {"aten::native_group_norm_backward", "aten::lerp.Scalar_out"}
+    # AdamW takes the foreach path on privateuseone; the per-tensor lerp inside it falls back once per parameter.
+    lerp = ops[ops["op"] == "aten::_foreach_lerp_.Scalar"]
+    assert len(lerp) == 1 and lerp["verdict"].iloc[0] == "fallback"
+    assert lerp["fallback_calls"].iloc[0] == 6  # conv, GroupNorm and linear: weight and bias each
+    # SiLU's backward decomposes on the device: no silu_backward call, no false alarm.
+    assert "aten::silu_backward" not in _ops(session)
+    # Convolution reaches the backend's own kernel path (convolution_overrideable, native on DirectML).
+    assert ops.loc[ops["op"] == "aten::convolution", "verdict"].eq("device").all()
+
+
+def test_session_is_marked_predicted_with_the_table_and_no_times(tmp_path):
+    path = _model_file(tmp_path, """
+        def build_model():
+            return nn.Linear(8, 4)
+        """, extra=LINEAR_BATCH)
+    session = predict_scan(path, batch_size=4, steps=2)
+    meta = session.meta
+    assert meta["mode"] == "predicted" and meta["backend"] == "dml"
+    assert meta["table_version"] == "torch-directml 0.2.5.dev240914 (read against torch 2.4.1)"
+    assert meta["steps"] == 2 and set(session.ops["step"]) == {0, 1}
+    assert set(session.ops["evidence"]) == {"table"}
+    assert session.ops["time_ns"].eq(0).all() and session.ops["start_ns"].eq(0).all()
+    assert session.ops["device_time_ns"].isna().all()
+    assert {"forward", "backward", "optimizer"} <= set(session.ops["phase"])
+    forward = session.ops[session.ops["phase"] == "forward"]
+    assert set(forward.loc[forward["op"] == "aten::addmm", "module"]) == {"Linear"}  # the loss runs outside modules
+    # Same reports as a live scan: the session saves and loads.
+    saved = Session.load(session.save(tmp_path / "s.session.json"))
+    assert saved.meta["table_version"] == meta["table_version"] and len(saved.ops) == len(session.ops)
+
+
+def test_optimizer_choice_is_the_devices_foreach_not_the_cpus_loop(tmp_path):
+    body = """
+        def build_model():
+            return nn.Linear(8, 4)
+        def make_optimizer(params):
+            return torch.optim.Adam(params, foreach={foreach})
+        """
+    default = predict_scan(_model_file(tmp_path, body.format(foreach=None), "a.py", LINEAR_BATCH), batch_size=2)
+    loop = predict_scan(_model_file(tmp_path, body.format(foreach=False), "b.py", LINEAR_BATCH), batch_size=2)
+    assert "aten::_foreach_lerp_.Scalar" in _ops(default)  # a CPU trace would show the per-tensor loop
+    assert "aten::lerp_.Scalar" not in _ops(default)
+    looped = loop.ops[loop.ops["op"] == "aten::lerp_.Scalar"]
+    assert len(looped) == 2 and looped["verdict"].eq("fallback").all()  # weight and bias
+    assert fallback_op_set(default.ops) == fallback_op_set(loop.ops) == {"aten::lerp.Scalar_out"}
+
+
+def test_attention_takes_the_math_path(tmp_path):
+    path = _model_file(tmp_path, """
+        class Attend(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(16, 16)
+            def forward(self, x):
+                q = self.proj(x).view(x.shape[0], 5, 2, 8).transpose(1, 2)
+                return F.scaled_dot_product_attention(q, q, q).sum((1, 2))
+        def build_model():
+            return Attend()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 5, 16), torch.randn(batch_size, 8)
+        """)
+    ops = _ops(predict_scan(path, batch_size=2))
+    assert not any("flash_attention" in op or "efficient_attention" in op for op in ops)
+    assert "aten::_fused_sdp_choice" not in ops
+    assert "aten::bmm" in ops and any("softmax" in op for op in ops)
+
+
+def test_lstm_cell_falls_back_to_a_cpu_without_a_kernel_and_the_step_would_fail(tmp_path):
+    from dmlprof.runner import ScanStopped
+
+    path = _model_file(tmp_path, """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 8, batch_first=True)
+            def forward(self, x):
+                return self.lstm(x)[0][:, -1]
+        def build_model():
+            return Net()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 3, 4), torch.randn(batch_size, 8)
+        """)
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(path, batch_size=2)
+    session = stopped.value.session
+    assert session.meta["partial"] and session.meta["predicted_failure_op"] == "aten::_thnn_fused_lstm_cell"
+    assert fallback_op_set(session.ops) == {"aten::_thnn_fused_lstm_cell"}
+    assert session.ops["op"].iloc[-1] == "aten::_thnn_fused_lstm_cell"
+    assert "would raise NotImplementedError on DirectML" in stopped.value.one_line()
+
+
+def test_data_dependent_ops_run_on_placeholders_and_are_listed(tmp_path):
+    path = _model_file(tmp_path, """
+        class Masked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+            def forward(self, x):
+                out = self.lin(x)
+                keep = out[out > 0]          # shape decided by the data
+                return out.sum(1) + keep.sum() * 0
+        def build_model():
+            return Masked()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=3)
+    assert session.meta["placeholder_ops"], session.meta
+    assert any("placeholder" in note for note in session.meta["notes"])
+    assert "aten::index.Tensor" in _ops(session) or "aten::masked_select" in _ops(session)
+
+
+def test_model_built_on_meta_needs_no_memory(tmp_path):
+    path = _model_file(tmp_path, """
+        def build_model():
+            with torch.device("meta"):
+                return nn.Sequential(nn.Linear(8, 4096), nn.ReLU(), nn.Linear(4096, 4))
+        """, extra=LINEAR_BATCH)
+    session = predict_scan(path, batch_size=2)
+    assert session.meta["parameters"] == 8 * 4096 + 4096 + 4096 * 4 + 4
+    assert not session.meta["placeholder_ops"]
+
+
+def test_unknown_and_drift_ops_resolve_by_this_torchs_kernels():
+    import torch
+
+    from dmlprof.predict.device import ensure_device
+    from dmlprof.predict.mode import PredictMode
+    from dmlprof.tables import OpTable
+
+    ensure_device()
+    table = OpTable(backend="dml", package="torch-directml", package_version="x", torch_version="2.4.1",
+                    dispatch_key="PrivateUse1",
+                    ops={"aten::add.Tensor": "native", "aten::_embedding_bag_backward": "composite_implicit"})
+    mode = PredictMode(table, torch.device("privateuseone", 0))
+    aten = torch.ops.aten
+    assert mode.kind_of(aten.add.Tensor) == "native"
+    # Not in the table: this torch's composite when it has one, else the fallback.
+    assert mode.kind_of(aten.linear.default) == "unknown:composite_implicit"
+    assert mode.kind_of(aten.lerp.Scalar_out) == "unknown:fallback"
+    explicit = mode.kind_of(aten._foreach_lerp_.Scalar)
+    assert explicit.startswith("unknown:composite_explicit|CompositeExplicitAutograd")
+    kind = mode.kind_of(aten._embedding_bag_backward.default)
+    if torch._C._dispatch_has_kernel_for_dispatch_key("aten::_embedding_bag_backward", "CompositeImplicitAutograd"):
+        assert kind == "composite_implicit"
+    else:  # torch >= 2.5: no composite any more, and torch-directml registered nothing: the fallback
+        assert kind == "fallback" and mode.drift_ops
+
+
+def test_guard_slots_read_from_a_header(tmp_path):
+    from dmlprof.predict.device import guard_slots
+
+    header = tmp_path / "h.h"
+    header.write_text(textwrap.dedent("""
+        struct C10_API DeviceGuardImplInterface {
+          virtual ~DeviceGuardImplInterface() = default;
+          virtual DeviceType type() const = 0;
+          // virtual Device commented() const = 0;
+          virtual Stream getStream(Device) const noexcept = 0;
+          virtual Stream getDefaultStream(Device) const {
+            TORCH_CHECK(false, "no");
+          }
+          virtual void record(
+              void** event, const Stream& stream) const {}
+        };
+        """))
+    # The destructor first takes two slots (complete and deleting), then type, getStream, getDefaultStream.
+    assert guard_slots(header) == (3, 4, 6)
+    header.write_text(header.read_text().replace("virtual ~DeviceGuardImplInterface() = default;", "")
+                      .replace("virtual void record(", "virtual ~DeviceGuardImplInterface() = default;\n virtual void record("))
+    assert guard_slots(header) == (1, 2, 6)
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint(torch.ones(1))\n")
+    with pytest.raises(ModelFileError, match="model file"):
+        predict_scan(script)
+    model = _model_file(tmp_path, "def build_model():\n    return nn.Linear(8, 4)\n", extra=LINEAR_BATCH)
+    with pytest.raises(PredictionError, match="unknown target"):
+        predict_scan(model, target="mps")
+    with pytest.raises(DmlprofError, match="--steps"):
+        predict_scan(model, steps=0)
