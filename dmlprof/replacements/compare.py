@@ -92,6 +92,8 @@ def _headline(session) -> dict:
         "fallback_calls": int(numbers["inner_fallback_calls"]),
         "fallback_calls_per_step": numbers["inner_fallback_calls"] / steps,
         "fallback_time_share": float(numbers["fallback_time_share"]),
+        # What a fallback costs on real hardware: these bytes cross between device and host each step.
+        "fallback_bytes_moved_per_step": int(fallback["bytes_moved"].sum()) / steps,
         "step_time_ms": float(statistics.median(step_times)) if step_times else None,
         "fallback_ops": dict(sorted(per_op.items(), key=lambda kv: -kv[1])),
     }
@@ -117,6 +119,8 @@ def comparison(before, after, applied: list) -> dict:
 
 def format_comparison(data: dict) -> str:
     """The terminal block for ``extras["replace"]``."""
+    from dmlprof.render.format import fmt_bytes
+
     b, a = data["before"], data["after"]
 
     def ms(value):
@@ -133,6 +137,8 @@ def format_comparison(data: dict) -> str:
         f"  {'fallback calls':24}{b['fallback_calls']:>12}{a['fallback_calls']:>12}",
         f"  {'fallback calls per step':24}{b['fallback_calls_per_step']:>12.1f}{a['fallback_calls_per_step']:>12.1f}",
         f"  {'fallback time share':24}{b['fallback_time_share']:>12.1%}{a['fallback_time_share']:>12.1%}",
+        f"  {'fallback bytes per step':24}{fmt_bytes(b['fallback_bytes_moved_per_step']):>12}"
+        f"{fmt_bytes(a['fallback_bytes_moved_per_step']):>12}",
         f"  {'step time (median)':24}{ms(b['step_time_ms']):>12}{ms(a['step_time_ms']):>12}"
         + (f"   ({speed:.2f}x)" if speed else ""),
     ]

@@ -90,21 +90,33 @@ class _GroupNorm(torch.autograd.Function):
 
 
 def _group_norm_backward(grad_y, x, weight, mean, rstd, groups, needs):
+    # Per-channel sums first (two reductions over the activation), then the input gradient as
+    # dx = dy * A + x * B + C with A per (n, c) and B, C per (n, group): PyTorch's own CPU kernel's
+    # plan, which reads the activation about six times instead of a dozen.
     n, c = x.shape[0], x.shape[1]
-    xg = x.reshape(n, groups, -1)
-    x_hat = (xg - mean.reshape(n, groups, 1)) * rstd.reshape(n, groups, 1)
+    per_group = c // groups
+    dy = grad_y.reshape(n, c, -1)
+    xs = x.reshape(n, c, -1)
+    m = per_group * xs.shape[2]
+    dy_x = (dy * xs).sum(2).reshape(n, groups, per_group)
+    dy_sum = dy.sum(2).reshape(n, groups, per_group)
+    mean_g, rstd_g = mean.reshape(n, groups, 1), rstd.reshape(n, groups, 1)
+    w = weight.reshape(1, groups, per_group) if weight is not None else None
     grad_x = grad_w = grad_b = None
     if needs[0]:
-        dxhat = grad_y if weight is None else grad_y * weight.reshape((1, c) + (1,) * (x.dim() - 2))
-        dxhat = dxhat.reshape(n, groups, -1)
-        grad_x = (dxhat - dxhat.mean(-1, keepdim=True)
-                  - x_hat * (dxhat * x_hat).mean(-1, keepdim=True)) * rstd.reshape(n, groups, 1)
-        grad_x = grad_x.reshape(x.shape)
-    dy = grad_y.reshape(n, c, -1)
-    if weight is not None and needs[1]:
-        grad_w = (dy * x_hat.reshape(n, c, -1)).sum(dim=(0, 2))
+        s1 = (dy_sum if w is None else dy_sum * w).sum(2, keepdim=True)  # sum of dxhat per group
+        s2 = (dy_x if w is None else dy_x * w).sum(2, keepdim=True)  # sum of dxhat * x per group
+        b = -(rstd_g ** 3) * (s2 - mean_g * s1) / m
+        c_term = -rstd_g * s1 / m - mean_g * b
+        if w is None:
+            dx = dy.reshape(n, groups, -1) * rstd_g
+        else:
+            dx = (dy * (rstd_g * w).reshape(n, c, 1)).reshape(n, groups, -1)
+        grad_x = (dx + xs.reshape(n, groups, -1) * b + c_term).reshape(x.shape)
+    if w is not None and needs[1]:
+        grad_w = ((dy_x - dy_sum * mean_g) * rstd_g).reshape(n, c).sum(0)
     if needs[2]:
-        grad_b = dy.sum(dim=(0, 2))
+        grad_b = dy_sum.reshape(n, c).sum(0)
     return grad_x, grad_w, grad_b
 
 
