@@ -14,6 +14,8 @@ from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doub
 from dmlprof.render.format import fmt_bytes, fmt_ms, fmt_share
 
 SCHEMA_VERSION = 1
+#: a size whose step p95 exceeds this many times its p50 is flagged as noisy
+NOISY_P95_OVER_P50 = 2.0
 FORMAT = "dmlprof-sweep"
 _META_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
               "model", "model_name", "started_at", "duration_s", "partial", "memory_budget", "memory_total_bytes",
@@ -62,6 +64,7 @@ def render_sweep_text(session) -> str:
         growth = growth_per_doubling(frame).set_index("batch_size")["growth_per_doubling"]
         recommended, knee = sweep.get("recommended_batch_size"), sweep.get("knee_batch_size")
         table = []
+        noisy = False
         for i, row in frame.iterrows():
             ok = row["status"] == "ok"
             marks = []
@@ -71,6 +74,9 @@ def render_sweep_text(session) -> str:
                 marks.append("knee")
             if ok and not fits[i]:
                 marks.append("over budget")
+            if ok and row["step_ms_p95"] > NOISY_P95_OVER_P50 * row["step_ms_p50"]:
+                marks.append("noisy")
+                noisy = True
             if not ok and row["error"]:
                 marks.append(_short(row["error"]))
             peak = row["peak_memory_bytes"]
@@ -91,6 +97,9 @@ def render_sweep_text(session) -> str:
         sources = sorted({r["memory_source"] for r in rows if r.get("memory_source")})
         if sources:
             lines.append(f"peak memory: {', '.join(sources)}")
+        if noisy:
+            lines.append(f"noisy: step p95 over {NOISY_P95_OVER_P50:g}x p50 (other load on the machine, throttling, "
+                         "lazy initialisation); throughput uses the median, but rerun with more --steps to be sure")
         details = meta.get("sweep_details") or []
         fallen = sorted({op for d in details for op in (d.get("fallback_ops") or [])})
         if fallen:

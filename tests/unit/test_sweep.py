@@ -505,3 +505,13 @@ def test_child_reports_out_of_memory_as_oom_and_other_errors_as_error(tmp_path, 
     result = measure(build_parser().parse_args([str(model), "--batch-size", "3"]))
     assert result["status"] == status, result
     assert error in result["error"]
+
+
+def test_text_flags_noisy_sizes():
+    steady, noisy = row(8, 100), row(16, 200)
+    noisy["step_ms_p95"] = 3 * noisy["step_ms_p50"]
+    text = render_sweep_text(Session(meta={"model_name": "m"}, extras={"sweep": sweep_summary([steady, noisy], None)}))
+    lines = text.splitlines()
+    assert "noisy" not in next(l for l in lines if l.startswith("8 "))
+    assert "noisy" in next(l for l in lines if l.startswith("16 "))
+    assert any(l.startswith("noisy: step p95 over 2x p50") for l in lines)
