@@ -98,6 +98,25 @@ CATALOG = (
     Replacement("attention", ("aten::isneginf",),
                 "torch >= 2.5's attention math path (F.scaled_dot_product_attention) calls isneginf, which falls back: "
                 f"{_PATCH} runs attention as matmul/softmax/matmul (dmlprof.replacements.ops.scaled_dot_product_attention)"),
+    Replacement("glu", ("aten::glu", "aten::glu_backward"), f"F.glu / nn.GLU: {_PATCH} or a * sigmoid(b)"),
+    Replacement("mish", ("aten::mish", "aten::mish_backward"), f"F.mish / nn.Mish: {_PATCH} or x * tanh(softplus(x))"),
+    Replacement("weight_norm", ("aten::_weight_norm_interface", "aten::_weight_norm_interface_backward"),
+                f"weight_norm: {_PATCH} computes v * g / ||v|| (linalg_vector_norm, native)"),
+    Replacement("unfold_fold", ("aten::im2col", "aten::col2im"),
+                f"F.unfold / F.fold (nn.Unfold, nn.Fold): {_PATCH} runs them as grouped (transposed) convolutions "
+                "with one-hot kernels (dmlprof.replacements.ops.unfold / fold)"),
+    Replacement("adaptive_max_pool2d", ("aten::adaptive_max_pool2d", "aten::adaptive_max_pool2d_backward"),
+                f"adaptive max pooling to an output that divides the input: {_PATCH} or F.max_pool2d with "
+                "kernel = stride = input/output"),
+    Replacement("upsample_linear1d", ("aten::upsample_linear1d", "aten::upsample_linear1d_backward"),
+                f"1-D linear interpolation: {_PATCH} or go through F.interpolate(mode='bilinear') on x.unsqueeze(2)"),
+    Replacement("roll", ("aten::roll",), f"torch.roll (e.g. shifted windows): {_PATCH} or narrow + cat"),
+    Replacement("trunc_frac", ("aten::trunc", "aten::frac", "aten::fix"),
+                f"torch.trunc / frac: {_PATCH} or where(x >= 0, floor(x), ceil(x))"),
+    Replacement("nan_to_num", ("aten::nan_to_num",), f"torch.nan_to_num: {_PATCH} or where(isnan/isinf)"),
+    Replacement("logit", ("aten::logit", "aten::logit_backward"), f"torch.logit: {_PATCH} or log(p) - log1p(-p)"),
+    Replacement("bucketize", ("aten::bucketize",),
+                f"torch.bucketize (1-D boundaries): {_PATCH} or (x.unsqueeze(-1) > boundaries).sum(-1)"),
     Replacement("huber_loss", ("aten::huber_loss", "aten::huber_loss_backward"),
                 f"F.huber_loss: use {_WITH}, or delta * F.smooth_l1_loss(beta=delta) (native)"),
 )

@@ -574,3 +574,158 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     if dropout_p > 0.0:
         weights = F.dropout(weights, dropout_p, training=True)
     return weights @ value
+
+
+# --------------------------------------------------------------------------- more activations, layers and small ops
+def glu(input, dim: int = -1):
+    """``F.glu`` as ``a * sigmoid(b)`` (glu.out and glu_backward fall back)."""
+    a, b = input.chunk(2, dim)
+    return a * torch.sigmoid(b)
+
+
+def mish(input, inplace: bool = False):
+    """``F.mish`` as ``x * tanh(softplus(x))`` (mish.out falls back)."""
+    out = input * torch.tanh(F.softplus(input))
+    return input.copy_(out) if inplace else out
+
+
+def weight_norm(v, g, dim: int = 0):
+    """``torch._weight_norm`` (nn.utils.weight_norm / parametrizations.weight_norm) as
+    ``v * g / ||v||`` (``_weight_norm_interface`` and its backward fall back)."""
+    if dim is None or dim == -1:
+        return v * (g / torch.linalg.vector_norm(v))
+    dim = dim % v.dim()
+    others = [d for d in range(v.dim()) if d != dim]
+    return v * (g / torch.linalg.vector_norm(v, 2, others, keepdim=True))
+
+
+_UNFOLD_CACHE: dict = {}
+
+
+def _patch_kernel(channels: int, kh: int, kw: int, dtype, device):
+    """Grouped-convolution weight that copies each of the kh*kw window positions to its own channel."""
+    key = (channels, kh, kw, dtype, str(device))
+    weight = _UNFOLD_CACHE.get(key)
+    if weight is None:
+        weight = eye(kh * kw, dtype=dtype, device=device).reshape(kh * kw, 1, kh, kw).repeat(channels, 1, 1, 1)
+        if len(_UNFOLD_CACHE) > 32:
+            _UNFOLD_CACHE.clear()
+        _UNFOLD_CACHE[key] = weight
+    return weight
+
+
+def _pair(value):
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """``F.unfold`` (im2col, falls back) as a grouped convolution with one-hot kernels (native both ways)."""
+    batched = input.dim() == 4
+    x = input if batched else input.unsqueeze(0)
+    kh, kw = _pair(kernel_size)
+    n, c = x.shape[:2]
+    patches = F.conv2d(x, _patch_kernel(c, kh, kw, x.dtype, x.device), stride=_pair(stride), padding=_pair(padding),
+                       dilation=_pair(dilation), groups=c)
+    out = patches.reshape(n, c * kh * kw, -1)
+    return out if batched else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """``F.fold`` (col2im, falls back) as the transposed grouped convolution of :func:`unfold`."""
+    batched = input.dim() == 3
+    x = input if batched else input.unsqueeze(0)
+    (h, w), (kh, kw) = _pair(output_size), _pair(kernel_size)
+    (dh, dw), (ph, pw), (sh, sw) = _pair(dilation), _pair(padding), _pair(stride)
+    rows = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    cols = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    n, ckk, blocks = x.shape
+    if blocks != rows * cols or ckk % (kh * kw):
+        raise NotImplementedError("fold: input does not match output_size/kernel_size")
+    c = ckk // (kh * kw)
+    extra_h = h - ((rows - 1) * sh - 2 * ph + dh * (kh - 1) + 1)
+    extra_w = w - ((cols - 1) * sw - 2 * pw + dw * (kw - 1) + 1)
+    if not (0 <= extra_h < max(sh, dh) and 0 <= extra_w < max(sw, dw)):
+        raise NotImplementedError("fold: output size not reachable by a transposed convolution")
+    out = F.conv_transpose2d(x.reshape(n, ckk, rows, cols), _patch_kernel(c, kh, kw, x.dtype, x.device),
+                             stride=(sh, sw), padding=(ph, pw), output_padding=(extra_h, extra_w), groups=c,
+                             dilation=(dh, dw))
+    return out if batched else out.squeeze(0)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
+    """``F.adaptive_max_pool2d`` when the input divides evenly into the output (then it is a plain
+    max pool, whose kernel and backward are native)."""
+    oh, ow = _pair(output_size)
+    h, w = input.shape[-2:]
+    oh, ow = oh or h, ow or w
+    if h % oh or w % ow:
+        raise NotImplementedError("adaptive_max_pool2d: input size not a multiple of the output size")
+    kernel = (h // oh, w // ow)
+    return F.max_pool2d(input, kernel, kernel, return_indices=return_indices)
+
+
+def interpolate_linear1d(input, size=None, scale_factor=None, align_corners=None, recompute_scale_factor=None):
+    """``F.interpolate(x, mode='linear')`` on 3-D input through upsample_bilinear2d (native, with its backward)."""
+    size2 = None if size is None else (1, size if isinstance(size, int) else int(size[0]))
+    scale2 = None
+    if scale_factor is not None:
+        scale = scale_factor if isinstance(scale_factor, numbers.Number) else scale_factor[0]
+        scale2 = (1.0, float(scale))
+    out = F.interpolate(input.unsqueeze(2), size=size2, scale_factor=scale2, mode="bilinear",
+                        align_corners=align_corners, recompute_scale_factor=recompute_scale_factor)
+    return out.squeeze(2)
+
+
+def roll(input, shifts, dims=None):
+    """``torch.roll`` (falls back) as narrow + cat along each dim."""
+    if dims is None:
+        return roll(input.flatten(), shifts, 0).reshape(input.shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError("roll: shifts and dims must have the same length")
+    out = input
+    for shift, dim in zip(shifts, dims):
+        size = out.shape[dim]
+        shift = shift % size if size else 0
+        if shift:
+            out = torch.cat((out.narrow(dim, size - shift, shift), out.narrow(dim, 0, size - shift)), dim)
+    return out
+
+
+def trunc(input):
+    """``torch.trunc`` (trunc.out falls back) from floor and ceil."""
+    if not input.is_floating_point():
+        return input.clone()
+    return torch.where(input >= 0, torch.floor(input), torch.ceil(input))
+
+
+def frac(input):
+    """``torch.frac`` (frac.out falls back) as ``x - trunc(x)``."""
+    return input - trunc(input)
+
+
+def nan_to_num(input, nan: float = 0.0, posinf: Optional[float] = None, neginf: Optional[float] = None):
+    """``torch.nan_to_num`` (nan_to_num.out falls back) from isnan, isinf and where."""
+    if not input.is_floating_point():
+        return input.clone()
+    info = torch.finfo(input.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = torch.where(torch.isnan(input), torch.full_like(input, nan), input)
+    out = torch.where(input == math.inf, torch.full_like(input, posinf), out)
+    return torch.where(input == -math.inf, torch.full_like(input, neginf), out)
+
+
+def logit(input, eps: Optional[float] = None):
+    """``torch.logit`` (falls back) as ``log(p) - log1p(-p)``, clamped to [eps, 1 - eps] when eps is given."""
+    p = input.clamp(eps, 1 - eps) if eps is not None else input
+    return torch.log(p) - torch.log1p(-p)
+
+
+def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
+    """``torch.bucketize`` (falls back) by counting boundaries below each value (memory: values x boundaries)."""
+    if boundaries.dim() != 1:
+        raise NotImplementedError("bucketize: 1-D boundaries only")
+    below = (input.unsqueeze(-1) >= boundaries) if right else (input.unsqueeze(-1) > boundaries)
+    return below.sum(-1).to(torch.int32 if out_int32 else torch.int64)

@@ -62,9 +62,26 @@ def _h_embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2.0, 
 
 def _h_interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                    recompute_scale_factor=None, antialias=False):
-    if mode != "nearest" or input.dim() != 3 or antialias:
+    if input.dim() != 3 or antialias:
         raise _Decline
-    return ops.interpolate_nearest1d(input, size, scale_factor, recompute_scale_factor)
+    if mode == "nearest":
+        return ops.interpolate_nearest1d(input, size, scale_factor, recompute_scale_factor)
+    if mode == "linear":
+        return ops.interpolate_linear1d(input, size, scale_factor, align_corners, recompute_scale_factor)
+    raise _Decline
+
+
+def _declining(fn):
+    """Handler that runs ``fn`` and sends what it does not cover (NotImplementedError) to the original."""
+    def handler(*args, **kwargs):
+        if kwargs.get("out") is not None:
+            raise _Decline
+        kwargs.pop("out", None)
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError:
+            raise _Decline from None
+    return handler
 
 
 def _h_huber(input, target, reduction="mean", delta=1.0, weight=None):
@@ -165,6 +182,24 @@ HANDLERS: dict = {
     F.elu: ops.elu,
     F.huber_loss: _h_huber,
     F.scaled_dot_product_attention: _h_sdpa,
+    F.glu: ops.glu,
+    F.mish: ops.mish,
+    torch._weight_norm: ops.weight_norm,
+    F.unfold: _declining(ops.unfold),
+    F.fold: _declining(ops.fold),
+    F.adaptive_max_pool2d: _declining(ops.adaptive_max_pool2d),
+    torch.roll: _declining(ops.roll),
+    torch.Tensor.roll: _declining(ops.roll),
+    torch.trunc: _declining(ops.trunc),
+    torch.fix: _declining(ops.trunc),
+    torch.Tensor.trunc: _declining(ops.trunc),
+    torch.frac: _declining(ops.frac),
+    torch.Tensor.frac: _declining(ops.frac),
+    torch.nan_to_num: _declining(ops.nan_to_num),
+    torch.Tensor.nan_to_num: _declining(ops.nan_to_num),
+    torch.logit: _declining(ops.logit),
+    torch.Tensor.logit: _declining(ops.logit),
+    torch.bucketize: _declining(ops.bucketize),
     torch.cumprod: _h_cumprod,
     torch.Tensor.cumprod: _h_cumprod,
     torch.eye: _h_eye,
@@ -248,7 +283,8 @@ def _run_replaced(fn: Callable, *args, **kwargs):
 # --------------------------------------------------------------------------- module and optimizer swaps
 SWAPPED_MODULES = (torch.nn.GroupNorm, torch.nn.EmbeddingBag, torch.nn.LSTM, torch.nn.GRU, torch.nn.LSTMCell,
                    torch.nn.GRUCell, torch.nn.ELU, torch.nn.Upsample, torch.nn.LogSigmoid, torch.nn.BCELoss,
-                   torch.nn.BCEWithLogitsLoss, torch.nn.CTCLoss, torch.nn.HuberLoss)
+                   torch.nn.BCEWithLogitsLoss, torch.nn.CTCLoss, torch.nn.HuberLoss, torch.nn.GLU, torch.nn.Mish,
+                   torch.nn.Unfold, torch.nn.Fold, torch.nn.AdaptiveMaxPool2d)
 
 
 @functools.lru_cache(maxsize=None)

@@ -349,6 +349,72 @@ def test_fft_family(shape, dim, norm):
     assert torch.autograd.gradcheck(lambda s: dft.irfft(s, n=n, dim=dim, norm=norm), (spectrum,))
 
 
+
+@pytest.mark.parametrize("shape,dim", [((4, 6), -1), ((2, 4, 3), 1)])
+def test_glu_and_mish(shape, dim):
+    x = _rand(*shape, seed=70)
+    _same_values_and_grads(lambda x: F.glu(x, dim), lambda x: ops.glu(x, dim), [x])
+    _same_values_and_grads(F.mish, ops.mish, [x.detach().clone().requires_grad_()])
+
+
+@pytest.mark.parametrize("shape,dim", [((4, 3), 0), ((5, 2, 3), 0), ((3, 4, 2), 1), ((3, 4), -1)])
+def test_weight_norm(shape, dim):
+    v = _rand(*shape, seed=71)
+    if dim == -1:
+        g = torch.tensor(1.7, dtype=D, requires_grad=True)
+    else:
+        g = _rand(*[s if i == dim else 1 for i, s in enumerate(shape)], seed=72)
+    _same_values_and_grads(lambda v, g: torch._weight_norm(v, g, dim), lambda v, g: ops.weight_norm(v, g, dim), [v, g])
+
+
+@pytest.mark.parametrize("kernel,kwargs", [((2, 2), {}), ((3, 2), {"stride": 2, "padding": 1}),
+                                           ((2, 3), {"dilation": (2, 1), "stride": (1, 2)})])
+def test_unfold_fold(kernel, kwargs):
+    x = _rand(2, 3, 6, 5, seed=73)
+    _same_values_and_grads(lambda x: F.unfold(x, kernel, **kwargs), lambda x: ops.unfold(x, kernel, **kwargs), [x])
+    cols = F.unfold(x.detach(), kernel, **kwargs).requires_grad_()
+    _same_values_and_grads(lambda c: F.fold(c, (6, 5), kernel, **kwargs), lambda c: ops.fold(c, (6, 5), kernel, **kwargs),
+                           [cols])
+
+
+@pytest.mark.parametrize("output_size", [(2, 3), 1, (3, None)])
+def test_adaptive_max_pool2d(output_size):
+    x = _rand(2, 3, 6, 6, seed=74)
+    _same_values_and_grads(lambda x: F.adaptive_max_pool2d(x, output_size, return_indices=True),
+                           lambda x: ops.adaptive_max_pool2d(x, output_size, return_indices=True), [x])
+
+
+@pytest.mark.parametrize("kwargs", [{"scale_factor": 2}, {"size": 7, "align_corners": True}, {"size": 3},
+                                    {"scale_factor": 1.5, "align_corners": False}])
+def test_upsample_linear1d(kwargs):
+    x = _rand(2, 3, 5, seed=75)
+    _same_values_and_grads(lambda x: F.interpolate(x, mode="linear", **kwargs),
+                           lambda x: ops.interpolate_linear1d(x, **kwargs), [x])
+
+
+@pytest.mark.parametrize("shifts,dims", [(2, None), (1, 0), ((1, -2), (0, 1)), (-7, 1), (0, 1)])
+def test_roll(shifts, dims):
+    x = _rand(3, 4, seed=76)
+    _same_values_and_grads(lambda x: torch.roll(x, shifts, dims), lambda x: ops.roll(x, shifts, dims), [x])
+
+
+def test_trunc_frac_nan_to_num_logit_bucketize():
+    x = torch.tensor([-2.5, -0.5, 0.0, 0.7, 3.2, float("nan"), float("inf"), -float("inf")], dtype=D)
+    assert torch.equal(ops.trunc(x[:5]), torch.trunc(x[:5]))
+    assert torch.allclose(ops.frac(x[:5]), torch.frac(x[:5]))
+    for kwargs in ({}, {"nan": 1.0, "posinf": 9.0, "neginf": -9.0}):
+        assert torch.equal(ops.nan_to_num(x, **kwargs), torch.nan_to_num(x, **kwargs))
+    finite = _rand(6, seed=77) * 3
+    _same_values_and_grads(torch.frac, ops.frac, [finite])
+    p = _rand(3, 4, seed=78, low=0.02, high=0.98)
+    _same_values_and_grads(torch.logit, ops.logit, [p])
+    _same_values_and_grads(lambda p: torch.logit(p, 0.1), lambda p: ops.logit(p, 0.1), [p.detach().clone().requires_grad_()])
+    values = torch.tensor([[0.0, 1.0, 2.5], [3.0, -1.0, 10.0]])
+    bounds = torch.tensor([0.0, 1.0, 3.0, 5.0])
+    for right in (False, True):
+        assert torch.equal(ops.bucketize(values, bounds, right=right), torch.bucketize(values, bounds, right=right))
+
+
 # --------------------------------------------------------------------------- on the emulated DirectML device
 # GIVEN the emulated DirectML device (torch-directml's exact op set, counting its CPU fallback)
 # WHEN the original op and its replacement run forward and backward there
@@ -412,6 +478,7 @@ def _device_cases(dev):
     repeats = torch.tensor([1, 0, 2]).to(dev)
     zeros_h = torch.zeros(4, 2, 5).to(dev)
     q4, k4, v4 = r(1, 2, 3, 4), r(1, 2, 5, 4), r(1, 2, 5, 5)
+    cols = r(2, 16, 16)
     return {
         "grid_sample_zeros": (lambda: F.grid_sample(x4, grid, padding_mode="zeros", align_corners=False),
                               lambda: ops.grid_sample(x4, grid, padding_mode="zeros", align_corners=False)),
@@ -451,6 +518,20 @@ def _device_cases(dev):
         "fft": (lambda: torch.view_as_real(torch.fft.fft(torch.view_as_complex(pair))), lambda: dft.fft(pair)),
         "attention": (lambda: F.scaled_dot_product_attention(q4, k4, v4),
                       lambda: ops.scaled_dot_product_attention(q4, k4, v4)),
+        "glu": (lambda: F.glu(xx), lambda: ops.glu(xx)),
+        "mish": (lambda: F.mish(xx), lambda: ops.mish(xx)),
+        "weight_norm": (lambda: torch._weight_norm(lo, hi[:3].reshape(3, 1), 0), lambda: ops.weight_norm(lo, hi[:3].reshape(3, 1), 0)),
+        "unfold": (lambda: F.unfold(x4, (2, 3), stride=2), lambda: ops.unfold(x4, (2, 3), stride=2)),
+        "fold": (lambda: F.fold(cols, (5, 5), (2, 2)), lambda: ops.fold(cols, (5, 5), (2, 2))),
+        "adaptive_max_pool2d": (lambda: F.adaptive_max_pool2d(x4[..., :4, :4], 2), lambda: ops.adaptive_max_pool2d(x4[..., :4, :4], 2)),
+        "upsample_linear1d": (lambda: F.interpolate(x3, scale_factor=2, mode="linear"),
+                              lambda: ops.interpolate_linear1d(x3, scale_factor=2)),
+        "roll": (lambda: torch.roll(xx, 2, 1), lambda: ops.roll(xx, 2, 1)),
+        "frac": (lambda: torch.frac(xx), lambda: ops.frac(xx)),
+        "nan_to_num": (lambda: torch.nan_to_num(xx), lambda: ops.nan_to_num(xx)),
+        "logit": (lambda: torch.logit(prob), lambda: ops.logit(prob)),
+        "bucketize": (lambda: torch.bucketize(xx.detach(), hi.detach().sort().values),
+                      lambda: ops.bucketize(xx.detach(), hi.detach().sort().values)),
         "irfft": (lambda: torch.fft.irfft(torch.view_as_complex(pair[:, :5].contiguous())), lambda: dft.irfft(pair[:, :5])),
     }
 
@@ -458,7 +539,8 @@ def _device_cases(dev):
 DEVICE_CASES = ["grid_sample_zeros", "grid_sample_border", "embedding_bag_sum", "embedding_bag_mean_2d", "group_norm",
                 "logsigmoid", "bce_with_logits", "binary_cross_entropy", "lstm_cell", "gru_cell", "nn_lstm", "nn_gru",
                 "ctc_loss", "cumprod", "eye", "repeat_interleave", "count_nonzero", "upsample_nearest1d", "std",
-                "var_mean", "clamp_tensor", "elu", "huber_loss", "lerp", "rfft", "fft", "irfft", "attention"]
+                "var_mean", "clamp_tensor", "elu", "huber_loss", "lerp", "rfft", "fft", "irfft", "attention", "glu", "mish", "weight_norm", "unfold", "fold",
+                "adaptive_max_pool2d", "upsample_linear1d", "roll", "frac", "nan_to_num", "logit", "bucketize"]
 # The original only falls back on some torch versions (the attention math path calls isneginf from 2.5 on).
 FALLS_BACK_FROM = {"attention": (2, 5)}
 
