@@ -7,11 +7,15 @@ steps with the replacements applied to the same model and optimizer (state
 kept; undone between rounds). A model whose plain step fails on the device
 (a fallback with no CPU kernel behind it) records the error. Fallback calls per step come
 from the emulated device's own counters (not from dmlprof's recorder), and no
-recorder runs, so the times are the bare step.
+recorder runs during the timed steps, so the times are the bare step; one
+extra recorded step per mode gives the bytes the fallbacks copy per step.
 
-The emulated device runs every kernel on the host CPU, so "faster" here means
-fewer CPU round trips and copies, not DirectML GPU speed; the fallback counts
-transfer to real DirectML exactly (same op set, same fallback).
+The emulated device runs every kernel on the host CPU, and there a fallback
+costs only a memcpy in host memory, so step times here do not show what a
+fallback costs on a real GPU (a device-to-host copy and a wait per call): a
+replacement that takes two native kernels where the CPU had one fused kernel
+can even be slower here. The fallback counts and bytes carry over to real
+DirectML exactly (same op set, same fallback).
 
     python benchmarks/replacements.py [--batch-size 4] [--steps 3] [--models a.py b.py]
 
@@ -47,6 +51,20 @@ def _run_steps(training, steps: int, testing, record: dict) -> None:
     record["loss"] = float(loss.detach().cpu())
 
 
+def _fallback_bytes(training, backend) -> int:
+    """Bytes the fallback calls of one recorded step copy between device and host (dmlprof's recorder
+    reads them from the same warnings as a scan). On the emulated device those copies are memcpys in
+    host memory; on real DirectML each one crosses to the GPU and waits for it."""
+    from dmlprof.record.frame import rows_to_frame
+    from dmlprof.record.recorder import Recorder
+
+    recorder = Recorder(backend, sync=False)
+    with recorder:
+        training.run(recorder)
+    ops = rows_to_frame(recorder.rows, recorder.warnings.messages, backend)
+    return int(ops.loc[ops["verdict"] == "fallback", "bytes_moved"].sum())
+
+
 def _summary(record: dict) -> dict:
     if record.get("error"):
         return {"error": record["error"]}
@@ -57,6 +75,7 @@ def _summary(record: dict) -> dict:
         "step_time_ms_min": round(min(record["times"]), 2),
         "fallback_calls_per_step": sum(record["fallbacks"].values()) / steps,
         "fallback_ops_per_step": {op: n / steps for op, n in sorted(record["fallbacks"].items())},
+        "fallback_bytes_moved_per_step": record.get("fallback_bytes"),
         "loss": record["loss"],
     }
 
@@ -79,6 +98,8 @@ def bench_model(path: Path, backend, batch_size: int, steps: int, warmup: int, r
                 for _ in range(warmup if round_index == 0 else 0):
                     training.run().item()
                 _run_steps(training, steps, testing, plain)
+                if round_index == 0:
+                    plain["fallback_bytes"] = _fallback_bytes(training, backend)
             except Exception as exc:  # e.g. a fallback with no CPU kernel behind it
                 plain["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         applied.clear()
@@ -86,6 +107,8 @@ def bench_model(path: Path, backend, batch_size: int, steps: int, warmup: int, r
         for _ in range(warmup if round_index == 0 else 0):
             training.run().item()
         _run_steps(training, steps, testing, patched)
+        if round_index == 0:
+            patched["fallback_bytes"] = _fallback_bytes(training, backend)
         handle.undo()
         training.loss_fn = loss_fn
     before, after = _summary(plain), _summary(patched)
@@ -128,7 +151,8 @@ def main(argv=None) -> int:
         if "error" in before:
             print(f"  before: {before['error'][:120]}", file=sys.stderr)
         else:
-            print(f"  fallback calls/step {before['fallback_calls_per_step']:.0f} -> {after['fallback_calls_per_step']:.0f}; "
+            print(f"  fallback calls/step {before['fallback_calls_per_step']:.0f} -> {after['fallback_calls_per_step']:.0f}, "
+                  f"bytes/step {before['fallback_bytes_moved_per_step']} -> {after['fallback_bytes_moved_per_step']}; "
                   f"step {before['step_time_ms_median']:.1f} -> {after['step_time_ms_median']:.1f} ms "
                   f"({row['speedup']:.2f}x)", file=sys.stderr, flush=True)
     document = {
@@ -142,7 +166,8 @@ def main(argv=None) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "rounds": args.rounds,
-        "note": "times on a shared 2-core host; fallback counts are exact, times are indicative",
+        "note": "kernels run on the host CPU of a shared 2-core machine, where a fallback costs only a memcpy: "
+                "fallback calls and bytes carry over to DirectML exactly, step times do not",
         "models": results,
     }
     out = Path(args.out)
