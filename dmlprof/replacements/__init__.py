@@ -94,7 +94,11 @@ CATALOG = (
     Replacement("clamp_tensor", ("aten::clamp",),
                 f"clamp with tensor bounds: {_PATCH} or dmlprof.replacements.ops.clamp (where)"),
     Replacement("elu", ("aten::elu", "aten::elu_backward"),
-                f"ELU: {_PATCH} or dmlprof.replacements.ops.elu (where + expm1)"),
+                f"ELU, SELU and CELU (all reach elu.out): {_PATCH} or dmlprof.replacements.ops.elu / selu / celu "
+                "(where + expm1)"),
+    Replacement("shrink", ("aten::softshrink", "aten::softshrink_backward", "aten::hardshrink",
+                           "aten::hardshrink_backward"),
+                f"F.softshrink / hardshrink: {_PATCH} or dmlprof.replacements.ops.softshrink / hardshrink (where)"),
     Replacement("attention", ("aten::isneginf",),
                 "torch >= 2.5's attention math path (F.scaled_dot_product_attention) calls isneginf, which falls back: "
                 f"{_PATCH} runs attention as matmul/softmax/matmul (dmlprof.replacements.ops.scaled_dot_product_attention)"),

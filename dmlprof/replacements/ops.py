@@ -729,3 +729,30 @@ def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False
         raise NotImplementedError("bucketize: 1-D boundaries only")
     below = (input.unsqueeze(-1) >= boundaries) if right else (input.unsqueeze(-1) > boundaries)
     return below.sum(-1).to(torch.int32 if out_int32 else torch.int64)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace: bool = False):
+    """``F.selu`` (reaches elu.out, which falls back) from where + expm1."""
+    out = _SELU_SCALE * torch.where(input > 0, input, _SELU_ALPHA * torch.expm1(input))
+    return input.copy_(out) if inplace else out
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    """``F.celu`` (reaches elu.out, which falls back) from where + expm1."""
+    out = torch.where(input > 0, input, alpha * torch.expm1(input / alpha))
+    return input.copy_(out) if inplace else out
+
+
+def softshrink(input, lambd: float = 0.5):
+    """``F.softshrink`` (softshrink.out falls back) from where."""
+    zero = torch.zeros_like(input)
+    return torch.where(input > lambd, input - lambd, torch.where(input < -lambd, input + lambd, zero))
+
+
+def hardshrink(input, lambd: float = 0.5):
+    """``F.hardshrink`` (hardshrink.out falls back) from where."""
+    return torch.where((input > lambd) | (input < -lambd), input, torch.zeros_like(input))

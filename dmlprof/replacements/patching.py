@@ -180,6 +180,10 @@ HANDLERS: dict = {
     F.ctc_loss: ops.ctc_loss,
     F.interpolate: _h_interpolate,
     F.elu: ops.elu,
+    F.selu: ops.selu,
+    F.celu: ops.celu,
+    F.softshrink: ops.softshrink,
+    F.hardshrink: ops.hardshrink,
     F.huber_loss: _h_huber,
     F.scaled_dot_product_attention: _h_sdpa,
     F.glu: ops.glu,
@@ -284,6 +288,7 @@ def _run_replaced(fn: Callable, *args, **kwargs):
 SWAPPED_MODULES = (torch.nn.GroupNorm, torch.nn.EmbeddingBag, torch.nn.LSTM, torch.nn.GRU, torch.nn.LSTMCell,
                    torch.nn.GRUCell, torch.nn.ELU, torch.nn.Upsample, torch.nn.LogSigmoid, torch.nn.BCELoss,
                    torch.nn.BCEWithLogitsLoss, torch.nn.CTCLoss, torch.nn.HuberLoss, torch.nn.GLU, torch.nn.Mish,
+                   torch.nn.SELU, torch.nn.CELU, torch.nn.Softshrink, torch.nn.Hardshrink,
                    torch.nn.Unfold, torch.nn.Fold, torch.nn.AdaptiveMaxPool2d)
 
 

@@ -302,6 +302,13 @@ def test_elu(alpha):
     _same_values_and_grads(lambda x: F.elu(x, alpha), lambda x: ops.elu(x, alpha), [x])
 
 
+@pytest.mark.parametrize("name,kwargs", [("selu", {}), ("celu", {"alpha": 0.7}), ("softshrink", {"lambd": 0.3}),
+                                         ("hardshrink", {"lambd": 0.4})])
+def test_elu_family_and_shrink(name, kwargs):
+    x = _rand(3, 7, seed=79)
+    _same_values_and_grads(lambda x: getattr(F, name)(x, **kwargs), lambda x: getattr(ops, name)(x, **kwargs), [x])
+
+
 @pytest.mark.parametrize("delta", [1.0, 0.5, 2.0])
 @pytest.mark.parametrize("reduction", ["mean", "none"])
 def test_huber_loss(delta, reduction):
@@ -519,6 +526,10 @@ def _device_cases(dev):
         "attention": (lambda: F.scaled_dot_product_attention(q4, k4, v4),
                       lambda: ops.scaled_dot_product_attention(q4, k4, v4)),
         "glu": (lambda: F.glu(xx), lambda: ops.glu(xx)),
+        "selu": (lambda: F.selu(xx), lambda: ops.selu(xx)),
+        "celu": (lambda: F.celu(xx, 0.7), lambda: ops.celu(xx, 0.7)),
+        "softshrink": (lambda: F.softshrink(xx), lambda: ops.softshrink(xx)),
+        "hardshrink": (lambda: F.hardshrink(xx), lambda: ops.hardshrink(xx)),
         "mish": (lambda: F.mish(xx), lambda: ops.mish(xx)),
         "weight_norm": (lambda: torch._weight_norm(lo, hi[:3].reshape(3, 1), 0), lambda: ops.weight_norm(lo, hi[:3].reshape(3, 1), 0)),
         "unfold": (lambda: F.unfold(x4, (2, 3), stride=2), lambda: ops.unfold(x4, (2, 3), stride=2)),
@@ -540,7 +551,8 @@ DEVICE_CASES = ["grid_sample_zeros", "grid_sample_border", "embedding_bag_sum", 
                 "logsigmoid", "bce_with_logits", "binary_cross_entropy", "lstm_cell", "gru_cell", "nn_lstm", "nn_gru",
                 "ctc_loss", "cumprod", "eye", "repeat_interleave", "count_nonzero", "upsample_nearest1d", "std",
                 "var_mean", "clamp_tensor", "elu", "huber_loss", "lerp", "rfft", "fft", "irfft", "attention", "glu", "mish", "weight_norm", "unfold", "fold",
-                "adaptive_max_pool2d", "upsample_linear1d", "roll", "frac", "nan_to_num", "logit", "bucketize"]
+                "adaptive_max_pool2d", "upsample_linear1d", "roll", "frac", "nan_to_num", "logit", "bucketize", "selu", "celu", "softshrink",
+                "hardshrink"]
 # The original only falls back on some torch versions (the attention math path calls isneginf from 2.5 on).
 FALLS_BACK_FROM = {"attention": (2, 5)}
 
