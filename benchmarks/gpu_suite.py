@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     if "overhead" not in skip:
         for batch_size in (8, 64):
             subprocess.run([sys.executable, str(REPO / "benchmarks" / "overhead.py"), "--device", backend.name,
-                            "--batch-size", str(batch_size), "--rounds", "4", "--steps", "5",
+                            "--batch-size", str(batch_size), "--rounds", "6", "--steps", "8",
                             "--out", str(out / f"overhead_bs{batch_size}.json")], check=True)
 
     if "sweep" not in skip:

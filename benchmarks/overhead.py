@@ -2,7 +2,8 @@
 
 All run in one process, interleaved in rounds so that drift on a noisy machine
 hits each alike; the figures are ratios of median step times. The dmlprof
-figures are the measured step times `dmlprof.scan` itself reports, with
+figures are the measured step times the scan itself reports (the same code as `dmlprof
+scan`, run on the very same model, optimizer and allocator as the bare step), with
 --no-sync (a structure step through the dispatcher, measured steps timed by
 torch.profiler) and, separately, with per-op sync (every call through the
 dispatcher, the device synchronised after each), plus the structure step's own cost.
@@ -27,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from dmlprof.backends import resolve_backend  # noqa: E402
 from dmlprof.record.profiler import quiet_native_stderr  # noqa: E402
 from dmlprof.record.recorder import Recorder  # noqa: E402
-from dmlprof.runner import TrainingStep, scan  # noqa: E402
+from dmlprof.runner import TrainingStep, scan_training_step  # noqa: E402
 
 
 def timed(training, backend, recorder=None) -> float:
@@ -54,8 +55,8 @@ def measure(training, backend, variant: str, steps: int) -> list:
         finally:
             with quiet_native_stderr():
                 prof.__exit__(None, None, None)
-    session = scan(training_path, backend.name, batch_size=training.batch_size, steps=steps, warmup=1,
-                   sync=variant in ("dmlprof_sync", "dmlprof_every_call"), backend=backend)
+    session = scan_training_step(training, backend, training_path, steps=steps, warmup=0,
+                                 sync=variant in ("dmlprof_sync", "dmlprof_every_call"))
     if variant == "dmlprof_nosync":
         structure_ms.append(session.meta.get("structure_step_ms"))
     return session.meta["step_times_ms"]

@@ -94,6 +94,17 @@ def scan(
     return run.script(script_args=list(script_args))
 
 
+def scan_training_step(training: "TrainingStep", backend: Backend, path, *, steps: int = DEFAULT_STEPS,
+                       warmup: int = DEFAULT_WARMUP, sync: bool = True, profiler: bool = True) -> Session:
+    """Scan an already built :class:`TrainingStep` (what ``scan`` does after loading a file).
+
+    Benchmarks use it to compare recording against a bare step on the very
+    same model, optimizer state and allocator.
+    """
+    run = _Run(Path(path), backend, sync=sync, profiler=profiler, run_mode="contract")
+    return run.contract(batch_size=training.batch_size, steps=steps, warmup=warmup, training=training)
+
+
 def _to_device(value, device):
     if isinstance(value, torch.Tensor):
         return value.to(device, non_blocking=False)
@@ -205,8 +216,8 @@ class _Run:
         self.step_times_ms: list = []
 
     # -- contract ------------------------------------------------------------
-    def contract(self, *, batch_size, steps: int, warmup: int) -> Session:
-        training = TrainingStep.from_file(self.path, self.backend, batch_size, call=self._user_call)
+    def contract(self, *, batch_size, steps: int, warmup: int, training: "Optional[TrainingStep]" = None) -> Session:
+        training = training or TrainingStep.from_file(self.path, self.backend, batch_size, call=self._user_call)
         self.meta.update(
             batch_size=training.batch_size,
             warmup_steps=warmup,
