@@ -9,6 +9,13 @@ def scan(path, device: str = "auto", **options):
     return _scan(path, device, **options)
 
 
+def profile(device: str = "auto", **options):
+    """Context manager recording every op call of a block; ``.session`` holds the result afterwards."""
+    from dmlprof.runner import profile as _profile
+
+    return _profile(device, **options)
+
+
 def load(path):
     """Load a saved session file."""
     from dmlprof.session import Session
@@ -27,4 +34,4 @@ def patch(model=None, optimizer=None):
     return _patch(model, optimizer)
 
 
-__all__ = ["__version__", "scan", "load", "patch"]
+__all__ = ["__version__", "scan", "profile", "load", "patch"]

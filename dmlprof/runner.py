@@ -105,6 +105,50 @@ def scan_training_step(training: "TrainingStep", backend: Backend, path, *, step
     return run.contract(batch_size=training.batch_size, steps=steps, warmup=warmup, training=training)
 
 
+class Profiled:
+    """What ``profile()`` yields; ``session`` is filled in when the block ends."""
+
+    session: Optional[Session] = None
+
+    def _repr_html_(self) -> str:
+        return self.session._repr_html_() if self.session is not None else "<p>dmlprof: still recording</p>"
+
+
+@contextmanager
+def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, name: str = "block",
+            backend: Optional[Backend] = None):
+    """Record every op call of a block of code, as script mode records a script::
+
+        with dmlprof.profile("dml") as run:
+            loss = model(x).sum(); loss.backward(); optimizer.step()
+        print(run.session.ops)
+
+    Phases are inferred (module forwards, autograd's backward, optimizer
+    steps). An exception in the block still leaves the partial session in
+    ``run.session`` (marked partial) before it propagates.
+    """
+    backend = backend or resolve_backend(device)
+    run = _Run(Path(name), backend, sync=sync, profiler=profiler, run_mode="block")
+    run.meta.update(steps=0, batch_size=None, recording="every call of the block through the dispatcher")
+    recorder = Recorder(backend, sync=sync)
+    alongside = ProfilerAlongside(backend, enabled=profiler)
+    result = Profiled()
+    start = time.perf_counter()
+    with alongside:
+        with recorder:
+            try:
+                yield result
+            except BaseException as exc:
+                run.meta.update(partial=True, partial_reason=describe_exception(exc))
+                raise
+            finally:
+                recorder.__exit__(None, None, None)
+                alongside.__exit__(None, None, None)
+                run.meta["duration_s"] = round(time.perf_counter() - start, 3)
+                run.meta["steps"] = recorder.step
+                result.session = run._finish(recorder, alongside)
+
+
 def _to_device(value, device):
     if isinstance(value, torch.Tensor):
         return value.to(device, non_blocking=False)

@@ -110,6 +110,8 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
 def _run_line(meta) -> str:
     if meta.get("run_mode") == "script":
         return f"script mode (recorded the whole run; {meta.get('steps', 0)} optimizer steps seen)"
+    if meta.get("run_mode") == "block":
+        return f"dmlprof.profile() block ({meta.get('steps', 0)} optimizer steps seen)"
     return (
         f"model contract, batch size {meta.get('batch_size')}, {meta.get('warmup_steps', 0)} warm-up + "
         f"{meta.get('steps', 0)} measured steps, optimizer {meta.get('optimizer', '?')}"
