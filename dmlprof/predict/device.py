@@ -65,26 +65,26 @@ def ensure_device() -> dict:
     if _state:
         return dict(_state)
     if backend_loaded():
-        _state.update(how="existing PrivateUse1 backend", engine_threads=True)
+        _state.update(how="existing PrivateUse1 backend")
     elif hasattr(torch._C, "_acc") and hasattr(torch._C._acc, "register_python_privateuseone_device_guard"):
         _register_python_backend()
-        _state.update(how="torch's Python PrivateUse1 hooks", engine_threads=True)
+        _state.update(how="torch's Python PrivateUse1 hooks")
     else:
         _register_noop_guard()
         if not hasattr(torch, device_name()):  # `.to(device)` asks the device module to initialise
             torch._register_device_module(device_name(), _device_module(device_name()))
-        # No hooks on these versions: the engine would look for a per-device
-        # worker thread that does not exist, so backward runs on the caller's thread.
-        _state.update(how="no-op device guard (torch < 2.6)", engine_threads=False)
+        _state.update(how="no-op device guard (torch < 2.6)")
     return dict(_state)
 
 
 def backward_context():
-    """Context for ``loss.backward()`` on the stand-in device."""
-    if _state.get("engine_threads", True):
-        import contextlib
+    """Context for ``loss.backward()`` on the stand-in device: the engine runs it on the calling thread.
 
-        return contextlib.nullcontext()
+    The engine sizes its per-device worker queues once per process, at the first
+    backward; one that ran before the stand-in existed (any CPU backward) left
+    none for ``privateuseone``, and a device node would then fail an internal
+    assert looking for its queue.
+    """
     return torch.autograd.set_multithreading_enabled(False)
 
 
