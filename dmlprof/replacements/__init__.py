@@ -36,6 +36,12 @@ CATALOG = (
         f"Keep the optimizer and patch it, {_PATCH} or dmlprof.replacements.patch_optimizer(optimizer): "
         "lerp becomes mul/add, state kept"),
     Replacement(
+        "optimizer maximum", ("aten::clamp_min", "aten::clamp_max", "aten::_foreach_maximum", "aten::_foreach_maximum_",
+                              "aten::_foreach_minimum_", "aten::_foreach_clamp_min_", "aten::_foreach_clamp_max_"),
+        "clamp/maximum with a tensor bound falls back; in the optimizer step (Adam(amsgrad=True), Adamax: "
+        "_foreach_maximum_) that is once per parameter per step, and recreating the optimizer does not remove it: "
+        f"{_PATCH} runs it as maximum (native), state kept; elsewhere use torch.maximum/minimum"),
+    Replacement(
         "fused Adam/AdamW", ("aten::_fused_adam", "aten::_fused_adam_", "aten::_fused_adamw", "aten::_fused_adamw_"),
         "the fused optimizer kernel falls back whole (and on torch 2.4.1 then fails); "
         f"{_PATCH} switches it to the foreach path with lerp as mul/add, state kept"),

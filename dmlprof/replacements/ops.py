@@ -69,6 +69,26 @@ def foreach_lerp(starts, ends, weight) -> list:
     return outs
 
 
+def foreach_maximum_(selfs, others) -> None:
+    """``torch._foreach_maximum_`` with a tensor list (Adamax, Adam(amsgrad=True)); torch's per-tensor
+    loop reaches clamp_min.Tensor_out, which falls back. ``maximum.out`` is native."""
+    _foreach_binary_(selfs, others, torch.maximum)
+
+
+def foreach_minimum_(selfs, others) -> None:
+    """``torch._foreach_minimum_`` with a tensor list (the loop reaches clamp_max.Tensor_out)."""
+    _foreach_binary_(selfs, others, torch.minimum)
+
+
+def _foreach_binary_(selfs, others, fn) -> None:
+    if isinstance(others, (int, float)) or (isinstance(others, (list, tuple)) and others
+                                             and not isinstance(others[0], torch.Tensor)):
+        raise NotImplementedError("scalar operands reach native clamp kernels already")
+    for a, b in zip(selfs, others):
+        a.copy_(fn(a, b))
+    return None
+
+
 # --------------------------------------------------------------------------- group norm
 class _GroupNorm(torch.autograd.Function):
     """Forward with ``native_group_norm`` (native); backward written from mul/sub/mean/sum,

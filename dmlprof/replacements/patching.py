@@ -137,6 +137,18 @@ def _h_clamp_(input, min=None, max=None):
     return input.copy_(ops.clamp(input, min, max))
 
 
+def _h_clamp_min(input, bound, *, out=None):
+    if out is not None or not isinstance(bound, torch.Tensor):
+        raise _Decline
+    return ops.clamp(input, min=bound)
+
+
+def _h_clamp_max(input, bound, *, out=None):
+    if out is not None or not isinstance(bound, torch.Tensor):
+        raise _Decline
+    return ops.clamp(input, max=bound)
+
+
 def _h_lerp(input, end, weight, *, out=None):
     if out is not None:
         raise _Decline
@@ -220,11 +232,19 @@ HANDLERS: dict = {
     torch.Tensor.clip: _h_clamp,
     torch.Tensor.clamp_: _h_clamp_,
     torch.Tensor.clip_: _h_clamp_,
+    torch.clamp_min: _h_clamp_min,
+    torch.clamp_max: _h_clamp_max,
+    torch.Tensor.clamp_min: _h_clamp_min,
+    torch.Tensor.clamp_max: _h_clamp_max,
     torch.lerp: _h_lerp,
     torch.Tensor.lerp: _h_lerp,
     torch.Tensor.lerp_: ops.lerp_,
     torch._foreach_lerp_: ops.foreach_lerp_,
     torch._foreach_lerp: ops.foreach_lerp,
+    torch._foreach_maximum_: _declining(ops.foreach_maximum_),
+    torch._foreach_minimum_: _declining(ops.foreach_minimum_),
+    torch._foreach_clamp_min_: _declining(ops.foreach_maximum_),
+    torch._foreach_clamp_max_: _declining(ops.foreach_minimum_),
     torch.lstm: _h_rnn("lstm"),
     torch.gru: _h_rnn("gru"),
     torch.lstm_cell: _h_lstm_cell,
