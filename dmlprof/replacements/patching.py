@@ -329,8 +329,21 @@ def safe_class(cls: type) -> type:
     replaced_method.__name__ = method
     if method == "step":
         replaced_method.hooked = True  # torch's step-hook wrapper is already in ``original``
-    return type(f"DmlSafe{cls.__name__}", (cls,), {method: replaced_method, "__module__": __name__,
-                                                    "_dmlprof_original_class": cls})
+    name = f"DmlSafe{cls.__name__}"
+    safe = type(name, (cls,), {method: replaced_method, "__module__": __name__, "__qualname__": name,
+                               "_dmlprof_original_class": cls})
+    globals().setdefault(name, safe)  # so pickling a patched model (torch.save(model)) finds the class
+    return safe
+
+
+def __getattr__(name: str):
+    """Unpickling a patched model in a fresh process: build ``DmlSafe<Class>`` on demand."""
+    if name.startswith("DmlSafe"):
+        base = name[len("DmlSafe"):]
+        for cls in SWAPPED_MODULES + tuple(vars(torch.optim).values()):
+            if isinstance(cls, type) and cls.__name__ == base:
+                return safe_class(cls)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Patch:
@@ -410,21 +423,32 @@ def _swap_class(handle: Patch, obj, label: str) -> None:
     handle._record(label, f"{original.__name__} -> {obj.__class__.__name__}", undo)
 
 
+class _ReplacedForward:
+    """A model's forward run under the replacements; an object (not a closure) so that a patched
+    model still pickles (``torch.save(model)``)."""
+
+    def __init__(self, module: torch.nn.Module, previous=None):
+        self.module = module
+        self.previous = previous  # an instance-level forward the model had before patching, if any
+
+    def __call__(self, *args, **kwargs):
+        if self.previous is not None:
+            return _run_replaced(self.previous, *args, **kwargs)
+        return _run_replaced(type(self.module).forward, self.module, *args, **kwargs)
+
+    def __reduce__(self):
+        return (_ReplacedForward, (self.module, self.previous))
+
+
 def _wrap_forward(handle: Patch, model: torch.nn.Module) -> None:
-    had_own = "forward" in vars(model)
-    previous = model.forward
-
-    @functools.wraps(previous)
-    def forward(*args, **kwargs):
-        return _run_replaced(previous, *args, **kwargs)
-
-    model.forward = forward
+    previous = vars(model).get("forward")
+    model.forward = _ReplacedForward(model, previous)
 
     def undo():
-        if had_own:
+        if previous is not None:
             model.forward = previous
         else:
-            del model.forward
+            vars(model).pop("forward", None)
 
     handle._record(type(model).__name__, "forward runs under the replacements (functional calls)", undo)
 

@@ -805,3 +805,22 @@ def test_every_table_fallback_op_named_in_catalog_exists_in_the_table():
     for entry in CATALOG:
         for op in entry.removes:
             assert op in known, f"{entry.name}: {op} is not an op of the DirectML table"
+
+
+def test_patched_model_pickles_and_loads_in_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    import dmlprof
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.GroupNorm(2, 4))
+    optimizer = torch.optim.AdamW(model.parameters())
+    dmlprof.patch(model, optimizer)
+    path = tmp_path / "model.pt"
+    torch.save({"model": model, "optimizer": optimizer}, path)
+    code = ("import torch, sys; d = torch.load(sys.argv[1], weights_only=False); "
+            "m = d['model']; m(torch.randn(1, 3, 5, 5)); "
+            "print(type(m[1]).__name__, type(d['optimizer']).__name__, type(vars(m)['forward']).__name__)")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["DmlSafeGroupNorm", "DmlSafeAdamW", "_ReplacedForward"]
