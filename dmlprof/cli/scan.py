@@ -24,7 +24,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
     parser.add_argument("--tb", metavar="DIR", help="also write a TensorBoard profiler run under DIR")
     parser.add_argument("--replace", action="store_true", help="scan again with dmlprof's replacements applied and compare")
-    parser.add_argument("--verify", action="store_true", help="check each device op against the CPU")
+    parser.add_argument("--verify", action="store_true", help="recompute each device op on the CPU and compare; check optimizer updates land (docs/verify.md)")
     parser.add_argument("--top", type=int, default=15, help="rows per table in the terminal report")
     parser.add_argument("--quiet", action="store_true", help="print no report, only where files went")
     parser.set_defaults(handler=run)
@@ -35,6 +35,8 @@ def run(args) -> int:
     from dmlprof.errors import UsageError
     from dmlprof.runner import ScanStopped, scan
 
+    if args.target and args.replace:
+        raise UsageError("--replace runs the model twice on a device; it does not combine with --target")
     if args.target:
         from dmlprof.predict import predict_scan
 
@@ -44,14 +46,15 @@ def run(args) -> int:
             stopped.saved_to = write_outputs(stopped.session, args)
             raise
     else:
-        if args.verify:
-            raise UsageError("--verify is not available in this version of dmlprof")
+        if args.verify and args.replace:
+            raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
         if args.replace:
             from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
         try:
             session = scan(
                 args.model, args.device, batch_size=args.batch_size, steps=args.steps, warmup=args.warmup,
                 sync=args.sync, profiler=args.profiler, script_args=args.script_args,
+                **({"verify": True} if args.verify else {}),
             )
         except ScanStopped as stopped:
             stopped.saved_to = write_outputs(stopped.session, args)

@@ -69,3 +69,9 @@ def test_replace_needs_a_model_file(cli, tmp_path):
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     assert "--replace needs a model file" in done.stderr
+
+
+def test_replace_does_not_combine_with_target(cli):
+    done = cli("scan", MODELS / "lenet5.py", "--replace", "--target", "dml")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "does not combine with --target" in done.stderr
