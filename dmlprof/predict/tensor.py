@@ -87,12 +87,100 @@ def first_device(values):
     return None
 
 
+_UNCACHEABLE_TAGS = tuple(getattr(torch.Tag, name) for name in ("inplace_view", "dynamic_output_shape",
+                                                                   "data_dependent_output") if hasattr(torch.Tag, name))
+_cacheable: dict = {}
+# (op, argument metadata) -> output metadata, for ops whose outputs are fresh
+# tensors: a model repeats the same calls on the same shapes (every layer of a
+# transformer), and Meta kernels written in Python cost far more than a lookup.
+_shape_cache: dict = {}
+_SHAPE_CACHE_MAX = 1 << 16
+_SCALARS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+def _cache_kind(func):
+    """``"fresh"`` (returns new tensors), ``"inplace"`` (returns the tensors it wrote: in-place, out=), or None."""
+    known = _cacheable.get(func, False)
+    if known is False:
+        schema = func._schema
+        returns = schema.returns
+        known = None
+        if returns and all(str(ret.type) == "Tensor" for ret in returns) and \
+                not any(tag in _UNCACHEABLE_TAGS for tag in func.tags):
+            if all(ret.alias_info is None for ret in returns) and not schema.is_mutable:
+                known = "fresh"
+            elif all(ret.alias_info is not None and ret.alias_info.is_write for ret in returns):
+                known = "inplace"
+        _cacheable[func] = known
+    return known
+
+
+def _key_part(value):
+    if isinstance(value, torch.Tensor):
+        device = value.predicted_device if isinstance(value, DeviceTensor) else value.device
+        return (tuple(value.shape), value.stride(), value.storage_offset(), value.dtype, device,
+                value.is_conj(), value.is_neg())
+    if isinstance(value, _SCALARS):
+        return (type(value), value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_key_part(v) for v in value)
+    raise TypeError  # not a value the cache can key on
+
+
+def _flat_tensors(values, found: list) -> list:
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            _flat_tensors(value, found)
+    return found
+
+
+def _cache_key(func, args, kwargs):
+    try:
+        return (func, _key_part(args), tuple((k, _key_part(v)) for k, v in kwargs.items()))
+    except TypeError:
+        return None
+
+
 def run_meta(func, args, kwargs):
     """Run ``func``'s Meta kernel (Python dispatch off, Meta in the TLS include set); outputs come back as device tensors (or the argument objects they alias).
 
     An output on the CPU (a copy to the host) is a real CPU tensor of zeros: its
-    shape is known, its values are not.
+    shape is known, its values are not. Calls repeating an earlier call's op and
+    argument metadata are answered from a cache instead of the kernel.
     """
+    kind = _cache_kind(func)
+    key = _cache_key(func, args, kwargs) if kind else None
+    if key is not None:
+        hit = _shape_cache.get(key)
+        if hit is not None:
+            if kind == "inplace":  # the outputs are the arguments it wrote, metadata unchanged
+                flat = _flat_tensors((args, tuple(kwargs.values())), [])
+                outs = [flat[index] for index in hit]
+            else:
+                device, metas = hit
+                with torch._C._DisableTorchDispatch():
+                    outs = [DeviceTensor(torch.empty_strided(shape, stride, dtype=dtype, device="meta"), device)
+                            if device.type != "cpu" else torch.zeros(shape, dtype=dtype)
+                            for shape, stride, dtype in metas]
+            return outs[0] if len(outs) == 1 else tuple(outs)
+    out = _run_meta(func, args, kwargs)
+    if key is not None and len(_shape_cache) < _SHAPE_CACHE_MAX:
+        outs = out if isinstance(out, tuple) else (out,)
+        if kind == "fresh":
+            if all(isinstance(o, DeviceTensor) for o in outs):
+                _shape_cache[key] = (outs[0].predicted_device,
+                                     tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs))
+        elif _cache_key(func, args, kwargs) == key:  # no argument was resized or restrided
+            flat = _flat_tensors((args, tuple(kwargs.values())), [])
+            indices = [next((i for i, t in enumerate(flat) if t is o), None) for o in outs]
+            if None not in indices:
+                _shape_cache[key] = indices
+    return out
+
+
+def _run_meta(func, args, kwargs):
     replaced: dict = {}
     meta_args = _to_meta(args, replaced)
     meta_kwargs = {k: _to_meta(v, replaced) for k, v in kwargs.items()}
