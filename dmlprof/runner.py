@@ -14,6 +14,7 @@ import platform
 import runpy
 import sys
 import time
+import warnings
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -23,6 +24,7 @@ import torch
 
 import dmlprof
 from dmlprof.backends import Backend, resolve_backend
+from dmlprof.backends.base import FALLBACK_WARNING
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
 import pandas as pd
@@ -73,12 +75,15 @@ def scan(
     profiler: bool = True,
     script_args: Sequence[str] = (),
     backend: Optional[Backend] = None,
+    verify: bool = False,
 ) -> Session:
     """Scan a model file (the model contract) or a script; returns the Session.
 
     Raises :class:`~dmlprof.errors.DmlprofError` for anything the user can fix;
     a scan that stopped part-way raises :class:`ScanStopped` whose
-    ``session`` is the partial result.
+    ``session`` is the partial result. ``verify`` recomputes every device op
+    on the CPU and checks optimizer updates land (``session.extras['verify']``,
+    see docs/verify.md).
     """
     if steps < 1:
         raise DmlprofError("--steps must be at least 1")
@@ -88,20 +93,21 @@ def scan(
         raise DmlprofError("--batch-size must be at least 1")
     model_file = inspect_model_file(path)
     backend = backend or resolve_backend(device)
-    run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode)
+    run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode, verify=verify)
     if model_file.mode == "contract":
         return run.contract(batch_size=batch_size, steps=steps, warmup=warmup)
     return run.script(script_args=list(script_args))
 
 
 def scan_training_step(training: "TrainingStep", backend: Backend, path, *, steps: int = DEFAULT_STEPS,
-                       warmup: int = DEFAULT_WARMUP, sync: bool = True, profiler: bool = True) -> Session:
+                       warmup: int = DEFAULT_WARMUP, sync: bool = True, profiler: bool = True,
+                       verify: bool = False) -> Session:
     """Scan an already built :class:`TrainingStep` (what ``scan`` does after loading a file).
 
     Benchmarks use it to compare recording against a bare step on the very
     same model, optimizer state and allocator.
     """
-    run = _Run(Path(path), backend, sync=sync, profiler=profiler, run_mode="contract")
+    run = _Run(Path(path), backend, sync=sync, profiler=profiler, run_mode="contract", verify=verify)
     return run.contract(batch_size=training.batch_size, steps=steps, warmup=warmup, training=training)
 
 
@@ -232,8 +238,11 @@ class TrainingStep:
 
 
 class _Run:
-    def __init__(self, path: Path, backend: Backend, *, sync: bool, profiler: bool, run_mode: str):
+    def __init__(self, path: Path, backend: Backend, *, sync: bool, profiler: bool, run_mode: str,
+                 verify: bool = False):
         self.path = path
+        self.verify = verify
+        self.verifier = None
         self.backend = backend
         self.sync = sync
         self.profiler_enabled = profiler
@@ -257,6 +266,8 @@ class _Run:
             "started_at": _dt.datetime.now().isoformat(timespec="seconds"),
             "partial": False,
         }
+        if verify:
+            self.meta["verify"] = True
         self.step_times_ms: list = []
 
     # -- contract ------------------------------------------------------------
@@ -272,10 +283,13 @@ class _Run:
             parameters=sum(p.numel() for p in training.model.parameters()),
         )
         start = time.perf_counter()
-        for _ in range(warmup):
-            self._guarded(lambda: self._timed_step(training, None))
+        with warnings.catch_warnings():
+            # Fallback warnings print once per process; the measured steps record them call by call.
+            warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)
+            for _ in range(warmup):
+                self._guarded(lambda: self._timed_step(training, None))
         self.backend.reset_peak_memory()
-        if self.sync or not self.profiler_enabled:
+        if self.sync or not self.profiler_enabled or self.verify:  # --verify checks every call
             session = self._record_every_step(training, steps)
         else:
             session = self._record_steady_state(training, steps)
@@ -285,7 +299,7 @@ class _Run:
     def _record_every_step(self, training: "TrainingStep", steps: int) -> Session:
         """Every measured step through the dispatch mode (exact, per-call sync possible)."""
         self.meta["recording"] = "every call of every measured step through the dispatcher"
-        recorder = Recorder(self.backend, sync=self.sync)
+        recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(training.model))
         recorder.modules.name_tree(training.model)
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
 
@@ -397,7 +411,7 @@ class _Run:
     # -- script ----------------------------------------------------------------
     def script(self, *, script_args: list) -> Session:
         self.meta.update(script_args=script_args, steps=0, batch_size=None)
-        recorder = Recorder(self.backend, sync=self.sync)
+        recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(None))
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
         start = time.perf_counter()
 
@@ -430,6 +444,16 @@ class _Run:
         return session
 
     # -- shared ------------------------------------------------------------------
+    def _new_verifier(self, model):
+        if not self.verify:
+            return None
+        from dmlprof.verify import Verifier
+
+        self.verifier = Verifier(self.backend)
+        if model is not None:
+            self.verifier.name_parameters(model)
+        return self.verifier
+
     def _user_call(self, what: str, fn, *args):
         try:
             return fn(*args)
@@ -490,6 +514,8 @@ class _Run:
         if events is not None and self.backend.profiler_device_activity:
             self.meta["device_time_check"] = _device_time_check(ops, events)
         session = Session(meta=dict(self.meta), ops=ops)
+        if self.verifier is not None:
+            session.extras["verify"] = self.verifier.result(partial=bool(self.meta.get("partial")))
         if profiler_ops is not None:
             session.profiler_ops = profiler_ops
         return session

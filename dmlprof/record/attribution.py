@@ -48,16 +48,40 @@ def _is_user_code(code) -> bool:
 
 
 def user_source_line(skip: int = 1) -> str:
-    """``file:line`` of the innermost frame that is the user's code, or ''."""
+    """``file:line`` of the innermost frame that is the user's code, or ''.
+
+    The walk stops at dmlprof's own runner: what called dmlprof (the console
+    script, a benchmark) is not the line that asked for the op.
+    """
     try:
         frame = sys._getframe(skip)
     except ValueError:  # a shallow stack: an autograd device thread calling in from C++
         return ""
+    left_dmlprof = False
     while frame is not None:
-        if _is_user_code(frame.f_code):
-            return f"{_short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+        code = frame.f_code
+        if _is_user_code(code):
+            return f"{_short_path(code.co_filename)}:{frame.f_lineno}"
+        in_dmlprof = _is_dmlprof_code(code)
+        if in_dmlprof and left_dmlprof:
+            return ""
+        left_dmlprof = left_dmlprof or not in_dmlprof
         frame = frame.f_back
     return ""
+
+
+_dmlprof_code_cache: dict = {}
+
+
+def _is_dmlprof_code(code) -> bool:
+    known = _dmlprof_code_cache.get(code)
+    if known is None:
+        filename = code.co_filename
+        known = filename.startswith(_DMLPROF_DIR) or (
+            not filename.startswith("<") and os.path.realpath(filename).startswith(_DMLPROF_DIR)
+        )
+        _dmlprof_code_cache[code] = known
+    return known
 
 
 _short_cache: dict = {}

@@ -77,7 +77,7 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
     on_cpu = analysis.cpu_hotspots(ops)
     if not on_cpu.empty:
         lines.append("")
-        lines.append("Calls on CPU tensors inside the step (move these tensors to the device)")
+        lines.append("Calls on CPU tensors inside the step (their tensors were not on the device)")
         rows = [[r.op, r.calls, fmt_ms(r.time_ms), fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)]
                 for r in on_cpu.head(top).itertuples()]
         lines.append(tabulate(rows, headers=["op", "calls", "time", "phase", "module", "source"]))
