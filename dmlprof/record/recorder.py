@@ -75,6 +75,9 @@ class _Mode(TorchDispatchMode):
         inputs = _tensor_meta(args)
         if kwargs:
             inputs += _tensor_meta(kwargs.values())
+        verifier = rec.verifier
+        # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
+        pending = verifier.before(func, args, kwargs) if verifier is not None else None
         warned_before = len(rec.warnings.messages)
         start = _perf_ns()
         out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
@@ -102,6 +105,9 @@ class _Mode(TorchDispatchMode):
         )
         if failed is not None:  # the call that broke the step stays in the (partial) session
             raise failed
+        if pending is not None:
+            verifier.after(pending, args, kwargs, out, step=rec.step, phase=phase, module=module, source=source,
+                           seq=len(rec.rows) - 1)
         return out
 
 
@@ -112,8 +118,10 @@ class Recorder:
     inferred from optimizer hooks, the autograd engine and the module stack.
     """
 
-    def __init__(self, backend, sync: bool = True):
+    def __init__(self, backend, sync: bool = True, verifier=None):
         self.backend = backend
+        #: a :class:`dmlprof.verify.Verifier` (scan --verify) or None
+        self.verifier = verifier
         self.sync = backend.synchronize if (sync and backend.is_accelerator()) else None
         self.synchronized = bool(sync and backend.is_accelerator())
         self.rows: list = []
@@ -160,6 +168,8 @@ class Recorder:
             optim.register_optimizer_step_pre_hook(self._optimizer_pre),
             optim.register_optimizer_step_post_hook(self._optimizer_post),
         ]
+        if self.verifier is not None:
+            self.verifier.attach(self)
         self._mode = _Mode(self)
         self._mode.__enter__()
         return self
@@ -175,6 +185,8 @@ class Recorder:
         finally:
             for handle in self._hook_handles:
                 handle.remove()
+            if self.verifier is not None:
+                self.verifier.detach()
             self.modules.remove()
             self.warnings.__exit__(*exc)
         return False

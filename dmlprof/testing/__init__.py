@@ -13,6 +13,15 @@ tested against.
     testing.load()                     # builds once, cached per torch version
     x = torch.ones(3).to("privateuseone")
     testing.fallback_counts()          # {"aten::lerp.Scalar_out": 4, ...}
+
+It can also misbehave on purpose, so that ``scan --verify`` is tested against
+a known fault: :func:`set_fault` (or ``DMLPROF_EMULATED_FAULT=kind:op`` in the
+environment, read when the device loads) corrupts one op's outputs or drops
+its in-place write.
+
+    testing.set_fault("corrupt", "aten::addmm")        # adds an error to addmm's result
+    testing.set_fault("drop_write", "aten::add_.Tensor")  # add_ leaves its destination unchanged
+    testing.clear_fault()
 """
 from __future__ import annotations
 
@@ -32,6 +41,9 @@ SOURCES = (CSRC / "emulated_dml.cpp",)
 #: overrides where built extensions are cached
 BUILD_DIR_ENV = "DMLPROF_TORCH_EXTENSIONS_DIR"
 DEVICE_TYPE = "privateuseone"
+#: ``kind:op`` (``corrupt:aten::addmm``, ``drop_write:aten::add_.Tensor``): a fault set when the device loads
+FAULT_ENV = "DMLPROF_EMULATED_FAULT"
+FAULT_KINDS = ("corrupt", "drop_write")
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -130,8 +142,10 @@ def load(verbose: bool = False):
             module = load_extension(
                 name=EXTENSION_NAME,
                 sources=[str(p) for p in SOURCES],
-                extra_cflags=[f"-DEMU_TORCH_VERSION={major * 100 + minor}", "-O1"] if os.name != "nt"
-                else [f"/DEMU_TORCH_VERSION={major * 100 + minor}"],
+                # NDEBUG as libtorch's release builds: debug-only asserts in its headers
+                # (RecordFunction::inputs) check state that only debug builds keep.
+                extra_cflags=[f"-DEMU_TORCH_VERSION={major * 100 + minor}", "-O1", "-DNDEBUG"] if os.name != "nt"
+                else [f"/DEMU_TORCH_VERSION={major * 100 + minor}", "/DNDEBUG"],
                 build_directory=str(build_dir),
                 verbose=verbose,
             )
@@ -160,6 +174,48 @@ def _install(module) -> None:
         module.register_hooks()
     if not hasattr(torch, DEVICE_TYPE):
         torch._register_device_module(DEVICE_TYPE, _device_module())
+    spec = os.environ.get(FAULT_ENV, "").strip()
+    if spec:
+        kind, _, op = spec.partition(":")
+        _set_fault(module, kind.strip(), op.strip(), where=f"{FAULT_ENV}={spec}")
+
+
+def _set_fault(module, kind: str, op: str, where: str = "") -> None:
+    if kind not in FAULT_KINDS:
+        raise EmulatedDeviceError(f"{where or 'set_fault'}: unknown fault kind {kind!r} (one of {', '.join(FAULT_KINDS)})")
+    try:
+        module.set_fault(kind, op)
+    except RuntimeError as exc:
+        raise EmulatedDeviceError(f"{where or 'set_fault'}: {str(exc).splitlines()[0]}") from None
+    _state["fault"] = (kind, op)
+
+
+def set_fault(kind: str, op: str) -> None:
+    """Make the device misbehave on ``op`` (``aten::name[.overload]``, as dmlprof records it).
+
+    ``kind`` is ``"corrupt"`` (every call's outputs get an error of at least 1
+    and at least their own largest magnitude; booleans flip) or ``"drop_write"``
+    (the tensors the call writes in place, ``self`` or ``out=``, keep their old
+    contents). One fault at a time; it applies to calls on every thread until
+    :func:`clear_fault`.
+    """
+    _set_fault(load(), kind, op)
+
+
+def clear_fault() -> None:
+    """Back to a well-behaved device."""
+    load().set_fault("", "")
+    _state.pop("fault", None)
+
+
+def current_fault() -> Optional[tuple]:
+    """``(kind, op)`` of the fault set now, or ``None``."""
+    return _state.get("fault") if is_loaded() else None
+
+
+def fault_hits() -> int:
+    """Kernel calls that took the fault since it was set."""
+    return int(load().fault_hits())
 
 
 def skipped_ops() -> list:
@@ -188,6 +244,6 @@ def device() -> torch.device:
 
 
 __all__ = [
-    "EmulatedDeviceError", "build_problem", "build_directory", "device", "fallback_counts", "is_loaded",
+    "EmulatedDeviceError", "FAULT_ENV", "clear_fault", "current_fault", "fault_hits", "set_fault", "build_problem", "build_directory", "device", "fallback_counts", "is_loaded",
     "load", "real_kernel_ops", "reset_fallback_counts", "skipped_ops",
 ]

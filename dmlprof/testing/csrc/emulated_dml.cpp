@@ -17,6 +17,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -26,8 +27,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #endif
 
+#include <atomic>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -315,6 +319,167 @@ const std::map<std::string, BoxedFn>& real_kernels() {
   return table;
 }
 
+// ---------------------------------------------------------------- fault injection
+// A test can make the device misbehave on purpose, so that `scan --verify` is
+// checked against a known fault: "corrupt" adds an error to one op's outputs,
+// "drop_write" leaves the tensors one op writes in place (self, out=) unchanged.
+//
+// The fault names the op as its caller sees it, which is what dmlprof records
+// ("aten::addmm", "aten::add_.Tensor"); the kernel that does the work is often
+// another overload behind a composite kernel (addmm -> addmm.out), or one of
+// this file's real kernels. So the fault acts at the op's boundary, not in a
+// kernel: a RecordFunction callback, installed only while a fault is set, sees
+// each call of the op with its inputs and outputs. On entry it saves what the
+// call will write; on exit it puts that back (drop_write) or corrupts the
+// outputs (corrupt). When calls of the op nest (a dispatch mode such as
+// dmlprof's recorder calls the op again inside its own call), only the
+// innermost one takes the fault, so the mode sees the faulty result.
+enum FaultKind { kNoFault = 0, kCorrupt = 1, kDropWrite = 2 };
+
+std::atomic<int> g_fault_kind{kNoFault};
+std::mutex g_fault_mutex;
+std::string g_fault_name;      // "aten::add_"
+std::string g_fault_overload;  // "Tensor" ("" for the default overload)
+std::vector<size_t> g_fault_written;  // argument positions the op writes
+std::atomic<int64_t> g_fault_hits{0};
+bool g_fault_callback_installed = false;
+at::CallbackHandle g_fault_callback = 0;
+
+struct FaultMark : at::ObserverContext {
+  bool inner = false;  // a nested call of the same op took the fault instead
+  std::vector<at::Tensor> written;  // device tensors the call writes (inputs are readable only on entry)
+  std::vector<at::Tensor> saved;    // drop_write: their old contents
+};
+
+thread_local std::vector<FaultMark*> tl_fault_stack;
+
+template <typename Fn>
+void for_each_device_tensor(const c10::IValue& v, Fn&& fn) {
+  if (v.isTensor()) {
+    if (on_device(v.toTensor())) fn(v.toTensor());
+  } else if (v.isList()) {
+    for (const auto& item : v.toListRef()) {
+      if (item.isTensor() && on_device(item.toTensor())) fn(item.toTensor());
+    }
+  }
+}
+
+// A clearly wrong value: at least 1 and at least the output's own magnitude off.
+void corrupt(const at::Tensor& t) {
+  if (t.numel() == 0) return;
+  at::Tensor host = cpu_alias(t);
+  try {
+    if (host.scalar_type() == at::kBool) {
+      host.logical_not_();
+    } else if (at::isFloatingType(host.scalar_type()) || at::isComplexType(host.scalar_type())) {
+      double magnitude = host.abs().max().to(at::kDouble).item<double>();
+      host.add_(std::isfinite(magnitude) ? 1.0 + magnitude : 1.0);
+    } else {
+      host.add_(1);
+    }
+  } catch (const std::exception&) {
+    // Overlapping memory (an expanded output) cannot be written element-wise: leave it.
+  }
+}
+
+std::unique_ptr<at::ObserverContext> fault_enter(const at::RecordFunction& fn) {
+  int kind = g_fault_kind.load(std::memory_order_relaxed);
+  if (kind == kNoFault) return nullptr;
+  auto name = fn.operator_name();
+  if (!name.has_value()) return nullptr;
+  std::vector<size_t> written;
+  {
+    std::lock_guard<std::mutex> lock(g_fault_mutex);
+    if (name->name != g_fault_name || name->overload_name != g_fault_overload) return nullptr;
+    written = g_fault_written;
+  }
+  // Only calls on the device's tensors: this file's real kernels call the same
+  // op again on CPU aliases (convolution_backward), and those are not the device's.
+  auto inputs = fn.inputs();
+  bool touches_device = false;
+  for (const auto& input : inputs) for_each_device_tensor(input, [&](const at::Tensor&) { touches_device = true; });
+  if (!touches_device) return nullptr;
+  auto mark = std::make_unique<FaultMark>();
+  for (size_t index : written) {
+    if (index >= inputs.size()) continue;
+    for_each_device_tensor(inputs[index], [&](const at::Tensor& t) {
+      mark->written.push_back(t);
+      if (kind == kDropWrite) mark->saved.push_back(cpu_alias(t).clone());
+    });
+  }
+  if (!tl_fault_stack.empty()) tl_fault_stack.back()->inner = true;
+  tl_fault_stack.push_back(mark.get());
+  return mark;
+}
+
+void fault_exit(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (ctx == nullptr) return;
+  auto* mark = static_cast<FaultMark*>(ctx);
+  if (!tl_fault_stack.empty() && tl_fault_stack.back() == mark) tl_fault_stack.pop_back();
+  if (mark->inner) return;
+  int kind = g_fault_kind.load(std::memory_order_relaxed);
+  if (kind == kDropWrite) {
+    for (size_t i = 0; i < mark->written.size() && i < mark->saved.size(); ++i) {
+      cpu_alias(mark->written[i]).copy_(mark->saved[i]);
+    }
+    if (!mark->saved.empty()) ++g_fault_hits;
+  } else if (kind == kCorrupt) {
+    bool any = false;
+    for (const auto& out : fn.outputs()) for_each_device_tensor(out, [&](const at::Tensor& t) { corrupt(t); any = true; });
+    if (!any) {  // an in-place op that returns nothing (_foreach_add_): corrupt what it wrote
+      for (const auto& t : mark->written) { corrupt(t); any = true; }
+    }
+    if (any) ++g_fault_hits;
+  }
+}
+
+// Set ("corrupt" | "drop_write", "aten::name[.overload]") or clear (kind "") the fault.
+void set_fault(const std::string& kind, const std::string& op) {
+  int code = kind.empty() ? kNoFault : kind == "corrupt" ? kCorrupt : kind == "drop_write" ? kDropWrite : -1;
+  TORCH_CHECK(code >= 0, "unknown fault kind '", kind, "' (corrupt, drop_write)");
+  std::string name = op, overload;
+  std::vector<size_t> written;
+  if (code != kNoFault) {
+    auto sep = op.find("::");
+    TORCH_CHECK(sep != std::string::npos, "fault op needs a namespace: '", op, "' (e.g. aten::addmm)");
+    auto dot = op.find('.', sep + 2);
+    if (dot != std::string::npos) {
+      name = op.substr(0, dot);
+      overload = op.substr(dot + 1);
+    }
+    auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+    TORCH_CHECK(handle.has_value(), "fault op '", op, "' is not an operator this torch defines");
+    const auto& arguments = handle->schema().arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto* alias = arguments[i].alias_info();
+      if (alias != nullptr && alias->isWrite()) written.push_back(i);
+    }
+    TORCH_CHECK(code != kDropWrite || !written.empty(), "fault op '", op,
+                "' writes no argument in place: drop_write needs an in-place or out= op");
+  }
+  g_fault_kind = kNoFault;
+  {
+    std::lock_guard<std::mutex> lock(g_fault_mutex);
+    g_fault_name = name;
+    g_fault_overload = overload;
+    g_fault_written = written;
+    g_fault_hits = 0;
+    if (code != kNoFault && !g_fault_callback_installed) {
+      g_fault_callback = at::addGlobalCallback(at::RecordFunctionCallback(&fault_enter, &fault_exit)
+                                                   .needsInputs(true)
+                                                   .needsOutputs(true)
+                                                   .scopes({at::RecordScope::FUNCTION}));
+      g_fault_callback_installed = true;
+    } else if (code == kNoFault && g_fault_callback_installed) {
+      at::removeCallback(g_fault_callback);
+      g_fault_callback_installed = false;
+    }
+  }
+  g_fault_kind = code;
+}
+
+int64_t fault_hits() { return g_fault_hits.load(); }
+
 // A DirectML kernel: the work runs on the CPU, silently (the device is host memory).
 void native_kernel(const c10::OperatorHandle& op, Stack* s) { at::native::cpu_fallback(op, s); }
 
@@ -465,5 +630,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("real_kernel_names", &real_kernel_names, "ops with real implementations (not cpu_fallback)");
   m.def("fallback_counts", &fallback_counts, "calls per op that reached the fallback");
   m.def("reset_fallback_counts", &reset_fallback_counts);
+  m.def("set_fault", &set_fault, "set a fault (corrupt | drop_write, op name) or clear it (kind '')");
+  m.def("fault_hits", &fault_hits, "kernel calls that took the fault since it was set");
   m.def("register_hooks", &register_hooks, "register PrivateUse1 hooks (torch >= 2.6); false when not needed");
 }

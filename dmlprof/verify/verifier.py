@@ -1,0 +1,386 @@
+"""The live check behind ``scan --verify``: every device op call recomputed on the CPU.
+
+The recorder's dispatch mode hands each call to :meth:`Verifier.before`
+(copies of its inputs on the host, taken before the call because in-place and
+``out=`` ops overwrite them) and, once the device has run it, to
+:meth:`Verifier.after`, which runs the same overload on the copies and compares
+every output and every tensor the call wrote with dtype-aware tolerances
+(:mod:`dmlprof.verify.tolerance`). Because the CPU recomputes from the device's
+own inputs, an error is flagged at the op that made it, not at every op
+downstream. Around ``optimizer.step()`` it snapshots the parameters and reports
+by name those that did not change although their gradient was non-zero.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Optional
+
+import torch
+from torch.utils import _pytree as pytree
+
+from dmlprof.record.attribution import user_source_line
+from dmlprof.record.frame import base_name, op_name
+from dmlprof.verify import tolerance as tol
+
+#: divergent calls kept in full (all are counted)
+MAX_DIVERGENT_RECORDS = 200
+
+# Random ops: the device draws its own numbers. Names without the namespace.
+_RANDOM = frozenset({
+    "bernoulli", "bernoulli_", "dropout", "native_dropout", "_fused_dropout", "feature_dropout", "alpha_dropout",
+    "feature_alpha_dropout", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
+    "normal", "normal_", "uniform_", "random_", "exponential_", "geometric_", "cauchy_", "log_normal_",
+    "multinomial", "poisson", "binomial", "rrelu_with_noise", "rrelu_with_noise_", "_standard_gamma",
+    "_sample_dirichlet", "_fused_rms_norm_dropout",
+})
+# Outputs whose contents are undefined (fresh memory, resized storage).
+_UNINITIALISED = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted", "resize_",
+    "resize_as_", "_resize_output_", "set_", "_empty_affine_quantized", "_empty_per_channel_affine_quantized",
+})
+# Writes at possibly repeated indices without accumulating: which write wins is unspecified.
+_UNORDERED_WRITES = frozenset({"index_put", "index_put_", "_index_put_impl_", "_index_put_impl", "put", "put_"})
+_SCATTER = frozenset({"scatter", "scatter_"})
+# Index outputs of these may pick a different one of several equal values.
+_TIE_INDEX_OPS = frozenset({
+    "sort", "topk", "max", "min", "argmax", "argmin", "kthvalue", "mode", "median", "nanmedian", "argsort",
+    "msort", "cummax", "cummin", "_cummax_helper", "_cummin_helper", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool3d",
+})
+_SKIP_REASONS = {
+    "random": "random (the device draws its own numbers)",
+    "uninitialised": "output memory is uninitialised",
+    "view": "view or metadata only (no data computed)",
+    "unordered": "writes at possibly repeated indices (the winner is unspecified)",
+    "cpu_raised": "the CPU kernel raised on the same inputs",
+}
+
+
+class _Pending:
+    __slots__ = ("func", "name", "cpu_args", "cpu_kwargs", "scale", "in_dtype")
+
+    def __init__(self, func, name, cpu_args, cpu_kwargs, scale, in_dtype):
+        self.func, self.name, self.cpu_args, self.cpu_kwargs = func, name, cpu_args, cpu_kwargs
+        self.scale, self.in_dtype = scale, in_dtype
+
+
+class Verifier:
+    """Checks a recorder's calls against the CPU; :meth:`result` is the session's ``extras['verify']``."""
+
+    def __init__(self, backend, max_records: int = MAX_DIVERGENT_RECORDS):
+        self.device_type = backend.device_type
+        self.backend_name = backend.name
+        self.max_records = max_records
+        self.checked_calls = 0
+        self.checked_by_op: Counter = Counter()
+        self.skipped: Counter = Counter()  # (op, reason key) -> calls
+        self.divergent_calls = 0
+        self.divergent: list = []
+        self.lost_updates: list = []
+        self.optimizer_steps = 0
+        self.parameters_checked = 0
+        self.parameters_not_expected_to_move = 0
+        self.recorder = None
+        self._decisions: dict = {}
+        self._param_names: dict = {}
+        self._snapshots: list = []
+        self._hooks: list = []
+        self._lock = threading.Lock()
+
+    # -- wiring ------------------------------------------------------------------
+    def name_parameters(self, model: torch.nn.Module, root_name: Optional[str] = None) -> None:
+        """Names for lost-update reports: ``Root.layer.weight``."""
+        root_name = root_name or type(model).__name__
+        for name, param in model.named_parameters():
+            self._param_names.setdefault(id(param), f"{root_name}.{name}")
+
+    def attach(self, recorder) -> None:
+        """Called by the recorder on entry: optimizer hooks on, recorder known (to pause it)."""
+        import torch.optim.optimizer as optim
+
+        self.recorder = recorder
+        self._hooks = [optim.register_optimizer_step_pre_hook(self._optimizer_pre),
+                       optim.register_optimizer_step_post_hook(self._optimizer_post)]
+
+    def detach(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+
+    # -- per call ------------------------------------------------------------------
+    def _decide(self, func) -> Optional[str]:
+        """Why calls of ``func`` are never checked, or ``None``."""
+        try:
+            tags = func.tags
+        except AttributeError:
+            tags = ()
+        name = func._schema.name.split("::", 1)[-1]
+        if name in _RANDOM or torch.Tag.nondeterministic_seeded in tags:
+            return "random"
+        if name in _UNINITIALISED:
+            return "uninitialised"
+        returns = func._schema.returns
+        if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+            return "view"
+        return None
+
+    def before(self, func, args, kwargs) -> Optional[_Pending]:
+        """Host copies of a device call's inputs, or ``None`` when the call is not checked."""
+        leaves = pytree.tree_leaves((args, kwargs))
+        device_type = self.device_type
+        if not any((isinstance(x, torch.Tensor) and x.device.type == device_type)
+                   or (isinstance(x, torch.device) and x.type == device_type) for x in leaves):
+            return None  # nothing of this call is on the device
+        decision = self._decisions.get(func, 0)
+        if decision == 0:
+            decision = self._decisions[func] = self._decide(func)
+        name = op_name(func)
+        if decision is None:
+            decision = self._unordered(func, args, kwargs)
+        if decision is not None:
+            self.skipped[(name, decision)] += 1
+            return None
+        copies: dict = {}
+        in_numel, in_dtype = 0, None
+
+        def host(x):
+            nonlocal in_numel, in_dtype
+            if isinstance(x, torch.Tensor):
+                copied = copies.get(id(x))
+                if copied is None:
+                    # A copy even of CPU tensors: the recomputation may write into them.
+                    copied = copies[id(x)] = x.detach().to("cpu", copy=True)
+                    if x.numel() > in_numel:
+                        in_numel = x.numel()
+                    if in_dtype is None or x.is_floating_point():
+                        in_dtype = x.dtype
+                return copied
+            if isinstance(x, torch.device) and x.type == device_type:
+                return torch.device("cpu")
+            return x
+
+        with torch.no_grad():
+            cpu_args, cpu_kwargs = pytree.tree_map(host, (args, kwargs))
+        return _Pending(func, name, cpu_args, cpu_kwargs, in_numel, in_dtype)
+
+    def _unordered(self, func, args, kwargs) -> Optional[str]:
+        name = func._schema.name.split("::", 1)[-1]
+        if name in _UNORDERED_WRITES:
+            accumulate = _argument(func, args, kwargs, "accumulate")
+            return None if accumulate else "unordered"
+        if name in _SCATTER and _argument(func, args, kwargs, "reduce") is None:
+            return "unordered"
+        return None
+
+    def after(self, pending: _Pending, args, kwargs, out, *, step: int, phase: str, module: str,
+              source: str, seq: int) -> None:
+        """Recompute on the CPU and compare; divergent calls are kept with where they came from."""
+        func = pending.func
+        try:
+            with torch.no_grad():
+                reference = func(*pending.cpu_args, **pending.cpu_kwargs)
+        except Exception:
+            self.skipped[(pending.name, "cpu_raised")] += 1
+            return
+        problems = []
+        schema = func._schema
+        written = []
+        for index, argument in enumerate(schema.arguments):
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                written.append((index, argument.name))
+        # In-place and out= results: the device tensor itself, after the call.
+        for index, arg_name in written:
+            device_value = args[index] if index < len(args) else kwargs.get(arg_name)
+            cpu_value = (pending.cpu_args[index] if index < len(pending.cpu_args)
+                         else pending.cpu_kwargs.get(arg_name))
+            what = "in-place write to " + arg_name if arg_name == "self" else f"write to {arg_name}="
+            problems += self._compare_tree(device_value, cpu_value, pending, what, tie_indices=False)
+        returns = schema.returns
+        device_outs = out if len(returns) != 1 else (out,)
+        cpu_outs = reference if len(returns) != 1 else (reference,)
+        tie = func._schema.name.split("::", 1)[-1] in _TIE_INDEX_OPS
+        if isinstance(device_outs, (tuple, list)) and isinstance(cpu_outs, (tuple, list)):
+            for index, ret in enumerate(returns):
+                if ret.alias_info is not None and ret.alias_info.is_write:
+                    continue  # the written argument, compared above
+                if index >= len(device_outs) or index >= len(cpu_outs):
+                    break
+                label = f"output {index}" if len(returns) > 1 else "output"
+                problems += self._compare_tree(device_outs[index], cpu_outs[index], pending, label, tie_indices=tie)
+        with self._lock:
+            self.checked_calls += 1
+            self.checked_by_op[pending.name] += 1
+            if not problems:
+                return
+            self.divergent_calls += 1
+            if len(self.divergent) >= self.max_records:
+                return
+            if not source and threading.get_ident() == threading.main_thread().ident:
+                source = user_source_line(3)
+            worst = max(problems, key=lambda p: (p["max_abs_error"] is None, p["max_abs_error"] or 0.0))
+            self.divergent.append({
+                "seq": seq, "step": step, "phase": phase, "op": pending.name, "module": module, "source": source,
+                "what": worst["what"], "reason": worst["reason"],
+                "max_abs_error": worst["max_abs_error"], "max_rel_error": worst["max_rel_error"],
+                "mismatched": worst["mismatched"], "numel": worst["numel"],
+                "rtol": worst["rtol"], "atol": worst["atol"],
+                "input_shapes": _shapes((args, kwargs)), "input_dtypes": _dtypes((args, kwargs)),
+                "output_shape": worst["shape"], "output_dtype": worst["dtype"],
+                "outputs_divergent": [p["what"] for p in problems],
+            })
+
+    def _compare_tree(self, device_value, cpu_value, pending: _Pending, what: str, tie_indices: bool) -> list:
+        device_leaves = pytree.tree_leaves(device_value)
+        cpu_leaves = pytree.tree_leaves(cpu_value)
+        if len(device_leaves) != len(cpu_leaves):
+            return [{"what": what, "reason": f"{len(device_leaves)} results on the device, {len(cpu_leaves)} on the CPU",
+                     "max_abs_error": None, "max_rel_error": None, "mismatched": 0, "numel": 0, "rtol": 0.0,
+                     "atol": 0.0, "shape": [], "dtype": ""}]
+        problems = []
+        many = len(device_leaves) > 1
+        for position, (d, c) in enumerate(zip(device_leaves, cpu_leaves)):
+            label = f"{what}[{position}]" if many else what
+            if isinstance(d, torch.Tensor) and isinstance(c, torch.Tensor):
+                if tie_indices and not (d.is_floating_point() or d.is_complex()) and d.dtype != torch.bool:
+                    continue  # indices among equal values may differ
+                with torch.no_grad():
+                    host = d.detach().to("cpu") if d.device.type != "cpu" else d.detach()
+                    found = tol.compare(host, c, tol.reduction_scale(pending.scale, c.numel()))
+                if found is not None:
+                    found.update(what=label, shape=list(d.shape), dtype=str(d.dtype).replace("torch.", ""))
+                    problems.append(found)
+            elif isinstance(d, (bool, int, float, complex)) and isinstance(c, (bool, int, float, complex)):
+                found = tol.compare_numbers(d, c, pending.in_dtype)
+                if found is not None:
+                    found.update(what=label, shape=[], dtype=type(d).__name__)
+                    problems.append(found)
+            elif (d is None) != (c is None) or isinstance(d, torch.Tensor) != isinstance(c, torch.Tensor):
+                problems.append({"what": label, "reason": f"{type(d).__name__} on the device, {type(c).__name__} on the CPU",
+                                 "max_abs_error": None, "max_rel_error": None, "mismatched": 0, "numel": 0,
+                                 "rtol": 0.0, "atol": 0.0, "shape": [], "dtype": ""})
+        return problems
+
+    # -- optimizer ---------------------------------------------------------------
+    def _paused(self):
+        recorder = self.recorder
+
+        class _Pause:
+            def __enter__(self_):
+                self_.was = recorder.active if recorder is not None else None
+                if recorder is not None:
+                    recorder.active = False
+
+            def __exit__(self_, *exc):
+                if recorder is not None:
+                    recorder.active = self_.was
+                return False
+
+        return _Pause()
+
+    def _name_of(self, param, group_index: int, index: int) -> str:
+        name = self._param_names.get(id(param))
+        if name is None and self.recorder is not None:
+            # Script mode: name from the modules the recorder has seen.
+            for module, module_name in list(self.recorder.modules.names.items()):
+                for param_name, p in module.named_parameters(recurse=False):
+                    self._param_names.setdefault(id(p), f"{module_name}.{param_name}")
+            name = self._param_names.get(id(param))
+        return name or f"param_groups[{group_index}][{index}]"
+
+    def _optimizer_pre(self, optimizer, args, kwargs) -> None:
+        if self.recorder is not None and not self.recorder.active:
+            return
+        snapshot = []
+        with self._paused(), torch.no_grad():
+            for group_index, group in enumerate(optimizer.param_groups):
+                lr = group.get("lr", None)
+                try:
+                    lr = float(lr) if lr is not None else None
+                except (TypeError, ValueError, RuntimeError):
+                    lr = None
+                for index, param in enumerate(group["params"]):
+                    if param.grad is None or param.grad.is_sparse:
+                        continue
+                    grad = param.grad.detach().to("cpu", copy=True)
+                    if not bool(grad.ne(0).any()):
+                        continue
+                    before = param.detach().to("cpu", copy=True)
+                    snapshot.append((param, group_index, index, before, grad, lr))
+        self._snapshots.append((type(optimizer).__name__, snapshot))
+
+    def _optimizer_post(self, optimizer, args, kwargs) -> None:
+        if not self._snapshots:
+            return
+        optimizer_name, snapshot = self._snapshots.pop()
+        with self._paused(), torch.no_grad():
+            self.optimizer_steps += 1
+            for param, group_index, index, before, grad, lr in snapshot:
+                self.parameters_checked += 1
+                after = param.detach().to("cpu")
+                if not torch.equal(after, before):
+                    continue
+                if not _update_representable(before, grad, lr):
+                    # lr * grad below half an ulp of every weight (or lr == 0): no change is correct.
+                    self.parameters_not_expected_to_move += 1
+                    continue
+                self.lost_updates.append({
+                    "parameter": self._name_of(param, group_index, index), "optimizer": optimizer_name,
+                    "step": self.recorder.step if self.recorder is not None else None,
+                    "shape": list(param.shape), "dtype": str(param.dtype).replace("torch.", ""),
+                    "max_abs_grad": float(grad.abs().max()), "lr": lr,
+                })
+
+    # -- result ------------------------------------------------------------------
+    def result(self, *, partial: bool = False) -> dict:
+        """The verification as plain data (``extras['verify']``, see docs/verify.md)."""
+        skipped = {}
+        for (op, reason), calls in sorted(self.skipped.items()):
+            entry = skipped.setdefault(reason, {"reason": _SKIP_REASONS[reason], "calls": 0, "ops": {}})
+            entry["calls"] += calls
+            entry["ops"][op] = calls
+        return {
+            "device_type": self.device_type,
+            "backend": self.backend_name,
+            "checked_calls": self.checked_calls,
+            "checked_ops": len(self.checked_by_op),
+            "divergent_calls": self.divergent_calls,
+            "divergent": list(self.divergent),
+            "divergent_records_capped": self.divergent_calls > len(self.divergent),
+            "skipped_calls": sum(self.skipped.values()),
+            "skipped": skipped,
+            "optimizer_steps": self.optimizer_steps,
+            "parameters_checked": self.parameters_checked,
+            "parameters_not_expected_to_move": self.parameters_not_expected_to_move,
+            "lost_updates": list(self.lost_updates),
+            "tolerances": {str(k).replace("torch.", ""): {"rtol": v[0], "atol": v[1]} for k, v in tol.TOLERANCES.items()},
+            "partial": bool(partial),
+        }
+
+
+def _update_representable(before: torch.Tensor, grad: torch.Tensor, lr: Optional[float]) -> bool:
+    """Whether a plain ``lr * grad`` step would change at least one weight (``lr`` unknown: assume so)."""
+    if lr is None:
+        return True
+    if lr == 0.0 or not before.is_floating_point():
+        return False
+    eps = torch.finfo(before.dtype).eps
+    step = (grad.to(torch.float64).abs() * abs(lr))
+    return bool((step > before.to(torch.float64).abs() * eps).any())
+
+
+def _argument(func, args, kwargs, name: str):
+    for index, argument in enumerate(func._schema.arguments):
+        if argument.name == name:
+            if index < len(args):
+                return args[index]
+            return kwargs.get(name, argument.default_value if argument.has_default_value() else None)
+    return None
+
+
+def _shapes(tree) -> list:
+    return [list(x.shape) for x in pytree.tree_leaves(tree) if isinstance(x, torch.Tensor)]
+
+
+def _dtypes(tree) -> list:
+    return [str(x.dtype).replace("torch.", "") for x in pytree.tree_leaves(tree) if isinstance(x, torch.Tensor)]
