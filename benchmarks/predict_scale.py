@@ -16,7 +16,6 @@ Target (issue 3): <= 10 s wall and <= 1.5 GiB peak RSS for the whole process
 (interpreter start, imports and the prediction) on a 2-core machine.
 """
 import json
-import math
 import os
 import platform
 import subprocess

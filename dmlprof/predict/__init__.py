@@ -1,8 +1,8 @@
 """Predicted coverage: ``dmlprof scan MODEL.py --target dml`` on a machine without the device.
 
 The model file's training step (forward, loss, backward, optimizer step) runs
-on a stand-in ``privateuseone`` device whose tensors are fake (meta storage,
-no memory), below autograd a dispatch mode classifies every call against the
+on a stand-in ``privateuseone`` device whose tensors have meta storage (no
+memory); below autograd a dispatch mode classifies every call against the
 shipped op table (see :mod:`dmlprof.predict.mode`), and the rows become a
 Session like a live scan's, with ``meta["mode"] == "predicted"``. Predicted
 rows have no times: every timing column is 0 (``device_time_ns`` empty).
@@ -177,7 +177,6 @@ class _Prediction:
         )
 
     def _finish(self, mode):
-        from dmlprof.backends.dml import DmlBackend
         from dmlprof.record.frame import rows_to_frame
         from dmlprof.session import Session
 
@@ -226,7 +225,7 @@ class _PredictedBackend:
 
 
 def _move_module(model: torch.nn.Module, mode) -> torch.nn.Module:
-    """``model.to(device)`` for the fake device: parameters and buffers become fake (meta storage) tensors."""
+    """``model.to(device)`` for the predicted device: parameters and buffers become device tensors (meta storage)."""
     return model._apply(mode.to_device)
 
 
@@ -238,11 +237,11 @@ def _backward_context():
 
 @contextlib.contextmanager
 def _device_like_optimizers():
-    """Let the optimizers see the fake tensors as the plain tensors they are on the device.
+    """Let the optimizers see the device tensors as the plain tensors they are on the device.
 
     torch picks the foreach (or fused) path only for exact ``torch.Tensor`` /
     ``Parameter`` types; on the device the parameters are exactly that, so the
-    fake tensor class is admitted for the duration of the prediction.
+    device tensor class is admitted for the duration of the prediction.
     """
     from dmlprof.predict.tensor import DeviceTensor
     import torch.optim.optimizer as optimizer_module

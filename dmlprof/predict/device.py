@@ -5,7 +5,7 @@ torch-directml's device: the LSTM cell (``input.is_privateuseone()`` picks
 ``_thnn_fused_lstm_cell``), dropout (``native_dropout``), convolution
 (``convolution_overrideable``), scaled_dot_product_attention's kernel choice,
 the optimizers' foreach default. Those checks read the tensor's device, so the
-predicted tensors (fake tensors with meta storage) report ``privateuseone:0``.
+predicted tensors (meta storage) report ``privateuseone:0``.
 
 Autograd then needs what any PrivateUse1 backend registers: a device guard
 (every autograd node records its input's stream through it) and, on torch >=
@@ -58,7 +58,7 @@ def backend_loaded() -> bool:
 
 
 def ensure_device() -> dict:
-    """Make ``privateuseone`` usable for fake tensors with autograd; returns how (cached).
+    """Make ``privateuseone`` usable for device tensors with autograd; returns how (cached).
 
     Raises :class:`PredictDeviceError` where it cannot be done.
     """

@@ -1,6 +1,6 @@
 """The predicting dispatch mode: classify each call against the op table, without a device.
 
-Tensors on the predicted device are fake tensors (meta storage) that report
+Tensors on the predicted device are device tensors (meta storage, see tensor.py) that report
 ``privateuseone:0``, so everything above the backend (autograd, composite
 kernels, Python device checks) runs exactly as on torch-directml. This mode sits
 where the live recorder sits (below autograd) and sees the same calls. Per
@@ -94,14 +94,14 @@ class PredictMode(TorchDispatchMode):
 
     # -- tensors ------------------------------------------------------------------
     def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
-        """A fake tensor on the predicted device with ``tensor``'s metadata (no data, no copy recorded)."""
+        """A device tensor on the predicted device with ``tensor``'s metadata (no data, no copy recorded)."""
         return to_device(tensor, self.device)
 
     def _on_device(self, args, kwargs) -> bool:
         device = kwargs.get("device")
         if device is not None and torch.device(device).type == self.device_type:
             return True
-        return _any_fake(args, self.device_type) or _any_fake(kwargs.values(), self.device_type)
+        return _any_device_tensor(args, self.device_type) or _any_device_tensor(kwargs.values(), self.device_type)
 
     # -- classification ----------------------------------------------------------
     def kind_of(self, func) -> str:
@@ -212,8 +212,8 @@ class PredictMode(TorchDispatchMode):
         return self._execute(func, args, kwargs, device_op=device_op)
 
     def _execute(self, func, args, kwargs, *, device_op: bool):
-        """Compute the outputs: meta kernels for fake tensors, the CPU for real ones."""
-        if not device_op and not (_any_fake(args, None) or _any_fake(kwargs.values(), None)):
+        """Compute the outputs: meta kernels for device tensors, the CPU for real ones."""
+        if not device_op and not (_any_device_tensor(args, None) or _any_device_tensor(kwargs.values(), None)):
             return func(*args, **kwargs)  # real CPU tensors: run for real
         stand_in = _STAND_INS.get(op_name(func))
         try:
@@ -227,7 +227,7 @@ class PredictMode(TorchDispatchMode):
             return out
 
     def _placeholder(self, func, args, kwargs, count: bool = True):
-        """Run ``func`` on the CPU on zeros in place of the fake tensors; fake outputs with its results' shapes."""
+        """Run ``func`` on the CPU on zeros in place of the device tensors; device tensors out with its results' shapes."""
         originals: dict = {}
         device_of_outputs: Optional[torch.device] = None
 
@@ -253,6 +253,9 @@ class PredictMode(TorchDispatchMode):
             out = func(*cpu_args, **cpu_kwargs)
         except Exception:
             return _FAILED
+        for real, fake in originals.values():
+            if tuple(real.shape) != tuple(fake.shape):
+                return _FAILED  # the CPU kernel resized an argument in place; leave it to the meta kernel
         if count:
             self.placeholder_ops[op_name(func)] += 1
         device_of_outputs = device_of_outputs or self.device
@@ -334,7 +337,7 @@ _STAND_INS = {
 }
 
 
-def _any_fake(values, device_type: Optional[str]) -> bool:
+def _any_device_tensor(values, device_type: Optional[str]) -> bool:
     for value in values:
         if isinstance(value, DeviceTensor):
             if device_type is None or value.device.type == device_type:
