@@ -3,9 +3,12 @@ from __future__ import annotations
 
 
 def fmt_ms(ms) -> str:
-    if ms is None:
+    try:
+        ms = float(ms)
+    except (TypeError, ValueError):  # None, pandas.NA: not measured
         return "-"
-    ms = float(ms)
+    if ms != ms:
+        return "-"
     if ms >= 1000:
         return f"{ms / 1000:.2f} s"
     if ms >= 10:

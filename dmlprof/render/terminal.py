@@ -36,14 +36,23 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
         f"{head['op_calls']} op calls: {head['device_calls']} on the device, "
         f"{head['fallback_calls']} fell back to the CPU, {head['cpu_calls']} on CPU tensors"
     )
-    lines.append(
-        f"device share: {fmt_share(head['device_call_share'])} of calls, {fmt_share(head['device_time_share'])} of time; "
-        f"fallback: {fmt_ms(head['fallback_time_ms'])} = {fmt_share(head['fallback_time_share'])} of op time "
-        f"({fmt_ms(head['time_ms'])} total)"
-    )
+    timed = meta.get("mode") != "predicted"  # a prediction has calls, not times
+    if timed:
+        lines.append(
+            f"device share: {fmt_share(head['device_call_share'])} of calls, {fmt_share(head['device_time_share'])} of time; "
+            f"fallback: {fmt_ms(head['fallback_time_ms'])} = {fmt_share(head['fallback_time_share'])} of op time "
+            f"({fmt_ms(head['time_ms'])} total)"
+        )
+    else:
+        lines.append(f"device share: {fmt_share(head['device_call_share'])} of calls (predicted: no times)")
     if meta.get("step_times_ms"):
         steps = meta["step_times_ms"]
         lines.append(f"step time: {fmt_ms(sorted(steps)[len(steps) // 2])} median over {len(steps)} measured steps")
+
+    verification = session.extras.get("verify") if isinstance(session.extras, dict) else None
+    if verification is not None:
+        lines.append("")
+        lines.extend(_verification(verification, top))
 
     hotspots = analysis.fallback_hotspots(ops)
     lines.append("")
@@ -58,9 +67,10 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
         for row in hotspots.head(top).itertuples():
             inner = ", ".join(row.inner_ops)
             op = row.op if inner in ("", row.op) else f"{row.op} -> {inner}"
-            rows.append([op, row.calls, fmt_ms(row.time_ms), fmt_share(row.share), fmt_bytes(row.bytes_moved),
-                         fmt_list(row.modules, 1), fmt_list(row.sources, 1)])
-        lines.append(tabulate(rows, headers=["op (-> what fell back)", "calls", "time", "share", "moved", "module", "source"]))
+            rows.append([op, row.calls] + _if(timed, fmt_ms(row.time_ms), fmt_share(row.share))
+                        + [fmt_bytes(row.bytes_moved), fmt_list(row.modules, 1), fmt_list(row.sources, 1)])
+        lines.append(tabulate(rows, headers=["op (-> what fell back)", "calls"] + _if(timed, "time", "share")
+                              + ["moved", "module", "source"]))
         advice = _advice(session, hotspots)
         if advice:
             lines.append("")
@@ -70,33 +80,36 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
     if not transfers.empty and session.meta.get("backend") != "cpu":
         lines.append("")
         lines.append("Host<->device copies and syncs")
-        rows = [[r.op, r.transfer, r.calls, fmt_bytes(r.bytes_moved), fmt_ms(r.time_ms), fmt_list(r.phases, 2), fmt_list(r.sources, 1)]
-                for r in transfers.head(top).itertuples()]
-        lines.append(tabulate(rows, headers=["op", "direction", "calls", "moved", "time", "phase", "source"]))
+        rows = [[r.op, r.transfer, r.calls, fmt_bytes(r.bytes_moved)] + _if(timed, fmt_ms(r.time_ms))
+                + [fmt_list(r.phases, 2), fmt_list(r.sources, 1)] for r in transfers.head(top).itertuples()]
+        lines.append(tabulate(rows, headers=["op", "direction", "calls", "moved"] + _if(timed, "time") + ["phase", "source"]))
 
     on_cpu = analysis.cpu_hotspots(ops)
     if not on_cpu.empty:
         lines.append("")
         lines.append("Calls on CPU tensors inside the step (their tensors were not on the device)")
-        rows = [[r.op, r.calls, fmt_ms(r.time_ms), fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)]
+        rows = [[r.op, r.calls] + _if(timed, fmt_ms(r.time_ms)) + [fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)]
                 for r in on_cpu.head(top).itertuples()]
-        lines.append(tabulate(rows, headers=["op", "calls", "time", "phase", "module", "source"]))
+        lines.append(tabulate(rows, headers=["op", "calls"] + _if(timed, "time") + ["phase", "module", "source"]))
 
     per_op = analysis.op_summary(ops)
+    if not timed:
+        per_op = per_op.sort_values("calls", ascending=False, kind="stable")
     lines.append("")
-    lines.append(f"Ops by time (top {min(top, len(per_op))} of {len(per_op)})")
-    with_device = per_op["device_time_ms"].notna().any()
-    rows = [[r.op, r.verdict, r.phase, r.calls, fmt_ms(r.time_ms)] + ([fmt_ms(r.device_time_ms)] if with_device else [])
-            + [fmt_share(r.share)] for r in per_op.head(top).itertuples()]
-    headers = ["op", "verdict", "phase", "calls", "host time" if with_device else "time"]
-    lines.append(tabulate(rows, headers=headers + (["device time"] if with_device else []) + ["share"]))
+    lines.append(f"Ops by {'time' if timed else 'calls'} (top {min(top, len(per_op))} of {len(per_op)})")
+    with_device = bool(per_op["device_time_ms"].notna().any())
+    rows = [[r.op, r.verdict, r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms)) + _if(with_device, fmt_ms(r.device_time_ms))
+            + _if(timed, fmt_share(r.share)) for r in per_op.head(top).itertuples()]
+    headers = ["op", "verdict", "phase", "calls"] + _if(timed, "host time" if with_device else "time")
+    lines.append(tabulate(rows, headers=headers + _if(with_device, "device time") + _if(timed, "share")))
 
     phases = analysis.phase_split(ops)
     lines.append("")
     lines.append("By phase")
-    rows = [[r.phase, r.calls, fmt_ms(r.time_ms), fmt_share(r.share), r.fallback_calls, fmt_ms(r.fallback_time_ms), r.cpu_calls]
-            for r in phases.itertuples()]
-    lines.append(tabulate(rows, headers=["phase", "calls", "time", "share", "fallbacks", "fallback time", "cpu calls"]))
+    rows = [[r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms), fmt_share(r.share)) + [r.fallback_calls]
+            + _if(timed, fmt_ms(r.fallback_time_ms)) + [r.cpu_calls] for r in phases.itertuples()]
+    lines.append(tabulate(rows, headers=["phase", "calls"] + _if(timed, "time", "share") + ["fallbacks"]
+                          + _if(timed, "fallback time") + ["cpu calls"]))
 
     if meta.get("warnings"):
         lines.append("")
@@ -105,6 +118,46 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
             lines.append(f"  {warning['category']} x{warning['count']}: {warning['message'].splitlines()[0][:150]}")
     text = "\n".join(lines)
     return text.encode("ascii", "replace").decode("ascii")
+
+
+def _if(condition: bool, *cells) -> list:
+    """Table cells (or headers) that only belong when ``condition`` holds."""
+    return list(cells) if condition else []
+
+
+def _verification(verify: dict, top: int) -> list:
+    """The --verify section: divergent ops, lost updates, what was not checked."""
+    from dmlprof.verify import summary
+
+    data = summary(verify)
+    lines = [data["headline"]]
+    for note in data["notes"]:
+        lines.append(f"  note: {note}")
+    if data["divergent_ops"]:
+        lines.append("")
+        lines.append("Ops whose device result differs from the CPU's (recomputed from the same inputs)")
+        rows = [[r["op"], r["what"], r["calls"], _error(r["max_abs_error"]), _error(r["max_rel_error"]),
+                 "x".join(str(n) for n in r["output_shape"]) or "-", r["output_dtype"], r["phase"],
+                 r["module"] or "-", r["source"] or "-"] for r in data["divergent_ops"][:top]]
+        lines.append(tabulate(rows, headers=["op", "result", "calls", "max abs err", "max rel err", "shape",
+                                             "dtype", "phase", "module", "source"]))
+        for r in data["divergent_ops"][:top]:
+            if r["reason"] != "values differ beyond tolerance":
+                lines.append(f"  {r['op']} ({r['what']}): {r['reason']}")
+    if data["lost_updates"]:
+        lines.append("")
+        lines.append("Lost updates: parameters unchanged by optimizer.step() although their gradient was non-zero")
+        rows = [[r["parameter"], "x".join(str(n) for n in r["shape"]), r["dtype"], r["optimizer"], r["steps"],
+                 _error(r["max_abs_grad"])] for r in data["lost_updates"][:max(top, 30)]]
+        lines.append(tabulate(rows, headers=["parameter", "shape", "dtype", "optimizer", "steps", "max |grad|"]))
+    if data["skipped"]:
+        skipped = "; ".join(f"{s['reason']}: {s['calls']} calls ({fmt_list(s['ops'], 3)})" for s in data["skipped"])
+        lines.append(f"  not checked: {skipped}")
+    return lines
+
+
+def _error(value) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def _run_line(meta) -> str:
