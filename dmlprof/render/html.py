@@ -43,7 +43,8 @@ def report_data(session) -> dict:
     (fallbacks ranked by time, each with its replacement or None),
     ``transfers``, ``ops`` (one row per op, verdict and phase: the sortable
     table), ``modules`` (the module tree), ``phases``, ``charts`` (bar
-    geometry for the inline SVG charts) and ``sweep`` (None without a sweep).
+    geometry for the inline SVG charts), ``sweep`` (None without a sweep) and
+    ``verify`` (``scan --verify``'s divergent ops and lost updates; None without one).
     """
     meta, ops = session.meta, session.ops
     head = analysis.summary(ops) if len(ops) else _empty_summary()
@@ -64,6 +65,7 @@ def report_data(session) -> dict:
         "charts": {},
         "sweep": _sweep(session.extras.get("sweep") if isinstance(session.extras, dict) else None),
         "replace": _replace(session.extras.get("replace") if isinstance(session.extras, dict) else None),
+        "verify": _verify(session.extras.get("verify") if isinstance(session.extras, dict) else None),
         "warnings": [
             {"category": str(w.get("category", "")), "count": int(w.get("count", 1) or 1),
              "message": str(w.get("message", "")).splitlines()[0][:300] if w.get("message") else ""}
@@ -484,6 +486,31 @@ def _replace(data) -> Optional[dict]:
         "removed_ops": [str(op) for op in data.get("removed_ops") or []],
         "remaining_ops": remaining,
     }
+
+
+def _verify(data) -> Optional[dict]:
+    """``scan --verify`` as display rows (None when the scan did not verify)."""
+    from dmlprof.verify import summary
+
+    found = summary(data)
+    if found is None:
+        return None
+
+    def error(value):
+        return "-" if value is None else f"{float(value):.3g}"
+
+    found["divergent_ops"] = [
+        dict(r, max_abs_error=error(r["max_abs_error"]), max_rel_error=error(r["max_rel_error"]),
+             output_shape="x".join(str(n) for n in r["output_shape"]) or "-",
+             input_shapes=", ".join("x".join(str(n) for n in shape) or "scalar" for shape in r["input_shapes"][:4]),
+             input_dtypes=", ".join(sorted(set(r["input_dtypes"]))))
+        for r in found["divergent_ops"]
+    ]
+    found["lost_updates"] = [dict(r, shape="x".join(str(n) for n in r["shape"]) or "scalar",
+                                  max_abs_grad=error(r["max_abs_grad"])) for r in found["lost_updates"]]
+    found["skipped"] = [dict(s, ops=", ".join(s["ops"][:6]) + (f" (+{len(s['ops']) - 6})" if len(s["ops"]) > 6 else ""))
+                        for s in found["skipped"]]
+    return found
 
 
 def _rate(samples_per_s: float) -> str:

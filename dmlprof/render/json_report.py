@@ -13,7 +13,7 @@ _META_KEYS = (
     "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
     "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
     "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
-    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check",
+    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify",
 )
 
 
@@ -46,8 +46,16 @@ def report_dict(session) -> dict:
         "transfers": analysis.transfer_hotspots(ops).to_dict(orient="records"),
         "cpu_calls": analysis.cpu_hotspots(ops).to_dict(orient="records"),
         "warnings": session.meta.get("warnings", []),
+        "verification": _verification(session),
         "extras": session.extras,
     }
+
+
+def _verification(session):
+    """``scan --verify``'s findings grouped per op and parameter (None when not verified; raw in extras.verify)."""
+    from dmlprof.verify import summary
+
+    return summary(session.extras.get("verify") if isinstance(session.extras, dict) else None)
 
 
 def render_json(session) -> str:

@@ -221,7 +221,8 @@ class Verifier:
             worst = max(problems, key=lambda p: (p["max_abs_error"] is None, p["max_abs_error"] or 0.0))
             self.divergent.append({
                 "seq": seq, "step": step, "phase": phase, "op": pending.name, "module": module, "source": source,
-                "what": worst["what"], "reason": worst["reason"],
+                "what": worst["what"] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+                "reason": worst["reason"],
                 "max_abs_error": worst["max_abs_error"], "max_rel_error": worst["max_rel_error"],
                 "mismatched": worst["mismatched"], "numel": worst["numel"],
                 "rtol": worst["rtol"], "atol": worst["atol"],
