@@ -51,10 +51,11 @@ def _run_steps(training, steps: int, testing, record: dict) -> None:
     record["loss"] = float(loss.detach().cpu())
 
 
-def _fallback_bytes(training, backend) -> int:
-    """Bytes the fallback calls of one recorded step copy between device and host (dmlprof's recorder
-    reads them from the same warnings as a scan). On the emulated device those copies are memcpys in
-    host memory; on real DirectML each one crosses to the GPU and waits for it."""
+def _recorded_fallbacks(training, backend) -> tuple:
+    """(bytes the fallback calls of one recorded step copy between device and host, the top-level ops
+    that fell back). dmlprof's recorder reads them from the same warnings as a scan. On the emulated
+    device those copies are memcpys in host memory; on real DirectML each one crosses to the GPU and
+    waits for it."""
     from dmlprof.record.frame import rows_to_frame
     from dmlprof.record.recorder import Recorder
 
@@ -62,7 +63,8 @@ def _fallback_bytes(training, backend) -> int:
     with recorder:
         training.run(recorder)
     ops = rows_to_frame(recorder.rows, recorder.warnings.messages, backend)
-    return int(ops.loc[ops["verdict"] == "fallback", "bytes_moved"].sum())
+    fallback = ops[ops["verdict"] == "fallback"]
+    return int(fallback["bytes_moved"].sum()), sorted(set(fallback["op"]))
 
 
 def _summary(record: dict) -> dict:
@@ -76,6 +78,7 @@ def _summary(record: dict) -> dict:
         "fallback_calls_per_step": sum(record["fallbacks"].values()) / steps,
         "fallback_ops_per_step": {op: n / steps for op, n in sorted(record["fallbacks"].items())},
         "fallback_bytes_moved_per_step": record.get("fallback_bytes"),
+        "fallback_top_level_ops": record.get("fallback_top_ops"),
         "loss": record["loss"],
     }
 
@@ -99,7 +102,7 @@ def bench_model(path: Path, backend, batch_size: int, steps: int, warmup: int, r
                     training.run().item()
                 _run_steps(training, steps, testing, plain)
                 if round_index == 0:
-                    plain["fallback_bytes"] = _fallback_bytes(training, backend)
+                    plain["fallback_bytes"], plain["fallback_top_ops"] = _recorded_fallbacks(training, backend)
             except Exception as exc:  # e.g. a fallback with no CPU kernel behind it
                 plain["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         applied.clear()
@@ -108,7 +111,7 @@ def bench_model(path: Path, backend, batch_size: int, steps: int, warmup: int, r
             training.run().item()
         _run_steps(training, steps, testing, patched)
         if round_index == 0:
-            patched["fallback_bytes"] = _fallback_bytes(training, backend)
+            patched["fallback_bytes"], patched["fallback_top_ops"] = _recorded_fallbacks(training, backend)
         handle.undo()
         training.loss_fn = loss_fn
     before, after = _summary(plain), _summary(patched)
