@@ -91,6 +91,7 @@ class PredictMode(TorchDispatchMode):
         # does) reaches the device's kernel path the second time, not the composite.
         self._following: list = []
         self._kinds: dict = {}
+        self._registered = frozenset(table.registrations.get("PrivateUse1", ()))
 
     # -- tensors ------------------------------------------------------------------
     def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -113,6 +114,8 @@ class PredictMode(TorchDispatchMode):
         kind = self.table.kind(name)
         explicit = next((key for key in _EXPLICIT_KEYS if _has_kernel(name, key)), None)
         implicit = _has_kernel(name, _IMPLICIT_KEY)
+        if kind is None and name in self._registered:
+            kind = "native"  # registered by the backend outside the table's namespace (torchvision::roi_align)
         if kind is None:
             # Unknown to the table (new in this torch, or not aten). torch-directml
             # was built against the table's torch, so it has no kernel for it: the

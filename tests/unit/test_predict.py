@@ -182,10 +182,13 @@ def test_unknown_and_drift_ops_resolve_by_this_torchs_kernels():
     ensure_device()
     table = OpTable(backend="dml", package="torch-directml", package_version="x", torch_version="2.4.1",
                     dispatch_key="PrivateUse1",
-                    ops={"aten::add.Tensor": "native", "aten::_embedding_bag_backward": "composite_implicit"})
+                    ops={"aten::add.Tensor": "native", "aten::_embedding_bag_backward": "composite_implicit"},
+                    registrations={"PrivateUse1": ["aten::mul.Tensor"]})
     mode = PredictMode(table, torch.device("privateuseone", 0))
     aten = torch.ops.aten
     assert mode.kind_of(aten.add.Tensor) == "native"
+    # Registered by the backend but outside the table's ops (torch-directml's torchvision kernels): native.
+    assert mode.kind_of(aten.mul.Tensor) == "native"
     # Not in the table: this torch's composite when it has one, else the fallback.
     assert mode.kind_of(aten.linear.default) == "unknown:composite_implicit"
     assert mode.kind_of(aten.lerp.Scalar_out) == "unknown:fallback"
