@@ -8,9 +8,9 @@ element passes when
 where ``(rtol, atol)`` come from the dtype and ``r = sqrt(K)`` grows with the
 number of terms ``K`` each output element sums (estimated as the largest
 input's element count over the output's). Reductions add up rounding error
-term by term, in an order the device chooses, and can cancel to a small result
-whose error is relative to the terms, not to itself: hence the scale and the
-``max|cpu|`` term. Integers and booleans must match exactly; NaN matches NaN,
+term by term, in an order the device chooses (hence the scale), and some
+output elements cancel to near zero while their error stays the size of the
+others' (hence the ``max|cpu|`` term, for reductions only). Integers and booleans must match exactly; NaN matches NaN,
 infinities must match exactly.
 """
 from __future__ import annotations
