@@ -304,6 +304,25 @@ def _run_replaced(fn: Callable, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+#: after this many calls in a row that replaced nothing, a patched forward/step stops entering the mode
+IDLE_CALLS_BEFORE_BYPASS = 3
+
+
+def _run_adaptive(owner, fn: Callable, *args, **kwargs):
+    """``_run_replaced`` for a model's forward or an optimizer's step, which may have nothing to
+    replace (SGD, a model without fallbacks): once a few calls in a row replaced nothing, later
+    calls skip the mode and its per-call cost. Replacing is only ever a speed-up, so a rare code
+    path left unreplaced stays correct."""
+    idle = getattr(owner, "_dmlprof_idle_calls", 0)
+    if _depth() or idle >= IDLE_CALLS_BEFORE_BYPASS:
+        return fn(*args, **kwargs)
+    mode = ReplacementMode()
+    with mode:
+        result = fn(*args, **kwargs)
+    object.__setattr__(owner, "_dmlprof_idle_calls", 0 if mode.replaced_calls else idle + 1)
+    return result
+
+
 # --------------------------------------------------------------------------- module and optimizer swaps
 SWAPPED_MODULES = (torch.nn.GroupNorm, torch.nn.EmbeddingBag, torch.nn.LSTM, torch.nn.GRU, torch.nn.LSTMCell,
                    torch.nn.GRUCell, torch.nn.ELU, torch.nn.Upsample, torch.nn.LogSigmoid, torch.nn.BCELoss,
@@ -322,8 +341,12 @@ def safe_class(cls: type) -> type:
     method = "step" if issubclass(cls, torch.optim.Optimizer) else "forward"
     original = getattr(cls, method)
 
-    def replaced_method(self, *args, **kwargs):
-        return _run_replaced(original, self, *args, **kwargs)
+    if method == "step":
+        def replaced_method(self, *args, **kwargs):
+            return _run_adaptive(self, original, self, *args, **kwargs)
+    else:
+        def replaced_method(self, *args, **kwargs):
+            return _run_replaced(original, self, *args, **kwargs)
 
     replaced_method.__doc__ = getattr(original, "__doc__", None)
     replaced_method.__name__ = method
@@ -419,6 +442,7 @@ def _swap_class(handle: Patch, obj, label: str) -> None:
 
     def undo(obj=obj, original=original):
         obj.__class__ = original
+        vars(obj).pop("_dmlprof_idle_calls", None)
 
     handle._record(label, f"{original.__name__} -> {obj.__class__.__name__}", undo)
 
@@ -433,8 +457,8 @@ class _ReplacedForward:
 
     def __call__(self, *args, **kwargs):
         if self.previous is not None:
-            return _run_replaced(self.previous, *args, **kwargs)
-        return _run_replaced(type(self.module).forward, self.module, *args, **kwargs)
+            return _run_adaptive(self, self.previous, *args, **kwargs)
+        return _run_adaptive(self, type(self.module).forward, self.module, *args, **kwargs)
 
     def __reduce__(self):
         return (_ReplacedForward, (self.module, self.previous))

@@ -824,3 +824,25 @@ def test_patched_model_pickles_and_loads_in_a_fresh_process(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["DmlSafeGroupNorm", "DmlSafeAdamW", "_ReplacedForward"]
+
+
+def test_forward_and_step_stop_entering_the_mode_when_nothing_is_replaced():
+    import dmlprof
+    from dmlprof.replacements import patching
+
+    plain = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    sgd = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.9)
+    busy, x, y = _net_and_batch()
+    adamw = torch.optim.AdamW(busy.parameters(), foreach=True)
+    handles = [dmlprof.patch(plain, sgd), dmlprof.patch(busy, adamw)]
+    for _ in range(patching.IDLE_CALLS_BEFORE_BYPASS + 2):
+        plain(torch.ones(1, 3)).sum().backward()
+        sgd.step()
+        _train(busy, adamw, x, y, 1)
+    assert vars(plain)["forward"]._dmlprof_idle_calls == patching.IDLE_CALLS_BEFORE_BYPASS  # bypassed since
+    assert vars(sgd)["_dmlprof_idle_calls"] == patching.IDLE_CALLS_BEFORE_BYPASS
+    assert vars(busy)["forward"]._dmlprof_idle_calls == 0  # x.std() and the GRU are replaced every call
+    assert vars(adamw)["_dmlprof_idle_calls"] == 0  # lerp every step
+    for handle in handles:
+        handle.undo()
+    assert "_dmlprof_idle_calls" not in vars(sgd)
