@@ -247,3 +247,50 @@ def test_divergent_calls_group_per_op_and_place():
     assert data["lost_updates"][0]["parameter"] == "Net.fc.weight"
     line = verdict_line({"checked_calls": 10, "divergent_calls": 2, "lost_updates": [{"parameter": "x"}]})
     assert "2 of 10" in line and "lost updates" in line
+
+
+# -- renderers ----------------------------------------------------------------------
+def verified_session(divergent: bool):
+    from dmlprof.session import Session
+
+    verifier = Verifier(CpuBackend())
+    a, b, c = torch.randn(4, 3), torch.randn(3, 5), torch.randn(5)
+    tamper = (lambda out, args: out.add_(2.0)) if divergent else None
+    run_checked(verifier, torch.ops.aten.addmm.default, (c, a, b), tamper=tamper)
+    result = verifier.result()
+    if divergent:
+        result["lost_updates"] = [{"parameter": "Net.<b>fc</b>.weight", "optimizer": "SGD", "step": 0,
+                                   "shape": [5, 3], "dtype": "float32", "max_abs_grad": 0.2, "lr": 0.1}]
+    return Session(meta={"backend": "emulated-dml", "mode": "live", "model_name": "net"}, extras={"verify": result})
+
+
+def test_reports_show_divergent_ops_and_lost_updates():
+    from dmlprof.render.html import render_html, report_data
+    from dmlprof.render.json_report import report_dict
+    from dmlprof.render.terminal import render_text
+
+    session = verified_session(divergent=True)
+    text = render_text(session)
+    assert "1 of 1 checked device op calls diverged" in text
+    assert "aten::addmm" in text and "Net.fc" in text and "model.py:3" in text and "Net.<b>fc</b>.weight" in text
+    data = report_dict(session)["verification"]
+    assert not data["clean"] and data["divergent_ops"][0]["op"] == "aten::addmm"
+    assert data["divergent_ops"][0]["max_abs_error"] == pytest.approx(2.0, rel=1e-4)
+    html = render_html(session)
+    assert 'id="verify"' in html and 'data-verify="divergent"' in html
+    assert "Net.&lt;b&gt;fc&lt;/b&gt;.weight" in html and "Net.<b>fc" not in html  # escaped
+    assert report_data(session)["verify"]["lost_updates"][0]["shape"] == "5x3"
+
+
+def test_reports_say_plainly_when_nothing_diverged():
+    from dmlprof.render.html import render_html
+    from dmlprof.render.json_report import report_dict
+    from dmlprof.render.terminal import render_text
+
+    session = verified_session(divergent=False)
+    assert "Verification: nothing diverged" in render_text(session)
+    assert report_dict(session)["verification"]["clean"] is True
+    assert 'data-verify="clean"' in render_html(session)
+    plain = verified_session(divergent=False)
+    plain.extras = {}
+    assert "Verification" not in render_text(plain) and report_dict(plain)["verification"] is None
