@@ -11,18 +11,19 @@ import statistics
 from contextlib import contextmanager
 from typing import Optional
 
-from dmlprof.errors import DeviceError, ModelRaisedError, UsageError
+from dmlprof.errors import DeviceError, ModelRaisedError
 
 
 def scan_replaced(path, device: str = "auto", **options):
-    """Scan ``path`` (a model file) twice, plain and patched; returns the patched Session with
-    ``extras["replace"]`` holding the comparison. ``options`` are :func:`dmlprof.runner.scan`'s."""
+    """Scan ``path`` twice, plain and patched; returns the patched Session with ``extras["replace"]``
+    holding the comparison. ``options`` are :func:`dmlprof.runner.scan`'s.
+
+    A model file gets ``dmlprof.patch(model, optimizer)`` plus its loss under the replacements; a
+    script runs entirely under the replacement mode."""
     from dmlprof.model_file import inspect_model_file
     from dmlprof.runner import ScanStopped, scan
 
-    if inspect_model_file(path).mode != "contract":
-        raise UsageError("--replace needs a model file (build_model, make_batch): dmlprof patches the model and "
-                         "optimizer it builds; in your own script call dmlprof.patch(model, optimizer)")
+    contract = inspect_model_file(path).mode == "contract"
     before_error = None
     try:
         try:
@@ -32,8 +33,18 @@ def scan_replaced(path, device: str = "auto", **options):
     except ScanStopped as stopped:  # e.g. a fallback with no CPU kernel behind it: compare with what ran
         before, before_error = stopped.session, str(stopped.cause).splitlines()[0][:300]
     applied: list = []
-    with _patched_training_steps(applied):
-        after = scan(path, device, **options)
+    if contract:
+        with _patched_training_steps(applied):
+            after = scan(path, device, **options)
+    else:
+        # A script builds its own model and optimizer, out of reach: run all of it under the
+        # replacement mode instead, which covers functional calls, RNNs and the optimizer's lerp
+        # (not a fused optimizer, which needs the optimizer object).
+        from dmlprof.replacements.patching import ReplacementMode
+
+        applied.append({"target": "script", "what": "every torch call runs under the replacements"})
+        with ReplacementMode():
+            after = scan(path, device, **options)
     after.meta["replacements_applied"] = len(applied)
     after.extras["replace"] = comparison(before, after, applied)
     if before_error:

@@ -63,12 +63,31 @@ def test_every_model_has_no_fallbacks_after_replace(cli, tmp_path, model):
     assert replace["after"]["fallback_calls"] == 0, replace["remaining_ops"]
 
 
-def test_replace_needs_a_model_file(cli, tmp_path):
-    script = Path(__file__).resolve().parents[1] / "fixtures" / "train_script.py"
-    done = cli("scan", script, "--replace", "--out", "out")
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    assert "--replace needs a model file" in done.stderr
+SCRIPT = """
+import torch
+from torch import nn
+
+device = torch.device("privateuseone", 0)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(4, 8), nn.Flatten(), nn.Linear(8 * 8 * 8, 2)).to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x, y = torch.randn(4, 3, 8, 8).to(device), torch.randint(0, 2, (4,)).to(device)
+for _ in range(2):
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_replace_in_script_mode_runs_the_script_under_the_replacements(cli, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    done = cli("scan", script, "--device", "emulated-dml", "--replace", "--no-profiler", "--out", "out")
+    assert done.returncode == 0, done.stderr[-3000:]
+    replace = _session(tmp_path)["extras"]["replace"]
+    assert replace["before"]["fallback_ops"] == {"aten::lerp.Scalar_out": 2 * 6, "aten::native_group_norm_backward": 2}
+    assert replace["after"]["fallback_calls"] == 0
 
 
 def test_replace_does_not_combine_with_target(cli):
