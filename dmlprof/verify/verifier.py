@@ -292,6 +292,10 @@ class Verifier:
     def _optimizer_pre(self, optimizer, args, kwargs) -> None:
         if self.recorder is not None and not self.recorder.active:
             return
+        if any(entry[0] is optimizer for entry in self._snapshots):
+            # A subclass's step() calling super().step(): both are hooked; the outer one counts.
+            self._snapshots.append((optimizer, None, None))
+            return
         snapshot = []
         with self._paused(), torch.no_grad():
             for group_index, group in enumerate(optimizer.param_groups):
@@ -308,12 +312,14 @@ class Verifier:
                         continue
                     before = param.detach().to("cpu", copy=True)
                     snapshot.append((param, group_index, index, before, grad, lr))
-        self._snapshots.append((type(optimizer).__name__, snapshot))
+        self._snapshots.append((optimizer, type(optimizer).__name__, snapshot))
 
     def _optimizer_post(self, optimizer, args, kwargs) -> None:
-        if not self._snapshots:
+        if not self._snapshots or self._snapshots[-1][0] is not optimizer:
             return
-        optimizer_name, snapshot = self._snapshots.pop()
+        _, optimizer_name, snapshot = self._snapshots.pop()
+        if snapshot is None:
+            return
         with self._paused(), torch.no_grad():
             self.optimizer_steps += 1
             for param, group_index, index, before, grad, lr in snapshot:

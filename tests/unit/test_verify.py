@@ -216,6 +216,12 @@ def test_parameters_the_optimizer_did_not_update_are_named():
     assert result["optimizer_steps"] == 1 and result["parameters_checked"] == 4
 
 
+def test_a_step_calling_super_step_counts_once():
+    torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)  # SGD.step itself hooked too
+    result = train_one_step(lambda m: ForgetfulSGD(m.parameters(), lr=0.1, forget=[]))
+    assert result["optimizer_steps"] == 1 and result["lost_updates"] == []
+
+
 def test_a_correct_step_and_lr_zero_raise_no_alarm():
     assert train_one_step(lambda m: torch.optim.Adam(m.parameters(), lr=1e-3))["lost_updates"] == []
     zero = train_one_step(lambda m: torch.optim.SGD(m.parameters(), lr=0.0))
