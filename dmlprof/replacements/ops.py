@@ -308,15 +308,40 @@ def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return n + z * (hx - n)
 
 
+def _lstm_step(projected_input, hx, w_hh, b_hh):
+    """One LSTM step given the input's projection (x @ w_ih.T + b_ih), computed for all steps at once."""
+    h, c = hx
+    gates = projected_input + F.linear(h, w_hh, b_hh)
+    hidden = h.shape[-1]
+    sig = torch.sigmoid(gates)  # i, f, o (the g quarter is wasted, one kernel instead of three)
+    i, f, o = sig[..., :hidden], sig[..., hidden:2 * hidden], sig[..., 3 * hidden:]
+    g = torch.tanh(gates[..., 2 * hidden:3 * hidden])
+    c_next = torch.addcmul(f * c, i, g)
+    return o * torch.tanh(c_next), c_next
+
+
+def _gru_step(projected_input, hx, w_hh, b_hh):
+    """One GRU step given the input's projection (x @ w_ih.T + b_ih), computed for all steps at once."""
+    gh = F.linear(hx, w_hh, b_hh)
+    hidden = hx.shape[-1]
+    rz = torch.sigmoid(projected_input[..., :2 * hidden] + gh[..., :2 * hidden])
+    r, z = rz[..., :hidden], rz[..., hidden:]
+    n = torch.tanh(projected_input[..., 2 * hidden:] + r * gh[..., 2 * hidden:])
+    return n + z * (hx - n)
+
+
 def rnn_stack(cell: str, input, hx, params, has_biases: bool, num_layers: int, dropout: float, train: bool,
               bidirectional: bool, batch_first: bool):
     """``torch.lstm`` / ``torch.gru`` (unpacked input; the arguments ``nn.LSTM``/``nn.GRU`` pass)
-    as a loop over the replacement cells. ``hx`` is ``(h0, c0)`` for LSTM, ``h0`` for GRU."""
+    as a loop over time of the replacement cells. ``hx`` is ``(h0, c0)`` for LSTM, ``h0`` for GRU.
+
+    The input projection of each layer is one matmul over the whole sequence; each time step then
+    costs one small matmul and a few elementwise kernels."""
     per = 4 if has_biases else 2
     directions = 2 if bidirectional else 1
     if len(params) != per * num_layers * directions:
         raise NotImplementedError("dmlprof rnn: projections (proj_size) are not supported")
-    step = lstm_cell if cell == "lstm" else gru_cell
+    step = _lstm_step if cell == "lstm" else _gru_step
     x = input.transpose(0, 1) if batch_first else input
     h0 = hx[0] if cell == "lstm" else hx
     c0 = hx[1] if cell == "lstm" else None
@@ -327,12 +352,13 @@ def rnn_stack(cell: str, input, hx, params, has_biases: bool, num_layers: int, d
             k = (layer * directions + direction) * per
             w_ih, w_hh = params[k], params[k + 1]
             b_ih, b_hh = (params[k + 2], params[k + 3]) if has_biases else (None, None)
+            projected = F.linear(x, w_ih, b_ih)  # (time, batch, gates * hidden)
             idx = layer * directions + direction
             state = (h0[idx], c0[idx]) if cell == "lstm" else h0[idx]
             steps = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
             seq = [None] * x.shape[0]
             for t in steps:
-                state = step(x[t], state, w_ih, w_hh, b_ih, b_hh)
+                state = step(projected[t], state, w_hh, b_hh)
                 seq[t] = state[0] if cell == "lstm" else state
             outputs.append(torch.stack(seq, 0))
             h_out.append(state[0] if cell == "lstm" else state)
