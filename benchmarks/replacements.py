@@ -3,7 +3,7 @@
 For each model file in models/: build its training step (runner.TrainingStep:
 model, batch, loss, the file's own optimizer) on the emulated DirectML device,
 then alternate ``--rounds`` rounds of ``--steps`` plain steps and ``--steps``
-steps with the replacements applied to the same model and optimizer (state
+steps with the replacements applied (each after ``--warmup`` untimed steps) to the same model and optimizer (state
 kept; undone between rounds). A model whose plain step fails on the device
 (a fallback with no CPU kernel behind it) records the error. Fallback calls per step come
 from the emulated device's own counters (not from dmlprof's recorder), and no
@@ -98,7 +98,7 @@ def bench_model(path: Path, backend, batch_size: int, steps: int, warmup: int, r
     for round_index in range(rounds):
         if not plain.get("error"):
             try:
-                for _ in range(warmup if round_index == 0 else 0):
+                for _ in range(warmup):
                     training.run().item()
                 _run_steps(training, steps, testing, plain)
                 if round_index == 0:
@@ -107,7 +107,7 @@ def bench_model(path: Path, backend, batch_size: int, steps: int, warmup: int, r
                 plain["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         applied.clear()
         handle = apply_to_training_step(training, applied)
-        for _ in range(warmup if round_index == 0 else 0):
+        for _ in range(warmup):
             training.run().item()
         _run_steps(training, steps, testing, patched)
         if round_index == 0:
@@ -136,7 +136,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed steps at the start of every round (3: a patched forward or step that "
+                             "replaces nothing stops entering the replacement mode after 3 calls)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating plain/patched rounds")
     parser.add_argument("--models", nargs="*", help="model files (default: every file in models/)")
     parser.add_argument("--out", default=str(RESULT))
