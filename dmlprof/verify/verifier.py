@@ -20,7 +20,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from dmlprof.record.attribution import user_source_line
-from dmlprof.record.frame import base_name, op_name
+from dmlprof.record.frame import op_name
 from dmlprof.verify import tolerance as tol
 
 #: divergent calls kept in full (all are counted)
@@ -57,11 +57,92 @@ _SKIP_REASONS = {
 }
 
 
-class _Pending:
-    __slots__ = ("func", "name", "cpu_args", "cpu_kwargs", "scale", "in_dtype")
+_enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 
-    def __init__(self, func, name, cpu_args, cpu_kwargs, scale, in_dtype):
-        self.func, self.name, self.cpu_args, self.cpu_kwargs = func, name, cpu_args, cpu_kwargs
+
+class _Unobserved:
+    """The verifier's own copies and CPU runs hidden from RecordFunction observers.
+
+    torch.profiler, running alongside, would otherwise count them as the
+    model's ops (and the emulated device's fault injection would see them).
+    """
+
+    def __enter__(self):
+        if _enable_record_function is not None:
+            _enable_record_function(False)
+
+    def __exit__(self, *exc):
+        if _enable_record_function is not None:
+            _enable_record_function(True)
+        return False
+
+
+_UNOBSERVED = _Unobserved()
+
+
+_Tensor = torch.Tensor
+_CPU = torch.device("cpu")
+
+
+class _Plan:
+    """What the verifier does with every call of one overload, decided once."""
+
+    __slots__ = ("name", "skip", "check_indices", "written", "fresh_returns_mask", "tie")
+
+    def __init__(self, func):
+        schema = func._schema
+        self.name = op_name(func)
+        base = schema.name.split("::", 1)[-1]
+        try:
+            tags = func.tags
+        except AttributeError:
+            tags = ()
+        returns = schema.returns
+        if base in _RANDOM or torch.Tag.nondeterministic_seeded in tags:
+            self.skip = "random"
+        elif base in _UNINITIALISED:
+            self.skip = "uninitialised"
+        elif returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+            self.skip = "view"
+        else:
+            self.skip = None
+        self.check_indices = base in _UNORDERED_WRITES or base in _SCATTER
+        self.written = [(i, a.name) for i, a in enumerate(schema.arguments)
+                        if a.alias_info is not None and a.alias_info.is_write]
+        self.fresh_returns_mask = [not (r.alias_info is not None and r.alias_info.is_write) for r in returns]
+        self.tie = base in _TIE_INDEX_OPS
+
+
+def _touches(values, device_type: str) -> bool:
+    """Whether any tensor (or list of tensors, or device argument) among ``values`` is on the device."""
+    for x in values:
+        if isinstance(x, _Tensor):
+            if x.device.type == device_type:
+                return True
+        elif isinstance(x, (list, tuple)):
+            for item in x:
+                if isinstance(item, _Tensor) and item.device.type == device_type:
+                    return True
+        elif isinstance(x, torch.device) and x.type == device_type:
+            return True
+    return False
+
+
+def _flat(value) -> list:
+    """Results as a flat list: a tensor, a number or None, or the items of a list/tuple (one level deep)."""
+    if isinstance(value, (list, tuple)):
+        out = []
+        for item in value:
+            out.extend(_flat(item)) if isinstance(item, (list, tuple)) else out.append(item)
+        return out
+    return [value]
+
+
+class _Pending:
+    __slots__ = ("func", "plan", "cpu_args", "cpu_kwargs", "scale", "in_dtype")
+
+    def __init__(self, func, plan, cpu_args, cpu_kwargs, scale, in_dtype):
+        self.func, self.plan, self.cpu_args, self.cpu_kwargs = func, plan, cpu_args, cpu_kwargs
         self.scale, self.in_dtype = scale, in_dtype
 
 
@@ -109,60 +190,53 @@ class Verifier:
         self._hooks = []
 
     # -- per call ------------------------------------------------------------------
-    def _decide(self, func) -> Optional[str]:
-        """Why calls of ``func`` are never checked, or ``None``."""
-        try:
-            tags = func.tags
-        except AttributeError:
-            tags = ()
-        name = func._schema.name.split("::", 1)[-1]
-        if name in _RANDOM or torch.Tag.nondeterministic_seeded in tags:
-            return "random"
-        if name in _UNINITIALISED:
-            return "uninitialised"
-        returns = func._schema.returns
-        if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
-            return "view"
-        return None
+    def _plan(self, func) -> "_Plan":
+        plan = self._decisions.get(func)
+        if plan is None:
+            plan = self._decisions[func] = _Plan(func)
+        return plan
 
     def before(self, func, args, kwargs) -> Optional[_Pending]:
         """Host copies of a device call's inputs, or ``None`` when the call is not checked."""
-        leaves = pytree.tree_leaves((args, kwargs))
         device_type = self.device_type
-        if not any((isinstance(x, torch.Tensor) and x.device.type == device_type)
-                   or (isinstance(x, torch.device) and x.type == device_type) for x in leaves):
+        if not (_touches(args, device_type) or (kwargs and _touches(kwargs.values(), device_type))):
             return None  # nothing of this call is on the device
-        decision = self._decisions.get(func, 0)
-        if decision == 0:
-            decision = self._decisions[func] = self._decide(func)
-        name = op_name(func)
-        if decision is None:
+        plan = self._plan(func)
+        decision = plan.skip
+        if decision is None and plan.check_indices:
             decision = self._unordered(func, args, kwargs)
         if decision is not None:
-            self.skipped[(name, decision)] += 1
+            self.skipped[(plan.name, decision)] += 1
             return None
         copies: dict = {}
-        in_numel, in_dtype = 0, None
+        # Functional calls leave their inputs as they were: CPU tensors need no copy.
+        copy_cpu = bool(plan.written)
+        stats = [0, None]  # largest input numel, a representative dtype
 
         def host(x):
-            nonlocal in_numel, in_dtype
-            if isinstance(x, torch.Tensor):
+            if isinstance(x, _Tensor):
                 copied = copies.get(id(x))
                 if copied is None:
-                    # A copy even of CPU tensors: the recomputation may write into them.
-                    copied = copies[id(x)] = x.detach().to("cpu", copy=True)
-                    if x.numel() > in_numel:
-                        in_numel = x.numel()
-                    if in_dtype is None or x.is_floating_point():
-                        in_dtype = x.dtype
+                    if x.device.type == "cpu" and not copy_cpu:
+                        copied = x.detach()
+                    else:
+                        copied = x.detach().to("cpu", copy=True)
+                    copies[id(x)] = copied
+                    if x.numel() > stats[0]:
+                        stats[0] = x.numel()
+                    if stats[1] is None or x.is_floating_point():
+                        stats[1] = x.dtype
                 return copied
+            if isinstance(x, (list, tuple)):
+                return type(x)(host(item) for item in x) if any(isinstance(i, _Tensor) for i in x) else x
             if isinstance(x, torch.device) and x.type == device_type:
-                return torch.device("cpu")
+                return _CPU
             return x
 
-        with torch.no_grad():
-            cpu_args, cpu_kwargs = pytree.tree_map(host, (args, kwargs))
-        return _Pending(func, name, cpu_args, cpu_kwargs, in_numel, in_dtype)
+        with torch.no_grad(), _UNOBSERVED:
+            cpu_args = tuple(host(x) for x in args)
+            cpu_kwargs = {k: host(v) for k, v in kwargs.items()} if kwargs else {}
+        return _Pending(func, plan, cpu_args, cpu_kwargs, stats[0], stats[1])
 
     def _unordered(self, func, args, kwargs) -> Optional[str]:
         name = func._schema.name.split("::", 1)[-1]
@@ -176,51 +250,51 @@ class Verifier:
     def after(self, pending: _Pending, args, kwargs, out, *, step: int, phase: str, module: str,
               source: str, seq: int) -> None:
         """Recompute on the CPU and compare; divergent calls are kept with where they came from."""
-        func = pending.func
+        with _UNOBSERVED:
+            self._after(pending, args, kwargs, out, step, phase, module, source, seq)
+
+    def _after(self, pending: _Pending, args, kwargs, out, step, phase, module, source, seq) -> None:
+        func, plan = pending.func, pending.plan
         try:
-            with torch.no_grad():
-                reference = func(*pending.cpu_args, **pending.cpu_kwargs)
+            # Under the call's own grad mode: some kernels return workspaces only when it is on
+            # (mkldnn_rnn_layer). The copies do not require grad, so no graph is built.
+            reference = func(*pending.cpu_args, **pending.cpu_kwargs)
         except Exception:
-            self.skipped[(pending.name, "cpu_raised")] += 1
+            self.skipped[(plan.name, "cpu_raised")] += 1
             return
         problems = []
-        schema = func._schema
-        written = []
-        for index, argument in enumerate(schema.arguments):
-            if argument.alias_info is not None and argument.alias_info.is_write:
-                written.append((index, argument.name))
         # In-place and out= results: the device tensor itself, after the call.
-        for index, arg_name in written:
+        for index, arg_name in plan.written:
             device_value = args[index] if index < len(args) else kwargs.get(arg_name)
             cpu_value = (pending.cpu_args[index] if index < len(pending.cpu_args)
                          else pending.cpu_kwargs.get(arg_name))
-            what = "in-place write to " + arg_name if arg_name == "self" else f"write to {arg_name}="
+            what = "in-place write to self" if arg_name == "self" else f"write to {arg_name}="
             problems += self._compare_tree(device_value, cpu_value, pending, what, tie_indices=False)
-        returns = schema.returns
-        device_outs = out if len(returns) != 1 else (out,)
-        cpu_outs = reference if len(returns) != 1 else (reference,)
-        tie = func._schema.name.split("::", 1)[-1] in _TIE_INDEX_OPS
+        n_returns = len(plan.fresh_returns_mask)
+        device_outs = out if n_returns != 1 else (out,)
+        cpu_outs = reference if n_returns != 1 else (reference,)
         if isinstance(device_outs, (tuple, list)) and isinstance(cpu_outs, (tuple, list)):
-            for index, ret in enumerate(returns):
-                if ret.alias_info is not None and ret.alias_info.is_write:
+            for index, fresh in enumerate(plan.fresh_returns_mask):
+                if not fresh:
                     continue  # the written argument, compared above
                 if index >= len(device_outs) or index >= len(cpu_outs):
                     break
-                label = f"output {index}" if len(returns) > 1 else "output"
-                problems += self._compare_tree(device_outs[index], cpu_outs[index], pending, label, tie_indices=tie)
+                label = f"output {index}" if n_returns > 1 else "output"
+                problems += self._compare_tree(device_outs[index], cpu_outs[index], pending, label,
+                                               tie_indices=plan.tie)
         with self._lock:
             self.checked_calls += 1
-            self.checked_by_op[pending.name] += 1
+            self.checked_by_op[plan.name] += 1
             if not problems:
                 return
             self.divergent_calls += 1
             if len(self.divergent) >= self.max_records:
                 return
             if not source and threading.get_ident() == threading.main_thread().ident:
-                source = user_source_line(3)
+                source = user_source_line(4)
             worst = max(problems, key=lambda p: (p["max_abs_error"] is None, p["max_abs_error"] or 0.0))
             self.divergent.append({
-                "seq": seq, "step": step, "phase": phase, "op": pending.name, "module": module, "source": source,
+                "seq": seq, "step": step, "phase": phase, "op": plan.name, "module": module, "source": source,
                 "what": worst["what"] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
                 "reason": worst["reason"],
                 "max_abs_error": worst["max_abs_error"], "max_rel_error": worst["max_rel_error"],
@@ -232,17 +306,17 @@ class Verifier:
             })
 
     def _compare_tree(self, device_value, cpu_value, pending: _Pending, what: str, tie_indices: bool) -> list:
-        device_leaves = pytree.tree_leaves(device_value)
-        cpu_leaves = pytree.tree_leaves(cpu_value)
+        device_leaves = _flat(device_value)
+        cpu_leaves = _flat(cpu_value)
         if len(device_leaves) != len(cpu_leaves):
             return [{"what": what, "reason": f"{len(device_leaves)} results on the device, {len(cpu_leaves)} on the CPU",
                      "max_abs_error": None, "max_rel_error": None, "mismatched": 0, "numel": 0, "rtol": 0.0,
                      "atol": 0.0, "shape": [], "dtype": ""}]
         problems = []
-        many = len(device_leaves) > 1
+        many = isinstance(device_value, (list, tuple))
         for position, (d, c) in enumerate(zip(device_leaves, cpu_leaves)):
             label = f"{what}[{position}]" if many else what
-            if isinstance(d, torch.Tensor) and isinstance(c, torch.Tensor):
+            if isinstance(d, _Tensor) and isinstance(c, _Tensor):
                 if tie_indices and not (d.is_floating_point() or d.is_complex()) and d.dtype != torch.bool:
                     continue  # indices among equal values may differ
                 with torch.no_grad():
@@ -256,7 +330,9 @@ class Verifier:
                 if found is not None:
                     found.update(what=label, shape=[], dtype=type(d).__name__)
                     problems.append(found)
-            elif (d is None) != (c is None) or isinstance(d, torch.Tensor) != isinstance(c, torch.Tensor):
+            elif d is None or c is None:
+                continue  # an optional result (a workspace, a masked-out gradient) one side left out
+            elif isinstance(d, _Tensor) != isinstance(c, _Tensor):
                 problems.append({"what": label, "reason": f"{type(d).__name__} on the device, {type(c).__name__} on the CPU",
                                  "max_abs_error": None, "max_rel_error": None, "mismatched": 0, "numel": 0,
                                  "rtol": 0.0, "atol": 0.0, "shape": [], "dtype": ""})
@@ -297,7 +373,7 @@ class Verifier:
             self._snapshots.append((optimizer, None, None))
             return
         snapshot = []
-        with self._paused(), torch.no_grad():
+        with self._paused(), torch.no_grad(), _UNOBSERVED:
             for group_index, group in enumerate(optimizer.param_groups):
                 lr = group.get("lr", None)
                 try:
@@ -320,7 +396,7 @@ class Verifier:
         _, optimizer_name, snapshot = self._snapshots.pop()
         if snapshot is None:
             return
-        with self._paused(), torch.no_grad():
+        with self._paused(), torch.no_grad(), _UNOBSERVED:
             self.optimizer_steps += 1
             for param, group_index, index, before, grad, lr in snapshot:
                 self.parameters_checked += 1
