@@ -37,6 +37,8 @@ def run(args) -> int:
 
     if args.target and args.replace:
         raise UsageError("--replace runs the model twice on a device; it does not combine with --target")
+    if args.target and args.verify:
+        raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
     if args.target:
         from dmlprof.predict import predict_scan
 

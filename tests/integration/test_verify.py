@@ -163,3 +163,52 @@ def test_no_false_alarms_on_any_model(path, backend):
     from dmlprof.render.terminal import render_text
 
     assert "nothing diverged" in render_text(session)
+
+
+SCRIPT = '''
+import torch
+from torch import nn
+
+class Forgetful(torch.optim.SGD):
+    """Never updates the last layer's bias: a lost write, whatever the device."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        bias = model[2].bias
+        kept = bias.clone()
+        super().step()
+        bias.copy_(kept)
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+optimizer = Forgetful(model.parameters(), lr=0.1)
+for _ in range(2):
+    loss = model(torch.randn(4, 6)).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+'''
+
+
+def test_script_mode_names_lost_updates_from_the_modules_seen(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dmlprof", "scan", str(script), "--device", "cpu", "--verify", "--no-profiler",
+         "--out", str(tmp_path), "--json", str(report)],
+        capture_output=True, text=True, cwd=str(tmp_path), timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text(encoding="utf-8"))["verification"]
+    assert [(r["parameter"], r["steps"]) for r in data["lost_updates"]] == [("Sequential.2.bias", 2)]
+    assert data["divergent_ops"] == [] and data["optimizer_steps"] == 2
+    assert "Lost updates" in proc.stdout and "Sequential.2.bias" in proc.stdout
+
+
+@pytest.mark.parametrize("other", [["--target", "dml"], ["--replace"]])
+def test_verify_refuses_what_it_cannot_check(other, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(LENET), "--verify", *other,
+                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("dmlprof: error: --verify") and "Traceback" not in proc.stderr
