@@ -97,6 +97,14 @@ KNOWN_ERRORS = (
         "as a fused optimizer such as AdamW(fused=True) does on DirectML",
         "drop fused=True from the optimizer; the default foreach path works",
     ),
+    # nn.LSTM / nn.GRU reach a fused cell with no DirectML kernel; the fallback then finds no CPU
+    # kernel either (CUDA-only op), so the step fails (microsoft/DirectML#613, #654, #677).
+    KnownError(
+        "fallback_no_cpu_kernel",
+        re.compile(r"Could not run '(?P<op>aten::_thnn_fused_(?:lstm|gru)_cell\w*)' with arguments from the 'CPU' backend"),
+        "nn.LSTM/nn.GRU's fused cell ({op}) has no DirectML kernel and the CPU fallback has no kernel for it either",
+        "run the RNN from native ops with dmlprof.patch(model, optimizer); dmlprof scan --replace shows the result",
+    ),
     # -- other accelerators ----------------------------------------------------
     KnownError(
         "gpu_out_of_memory",

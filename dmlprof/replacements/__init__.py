@@ -72,8 +72,9 @@ CATALOG = (
         ("aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_lstm_cell_backward_impl", "aten::_thnn_fused_gru_cell",
          "aten::_thnn_fused_gru_cell_backward", "aten::_thnn_differentiable_lstm_cell_backward",
          "aten::_thnn_differentiable_gru_cell_backward"),
-        f"nn.LSTM/nn.GRU and their cells use fused cells with no DirectML kernel: {_PATCH} runs them as "
-        "linear + sigmoid/tanh steps (dmlprof.replacements.ops.lstm_cell / gru_cell)"),
+        "nn.LSTM/nn.GRU and their cells use fused cells with no DirectML kernel, and the CPU has none to fall "
+        f"back to, so the step fails: {_PATCH} runs them as linear + sigmoid/tanh steps "
+        "(dmlprof.replacements.ops.lstm_cell / gru_cell)"),
     Replacement(
         "fft", ("aten::_fft_r2c", "aten::_fft_c2r", "aten::_fft_c2c", "aten::view_as_real", "aten::view_as_complex"),
         "torch.fft.* (and complex views) fall back: for modest sizes call dmlprof.replacements.fft.rfft/irfft/fft/ifft "

@@ -27,6 +27,9 @@ CASES = [
     (NotImplementedError("Could not run 'aten::_copy_from_and_resize' with arguments from the 'CPU' backend. "
                          "This could be because the operator doesn't exist for this backend"),
      "fallback_copy_back", ["fell back", "fused"], ["fused=True"], False),
+    (NotImplementedError("Could not run 'aten::_thnn_fused_lstm_cell' with arguments from the 'CPU' backend. "
+                         "This could be because the operator doesn't exist for this backend"),
+     "fallback_no_cpu_kernel", ["nn.LSTM", "aten::_thnn_fused_lstm_cell"], ["dmlprof.patch", "--replace"], False),
     (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total capacity)"),
      "gpu_out_of_memory", ["CUDA", "2.00 GiB"], ["batch size"], True),
     (torch.OutOfMemoryError("HIP out of memory. Tried to allocate 512.00 MiB (GPU 0; 63.98 GiB total capacity)"),
