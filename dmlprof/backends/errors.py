@@ -102,7 +102,8 @@ KNOWN_ERRORS = (
     KnownError(
         "fallback_no_cpu_kernel",
         re.compile(r"Could not run '(?P<op>aten::_thnn_fused_(?:lstm|gru)_cell\w*)' with arguments from the 'CPU' backend"),
-        "nn.LSTM/nn.GRU's fused cell ({op}) has no DirectML kernel and the CPU fallback has no kernel for it either",
+        "nn.LSTM/nn.GRU's fused cell has no DirectML kernel and its CPU fallback fails too: "
+        "Could not run '{op}' with arguments from the 'CPU' backend",
         "run the RNN from native ops with dmlprof.patch(model, optimizer); dmlprof scan --replace shows the result",
     ),
     # -- other accelerators ----------------------------------------------------
