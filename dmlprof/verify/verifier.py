@@ -48,6 +48,8 @@ _TIE_INDEX_OPS = frozenset({
     "msort", "cummax", "cummin", "_cummax_helper", "_cummin_helper", "max_pool2d_with_indices",
     "max_pool3d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool3d",
 })
+# Outputs that are a kernel's private scratch (bytes its backward reads), not values.
+_OPAQUE_OUTPUTS = {"mkldnn_rnn_layer": {3}, "_cudnn_rnn": {3, 4}, "miopen_rnn": {4}}
 _SKIP_REASONS = {
     "random": "random (the device draws its own numbers)",
     "uninitialised": "output memory is uninitialised",
@@ -109,7 +111,9 @@ class _Plan:
         self.check_indices = base in _UNORDERED_WRITES or base in _SCATTER
         self.written = [(i, a.name) for i, a in enumerate(schema.arguments)
                         if a.alias_info is not None and a.alias_info.is_write]
-        self.fresh_returns_mask = [not (r.alias_info is not None and r.alias_info.is_write) for r in returns]
+        opaque = _OPAQUE_OUTPUTS.get(base, ())
+        self.fresh_returns_mask = [not (r.alias_info is not None and r.alias_info.is_write) and i not in opaque
+                                   for i, r in enumerate(returns)]
         self.tie = base in _TIE_INDEX_OPS
 
 
@@ -276,7 +280,7 @@ class Verifier:
         if isinstance(device_outs, (tuple, list)) and isinstance(cpu_outs, (tuple, list)):
             for index, fresh in enumerate(plan.fresh_returns_mask):
                 if not fresh:
-                    continue  # the written argument, compared above
+                    continue  # the written argument (compared above) or a private workspace
                 if index >= len(device_outs) or index >= len(cpu_outs):
                     break
                 label = f"output {index}" if n_returns > 1 else "output"
