@@ -51,6 +51,13 @@ def backend():
         pytest.fail(f"the emulated DML device must build here: {status.reason}")
     backend = cls(0)
     backend.prepare()
+    import torch
+
+    try:  # backward on the device needs it loaded before this process's first backward
+        (torch.ones(2, device=backend.device(), requires_grad=True) * 2).sum().backward()
+    except RuntimeError as exc:
+        pytest.fail("backward on the emulated device fails in this process (it was loaded after the autograd "
+                    f"engine started; run these tests first or alone): {str(exc).splitlines()[0][:120]}")
     return backend
 
 
