@@ -219,3 +219,18 @@ def test_verify_refuses_what_it_cannot_check(other, tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
     assert proc.returncode != 0
     assert proc.stderr.startswith("dmlprof: error: --verify") and "Traceback" not in proc.stderr
+
+
+def test_fault_api_rejects_what_it_cannot_do(backend):
+    from dmlprof import testing
+
+    for kind, op, words in [("explode", "aten::addmm", "unknown fault kind"),
+                            ("corrupt", "aten::no_such_op", "not an operator"),
+                            ("corrupt", "addmm", "namespace"),
+                            ("drop_write", "aten::addmm", "writes no argument in place")]:
+        with pytest.raises(testing.EmulatedDeviceError, match=words):
+            testing.set_fault(kind, op)
+    assert testing.current_fault() is None
+    with fault("corrupt", "aten::mul.Tensor") as t:
+        assert t.current_fault() == ("corrupt", "aten::mul.Tensor")
+    assert testing.current_fault() is None
