@@ -37,6 +37,7 @@ from typing import Optional
 
 import torch
 
+from dmlprof.backends.device_module import host_device_module
 from dmlprof.errors import DmlprofError
 
 _state: dict = {}
@@ -106,25 +107,7 @@ def _register_python_backend() -> None:
 
 def _device_module(name: str) -> types.ModuleType:
     """The ``torch.<name>`` module torch asks about an accelerator (availability, seeds)."""
-    mod = types.ModuleType(f"dmlprof_predicted_{name}")
-    mod.is_available = lambda: True
-    mod.device_count = lambda: 1
-    mod.current_device = lambda: 0
-    mod.set_device = lambda device: None
-    mod.is_initialized = lambda: True
-    mod._lazy_init = lambda: None
-    mod._is_in_bad_fork = lambda: False
-    mod.synchronize = lambda device=None: None
-    mod.device_name = lambda device=None: "predicted device (no memory)"
-    mod.manual_seed = lambda seed: None
-    mod.manual_seed_all = lambda seed: None
-    mod.seed = lambda: None
-    mod.seed_all = lambda: None
-    mod.initial_seed = lambda: torch.initial_seed()
-    mod.get_rng_state = lambda device=name: torch.get_rng_state()
-    mod.set_rng_state = lambda state, device=name: None
-    mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
-    return mod
+    return host_device_module(f"dmlprof_predicted_{name}", name, "predicted device (no memory)", seeds_cpu=False)
 
 
 # -- torch < 2.6 ------------------------------------------------------------------

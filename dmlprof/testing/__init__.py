@@ -35,6 +35,8 @@ from typing import Optional
 
 import torch
 
+from dmlprof.backends.device_module import host_device_module
+
 EXTENSION_NAME = "dmlprof_emulated_dml"
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = (CSRC / "emulated_dml.cpp",)
@@ -99,27 +101,12 @@ def is_loaded() -> bool:
 
 
 def _device_module() -> types.ModuleType:
-    """What ``torch._register_device_module`` needs for ``.to('privateuseone')``, seeds and AMP."""
-    mod = types.ModuleType("dmlprof_emulated_privateuseone")
-    mod.is_available = lambda: True
-    mod.device_count = lambda: 1
-    mod.current_device = lambda: 0
-    mod.set_device = lambda device: None
-    mod.is_initialized = lambda: True
-    mod._lazy_init = lambda: None
-    mod._is_in_bad_fork = lambda: False
-    mod.synchronize = lambda device=None: None  # host memory: nothing is ever queued
-    mod.device_name = lambda device=None: "emulated DirectML device (host memory)"
-    # Random ops run on the CPU through the fallback, so seeding is the CPU's.
-    mod.manual_seed = lambda seed: torch.manual_seed(seed) and None
-    mod.manual_seed_all = lambda seed: None  # torch.manual_seed already seeded the CPU generator
-    mod.seed = lambda: None
-    mod.seed_all = lambda: None
-    mod.initial_seed = lambda: torch.initial_seed()
-    mod.get_rng_state = lambda device="privateuseone": torch.get_rng_state()
-    mod.set_rng_state = lambda state, device="privateuseone": torch.set_rng_state(state)
-    mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
-    return mod
+    """What ``torch._register_device_module`` needs for ``.to('privateuseone')``, seeds and AMP.
+
+    Random ops run on the CPU through the fallback, so seeding is the CPU's.
+    """
+    return host_device_module("dmlprof_emulated_privateuseone", "privateuseone",
+                              "emulated DirectML device (host memory)", seeds_cpu=True)
 
 
 def load(verbose: bool = False):

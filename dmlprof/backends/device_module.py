@@ -1,0 +1,41 @@
+"""The ``torch.<device>`` module a one-device PrivateUse1 backend registers.
+
+torch asks it about availability, the current device, seeds and AMP dtypes
+(``torch._register_device_module``). Both of dmlprof's own stand-ins (the
+emulated DirectML device and the predictor's device) keep their tensors in
+host memory or in none, so nothing is ever queued and random numbers are the
+CPU's.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+
+def host_device_module(module_name: str, device_type: str, device_name: str, *, seeds_cpu: bool) -> types.ModuleType:
+    """A module answering for one always-available device.
+
+    ``seeds_cpu``: seeding it seeds (and its RNG state is) the CPU generator,
+    for a device whose random ops really run on the CPU; otherwise seeding is a no-op.
+    """
+    mod = types.ModuleType(module_name)
+    mod.is_available = lambda: True
+    mod.device_count = lambda: 1
+    mod.current_device = lambda: 0
+    mod.set_device = lambda device: None
+    mod.is_initialized = lambda: True
+    mod._lazy_init = lambda: None
+    mod._is_in_bad_fork = lambda: False
+    mod.synchronize = lambda device=None: None  # nothing is ever queued
+    mod.device_name = lambda device=None: device_name
+    mod.manual_seed = (lambda seed: torch.manual_seed(seed) and None) if seeds_cpu else (lambda seed: None)
+    mod.manual_seed_all = lambda seed: None  # one device: manual_seed covered it
+    mod.seed = lambda: None
+    mod.seed_all = lambda: None
+    mod.initial_seed = lambda: torch.initial_seed()
+    mod.get_rng_state = lambda device=device_type: torch.get_rng_state()
+    mod.set_rng_state = (lambda state, device=device_type: torch.set_rng_state(state)) if seeds_cpu else (
+        lambda state, device=device_type: None)
+    mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
+    return mod
