@@ -63,9 +63,5 @@ def run(args) -> int:
             raise
     path = write_outputs(session, args)
     print_report(session, args)
-    if "replace" in session.extras and not args.quiet:
-        from dmlprof.replacements.compare import format_comparison
-
-        print("\n" + format_comparison(session.extras["replace"]))
     print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=sys.stderr if args.quiet else sys.stdout)
     return 0

@@ -111,6 +111,13 @@ def render_text(session, top: int = 15, width_hint: int = 120) -> str:
     lines.append(tabulate(rows, headers=["phase", "calls"] + _if(timed, "time", "share") + ["fallbacks"]
                           + _if(timed, "fallback time") + ["cpu calls"]))
 
+    comparison = session.extras.get("replace") if isinstance(session.extras, dict) else None
+    if comparison:
+        from dmlprof.replacements.compare import format_comparison
+
+        lines.append("")
+        lines.append(format_comparison(comparison))
+
     if meta.get("warnings"):
         lines.append("")
         lines.append(f"Other warnings while recording ({len(meta['warnings'])} distinct):")
