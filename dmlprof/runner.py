@@ -510,7 +510,7 @@ class _Run:
             warnings=_other_warnings(recorder, self.backend),
         )
         if profiler_ops is not None:
-            self.meta["profiler_check"] = _profiler_check(ops, profiler_ops)
+            self.meta["profiler_check"] = _profiler_check(ops, profiler_ops, synced=bool(self.meta.get("sync")))
         if events is not None and self.backend.profiler_device_activity:
             self.meta["device_time_check"] = _device_time_check(ops, events)
         session = Session(meta=dict(self.meta), ops=ops)
@@ -521,7 +521,7 @@ class _Run:
         return session
 
 
-def _profiler_check(ops, profiler_ops) -> dict:
+def _profiler_check(ops, profiler_ops, synced: bool = False) -> dict:
     """Totals over the ops both we and torch.profiler timed."""
     from dmlprof.analysis import profiler_crosscheck
 
@@ -532,6 +532,8 @@ def _profiler_check(ops, profiler_ops) -> dict:
         "time_ms": round(ours, 3),
         "profiler_time_ms": round(theirs, 3),
         "ratio": round(ours / theirs, 4) if theirs else None,
+        **({"note": "per-op sync: our times include waiting for the device after each call; "
+                    "the profiler's host ranges end when the call returns"} if synced else {}),
     }
 
 
