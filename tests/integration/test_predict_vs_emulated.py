@@ -34,7 +34,7 @@ def _emulated_device():
 
     problem = testing.build_problem()
     if problem:
-        pytest.skip(f"emulated device cannot be built here: {problem}")
+        pytest.fail(f"the emulated DML device must build here: {problem}")
     testing.load()
     return testing
 
