@@ -31,19 +31,16 @@ from dmlprof.record.recorder import Recorder  # noqa: E402
 from dmlprof.runner import TrainingStep, scan_training_step  # noqa: E402
 
 
-def timed(training, backend, recorder=None) -> float:
+def timed(training, backend) -> float:
+    """One unrecorded step, device synchronised at its end, as the scan times its steps."""
     start = time.perf_counter_ns()
-    loss = training.run(recorder)
-    if recorder is not None:
-        recorder.active = False
+    loss = training.run()
     backend.synchronize([loss])
-    if recorder is not None:
-        recorder.active = True
     return (time.perf_counter_ns() - start) / 1e6
 
 
-def measure(training, backend, variant: str, steps: int) -> list:
-    """Step times (ms) of ``steps`` steps under one way of recording."""
+def measure(training, backend, path: Path, variant: str, steps: int, structure_ms: list) -> list:
+    """Step times (ms) of ``steps`` steps under one way of recording (structure steps go to ``structure_ms``)."""
     if variant == "bare":
         return [timed(training, backend) for _ in range(steps)]
     if variant == "profiler":
@@ -55,15 +52,11 @@ def measure(training, backend, variant: str, steps: int) -> list:
         finally:
             with quiet_native_stderr():
                 prof.__exit__(None, None, None)
-    session = scan_training_step(training, backend, training_path, steps=steps, warmup=0,
+    session = scan_training_step(training, backend, path, steps=steps, warmup=0,
                                  sync=variant in ("dmlprof_sync", "dmlprof_every_call"))
     if variant == "dmlprof_nosync":
         structure_ms.append(session.meta.get("structure_step_ms"))
     return session.meta["step_times_ms"]
-
-
-training_path = None
-structure_ms: list = []
 
 
 def main(argv=None) -> int:
@@ -76,18 +69,18 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "overhead.json"))
     args = parser.parse_args(argv)
 
-    global training_path
     backend = resolve_backend(args.device)
-    training_path = Path(args.model)
-    training = TrainingStep.from_file(training_path, backend, args.batch_size)
+    path = Path(args.model)
+    training = TrainingStep.from_file(path, backend, args.batch_size)
+    structure_ms: list = []
     variants = ["bare", "profiler", "dmlprof_nosync"] + (["dmlprof_sync"] if backend.is_accelerator() else ["dmlprof_every_call"])
     for variant in variants:  # warm every path once (allocator, kernels, profiler init)
-        measure(training, backend, variant, 1)
+        measure(training, backend, path, variant, 1, structure_ms)
     times = {variant: [] for variant in variants}
     for round_index in range(args.rounds):
         order = variants if round_index % 2 == 0 else variants[::-1]
         for variant in order:
-            times[variant].extend(measure(training, backend, variant, args.steps))
+            times[variant].extend(measure(training, backend, path, variant, args.steps, structure_ms))
     median = {variant: statistics.median(values) for variant, values in times.items()}
     recorder = Recorder(backend, sync=False)
     with recorder:

@@ -97,7 +97,7 @@ def _transfer(op: str, inputs, outputs, device_type: str) -> tuple:
     return src[3], f"{src[0]}->{dst[0]}"
 
 
-def rows_to_frame(raw_rows, warnings: list, backend, first_seq: int = 0) -> pd.DataFrame:
+def rows_to_frame(raw_rows, warnings: list, backend) -> pd.DataFrame:
     """Judge each raw call and return the op frame (one row per call)."""
     device_type = backend.device_type
     accelerator = backend.is_accelerator()
@@ -105,7 +105,7 @@ def rows_to_frame(raw_rows, warnings: list, backend, first_seq: int = 0) -> pd.D
     origin = raw_rows[0][5] if raw_rows else 0
     threads: dict = {}  # OS thread ids -> 0, 1, 2... in order of appearance
     for seq, (step, phase, func, inputs, outputs, start, elapsed, warn_lo, warn_hi, module, source, thread) in enumerate(
-        raw_rows, start=first_seq
+        raw_rows
     ):
         op = op_name(func)
         fallen = []

@@ -123,7 +123,6 @@ class Recorder:
         #: a :class:`dmlprof.verify.Verifier` (scan --verify) or None
         self.verifier = verifier
         self.sync = backend.synchronize if (sync and backend.is_accelerator()) else None
-        self.synchronized = bool(sync and backend.is_accelerator())
         self.rows: list = []
         self.step = 0
         self.phase: Optional[str] = None
@@ -134,7 +133,6 @@ class Recorder:
         self.warnings = WarningCapture()
         self._mode = None
         self._hook_handles: list = []
-        self._main_thread = threading.get_ident()
 
     # -- phase inference -----------------------------------------------------
     def infer_phase(self) -> str:

@@ -7,7 +7,7 @@ from dmlprof import analysis
 from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_share
 
 
-def render_text(session, top: int = 15, width_hint: int = 120) -> str:
+def render_text(session, top: int = 15) -> str:
     """The whole report as plain text (ASCII only, safe on any console)."""
     meta, ops = session.meta, session.ops
     head = analysis.summary(ops)
