@@ -18,7 +18,7 @@ import warnings
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -76,6 +76,7 @@ def scan(
     script_args: Sequence[str] = (),
     backend: Optional[Backend] = None,
     verify: bool = False,
+    prepare: Optional[Callable[["TrainingStep"], None]] = None,
 ) -> Session:
     """Scan a model file (the model contract) or a script; returns the Session.
 
@@ -83,7 +84,8 @@ def scan(
     a scan that stopped part-way raises :class:`ScanStopped` whose
     ``session`` is the partial result. ``verify`` recomputes every device op
     on the CPU and checks optimizer updates land (``session.extras['verify']``,
-    see docs/verify.md).
+    see docs/verify.md). ``prepare(training_step)`` may change a contract
+    file's model, optimizer or loss before any step runs (``scan --replace``).
     """
     if steps < 1:
         raise DmlprofError("--steps must be at least 1")
@@ -95,7 +97,7 @@ def scan(
     backend = backend or resolve_backend(device)
     run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode, verify=verify)
     if model_file.mode == "contract":
-        return run.contract(batch_size=batch_size, steps=steps, warmup=warmup)
+        return run.contract(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)
     return run.script(script_args=list(script_args))
 
 
@@ -271,8 +273,11 @@ class _Run:
         self.step_times_ms: list = []
 
     # -- contract ------------------------------------------------------------
-    def contract(self, *, batch_size, steps: int, warmup: int, training: "Optional[TrainingStep]" = None) -> Session:
+    def contract(self, *, batch_size, steps: int, warmup: int, training: "Optional[TrainingStep]" = None,
+                 prepare=None) -> Session:
         training = training or TrainingStep.from_file(self.path, self.backend, batch_size, call=self._user_call)
+        if prepare is not None:
+            prepare(training)
         self.meta.update(
             batch_size=training.batch_size,
             warmup_steps=warmup,

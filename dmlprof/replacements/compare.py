@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import statistics
-from contextlib import contextmanager
 from typing import Optional
 
 from dmlprof.errors import DeviceError, ModelRaisedError
@@ -34,8 +33,7 @@ def scan_replaced(path, device: str = "auto", **options):
         before, before_error = stopped.session, str(stopped.cause).splitlines()[0][:300]
     applied: list = []
     if contract:
-        with _patched_training_steps(applied):
-            after = scan(path, device, **options)
+        after = scan(path, device, prepare=lambda training: apply_to_training_step(training, applied), **options)
     else:
         # A script builds its own model and optimizer, out of reach: run all of it under the
         # replacement mode instead, which covers functional calls, RNNs and the optimizer's lerp
@@ -61,29 +59,6 @@ def apply_to_training_step(training, applied: Optional[list] = None):
     if applied is not None:
         applied.extend(handle.applied + [{"target": "loss", "what": "loss runs under the replacements"}])
     return handle
-
-
-@contextmanager
-def _patched_training_steps(applied: list):
-    """While active, every TrainingStep the runner builds is patched as it is built.
-
-    The runner builds its TrainingStep inside ``scan`` and offers no hook to
-    change it, so its constructor is wrapped here for the duration of one scan.
-    """
-    from dmlprof.runner import TrainingStep
-
-    original = TrainingStep.__dict__["from_file"]
-
-    def from_file(cls, *args, **kwargs):
-        training = original.__func__(cls, *args, **kwargs)
-        apply_to_training_step(training, applied)
-        return training
-
-    TrainingStep.from_file = classmethod(from_file)
-    try:
-        yield
-    finally:
-        TrainingStep.from_file = original
 
 
 def _headline(session) -> dict:
