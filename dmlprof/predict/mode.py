@@ -46,7 +46,6 @@ _PRIM_DEVICE = torch.ops.prim.device.default
 _EXPLICIT_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd")
 _IMPLICIT_KEY = "CompositeImplicitAutograd"
 _thread_id = threading.get_ident
-_current_node = torch._C._current_autograd_node
 
 
 def fallback_warning(op: str) -> str:
@@ -175,13 +174,7 @@ class PredictMode(TorchDispatchMode):
     def _add_row(self, func, inputs, outputs, warned_before: int) -> None:
         warned_after = len(self.warnings)
         phase = self.phase
-        if phase == "backward":
-            node = _current_node()
-            module, source = self.modules.owner_of_node(node) if node is not None else ("", "")
-        elif phase == "optimizer":
-            module, source = self.optimizer_name, ""
-        else:
-            module, source = self.modules.current()
+        module, source = self.modules.owner(phase, self.optimizer_name)
         if phase != "optimizer" and (warned_after != warned_before or any(m[0] != self.device_type for m in inputs)):
             source = _model_source_line() or source
         self.rows.append((self.step, phase, func, inputs, outputs, 0, 0, warned_before, warned_after,

@@ -180,6 +180,15 @@ class ModuleTracker:
     def current(self) -> tuple:
         return self.stack[-1] if self.stack else ("", "")
 
+    def owner(self, phase: str, optimizer_name: str = "") -> tuple:
+        """(module, source) of the call being made now, in ``phase``."""
+        if phase == "backward":
+            node = torch._C._current_autograd_node()
+            return self.owner_of_node(node) if node is not None else ("", "")
+        if phase == "optimizer":
+            return optimizer_name, ""
+        return self.current()
+
     def owner_of_node(self, node) -> tuple:
         """(module, source) for the forward op behind a backward node."""
         seq = node._sequence_nr()

@@ -88,13 +88,7 @@ class _Mode(TorchDispatchMode):
         warned_after = len(rec.warnings.messages)
 
         phase = rec.phase or rec.infer_phase()
-        if phase == "backward":
-            node = _current_node()
-            module, source = rec.modules.owner_of_node(node) if node is not None else ("", "")
-        elif phase == "optimizer":
-            module, source = rec.optimizer_name, ""
-        else:
-            module, source = rec.modules.current()
+        module, source = rec.modules.owner(phase, rec.optimizer_name)
         out_meta = _tensor_meta(outputs)
         if warned_after != warned_before or rec.wants_source(func, inputs, out_meta):
             # The user's own line matters most where a call leaves the device.
