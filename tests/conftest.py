@@ -32,3 +32,24 @@ def cli(tmp_path):
         return run_cli(*args, **kwargs)
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def emulated_dml_backend():
+    """The emulated DirectML backend, built, loaded, and able to run backward in this process."""
+    import torch
+
+    from dmlprof.backends import backend_class
+
+    cls = backend_class("emulated-dml")
+    status = cls.availability()
+    if not status.available:
+        pytest.fail(f"the emulated DML device must build here: {status.reason}")
+    backend = cls(0)
+    backend.prepare()
+    try:  # backward on the device needs it loaded before this process's first backward
+        (torch.ones(2, device=backend.device(), requires_grad=True) * 2).sum().backward()
+    except RuntimeError as exc:
+        pytest.fail("backward on the emulated device fails in this process (it was loaded after the autograd "
+                    f"engine started; run these tests first or alone): {str(exc).splitlines()[0][:120]}")
+    return backend

@@ -43,17 +43,9 @@ OPTIMIZERS = {
 }
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from dmlprof.backends import backend_class
-
-    cls = backend_class("emulated-dml")
-    status = cls.availability()
-    if not status.available:
-        pytest.fail(f"the emulated DML device must build here: {status.reason}")
-    backend = cls(0)
-    backend.prepare()
-    return backend
+@pytest.fixture
+def backend(emulated_dml_backend):
+    return emulated_dml_backend
 
 
 def reported_fallbacks(session) -> Counter:

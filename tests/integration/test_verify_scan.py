@@ -41,24 +41,9 @@ def make_optimizer(params):
 SMALL_PARAMETERS = {"Sequential.0.weight", "Sequential.0.bias", "Sequential.2.weight", "Sequential.2.bias"}
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from dmlprof.backends import backend_class
-
-    cls = backend_class("emulated-dml")
-    status = cls.availability()
-    if not status.available:
-        pytest.fail(f"the emulated DML device must build here: {status.reason}")
-    backend = cls(0)
-    backend.prepare()
-    import torch
-
-    try:  # backward on the device needs it loaded before this process's first backward
-        (torch.ones(2, device=backend.device(), requires_grad=True) * 2).sum().backward()
-    except RuntimeError as exc:
-        pytest.fail("backward on the emulated device fails in this process (it was loaded after the autograd "
-                    f"engine started; run these tests first or alone): {str(exc).splitlines()[0][:120]}")
-    return backend
+@pytest.fixture
+def backend(emulated_dml_backend):
+    return emulated_dml_backend
 
 
 @contextmanager
