@@ -10,6 +10,7 @@ session, which says it is partial.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import platform
 import runpy
 import sys
@@ -25,7 +26,7 @@ import torch
 import dmlprof
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.backends.base import FALLBACK_WARNING
-from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError
+from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError, UsageError
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
 import pandas as pd
 
@@ -33,6 +34,7 @@ from dmlprof.record import steady
 from dmlprof.record.frame import rows_to_frame
 from dmlprof.record.profiler import ProfilerAlongside, join_device_times, profiler_op_totals
 from dmlprof.record.recorder import Recorder
+from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.record.warning_capture import WarningCapture
 from dmlprof.session import Session
 
@@ -77,6 +79,8 @@ def scan(
     backend: Optional[Backend] = None,
     verify: bool = False,
     prepare: Optional[Callable[["TrainingStep"], None]] = None,
+    run_to_end: bool = False,
+    remap_from: Optional[str] = None,
 ) -> Session:
     """Scan a model file (the model contract) or a script; returns the Session.
 
@@ -96,9 +100,14 @@ def scan(
     model_file = inspect_model_file(path)
     backend = backend or resolve_backend(device)
     run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode, verify=verify)
-    if model_file.mode == "contract":
-        return run.contract(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)
-    return run.script(script_args=list(script_args))
+    with backend.run_context():
+        if model_file.mode == "contract":
+            return run.contract(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)
+        if batch_size is not None:
+            raise UsageError(f"--batch-size applies to model files; {model_file.path.name} is a script, "
+                             "which makes its own batches")
+        return run.script(script_args=list(script_args), steps=steps, warmup=warmup, run_to_end=run_to_end,
+                          remap_from=remap_from)
 
 
 def scan_training_step(training: "TrainingStep", backend: Backend, path, *, steps: int = DEFAULT_STEPS,
@@ -206,7 +215,11 @@ class TrainingStep:
         batch_size = int(batch_size or getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE))
         inputs, target = _check_batch(call("make_batch()", module.make_batch, batch_size), path)
         device = backend.device()
-        model = call("moving the model to the device", model.to, device)
+        if backend.predicted and any(t.is_meta for t in itertools.chain(model.parameters(), model.buffers())):
+            # A model built on the meta device has no values to copy; a prediction needs none.
+            model = call("moving the model to the device", lambda: model.to_empty(device=device))
+        else:
+            model = call("moving the model to the device", model.to, device)
         model.train()
         loss_fn = getattr(module, "loss_fn", None) or default_loss
         make_optimizer = getattr(module, "make_optimizer", None) or default_optimizer
@@ -270,6 +283,7 @@ class _Run:
         }
         if verify:
             self.meta["verify"] = True
+        self.meta.update(backend.run_meta())
         self.step_times_ms: list = []
 
     # -- contract ------------------------------------------------------------
@@ -288,18 +302,32 @@ class _Run:
             parameters=sum(p.numel() for p in training.model.parameters()),
         )
         start = time.perf_counter()
-        with warnings.catch_warnings():
-            # Fallback warnings print once per process; the measured steps record them call by call.
-            warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)
-            for _ in range(warmup):
-                self._guarded(lambda: self._timed_step(training, None))
+        failed = self._warm_up(training, warmup)
         self.backend.reset_peak_memory()
-        if self.sync or not self.profiler_enabled or self.verify:  # --verify checks every call
+        if failed is not None:
+            # The step is taken again under the recorder, so the session shows the call that
+            # fails and who asked for it rather than only the error.
+            self.meta["notes"] = self.meta.get("notes", []) + [
+                f"a warm-up step failed ({failed.one_line()}); the step was taken again, recorded"]
+            session = self._record_every_step(training, 1)
+        elif self.sync or not self.profiler_enabled or self.verify:  # --verify checks every call
             session = self._record_every_step(training, steps)
         else:
             session = self._record_steady_state(training, steps)
         session.meta["duration_s"] = round(time.perf_counter() - start, 3)
         return session
+
+    def _warm_up(self, training: "TrainingStep", warmup: int) -> Optional[DmlprofError]:
+        """Unrecorded steps; the error of one that failed (Ctrl-C is raised at once)."""
+        with warnings.catch_warnings():
+            # Fallback warnings print once per process; the measured steps record them call by call.
+            warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)
+            for _ in range(warmup):
+                try:
+                    self._guarded(lambda: self._timed_step(training, None))
+                except (DeviceError, ModelRaisedError) as exc:
+                    return exc
+        return None
 
     def _record_every_step(self, training: "TrainingStep", steps: int) -> Session:
         """Every measured step through the dispatch mode (exact, per-call sync possible)."""
@@ -337,7 +365,7 @@ class _Run:
                     started = time.perf_counter_ns()
                     self._guarded(lambda: self._timed_step(training, recorder))
                     self.meta["structure_step_ms"] = round((time.perf_counter_ns() - started) / 1e6, 3)
-        template = rows_to_frame(recorder.rows, recorder.warnings.messages, self.backend)
+        template = rows_to_frame(recorder.rows, recorder.evidence, self.backend)
         structure = steady.Structure.from_template(template, structure_profiler.op_events())
         if structure is None:
             self.meta["notes"] = self.meta.get("notes", []) + [
@@ -414,16 +442,22 @@ class _Run:
             self.step_times_ms.append((time.perf_counter_ns() - started) / 1e6)
 
     # -- script ----------------------------------------------------------------
-    def script(self, *, script_args: list) -> Session:
+    def script(self, *, script_args: list, steps: int, warmup: int, run_to_end: bool = False,
+               remap_from: Optional[str] = None) -> Session:
         self.meta.update(script_args=script_args, steps=0, batch_size=None)
         recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(None))
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
+        # After the recorded steps the profiler stops too: a script left to run to its end
+        # would otherwise pile up hours of events.
+        recorder.window = StepWindow(warmup, steps, run_to_end, on_close=lambda: profiler.__exit__(None, None, None))
         start = time.perf_counter()
 
         def run_script():
-            with _script_context(self.path, script_args):
+            with _script_context(self.path, script_args), self._script_devices(remap_from):
                 try:
                     runpy.run_path(str(self.path), run_name="__main__")
+                except WindowClosed:
+                    pass  # the recorded steps are done: the script is stopped, cleanly
                 except SystemExit as exc:
                     if exc.code not in (None, 0):
                         raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}") from None
@@ -431,10 +465,14 @@ class _Run:
         def finish():
             recorder.__exit__(None, None, None)
             profiler.__exit__(None, None, None)
-            self.meta["steps"] = recorder.step
+            self.meta["steps"] = recorder.step if recorder.window.taken >= warmup else 0
+            self.meta["script_window"] = recorder.window.describe()
             return self._finish(recorder, profiler)
 
-        self.meta["recording"] = "every call of the whole script through the dispatcher"
+        self.meta["recording"] = ("every call of the script's optimizer steps through the dispatcher (and of its "
+                                  "set-up before the first step)")
+        if remap_from:
+            self.meta["remapped_from"] = remap_from
         self.backend.reset_peak_memory()
         with profiler:
             with recorder:
@@ -446,7 +484,31 @@ class _Run:
                 f"{self.path.name} is neither a model file (build_model, make_batch) "
                 "nor a script that runs PyTorch ops: it ran none"
             )
-        return session
+        self._check_window(recorder.window)
+        return _with_device_use(session, self.backend, remap_from)
+
+    def _script_devices(self, remap_from: Optional[str]):
+        """What a script asks of devices, answered by this scan's: a torch_directml stand-in, --from."""
+        from contextlib import ExitStack
+
+        stack = ExitStack()
+        if self.backend.stands_in_for_directml:
+            from dmlprof.backends.directml_shim import installed
+
+            stack.enter_context(installed(self.backend))
+        if remap_from:
+            from dmlprof.backends.remap import remapped
+
+            stack.enter_context(remapped(remap_from, self.backend))
+        return stack
+
+    def _check_window(self, window: StepWindow) -> None:
+        if window.taken and window.taken < window.warmup + window.steps and not self.meta.get("partial"):
+            recorded = ("its set-up and first step" if window.taken < window.warmup else
+                        f"{window.taken - window.warmup} step(s) after {window.warmup} unrecorded")
+            self.meta.setdefault("notes", []).append(
+                f"the script took {window.taken} optimizer step(s), fewer than --warmup {window.warmup} + "
+                f"--steps {window.steps}: the session holds {recorded}")
 
     # -- shared ------------------------------------------------------------------
     def _new_verifier(self, model):
@@ -492,10 +554,20 @@ class _Run:
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
         self.meta.update(partial=True, partial_reason=str(cause.one_line()))
-        raise ScanStopped(cause, finish())
+        session = finish()
+        failed = session.meta.get("failed_op")
+        if failed and failed not in str(cause):
+            # Which call failed, and the user's line that made it.
+            where = session.meta.get("failed_source", "")
+            cause = type(cause)(f"{cause} (at {failed}{', ' + where if where else ''})", remedy=cause.remedy)
+            session.meta["partial_reason"] = cause.one_line()
+        raise ScanStopped(cause, session)
 
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> Session:
-        ops = rows_to_frame(recorder.rows, recorder.warnings.messages, self.backend)
+        ops = rows_to_frame(recorder.rows, recorder.evidence, self.backend)
+        if recorder.failed_row is not None and self.meta.get("partial"):
+            self.meta["failed_op"] = ops["op"].iloc[recorder.failed_row]
+            self.meta["failed_source"] = ops["source"].iloc[recorder.failed_row]
         events = None
         if profiler is not None and profiler.profile is not None:
             events = profiler.op_events()
@@ -518,12 +590,60 @@ class _Run:
             self.meta["profiler_check"] = _profiler_check(ops, profiler_ops, synced=bool(self.meta.get("sync")))
         if events is not None and self.backend.profiler_device_activity:
             self.meta["device_time_check"] = _device_time_check(ops, events)
+        if self.backend.predicted:
+            ops = _predicted_frame(ops, self.backend, self.meta)
         session = Session(meta=dict(self.meta), ops=ops)
         if self.verifier is not None:
             session.extras["verify"] = self.verifier.result(partial=bool(self.meta.get("partial")))
         if profiler_ops is not None:
             session.profiler_ops = profiler_ops
         return session
+
+
+PLACEHOLDER_NOTE = ("these ops have no meta kernel or their output depends on tensor data; they ran on the CPU "
+                    "on placeholder values, so shapes and values after them may differ from a real run "
+                    "(the op names recorded are still the ones the step calls)")
+
+
+def _predicted_frame(ops, backend: Backend, meta: dict):
+    """A prediction has calls, not times: the host time spent predicting is nobody's cost."""
+    ops = ops.copy()
+    ops["evidence"] = backend.fallback_evidence  # every verdict rests on the table's registrations
+    ops["time_ns"] = 0
+    ops["start_ns"] = 0
+    placeholders = backend.placeholder_ops()
+    meta.update(step_times_ms=[], memory={}, placeholder_ops=placeholders)
+    if placeholders:
+        meta["notes"] = meta.get("notes", []) + [PLACEHOLDER_NOTE]
+    return ops
+
+
+def _with_device_use(session: Session, backend: Backend, remap_from: Optional[str]) -> Session:
+    """A script that never put a tensor on the scanned device says so first, not "all on the device"."""
+    if not backend.is_accelerator():
+        return session
+    ops = session.ops
+    device_type = backend.device_type
+    used = ops["input_devices"].str.contains(device_type, regex=False) | \
+        ops["output_devices"].str.contains(device_type, regex=False)
+    if used.any():
+        return session
+    chose = sorted({d for column in ("input_devices", "output_devices") for cell in ops[column] for d in cell.split(",") if d})
+    hint = "" if remap_from else _remap_hint(Path(session.meta.get("model", "")))
+    session.meta["device_unused"] = {"devices_used": chose, "hint": hint}
+    return session
+
+
+def _remap_hint(path: Path) -> str:
+    """Which --from would put a script's work on the scanned device, read from its source."""
+    try:
+        source = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    for device in ("cuda", "mps"):
+        if f"{device}" in source:
+            return f"--from {device}"
+    return ""
 
 
 def _profiler_check(ops, profiler_ops, synced: bool = False) -> dict:

@@ -5,6 +5,7 @@ workaround; they ask the backend object instead.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -56,6 +57,15 @@ class Backend:
     profiler_device_activity: bool = False
     #: ``with_stack=True`` crashes the profiler on some backends (DirectML)
     profiler_with_stack_safe: bool = True
+    #: where a stand-in backend logs the ops it sends to the CPU (its own evidence); ``None``: the
+    #: evidence is the backend's fallback warnings, read by :meth:`fallback_ops_in`
+    fallback_log: Optional[list] = None
+    #: what a fallback verdict rests on, as the report says it
+    fallback_evidence: str = "fallback warning"
+    #: a stand-in that predicts a device (calls, no times or values) rather than running on one
+    predicted: bool = False
+    #: a stand-in for torch-directml's device: scripts importing torch_directml get dmlprof's stand-in module
+    stands_in_for_directml: bool = False
 
     @classmethod
     def availability(cls) -> Availability:
@@ -104,6 +114,17 @@ class Backend:
 
     def prepare(self) -> None:
         """Called once before a scan: imports, environment switches."""
+
+    def run_context(self):
+        """A context around the whole run (model built, steps taken): what the backend needs meanwhile."""
+        return contextlib.nullcontext()
+
+    def refresh(self) -> None:
+        """Ops may have been defined since the run began (an extension imported): cover them."""
+
+    def run_meta(self) -> dict:
+        """Session metadata this backend adds to (or overrides in) a run's."""
+        return {}
 
     def profiler_activities(self):
         from torch.profiler import ProfilerActivity

@@ -39,3 +39,14 @@ def host_device_module(module_name: str, device_type: str, device_name: str, *, 
         lambda state, device=device_type: None)
     mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
     return mod
+
+
+def backward_on_calling_thread():
+    """Context for runs on a stand-in device: the autograd engine runs backward on the calling thread.
+
+    The engine sizes its per-device worker queues once per process, at the
+    first backward; one that ran before the stand-in device existed (any CPU
+    backward) left none for ``privateuseone``, and a device node would then
+    fail an internal assert looking for its queue. The ops are the same either way.
+    """
+    return torch.autograd.set_multithreading_enabled(False)

@@ -17,6 +17,7 @@ class EmulatedDmlBackend(Backend):
     device_type = "privateuseone"
     fallback_warning_name = "DML"
     has_cpu_fallback = True
+    stands_in_for_directml = True
 
     @classmethod
     def availability(cls) -> Availability:
@@ -36,6 +37,17 @@ class EmulatedDmlBackend(Backend):
             testing.load()
         except testing.EmulatedDeviceError as exc:
             raise DeviceError(str(exc).splitlines()[0]) from None
+
+    @property
+    def float64_support(self) -> bool:
+        from dmlprof import testing
+
+        return testing.float64_support()
+
+    def run_context(self):
+        from dmlprof.backends.device_module import backward_on_calling_thread
+
+        return backward_on_calling_thread()
 
     def device(self) -> torch.device:
         return torch.device(self.device_type, self.index)

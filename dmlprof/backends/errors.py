@@ -60,6 +60,19 @@ def format_bytes(count: int) -> str:
 
 
 KNOWN_ERRORS = (
+    # -- a script written for another device ---------------------------------------
+    KnownError(
+        "script_wants_cuda",
+        re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system"),
+        "the script asks for CUDA, which this machine does not have",
+        "scan it with --from cuda: its CUDA requests then run on the scanned device",
+    ),
+    KnownError(
+        "script_wants_mps",
+        re.compile(r"MPS backend is not available|The MPS backend is supported on MacOS"),
+        "the script asks for Apple's MPS device, which this machine does not have",
+        "scan it with --from mps: its MPS requests then run on the scanned device",
+    ),
     # -- DirectML (torch-directml) -------------------------------------------
     KnownError(
         "dml_float64",

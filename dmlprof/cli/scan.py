@@ -13,8 +13,14 @@ def add_parser(commands) -> None:
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
     parser.add_argument("--target", choices=["dml"], help="predict coverage on a device you do not have (no device needed)")
     parser.add_argument("--batch-size", type=int, help="batch size (default: the file's BATCH_SIZE, else 16)")
-    parser.add_argument("--steps", type=int, default=3, help="measured training steps (default 3)")
-    parser.add_argument("--warmup", type=int, default=1, help="warm-up steps before measuring (default 1)")
+    parser.add_argument("--steps", type=int, help="measured training steps; in a script, optimizer steps "
+                        "(default 3; 1 with --target)")
+    parser.add_argument("--warmup", type=int, help="unrecorded steps before measuring (default 1)")
+    parser.add_argument("--from", dest="remap_from", choices=["cuda", "mps"],
+                        help="a script written for this device runs on the scanned one: its device requests "
+                        "(\"cuda\", .cuda(), torch.cuda.*) are answered by it")
+    parser.add_argument("--run-to-end", action="store_true",
+                        help="after the recorded steps, let a script finish (unrecorded) instead of stopping it")
     parser.add_argument("--no-sync", dest="sync", action="store_false",
                         help="do not synchronise the device after each op: faster, times are host-side")
     parser.add_argument("--no-profiler", dest="profiler", action="store_false",
@@ -39,29 +45,31 @@ def run(args) -> int:
         raise UsageError("--replace runs the model twice on a device; it does not combine with --target")
     if args.target and args.verify:
         raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
-    if args.target:
-        from dmlprof.predict import predict_scan
+    if args.verify and args.replace:
+        raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
+    script_options = {"script_args": args.script_args, "run_to_end": args.run_to_end, "remap_from": args.remap_from}
+    try:
+        if args.target:
+            from dmlprof.predict import predict_scan
 
-        try:
-            session = predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps)
-        except ScanStopped as stopped:  # the step would fail on the device: keep what was predicted
-            stopped.saved_to = write_outputs(stopped.session, args)
-            raise
-    else:
-        if args.verify and args.replace:
-            raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
-        if args.replace:
-            from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
-        try:
+            session = predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps,
+                                   warmup=args.warmup, **script_options)
+        else:
+            if args.replace:
+                from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
             session = scan(
-                args.model, args.device, batch_size=args.batch_size, steps=args.steps, warmup=args.warmup,
-                sync=args.sync, profiler=args.profiler, script_args=args.script_args,
-                **({"verify": True} if args.verify else {}),
+                args.model, args.device, batch_size=args.batch_size, sync=args.sync, profiler=args.profiler,
+                **_step_options(args), **script_options, **({"verify": True} if args.verify else {}),
             )
-        except ScanStopped as stopped:
-            stopped.saved_to = write_outputs(stopped.session, args)
-            raise
+    except ScanStopped as stopped:  # keep what was recorded (or predicted) up to the stop
+        stopped.saved_to = write_outputs(stopped.session, args)
+        raise
     path = write_outputs(session, args)
     print_report(session, args)
     print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=sys.stderr if args.quiet else sys.stdout)
     return 0
+
+
+def _step_options(args) -> dict:
+    """The step counts the user gave; the library's defaults otherwise."""
+    return {name: getattr(args, name) for name in ("steps", "warmup") if getattr(args, name) is not None}

@@ -78,17 +78,6 @@ def ensure_device() -> dict:
     return dict(_state)
 
 
-def backward_context():
-    """Context for ``loss.backward()`` on the stand-in device: the engine runs it on the calling thread.
-
-    The engine sizes its per-device worker queues once per process, at the first
-    backward; one that ran before the stand-in existed (any CPU backward) left
-    none for ``privateuseone``, and a device node would then fail an internal
-    assert looking for its queue.
-    """
-    return torch.autograd.set_multithreading_enabled(False)
-
-
 # -- torch >= 2.6 -----------------------------------------------------------------
 def _register_python_backend() -> None:
     from torch.utils import backend_registration as reg

@@ -105,7 +105,9 @@ def _short_path(filename: str) -> str:
 class ModuleTracker:
     """Keeps the current module path, and maps autograd nodes to modules."""
 
-    def __init__(self):
+    def __init__(self, on_root_forward=None):
+        #: called when a forward starts with no module running (once per model call)
+        self.on_root_forward = on_root_forward
         self.names: dict = {}  # module -> qualified name
         self.param_owner: dict = {}  # id(parameter) -> module name
         self.stack: list = []
@@ -148,6 +150,8 @@ class ModuleTracker:
         self.stack.clear()
 
     def _enter(self, module, inputs):
+        if not self.stack and self.on_root_forward is not None:
+            self.on_root_forward()
         if torch.is_grad_enabled():
             source = user_source_line(2)
         else:

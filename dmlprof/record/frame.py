@@ -97,8 +97,13 @@ def _transfer(op: str, inputs, outputs, device_type: str) -> tuple:
     return src[3], f"{src[0]}->{dst[0]}"
 
 
-def rows_to_frame(raw_rows, warnings: list, backend) -> pd.DataFrame:
-    """Judge each raw call and return the op frame (one row per call)."""
+def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
+    """Judge each raw call and return the op frame (one row per call).
+
+    ``evidence`` is what arrived while recording (warnings, or a stand-in
+    backend's own log); each row holds its span of it, and the backend names
+    the op that fell back in each item.
+    """
     device_type = backend.device_type
     accelerator = backend.is_accelerator()
     out = {column: [] for column in OP_COLUMNS}
@@ -110,29 +115,29 @@ def rows_to_frame(raw_rows, warnings: list, backend) -> pd.DataFrame:
         op = op_name(func)
         fallen = []
         if warn_hi > warn_lo:
-            for message in warnings[warn_lo:warn_hi]:
+            for message in evidence[warn_lo:warn_hi]:
                 name = backend.fallback_ops_in(message)
                 if name:
                     fallen.append(name)
         on_device = any(m[0] == device_type for m in inputs) or any(m[0] == device_type for m in outputs)
         moved, direction = (0, "")
         if not accelerator:
-            verdict, evidence = "device", "backend"
+            verdict, evidence_label = "device", "backend"
         elif fallen:
-            verdict, evidence = "fallback", "fallback warning"
+            verdict, evidence_label = "fallback", backend.fallback_evidence
             moved = sum(m[3] for m in inputs if m[0] == device_type) + sum(m[3] for m in outputs if m[0] == device_type)
             direction = "both"
         elif on_device:
-            verdict, evidence = "device", "tensors"
+            verdict, evidence_label = "device", "tensors"
             moved, direction = _transfer(op, inputs, outputs, device_type)
         else:
-            verdict, evidence = "cpu", "tensors"
+            verdict, evidence_label = "cpu", "tensors"
         out["seq"].append(seq)
         out["step"].append(step)
         out["phase"].append(phase)
         out["op"].append(op)
         out["verdict"].append(verdict)
-        out["evidence"].append(evidence)
+        out["evidence"].append(evidence_label)
         out["fallback_ops"].append(format_fallback_ops(fallen) if fallen else "")
         out["fallback_calls"].append(len(fallen))
         out["module"].append(module)

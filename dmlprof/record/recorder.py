@@ -1,8 +1,9 @@
 """The live recorder: one row per op call the device's dispatcher sees.
 
-A ``TorchDispatchMode`` sits below autograd, so it sees exactly the calls that
-reach the backend (after composite-implicit ops have decomposed), with their
-overload names, tensors and devices. Per call it keeps only cheap metadata;
+A tap on the dispatcher (:mod:`dmlprof.record.tap`) sits below autograd, so it
+sees exactly the calls that reach the backend (after composite-implicit ops
+have decomposed), with their overload names, tensors and devices, and, not
+being a dispatch mode, changes none of the paths ATen takes. Per call it keeps only cheap metadata;
 verdicts and strings are built once, after recording, in :func:`rows_to_frame`.
 """
 from __future__ import annotations
@@ -12,10 +13,10 @@ import time
 from typing import Optional
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import leaves_device
+from dmlprof.record.tap import DispatcherTap
 from dmlprof.record.warning_capture import WarningCapture
 
 PHASES = ("forward", "backward", "optimizer", "other")
@@ -62,42 +63,49 @@ def _outputs_tuple(out) -> tuple:
     return ()
 
 
-class _Mode(TorchDispatchMode):
+class _Calls:
+    """The tap's handler: records each call, then hands its result back."""
+
     def __init__(self, recorder: "Recorder"):
-        super().__init__()
         self.recorder = recorder
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __call__(self, func, args, kwargs):
         rec = self.recorder
-        if func.namespace in _SKIP_NAMESPACES or not rec.active:
-            return func(*args, **(kwargs or {}))
-        kwargs = kwargs or {}
+        with rec.tap.paused():  # what runs here, the op's nested calls included, is not the user's call
+            if func.namespace in _SKIP_NAMESPACES or not rec.active:
+                return func(*args, **kwargs)
+            return self._record(rec, func, args, kwargs)
+
+    @staticmethod
+    def _record(rec, func, args, kwargs):
         inputs = _tensor_meta(args)
         if kwargs:
             inputs += _tensor_meta(kwargs.values())
         verifier = rec.verifier
         # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
         pending = verifier.before(func, args, kwargs) if verifier is not None else None
-        warned_before = len(rec.warnings.messages)
+        evidence = rec.evidence
+        warned_before = len(evidence)
         start = _perf_ns()
         out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
         outputs = _outputs_tuple(out)
         if rec.sync is not None and failed is None:
             rec.sync(outputs)
         elapsed = _perf_ns() - start
-        warned_after = len(rec.warnings.messages)
+        warned_after = len(evidence)
 
         phase = rec.phase or rec.infer_phase()
         module, source = rec.modules.owner(phase, rec.optimizer_name)
         out_meta = _tensor_meta(outputs)
-        if warned_after != warned_before or rec.wants_source(func, inputs, out_meta):
-            # The user's own line matters most where a call leaves the device.
+        if warned_after != warned_before or failed is not None or rec.wants_source(func, inputs, out_meta):
+            # The user's own line matters most where a call leaves the device, or fails.
             source = user_source_line(2) or source
         rec.rows.append(
             (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
              module, source, _thread_id())
         )
         if failed is not None:  # the call that broke the step stays in the (partial) session
+            rec.failed_row = len(rec.rows) - 1
             raise failed
         if pending is not None:
             verifier.after(pending, args, kwargs, out, step=rec.step, phase=phase, module=module, source=source,
@@ -118,14 +126,22 @@ class Recorder:
         self.verifier = verifier
         self.sync = backend.synchronize if (sync and backend.is_accelerator()) else None
         self.rows: list = []
+        #: the row of the call that raised, when one did
+        self.failed_row: Optional[int] = None
         self.step = 0
         self.phase: Optional[str] = None
         self.active = True
         self.optimizer_name = ""
         self._in_optimizer = 0
-        self.modules = ModuleTracker()
+        self.modules = ModuleTracker(on_root_forward=self._refresh_tap)
         self.warnings = WarningCapture()
-        self._mode = None
+        #: where fallback evidence arrives, in order: the warnings raised (live backends), or
+        #: the names a stand-in backend logs itself; rows keep their span of it
+        self.evidence = backend.fallback_log if backend.fallback_log is not None else self.warnings.messages
+        self.tap = DispatcherTap(_Calls(self))
+        #: script mode: the optimizer steps recorded (:mod:`dmlprof.record.window`)
+        self.window = None
+        self._enabled = None
         self._hook_handles: list = []
 
     # -- phase inference -----------------------------------------------------
@@ -144,8 +160,22 @@ class Recorder:
 
     def _optimizer_post(self, optimizer, args, kwargs):
         self._in_optimizer = max(0, self._in_optimizer - 1)
+        self._refresh_tap()
         if self.phase is None:  # script mode: each optimizer step ends a step
-            self.step += 1
+            if self.window is not None:
+                self.window.after_step(self)
+            else:
+                self.step += 1
+
+    def drop_rows(self) -> None:
+        """Forget what was recorded so far (a script's warm-up steps)."""
+        self.rows.clear()
+        self.failed_row = None
+
+    def _refresh_tap(self) -> None:
+        # Ops an extension defined since the run began (torchvision imported by the model).
+        self.tap.refresh()
+        self.backend.refresh()
 
     def wants_source(self, func, inputs, outputs) -> bool:
         """Whether a call leaves the device (tensors on the host, a sync): worth a source line."""
@@ -153,6 +183,7 @@ class Recorder:
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self):
+        self.tap.install()
         self.warnings.__enter__()
         self.modules.install()
         import torch.optim.optimizer as optim
@@ -162,18 +193,18 @@ class Recorder:
         ]
         if self.verifier is not None:
             self.verifier.attach(self)
-        self._mode = _Mode(self)
-        self._mode.__enter__()
+        self._enabled = self.tap.enabled()
+        self._enabled.__enter__()
         return self
 
     def __exit__(self, *exc):
         # Idempotent: a run that stops early closes the recorder before the
         # ``with`` block unwinds and closes it again.
-        if self._mode is None:
+        if self._enabled is None:
             return False
-        mode, self._mode = self._mode, None
+        enabled, self._enabled = self._enabled, None
         try:
-            mode.__exit__(*exc)
+            enabled.__exit__(None, None, None)
         finally:
             for handle in self._hook_handles:
                 handle.remove()
@@ -181,4 +212,5 @@ class Recorder:
                 self.verifier.detach()
             self.modules.remove()
             self.warnings.__exit__(*exc)
+            self.tap.remove()
         return False

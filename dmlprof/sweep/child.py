@@ -320,7 +320,7 @@ def _recorded_share(backend, one_step) -> tuple:
         loss = one_step(recorder)
         recorder.active = False  # the closing sync is ours, not the model's
         backend.synchronize([loss])
-    frame = rows_to_frame(recorder.rows, recorder.warnings.messages, backend)
+    frame = rows_to_frame(recorder.rows, recorder.evidence, backend)
     return float(summary(frame)["fallback_time_share"]), sorted(fallback_op_set(frame))
 
 

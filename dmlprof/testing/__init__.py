@@ -14,6 +14,10 @@ tested against.
     x = torch.ones(3).to("privateuseone")
     testing.fallback_counts()          # {"aten::lerp.Scalar_out": 4, ...}
 
+Like most DirectML adapters it refuses float64 (set ``DMLPROF_EMULATED_FLOAT64=1``,
+or :func:`set_float64_support`, for one that has it) and, like every one,
+bfloat16, with torch-directml's own error messages.
+
 It can also misbehave on purpose, so that ``scan --verify`` is tested against
 a known fault: :func:`set_fault` (or ``DMLPROF_EMULATED_FAULT=kind:op`` in the
 environment, read when the device loads) corrupts one op's outputs or drops
@@ -46,6 +50,8 @@ DEVICE_TYPE = "privateuseone"
 #: ``kind:op`` (``corrupt:aten::addmm``, ``drop_write:aten::add_.Tensor``): a fault set when the device loads
 FAULT_ENV = "DMLPROF_EMULATED_FAULT"
 FAULT_KINDS = ("corrupt", "drop_write")
+#: ``1``: the device runs float64, as a few DirectML adapters do (read when the device loads; off by default)
+FLOAT64_ENV = "DMLPROF_EMULATED_FLOAT64"
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -158,13 +164,37 @@ def _install(module) -> None:
         # Backward needs the backend name registered and hooks; the name stays
         # "privateuseone", as torch-directml's devices print.
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
-        module.register_hooks()
+        try:
+            module.register_hooks()
+        except RuntimeError as exc:  # torch takes one set of PrivateUse1 hooks per process
+            raise EmulatedDeviceError(
+                "the emulated DML device must be loaded before a prediction (--target) runs in the same "
+                f"process: the prediction's stand-in device holds the PrivateUse1 hooks ({exc})") from None
     if not hasattr(torch, DEVICE_TYPE):
         torch._register_device_module(DEVICE_TYPE, _device_module())
+    module.set_float64_support(float64_from_environment())
     spec = os.environ.get(FAULT_ENV, "").strip()
     if spec:
         kind, _, op = spec.partition(":")
         _set_fault(module, kind.strip(), op.strip(), where=f"{FAULT_ENV}={spec}")
+
+
+def float64_from_environment() -> bool:
+    """Whether ``DMLPROF_EMULATED_FLOAT64`` asks for an adapter with float64 support."""
+    return os.environ.get(FLOAT64_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def set_float64_support(on: bool) -> None:
+    """Let the device run float64 (``True``) or refuse it as most DirectML adapters do (the default).
+
+    bfloat16 is refused either way: DirectML has no bfloat16.
+    """
+    load().set_float64_support(bool(on))
+    _state["float64"] = bool(on)
+
+
+def float64_support() -> bool:
+    return bool(_state.get("float64", float64_from_environment())) if is_loaded() else float64_from_environment()
 
 
 def _set_fault(module, kind: str, op: str, where: str = "") -> None:
@@ -231,6 +261,7 @@ def device() -> torch.device:
 
 
 __all__ = [
+    "FLOAT64_ENV", "float64_support", "set_float64_support",
     "EmulatedDeviceError", "FAULT_ENV", "clear_fault", "current_fault", "fault_hits", "set_fault", "build_problem", "build_directory", "device", "fallback_counts", "is_loaded",
     "load", "real_kernel_ops", "reset_fallback_counts", "skipped_ops",
 ]

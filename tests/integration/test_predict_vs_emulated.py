@@ -5,8 +5,10 @@ WHEN  the prediction runs in a fresh process through the CLI (so no PrivateUse1
       backend is loaded there: the user's situation), and the same training
       step runs on the emulated device (torch-directml's kernel names,
       counting fallback) in this process
-THEN  the set of ops the prediction says fall back equals the set of ops the
-      emulated backend's fallback received (its counts' keys), on this torch.
+THEN  the prediction's calls equal the emulated scan's, call for call (op,
+      verdict, what fell back inside), and the set of ops predicted to fall back
+      equals the set the emulated backend's fallback received (its counts'
+      keys), on this torch.
 
 Where the step fails on the device (an op falls back to a CPU that has no
 kernel for it), both stop at the same call: the emulated scan raises and the
@@ -50,6 +52,10 @@ def _predict_in_fresh_process(model: Path, out_dir: Path) -> tuple:
     return done, Session.load(saved[0])
 
 
+def _calls(session) -> list:
+    return list(zip(session.ops["op"], session.ops["verdict"], session.ops["fallback_ops"], session.ops["phase"]))
+
+
 @pytest.mark.parametrize("model", MODELS, ids=[p.stem for p in MODELS])
 def test_predicted_fallbacks_equal_emulated_fallbacks(model, tmp_path):
     from dmlprof.runner import ScanStopped, scan
@@ -59,17 +65,18 @@ def test_predicted_fallbacks_equal_emulated_fallbacks(model, tmp_path):
     assert predicted.meta["mode"] == "predicted"
     assert predicted.meta["table_version"].startswith("torch-directml 0.2.5.dev240914")
 
-    testing.reset_fallback_counts()
     stopped = None
-    try:
-        scan(model, device="emulated-dml", steps=1, warmup=0, profiler=False)
+    try:  # the prediction's defaults: one unrecorded step, one recorded
+        testing.reset_fallback_counts()
+        live = scan(model, device="emulated-dml", steps=1, warmup=1, profiler=False)
     except ScanStopped as exc:
-        stopped = exc
+        stopped, live = exc, exc.session
     emulated = set(testing.fallback_counts())
 
+    assert _calls(predicted) == _calls(live)
     assert fallback_op_set(predicted.ops) == emulated
     # Stopping agrees too: a predicted failure is a real failure, and only then.
     assert (done.returncode != 0) == (stopped is not None), (done.stderr[-1000:], stopped)
     assert bool(predicted.meta.get("partial")) == (stopped is not None)
     if stopped is not None:
-        assert predicted.meta["predicted_failure_op"] in str(stopped)
+        assert predicted.meta["failed_op"] in str(stopped)

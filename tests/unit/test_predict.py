@@ -134,10 +134,11 @@ def test_lstm_cell_falls_back_to_a_cpu_without_a_kernel_and_the_step_would_fail(
     with pytest.raises(ScanStopped) as stopped:
         predict_scan(path, batch_size=2)
     session = stopped.value.session
-    assert session.meta["partial"] and session.meta["predicted_failure_op"] == "aten::_thnn_fused_lstm_cell"
+    assert session.meta["partial"] and session.meta["failed_op"] == "aten::_thnn_fused_lstm_cell"
     assert fallback_op_set(session.ops) == {"aten::_thnn_fused_lstm_cell"}
     assert session.ops["op"].iloc[-1] == "aten::_thnn_fused_lstm_cell"
-    assert "would raise NotImplementedError on DirectML" in stopped.value.one_line()
+    # The same one-line explanation a scan on the device gives.
+    assert "fused cell has no DirectML kernel" in stopped.value.one_line()
 
 
 def test_data_dependent_ops_run_on_placeholders_and_are_listed(tmp_path):
@@ -172,33 +173,20 @@ def test_model_built_on_meta_needs_no_memory(tmp_path):
     assert not session.meta["placeholder_ops"]
 
 
-def test_unknown_and_drift_ops_resolve_by_this_torchs_kernels():
-    import torch
-
-    from dmlprof.predict.device import ensure_device
-    from dmlprof.predict.mode import PredictMode
+def test_stand_in_registers_where_torch_directml_does():
+    """Its own kernels for the table's names, the fallback where torch has no composite, nothing elsewhere."""
+    from dmlprof.predict.standin import StandIn
     from dmlprof.tables import OpTable
 
-    ensure_device()
     table = OpTable(backend="dml", package="torch-directml", package_version="x", torch_version="2.4.1",
-                    dispatch_key="PrivateUse1",
-                    ops={"aten::add.Tensor": "native", "aten::_embedding_bag_backward": "composite_implicit"},
-                    registrations={"PrivateUse1": ["aten::mul.Tensor"]})
-    mode = PredictMode(table, torch.device("privateuseone", 0))
-    aten = torch.ops.aten
-    assert mode.kind_of(aten.add.Tensor) == "native"
-    # Registered by the backend but outside the table's ops (torch-directml's torchvision kernels): native.
-    assert mode.kind_of(aten.mul.Tensor) == "native"
-    # Not in the table: this torch's composite when it has one, else the fallback.
-    assert mode.kind_of(aten.linear.default) == "unknown:composite_implicit"
-    assert mode.kind_of(aten.lerp.Scalar_out) == "unknown:fallback"
-    explicit = mode.kind_of(aten._foreach_lerp_.Scalar)
-    assert explicit.startswith("unknown:composite_explicit|CompositeExplicitAutograd")
-    kind = mode.kind_of(aten._embedding_bag_backward.default)
-    if torch._C._dispatch_has_kernel_for_dispatch_key("aten::_embedding_bag_backward", "CompositeImplicitAutograd"):
-        assert kind == "composite_implicit"
-    else:  # torch >= 2.5: no composite any more, and torch-directml registered nothing: the fallback
-        assert kind == "fallback" and mode.drift_ops
+                    dispatch_key="PrivateUse1", ops={"aten::add.Tensor": "native"},
+                    registrations={"PrivateUse1": ["aten::mul.Tensor", "aten::alias"]})
+    standin = StandIn(table, [])
+    assert standin._wanted("aten::mul.Tensor")  # registered by the backend
+    assert not standin._wanted("aten::alias")  # torch's composite makes the same alias, in C++
+    assert not standin._wanted("aten::linear")  # composite implicit: decomposes above the backend
+    assert not standin._wanted("aten::_foreach_lerp_.Scalar")  # composite explicit: torch's loop runs
+    assert standin._wanted("aten::lerp.Scalar_out")  # no kernel anywhere for the device: the fallback
 
 
 def test_guard_slots_read_from_a_header(tmp_path):

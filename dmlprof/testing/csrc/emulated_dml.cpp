@@ -483,9 +483,43 @@ int64_t fault_hits() { return g_fault_hits.load(); }
 // A DirectML kernel: the work runs on the CPU, silently (the device is host memory).
 void native_kernel(const c10::OperatorHandle& op, Stack* s) { at::native::cpu_fallback(op, s); }
 
+// ---------------------------------------------------------------- data types DirectML refuses
+// Most DirectML adapters have no float64; none takes bfloat16. Every kernel of the
+// device, the fallback's copies back included, refuses a device tensor of either,
+// with torch-directml's words. Float64 support is a setting (off, as on most adapters).
+std::atomic<bool> g_float64_support{false};
+
+void check_dtype(const at::Tensor& t) {
+  if (!on_device(t)) return;
+  TORCH_CHECK(t.scalar_type() != at::kDouble || g_float64_support.load(),
+              "The GPU device does not support Double (Float64) operations!");
+  TORCH_CHECK(t.scalar_type() != at::kBFloat16, "Invalid or unsupported data type BFloat16.");
+}
+
+void check_values(const Stack* s, size_t first) {
+  for (size_t i = first; i < s->size(); ++i) {
+    const auto& v = (*s)[i];
+    if (v.isTensor()) {
+      check_dtype(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const auto& t : v.toTensorVector()) check_dtype(t);
+    }
+  }
+}
+
+template <BoxedFn Fn>
+void dtype_checked(const c10::OperatorHandle& op, Stack* s) {
+  const size_t first = s->size() - op.schema().arguments().size();
+  check_values(s, first);
+  Fn(op, s);
+  check_values(s, first);  // the outputs now (a factory's dtype argument shows here)
+}
+
+void set_float64_support(bool on) { g_float64_support.store(on); }
+
 // ---------------------------------------------------------------- the fallback
 std::mutex g_counts_mutex;
-std::map<std::string, int64_t> g_counts;
+auto& g_counts = *new std::map<std::string, int64_t>();  // never destroyed: kernels may run during exit
 
 std::string op_name(const c10::OperatorHandle& op) {
   std::ostringstream name;
@@ -506,12 +540,15 @@ void dml_fallback(const c10::OperatorHandle& op, Stack* s) {
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dml_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dtype_checked<&dml_fallback>>());
 }
 
 // ---------------------------------------------------------------- run-time registration
-std::map<std::string, std::unique_ptr<torch::Library>> g_libraries;  // kept alive: they hold the registrations
-std::vector<std::string> g_registered;
+// Never destroyed: they hold the registrations for the life of the process, and destroying them
+// at exit would deregister from a dispatcher that static destruction may already have torn down
+// (the process then ended with "terminate called without an active exception").
+auto& g_libraries = *new std::map<std::string, std::unique_ptr<torch::Library>>();
+auto& g_registered = *new std::vector<std::string>();
 
 torch::Library& library_for(const std::string& ns, c10::DispatchKey key) {
   std::string id = ns + "/" + c10::toString(key);
@@ -522,24 +559,31 @@ torch::Library& library_for(const std::string& ns, c10::DispatchKey key) {
   return *found->second;
 }
 
+template <BoxedFn Fn>
+torch::CppFunction checked_kernel() {
+  return torch::CppFunction::makeFromBoxedFunction<&dtype_checked<Fn>>();
+}
+
 torch::CppFunction boxed(BoxedFn fn) {
-  if (fn == &k_empty) return torch::CppFunction::makeFromBoxedFunction<&k_empty>();
-  if (fn == &k_empty_strided) return torch::CppFunction::makeFromBoxedFunction<&k_empty_strided>();
-  if (fn == &k_resize_) return torch::CppFunction::makeFromBoxedFunction<&k_resize_>();
-  if (fn == &k_copy_) return torch::CppFunction::makeFromBoxedFunction<&k_copy_>();
-  if (fn == &k_copy_from) return torch::CppFunction::makeFromBoxedFunction<&k_copy_from>();
-  if (fn == &k_copy_from_and_resize) return torch::CppFunction::makeFromBoxedFunction<&k_copy_from_and_resize>();
-  if (fn == &k_view) return torch::CppFunction::makeFromBoxedFunction<&k_view>();
-  if (fn == &k_as_strided_) return torch::CppFunction::makeFromBoxedFunction<&k_as_strided_>();
-  if (fn == &k_reshape) return torch::CppFunction::makeFromBoxedFunction<&k_reshape>();
-  if (fn == &k_convolution) return torch::CppFunction::makeFromBoxedFunction<&k_convolution>();
-  if (fn == &k_convolution_backward) return torch::CppFunction::makeFromBoxedFunction<&k_convolution_backward>();
-  return torch::CppFunction::makeFromBoxedFunction<&native_kernel>();
+  if (fn == &k_empty) return checked_kernel<&k_empty>();
+  if (fn == &k_empty_strided) return checked_kernel<&k_empty_strided>();
+  if (fn == &k_resize_) return checked_kernel<&k_resize_>();
+  if (fn == &k_copy_) return checked_kernel<&k_copy_>();
+  if (fn == &k_copy_from) return checked_kernel<&k_copy_from>();
+  if (fn == &k_copy_from_and_resize) return checked_kernel<&k_copy_from_and_resize>();
+  if (fn == &k_view) return checked_kernel<&k_view>();
+  if (fn == &k_as_strided_) return checked_kernel<&k_as_strided_>();
+  if (fn == &k_reshape) return checked_kernel<&k_reshape>();
+  if (fn == &k_convolution) return checked_kernel<&k_convolution>();
+  if (fn == &k_convolution_backward) return checked_kernel<&k_convolution_backward>();
+  return checked_kernel<&native_kernel>();
 }
 
 // Register kernels for `names` ("ns::name[.overload]") on `key_name`
-// ("PrivateUse1" or "AutogradPrivateUse1"); returns the names this torch
-// does not define (skipped).
+// ("PrivateUse1" or "AutogradPrivateUse1"); returns the aten names this torch
+// does not define (skipped). Ops of other namespaces (torchvision::nms) are
+// registered whether or not their library is loaded yet, as torch-directml's
+// are: the dispatcher keeps a kernel until the op's schema arrives.
 std::vector<std::string> register_kernels(const std::vector<std::string>& names, const std::string& key_name) {
   c10::DispatchKey key = key_name == "AutogradPrivateUse1" ? c10::DispatchKey::AutogradPrivateUse1
                                                            : c10::DispatchKey::PrivateUse1;
@@ -552,7 +596,7 @@ std::vector<std::string> register_kernels(const std::vector<std::string>& names,
     auto dot = rest.find('.');
     std::string name = rest.substr(0, dot);
     std::string overload = dot == std::string::npos ? "" : rest.substr(dot + 1);
-    if (!c10::Dispatcher::singleton().findSchema({ns + "::" + name, overload}).has_value()) {
+    if (ns == "aten" && !c10::Dispatcher::singleton().findSchema({ns + "::" + name, overload}).has_value()) {
       skipped.push_back(full);
       continue;
     }
@@ -632,5 +676,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_fallback_counts", &reset_fallback_counts);
   m.def("set_fault", &set_fault, "set a fault (corrupt | drop_write, op name) or clear it (kind '')");
   m.def("fault_hits", &fault_hits, "kernel calls that took the fault since it was set");
+  m.def("set_float64_support", &set_float64_support, "whether the device runs float64 (off: most adapters do not)");
   m.def("register_hooks", &register_hooks, "register PrivateUse1 hooks (torch >= 2.6); false when not needed");
 }

@@ -1,0 +1,91 @@
+"""The predicted DirectML device (``scan --target dml``): no device, torch-directml's dispatcher paths.
+
+A stand-in ``privateuseone`` device (:mod:`dmlprof.predict.standin`) whose
+kernels are registered exactly where torch-directml registers its own, and
+whose "fallback" kernel logs each op it would send to the CPU: that log is the
+evidence for the predicted session's fallback verdicts. Everything else (the
+recorder, the model contract, scripts, attribution) is the live scan's, so a
+prediction describes the same calls a scan on the device records.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Optional
+
+import torch
+
+from dmlprof.backends.base import Backend, MemoryReading
+
+
+class PredictedDmlBackend(Backend):
+    name = "dml"
+    device_type = "privateuseone"
+    has_cpu_fallback = True
+    stands_in_for_directml = True
+    fallback_evidence = "table"
+    #: a predicted session has calls, not times, memory or values
+    predicted = True
+
+    def __init__(self, index: int = 0, table=None, float64_support: bool = False):
+        super().__init__(index)
+        #: whether the predicted adapter runs float64 (most DirectML adapters do not)
+        self.float64_support = float64_support
+        from dmlprof.tables import load_table
+
+        self.table = table or load_table("dml")
+        self.fallback_log: list = []
+        self.how = ""
+        self._standin = None
+
+    def prepare(self) -> None:
+        from dmlprof.predict.device import device_name, ensure_device
+
+        self.how = ensure_device()["how"]  # raises PredictDeviceError (one line) where it cannot be done
+        self.device_type = device_name()
+
+    @contextmanager
+    def run_context(self):
+        """The stand-in's kernels exist for the length of a run, and backward runs on the calling thread."""
+        from dmlprof.backends.device_module import backward_on_calling_thread
+        from dmlprof.predict.standin import StandIn
+
+        self._standin = StandIn(self.table, self.fallback_log, self.device_type, self.float64_support)
+        self._standin.install()
+        try:
+            with backward_on_calling_thread():
+                yield
+        finally:
+            self._standin.remove()
+
+    def refresh(self) -> None:
+        if self._standin is not None:
+            self._standin.refresh()
+
+    def device(self) -> torch.device:
+        return torch.device(self.device_type, self.index)
+
+    def device_name(self) -> str:
+        return f"{self.table.package} (predicted, no device)"
+
+    def fallback_ops_in(self, message: str) -> Optional[str]:
+        return message  # the log holds op names
+
+    def memory(self) -> MemoryReading:
+        return MemoryReading(source="none: predicted tensors have no memory")
+
+    def versions(self) -> dict:
+        return {self.table.package.replace("-", "_"): self.table.package_version}
+
+    def placeholder_ops(self) -> dict:
+        return dict(sorted(self._standin.placeholder_ops.items())) if self._standin is not None else {}
+
+    def run_meta(self) -> dict:
+        """What a predicted session says about itself, beyond a live scan's metadata."""
+        return {
+            "mode": "predicted",
+            "target": self.table.backend,
+            "timing": "none: a predicted session has no times (time columns are 0)",
+            "table_version": self.table.version_label(),
+            "table_torch_version": self.table.torch_version,
+            "stand_in_device": self.how,
+        }

@@ -1,0 +1,371 @@
+"""The predicted DirectML device: torch-directml's registrations, as Python kernels that compute no values.
+
+Prediction must take every path torch takes on torch-directml's device, so it is
+built the way torch-directml is: kernels on the ``PrivateUse1`` dispatch key for
+exactly the ops torch-directml registers (from the shipped op table), a
+"fallback" kernel for every op that would reach its boxed CPU fallback, and
+nothing for ops torch's own composite kernels cover (the dispatcher runs those,
+as it does on the device). The tensors are plain ``torch.Tensor`` objects on
+``privateuseone:0`` whose storage holds no memory, not a tensor subclass: a
+subclass (or a dispatch mode) makes ATen take its tensor-subclass branches, and
+the prediction would describe another program.
+
+Kernels compute only shapes, strides and dtypes, with torch's Meta kernels on
+meta copies of their arguments. Where no Meta kernel exists, or the output
+depends on values (``nonzero``, ``.item()``), the op runs on the CPU on
+placeholder values and is listed in :attr:`StandIn.placeholder_ops`: its name is
+certain, shapes after it may not be. Values read back to the host are 0, and
+1.0 for a floating-point scalar (so that checks such as ``min() > 0`` pass).
+
+The "fallback" kernel logs the op (the prediction's evidence) and, like the real
+fallback, runs the CPU kernel when the tensors are small enough (to learn its
+exact output shapes) or fails as the real one does when the CPU has no kernel.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from typing import Optional
+
+import torch
+
+from dmlprof.record.frame import op_name
+from dmlprof.record.tap import PerOpKernels
+
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+_META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+_EXPLICIT_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd")
+_IMPLICIT_KEY = "CompositeImplicitAutograd"
+#: torch-directml registers these too, but torch's composite kernels make the same aliases in C++:
+#: routed through Python, ``nn.Parameter(t)`` would find a Python object on the alias and refuse it.
+_LEFT_TO_TORCH = frozenset({"aten::alias", "aten::detach"})
+#: Fallback calls whose tensors hold at most this many elements in all run on the CPU (on placeholder
+#: values) to learn the CPU kernel's output shapes; larger ones are computed on meta.
+CPU_SHAPES_MAX_ELEMENTS = 1 << 21
+
+
+def _has_kernel(name: str, key: str) -> bool:
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, key))
+    except RuntimeError:
+        return False
+
+
+def is_composite(name: str) -> bool:
+    """Whether this torch has a generic kernel that would serve ``name`` on a backend without its own."""
+    return any(_has_kernel(name, key) for key in _EXPLICIT_KEYS + (_IMPLICIT_KEY,))
+
+
+def cpu_can_run(name: str) -> bool:
+    """Whether the CPU fallback can run ``name``: a CPU kernel, or a composite that fills the CPU's slot."""
+    return _has_kernel(name, "CPU") or is_composite(name)
+
+
+# -- tensors without memory ------------------------------------------------------------
+class _Husk(torch.Tensor):
+    """Only ever constructed to be shed: ``.data`` of a wrapper tensor is a plain tensor on its device."""
+
+    @staticmethod
+    def __new__(cls, shape, stride, offset, dtype, device):
+        return torch.Tensor._make_wrapper_subclass(cls, shape, strides=stride, storage_offset=offset, dtype=dtype,
+                                                   device=device)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise AssertionError(f"a husk tensor was dispatched ({func})")
+
+
+def device_tensor(shape, stride, offset: int, dtype, device: torch.device) -> torch.Tensor:
+    """A plain tensor on ``device`` with this geometry and no memory behind it."""
+    husk = _Husk(tuple(shape), tuple(stride), offset, dtype, device)
+    with torch._C._DisableTorchDispatch():
+        return husk.data
+
+
+def like(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
+    return device_tensor(meta.shape, meta.stride(), meta.storage_offset(), meta.dtype, device)
+
+
+def _meta_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with ``tensor``'s geometry (its storage offset too)."""
+    offset = tensor.storage_offset()
+    if not offset:
+        return torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device=_META)
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()) if size)
+    base = torch.empty(offset + extent, dtype=tensor.dtype, device=_META)
+    return base.as_strided(tuple(tensor.shape), tuple(tensor.stride()), offset)
+
+
+def _set_geometry(tensor: torch.Tensor, shape, stride, offset: int) -> None:
+    """Give a device tensor a new geometry in place (``resize_``, ``out=`` kernels that resize)."""
+    husk = device_tensor(shape, stride, 0, tensor.dtype, tensor.device)
+    torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
+        _META_KEYS, tensor, husk.untyped_storage(), offset, list(shape), list(stride))
+
+
+def _elements(values) -> int:
+    total = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            total += value.numel()
+        elif isinstance(value, (list, tuple)):
+            total += _elements(value)
+    return total
+
+
+class _Converted:
+    """Arguments with the device's tensors swapped for stand-ins (meta copies or CPU placeholders).
+
+    ``target`` is the device the op's fresh outputs live on: the device of its
+    device tensors, or its ``device=`` argument (a factory, a copy to the host).
+    """
+
+    def __init__(self, device_type: str, make, outputs_from: str):
+        self.device_type = device_type
+        self.make = make
+        #: the device type fresh results come back on, to be moved to ``target`` ("meta" or "cpu")
+        self.outputs_from = outputs_from
+        self.originals: dict = {}  # id(stand-in) -> (stand-in, device tensor)
+        self.target: Optional[torch.device] = None
+
+    def convert(self, value):
+        if isinstance(value, torch.Tensor):
+            if value.device.type != self.device_type:
+                return value
+            self.target = self.target or value.device
+            stand_in = self.make(value)
+            self.originals[id(stand_in)] = (stand_in, value)
+            return stand_in
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.convert(v) for v in value)
+        return value
+
+    def convert_kwargs(self, kwargs: dict) -> dict:
+        converted = {key: self.convert(value) for key, value in kwargs.items()}
+        device = kwargs.get("device")
+        if device is not None:
+            self.target = torch.device(device)
+            if self.target.type == self.device_type:
+                converted["device"] = torch.device(self.outputs_from)
+        return converted
+
+    def back(self, value):
+        """Outputs on the device again: an argument written in place is returned as itself."""
+        if isinstance(value, torch.Tensor):
+            known = self.originals.get(id(value))
+            if known is not None and known[0] is value:
+                original = known[1]
+                if tuple(original.shape) != tuple(value.shape) or original.stride() != value.stride():
+                    _set_geometry(original, value.shape, value.stride(), value.storage_offset())
+                return original
+            if value.device.type != self.outputs_from or self.target is None:
+                return value
+            if self.target.type == self.device_type:
+                return like(value, self.target)
+            return _placeholder(value) if value.device.type == "meta" else value
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.back(v) for v in value)
+        return value
+
+
+def _placeholder(tensor: torch.Tensor) -> torch.Tensor:
+    with torch._C._DisableTorchDispatch():
+        return torch.zeros(tuple(tensor.shape), dtype=tensor.dtype)
+
+
+class StandIn:
+    """torch-directml's kernel registrations, in Python, computing shapes only (see the module docstring)."""
+
+    def __init__(self, table, log: list, device_type: str = "privateuseone", float64_support: bool = False):
+        self.table = table
+        #: most DirectML adapters have no float64 (a setting); none has bfloat16
+        self.refused = {torch.bfloat16: _BF16_ERROR}
+        if not float64_support:
+            self.refused[torch.float64] = _FLOAT64_ERROR
+        #: the ops sent to the CPU, in call order (the predicted session's evidence)
+        self.log = log
+        self.device_type = device_type
+        self.placeholder_ops: Counter = Counter()
+        self._natives = frozenset(table.registrations.get("PrivateUse1", ())) - _LEFT_TO_TORCH
+        autograd = table.registrations.get("AutogradPrivateUse1", ())
+        self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
+        self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
+                                      wanted=lambda name: name in autograd and name.startswith("aten::"))
+
+    # -- registration ---------------------------------------------------------------
+    def install(self) -> None:
+        with warnings.catch_warnings():
+            # Where a real PrivateUse1 backend is loaded (the emulated device in tests), ours
+            # override its kernels for as long as they are installed; torch warns about each.
+            warnings.simplefilter("ignore")
+            self._kernels.install()
+            self._autograd.install()
+
+    def refresh(self) -> None:
+        """Kernels for ops defined since install (an extension imported by the model)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._kernels.refresh()
+
+    def remove(self) -> None:
+        self._kernels.remove()
+        self._autograd.remove()
+
+    def _wanted(self, name: str) -> bool:
+        if name in self._natives:
+            return True
+        if name in _LEFT_TO_TORCH or is_composite(name) or _has_kernel(name, "PrivateUse1"):
+            return False  # torch's generic kernel runs it, or torch registered one of its own (c10d)
+        return True  # no kernel of torch-directml's, none of torch's: the boxed fallback
+
+    def _kernel_for(self, overload):
+        name = op_name(overload)
+        if name not in self._natives:
+            run = lambda args, kwargs: self.fallback(overload, name, args, kwargs)  # noqa: E731
+        elif name in _SPECIAL:
+            special = _SPECIAL[name]
+            run = lambda args, kwargs: special(self, overload, args, kwargs)  # noqa: E731
+        else:
+            run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
+
+        def kernel(keyset, *args, **kwargs):
+            # As on the device, every kernel (the fallback's copies back too) refuses what DirectML cannot hold.
+            self._check_dtypes(args)
+            self._check_dtypes(kwargs.values())
+            out = run(args, kwargs)
+            self._check_dtypes((out,))
+            return out
+
+        return kernel
+
+    def _check_dtypes(self, values) -> None:
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                if value.dtype in self.refused and value.device.type == self.device_type:
+                    raise RuntimeError(self.refused[value.dtype])
+            elif isinstance(value, (list, tuple)):
+                self._check_dtypes(value)
+
+    def _autograd_kernel_for(self, overload):
+        # torch-directml's own autograd-key kernels (reshape) do what torch's composite does,
+        # through the dispatcher, so autograd records the views and copies it makes.
+        return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
+
+    # -- kernels ------------------------------------------------------------------------
+    def fallback(self, overload, name: str, args, kwargs):
+        """torch-directml's boxed fallback: logged, then the CPU kernel's outputs (shapes only)."""
+        self.log.append(name)
+        if not cpu_can_run(name):
+            raise NotImplementedError(
+                f"Could not run '{name}' with arguments from the 'CPU' backend. This could be because the operator "
+                "doesn't exist for this backend (predicted: torch-directml's CPU fallback has no kernel to run)")
+        if _elements(args) + _elements(kwargs.values()) <= CPU_SHAPES_MAX_ELEMENTS:
+            # The CPU kernel's outputs can differ in shape from the Meta kernel's (the CPU's
+            # _embedding_bag returns an empty offset2bag for mode "sum"): small enough, ask the CPU.
+            found = self._on_cpu(overload, args, kwargs)
+            if found is not _FAILED:
+                return found
+        return self.compute(overload, args, kwargs)
+
+    def compute(self, overload, args, kwargs):
+        """Outputs from the Meta kernel, else from the CPU kernel on placeholder values."""
+        try:
+            return self._on_meta(overload, args, kwargs)
+        except Exception as exc:  # no Meta kernel, or the output depends on the data
+            found = self._on_cpu(overload, args, kwargs)
+            if found is _FAILED:
+                raise exc
+            self.placeholder_ops[op_name(overload)] += 1
+            return found
+
+    def _on_meta(self, overload, args, kwargs):
+        converted = _Converted(self.device_type, _meta_copy, "meta")
+        meta_args = converted.convert(args)
+        meta_kwargs = converted.convert_kwargs(kwargs)
+        return converted.back(overload(*meta_args, **meta_kwargs))
+
+    def _on_cpu(self, overload, args, kwargs):
+        converted = _Converted(self.device_type, _placeholder, "cpu")
+        cpu_args = converted.convert(args)
+        cpu_kwargs = converted.convert_kwargs(kwargs)
+        try:
+            out = overload(*cpu_args, **cpu_kwargs)
+        except Exception:
+            return _FAILED
+        return converted.back(out)
+
+
+_FAILED = object()
+# torch-directml's own words (dmlprof's known-error table explains them)
+_FLOAT64_ERROR = "The GPU device does not support Double (Float64) operations!"
+_BF16_ERROR = "Invalid or unsupported data type BFloat16."
+
+
+# -- kernels whose work is not a shape computation -----------------------------------------
+def _copy_into(standin: StandIn, destination: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    if destination.device.type != standin.device_type:  # read back to the host: placeholder values
+        standin.placeholder_ops["aten::copy_"] += 1
+        with torch._C._DisableTorchDispatch():
+            destination.zero_()
+    return destination
+
+
+def _copy_(standin, overload, args, kwargs):
+    destination, source = args[0], args[1]
+    return _copy_into(standin, destination, source)
+
+
+def _copy_from(standin, overload, args, kwargs):
+    source, destination = args[0], args[1]
+    return _copy_into(standin, destination, source)
+
+
+def _copy_from_and_resize(standin, overload, args, kwargs):
+    source, destination = args[0], args[1]
+    if tuple(destination.shape) != tuple(source.shape):
+        destination.resize_(source.shape)
+    return _copy_into(standin, destination, source)
+
+
+def _local_scalar_dense(standin, overload, args, kwargs):
+    standin.placeholder_ops["aten::_local_scalar_dense"] += 1
+    tensor = args[0]
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+        return 1.0
+    return False if tensor.dtype == torch.bool else 0
+
+
+def _set_(standin, overload, args, kwargs):
+    # Storage-level: the tensor takes another device tensor's (memoryless) storage; Meta's kernel
+    # does exactly the bookkeeping, on the device tensor itself.
+    return overload.redispatch(_META_KEYS, *args, **kwargs)
+
+
+def _convolution_overrideable(standin, overload, args, kwargs):
+    (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups) = args
+    return standin.compute(torch.ops.aten.convolution.default,
+                           (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
+
+
+def _convolution_backward_overrideable(standin, overload, args, kwargs):
+    (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask) = args
+    channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    return standin.compute(torch.ops.aten.convolution_backward.default,
+                           (grad_output, input, weight, [channels], stride, padding, dilation, transposed,
+                            output_padding, groups, output_mask), {})
+
+
+_SPECIAL = {
+    "aten::copy_": _copy_,
+    "aten::_copy_from": _copy_from,
+    "aten::_copy_from_and_resize": _copy_from_and_resize,
+    "aten::_local_scalar_dense": _local_scalar_dense,
+    "aten::set_.source_Storage": _set_,
+    "aten::set_.source_Storage_storage_offset": _set_,
+    "aten::set_.source_Tensor": _set_,
+    # Only a device backend implements these (their CPU and Meta entries throw): their outputs'
+    # shapes come from the generic op they stand for.
+    "aten::convolution_overrideable": _convolution_overrideable,
+    "aten::convolution_backward_overrideable": _convolution_backward_overrideable,
+}

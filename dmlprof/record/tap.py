@@ -1,0 +1,197 @@
+"""A tap on the dispatcher: every op call below autograd, handed to Python, without a dispatch mode.
+
+Why not a ``TorchDispatchMode``: while any dispatch mode is active, ATen's
+``isTensorSubclassLike()`` is true for every tensor, and composite kernels that
+branch on it take their tensor-subclass path. ``F.ctc_loss`` with lengths on the
+CPU then raises "Expected all tensors to be on the same device", ``prod``'s
+backward calls ``cumprod`` where the unrecorded program does not, attention's
+masked ``add_`` becomes ``add``. A recorder must not change what it records.
+
+The tap is a Python kernel on ``Fake``, a functionality key that sits below
+autograd and above the backends, that no tensor carries and that torch itself
+leaves empty (torch 2.4 to 2.13 have no kernel or fallback there). While
+recording, the key is in the thread-local include set; the autograd engine
+carries that set to its worker threads with the rest of the thread-local
+state. Each call reaches :meth:`DispatcherTap` 's handler, which runs the op
+again with the key excluded (what a dispatch mode does with its own key), so
+nested calls of a composite kernel reach the backend unseen, as before.
+
+Torch >= 2.5 can register one Python fallback for every op
+(``Library.fallback``). Torch 2.4 (what torch-directml pins) cannot: there
+each op gets its own Python kernel, a fallthrough covers ops defined later,
+and :meth:`DispatcherTap.refresh` adds kernels for them.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Callable
+
+import torch
+
+#: the dispatch key the tap lives on (see the module docstring)
+TAP_KEY_NAME = "Fake"
+#: Ops the tap lets through unseen. ``nn.Parameter(t)`` and ``t.as_subclass(cls)`` give the tensor
+#: these return a Python object of their own class; one that passed through a Python handler has one
+#: already, and torch refuses the second ("already associated to a python object"). Both only make
+#: an alias of a tensor, on any device: nothing to report.
+UNSEEN_OPS = frozenset({"aten::alias", "aten::detach"})
+
+
+def tap_key():
+    return torch._C._parse_dispatch_key(TAP_KEY_NAME)
+
+
+class TapUnavailable(RuntimeError):
+    """This torch has no free dispatch key for the tap."""
+
+
+def _overload(name: str):
+    """The OpOverload for ``ns::op[.overload]``, or ``None`` when Python cannot reach it."""
+    namespace, _, rest = name.partition("::")
+    base, _, overload = rest.partition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def python_fallback_supported() -> bool:
+    """Whether this torch registers a Python kernel for every op at once (``Library.fallback``)."""
+    return hasattr(torch.library.Library, "fallback")
+
+
+class PerOpKernels:
+    """Python kernels for every op of a dispatch key, where ``Library.fallback`` is missing.
+
+    ``make(overload)`` builds the kernel for one op; ``wanted(name)`` says which
+    ops get one (all, by default). Ops defined after :meth:`install` (an extension
+    imported later) are covered by :meth:`refresh`.
+    """
+
+    def __init__(self, key_name: str, make: Callable, wanted: Callable[[str], bool] = lambda name: True):
+        self.key_name = key_name
+        self.make = make
+        self.wanted = wanted
+        self._libraries: dict = {}
+        self._seen: set = set()
+
+    def install(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Register kernels for ops defined since the last call; returns how many."""
+        names = torch._C._dispatch_get_all_op_names()
+        if len(names) == len(self._seen):
+            return 0
+        added = 0
+        for name in names:
+            if name in self._seen:
+                continue
+            self._seen.add(name)
+            if not self.wanted(name):
+                continue
+            overload = _overload(name)
+            if overload is None:
+                continue
+            namespace = name.partition("::")[0]
+            library = self._libraries.get(namespace)
+            if library is None:
+                library = self._libraries[namespace] = torch.library.Library(namespace, "IMPL")
+            try:
+                library.impl(overload, self.make(overload), self.key_name, with_keyset=True)
+            except RuntimeError:
+                continue  # an op this torch will not let Python implement (none known); it stays unseen
+            added += 1
+        return added
+
+    def remove(self) -> None:
+        for library in self._libraries.values():
+            library._destroy()
+        self._libraries.clear()
+        self._seen.clear()
+
+
+class DispatcherTap:
+    """Calls ``handler(op, args, kwargs)`` for every op call on this thread (and autograd's) while enabled.
+
+    The handler must run the op itself with :meth:`call` and return its result.
+    One tap exists per process at a time (the key has room for one kernel).
+    """
+
+    _lock = threading.Lock()
+    _installed: "DispatcherTap | None" = None
+
+    def __init__(self, handler: Callable):
+        self.handler = handler
+        self.key = tap_key()
+        self.keyset = torch._C.DispatchKeySet(self.key)
+        self._global = None
+        self._unseen = None
+        self._per_op = None
+
+    # -- registration --------------------------------------------------------
+    def install(self) -> "DispatcherTap":
+        with DispatcherTap._lock:
+            if DispatcherTap._installed is not None:
+                raise TapUnavailable("another dmlprof recording is active in this process")
+            if torch._C._dispatch_has_backend_fallback(self.key):
+                raise TapUnavailable(f"the {TAP_KEY_NAME} dispatch key is taken in this torch")
+            handler = self.handler
+            self._global = torch.library.Library("_", "IMPL")
+            if python_fallback_supported():
+                self._global.fallback(lambda keyset, op, *args, **kwargs: handler(op, args, kwargs),
+                                      TAP_KEY_NAME, with_keyset=True)
+                self._unseen = torch.library.Library("aten", "IMPL")
+                for name in UNSEEN_OPS:
+                    self._unseen.impl(name.partition("::")[2], torch.library.fallthrough_kernel, TAP_KEY_NAME)
+            else:
+                self._global.m.fallback_fallthrough(TAP_KEY_NAME)
+                self._per_op = PerOpKernels(TAP_KEY_NAME, _per_op_kernel(handler),
+                                            wanted=lambda name: name not in UNSEEN_OPS)
+                self._per_op.install()
+            DispatcherTap._installed = self
+        return self
+
+    def refresh(self) -> None:
+        """Cover ops defined since install (torch 2.4 only; elsewhere one fallback covers every op)."""
+        if self._per_op is not None:
+            self._per_op.refresh()
+
+    def remove(self) -> None:
+        with DispatcherTap._lock:
+            if DispatcherTap._installed is not self:
+                return
+            if self._per_op is not None:
+                self._per_op.remove()
+                self._per_op = None
+            for library in (self._unseen, self._global):
+                if library is not None:
+                    library._destroy()
+            self._global = self._unseen = None
+            DispatcherTap._installed = None
+
+    # -- use ---------------------------------------------------------------------
+    @contextmanager
+    def enabled(self):
+        """Calls on this thread (and on autograd's threads for backward started here) reach the handler."""
+        with torch._C._IncludeDispatchKeyGuard(self.key):
+            yield
+
+    @contextmanager
+    def paused(self):
+        """Calls reach the kernels without the handler (the handler's own work, dmlprof's own syncs)."""
+        with torch._C._ExcludeDispatchKeyGuard(self.keyset):
+            yield
+
+    def call(self, op, args, kwargs):
+        """Run ``op`` below the tap: its nested calls are not seen."""
+        with torch._C._ExcludeDispatchKeyGuard(self.keyset):
+            return op(*args, **kwargs)
+
+
+def _per_op_kernel(handler):
+    def make(overload):
+        return lambda keyset, *args, **kwargs: handler(overload, args, kwargs)
+
+    return make

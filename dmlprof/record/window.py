@@ -1,0 +1,58 @@
+"""Which optimizer steps of a script are recorded, and when the script is stopped.
+
+A training script runs for hours; ``scan train.py --warmup N --steps M`` counts
+its optimizer steps: the calls before its first step are recorded (a script
+that never steps, such as an inference script, is recorded whole), steps 2..N
+run unrecorded, steps N+1..N+M are recorded and numbered 0..M-1, and then the
+script is stopped (or, with ``--run-to-end``, left to finish unrecorded).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+
+class WindowClosed(BaseException):
+    """Raised out of the script's ``optimizer.step()`` when the recorded steps are done.
+
+    A BaseException, like KeyboardInterrupt, so that a script's ``except
+    Exception`` does not swallow it; its ``finally`` blocks still run.
+    """
+
+
+class StepWindow:
+    def __init__(self, warmup: int, steps: int, run_to_end: bool = False,
+                 on_close: Optional[Callable[[], None]] = None):
+        self.warmup, self.steps, self.run_to_end = warmup, steps, run_to_end
+        self.on_close = on_close
+        #: optimizer steps the script has taken
+        self.taken = 0
+        self.closed = False
+
+    def after_step(self, recorder) -> None:
+        """Called after each optimizer step of the script (on the thread that stepped)."""
+        self.taken += 1
+        if self.closed:
+            return
+        if self.taken == 1 and self.warmup > 1:
+            _set_recording(recorder, False)  # steps 2..N: warm-up, unrecorded
+        if self.taken == self.warmup:
+            recorder.drop_rows()
+            _set_recording(recorder, True)
+        recorder.step = self.taken - self.warmup if self.taken >= self.warmup else self.taken
+        if self.taken == self.warmup + self.steps:
+            self.closed = True
+            _set_recording(recorder, False)
+            if self.on_close is not None:
+                self.on_close()
+            if not self.run_to_end:
+                raise WindowClosed()
+
+    def describe(self) -> dict:
+        return {"warmup_steps": self.warmup, "steps_requested": self.steps, "optimizer_steps_taken": self.taken,
+                "window_closed": self.closed, "run_to_end": self.run_to_end}
+
+
+def _set_recording(recorder, on: bool) -> None:
+    torch._C._dispatch_tls_set_dispatch_key_included(recorder.tap.key, on)
