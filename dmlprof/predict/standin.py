@@ -23,6 +23,7 @@ exact output shapes) or fails as the real one does when the CPU has no kernel.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from collections import Counter
 from typing import Optional
@@ -52,11 +53,13 @@ def _has_kernel(name: str, key: str) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=None)
 def is_composite(name: str) -> bool:
     """Whether this torch has a generic kernel that would serve ``name`` on a backend without its own."""
     return any(_has_kernel(name, key) for key in _EXPLICIT_KEYS + (_IMPLICIT_KEY,))
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_can_run(name: str) -> bool:
     """Whether the CPU fallback can run ``name``: a CPU kernel, or a composite that fills the CPU's slot."""
     return _has_kernel(name, "CPU") or is_composite(name)
@@ -76,8 +79,19 @@ class _Husk(torch.Tensor):
         raise AssertionError(f"a husk tensor was dispatched ({func})")
 
 
+#: dtype -> torch-directml's error, for the data types the installed stand-in refuses
+_refused: dict = {}
+
+
 def device_tensor(shape, stride, offset: int, dtype, device: torch.device) -> torch.Tensor:
-    """A plain tensor on ``device`` with this geometry and no memory behind it."""
+    """A plain tensor on ``device`` with this geometry and no memory behind it.
+
+    Every device tensor is made here, so here the device refuses what DirectML
+    cannot hold, with torch-directml's words, at the op that would create it.
+    """
+    refused = _refused.get(dtype)
+    if refused is not None:
+        raise RuntimeError(refused)
     husk = _Husk(tuple(shape), tuple(stride), offset, dtype, device)
     with torch._C._DisableTorchDispatch():
         return husk.data
@@ -195,6 +209,8 @@ class StandIn:
 
     # -- registration ---------------------------------------------------------------
     def install(self) -> None:
+        _refused.clear()
+        _refused.update(self.refused)
         with warnings.catch_warnings():
             # Where a real PrivateUse1 backend is loaded (the emulated device in tests), ours
             # override its kernels for as long as they are installed; torch warns about each.
@@ -211,6 +227,7 @@ class StandIn:
     def remove(self) -> None:
         self._kernels.remove()
         self._autograd.remove()
+        _refused.clear()
 
     def _wanted(self, name: str) -> bool:
         if name in self._natives:
@@ -229,23 +246,7 @@ class StandIn:
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
 
-        def kernel(keyset, *args, **kwargs):
-            # As on the device, every kernel (the fallback's copies back too) refuses what DirectML cannot hold.
-            self._check_dtypes(args)
-            self._check_dtypes(kwargs.values())
-            out = run(args, kwargs)
-            self._check_dtypes((out,))
-            return out
-
-        return kernel
-
-    def _check_dtypes(self, values) -> None:
-        for value in values:
-            if isinstance(value, torch.Tensor):
-                if value.dtype in self.refused and value.device.type == self.device_type:
-                    raise RuntimeError(self.refused[value.dtype])
-            elif isinstance(value, (list, tuple)):
-                self._check_dtypes(value)
+        return lambda keyset, *args, **kwargs: run(args, kwargs)
 
     def _autograd_kernel_for(self, overload):
         # torch-directml's own autograd-key kernels (reshape) do what torch's composite does,
@@ -260,9 +261,10 @@ class StandIn:
             raise NotImplementedError(
                 f"Could not run '{name}' with arguments from the 'CPU' backend. This could be because the operator "
                 "doesn't exist for this backend (predicted: torch-directml's CPU fallback has no kernel to run)")
-        if _elements(args) + _elements(kwargs.values()) <= CPU_SHAPES_MAX_ELEMENTS:
-            # The CPU kernel's outputs can differ in shape from the Meta kernel's (the CPU's
+        if _cache_kind(overload) != "inplace" and _elements(args) + _elements(kwargs.values()) <= CPU_SHAPES_MAX_ELEMENTS:
+            # The CPU kernel's fresh outputs can differ in shape from the Meta kernel's (the CPU's
             # _embedding_bag returns an empty offset2bag for mode "sum"): small enough, ask the CPU.
+            # (What an in-place or out= call returns is its arguments: nothing to learn.)
             found = self._on_cpu(overload, args, kwargs)
             if found is not _FAILED:
                 return found
@@ -280,10 +282,18 @@ class StandIn:
             return found
 
     def _on_meta(self, overload, args, kwargs):
+        key = _cache_key(overload, args, kwargs)
+        if key is not None:
+            known = _shape_cache.get(key)
+            if known is not None:
+                return _from_cache(known, args, kwargs)
         converted = _Converted(self.device_type, _meta_copy, "meta")
         meta_args = converted.convert(args)
         meta_kwargs = converted.convert_kwargs(kwargs)
-        return converted.back(overload(*meta_args, **meta_kwargs))
+        out = converted.back(overload(*meta_args, **meta_kwargs))
+        if key is not None and len(_shape_cache) < _SHAPE_CACHE_MAX:
+            _remember(key, out, args, kwargs, converted.target)
+        return out
 
     def _on_cpu(self, overload, args, kwargs):
         converted = _Converted(self.device_type, _placeholder, "cpu")
@@ -297,6 +307,91 @@ class StandIn:
 
 
 _FAILED = object()
+
+# -- a cache of Meta kernels' answers --------------------------------------------------------
+# A model repeats the same calls on the same shapes (every layer of a transformer), and Meta
+# kernels written in Python cost far more than a lookup. Keyed by the op and its arguments'
+# metadata; only for ops whose results are fresh tensors ("fresh") or exactly the tensors they
+# write ("inplace"), with no shape decided by data.
+_UNCACHEABLE_TAGS = tuple(getattr(torch.Tag, name) for name in ("inplace_view", "dynamic_output_shape",
+                                                                   "data_dependent_output", "nondeterministic_seeded")
+                          if hasattr(torch.Tag, name))
+_SCALARS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
+_SHAPE_CACHE_MAX = 1 << 16
+_shape_cache: dict = {}
+_cache_kinds: dict = {}
+
+
+def _cache_kind(overload) -> Optional[str]:
+    known = _cache_kinds.get(overload, False)
+    if known is False:
+        schema = overload._schema
+        returns = schema.returns
+        known = None
+        if returns and all(str(ret.type) == "Tensor" for ret in returns) and \
+                not any(tag in _UNCACHEABLE_TAGS for tag in overload.tags):
+            if all(ret.alias_info is None for ret in returns) and not schema.is_mutable:
+                known = "fresh"
+            elif all(ret.alias_info is not None and ret.alias_info.is_write for ret in returns):
+                known = "inplace"
+        _cache_kinds[overload] = known
+    return known
+
+
+def _key_part(value):
+    if isinstance(value, torch.Tensor):
+        return (value.shape, value.stride(), value.storage_offset(), value.dtype, value.device,
+                value.is_conj(), value.is_neg())
+    if isinstance(value, _SCALARS):
+        return (type(value), value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_key_part(v) for v in value)
+    raise TypeError  # not a value the cache can key on
+
+
+def _cache_key(overload, args, kwargs):
+    kind = _cache_kind(overload)
+    if kind is None:
+        return None
+    try:
+        return (overload, kind, _key_part(args), tuple((k, _key_part(v)) for k, v in kwargs.items()))
+    except TypeError:
+        return None
+
+
+def _flat_tensors(values, found: list) -> list:
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            _flat_tensors(value, found)
+    return found
+
+
+def _remember(key, out, args, kwargs, target) -> None:
+    outs = out if isinstance(out, tuple) else (out,)
+    if key[1] == "fresh":
+        if target is not None and all(isinstance(o, torch.Tensor) and o.device == target for o in outs):
+            _shape_cache[key] = ("fresh", target, tuple((tuple(o.shape), o.stride(), o.storage_offset(), o.dtype)
+                                                        for o in outs), isinstance(out, tuple))
+        return
+    if _cache_key(key[0], args, kwargs) != key:
+        return  # an argument was resized or restrided: not a fixed answer
+    flat = _flat_tensors((args, tuple(kwargs.values())), [])
+    indices = [next((i for i, t in enumerate(flat) if t is o), None) for o in outs]
+    if None not in indices:
+        _shape_cache[key] = ("inplace", indices, isinstance(out, tuple))
+
+
+def _from_cache(known, args, kwargs):
+    if known[0] == "inplace":
+        _, indices, is_tuple = known
+        flat = _flat_tensors((args, tuple(kwargs.values())), [])
+        outs = [flat[i] for i in indices]
+    else:
+        _, target, geometries, is_tuple = known
+        outs = [device_tensor(shape, stride, offset, dtype, target) for shape, stride, offset, dtype in geometries]
+    return tuple(outs) if is_tuple else outs[0]
 # torch-directml's own words (dmlprof's known-error table explains them)
 _FLOAT64_ERROR = "The GPU device does not support Double (Float64) operations!"
 _BF16_ERROR = "Invalid or unsupported data type BFloat16."

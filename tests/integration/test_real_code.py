@@ -21,10 +21,11 @@ from dmlprof.session import Session
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
-def _report(tmp_path, *args, env=None):
+def _report(tmp_path, *args, env=None, script_args=()):
     """(the finished process, the session it saved or None)."""
     out = tmp_path / "sessions"
-    done = run_cli("scan", *args, "--out", str(out), "--quiet", cwd=tmp_path, env=env)
+    tail = ("--", *script_args) if script_args else ()
+    done = run_cli("scan", *args, "--out", str(out), "--quiet", *tail, cwd=tmp_path, env=env)
     saved = sorted(out.glob("*.session.json"))
     return done, (Session.load(saved[-1]) if saved else None)
 
@@ -82,7 +83,7 @@ def test_a_script_that_never_used_the_device_says_so(tmp_path):
 
 def test_run_to_end_lets_the_script_finish_unrecorded(tmp_path):
     done, report = _report(tmp_path, FIXTURES / "train_script.py", "--device", "emulated-dml", "--steps", "2",
-                           "--run-to-end", "--", "--epochs", "6")
+                           "--run-to-end", script_args=("--epochs", "6"))
     assert done.returncode == 0, done.stderr
     window = report.meta["script_window"]
     assert window["optimizer_steps_taken"] == 6 and window["window_closed"] and report.meta["steps"] == 2
@@ -135,11 +136,19 @@ DTYPE_MODEL = """
 import torch
 from torch import nn
 
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+    def forward(self, x):
+        scale = torch.ones(2, dtype={dtype}, device=x.device)   # the line that asks for the dtype
+        return self.lin(x) * scale.float()
+
 def build_model():
-    return nn.Linear(4, 2).to({dtype})
+    return Net()
 
 def make_batch(batch_size):
-    return torch.randn(batch_size, 4).to({dtype}), torch.randn(batch_size, 2).to({dtype})
+    return torch.randn(batch_size, 4), torch.randn(batch_size, 2)
 """
 
 
@@ -148,11 +157,22 @@ def make_batch(batch_size):
 def test_dtypes_directml_refuses_fail_with_the_op_and_line(tmp_path, dtype, words, how):
     model = tmp_path / "typed_model.py"
     model.write_text(DTYPE_MODEL.format(dtype=dtype), encoding="utf-8")
-    done, _ = _report(tmp_path, model, *how, "--steps", "1")
+    done, session = _report(tmp_path, model, *how, "--steps", "1")
     assert done.returncode == 4, done.stderr
     line = done.stderr.strip()
-    assert words in line and "aten::" in line and "typed_model.py:" in line, line
-    assert "partial session saved" in line
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert words in line and "aten::ones" in line and "typed_model.py:10" in line, line
+    assert session.meta["partial"] and session.meta["failed_op"] == "aten::ones"
+
+
+def test_a_model_built_in_float64_fails_as_it_moves_to_the_device(tmp_path):
+    model = tmp_path / "double_model.py"
+    model.write_text("import torch\nbuild_model = lambda: torch.nn.Linear(4, 2).double()\n"
+                     "make_batch = lambda n: (torch.randn(n, 4).double(), torch.randn(n, 2).double())\n",
+                     encoding="utf-8")
+    done, _ = _report(tmp_path, model, "--device", "emulated-dml", "--steps", "1")
+    assert done.returncode == 4
+    assert "moving the model to the device" in done.stderr and "float64" in done.stderr
 
 
 def test_float64_passes_on_an_adapter_that_has_it(tmp_path):
@@ -161,7 +181,7 @@ def test_float64_passes_on_an_adapter_that_has_it(tmp_path):
     done, session = _report(tmp_path, model, "--device", "emulated-dml", "--steps", "1",
                             env={"DMLPROF_EMULATED_FLOAT64": "1"})
     assert done.returncode == 0, done.stderr
-    assert "float64" in set(session.ops["dtypes"])
+    assert any("float64" in dtypes for dtypes in session.ops["dtypes"])
 
 
 def test_emulated_scan_after_a_cpu_backward_in_the_same_process_and_a_clean_exit(tmp_path):

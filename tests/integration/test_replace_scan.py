@@ -83,7 +83,7 @@ for _ in range(2):
 def test_replace_in_script_mode_runs_the_script_under_the_replacements(cli, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT, encoding="utf-8")
-    done = cli("scan", script, "--device", "emulated-dml", "--replace", "--no-profiler", "--out", "out")
+    done = cli("scan", script, "--device", "emulated-dml", "--replace", "--no-profiler", "--warmup", "0", "--out", "out")
     assert done.returncode == 0, done.stderr[-3000:]
     replace = _session(tmp_path)["extras"]["replace"]
     assert replace["before"]["fallback_ops"] == {"aten::lerp.Scalar_out": 2 * 6, "aten::native_group_norm_backward": 2}
