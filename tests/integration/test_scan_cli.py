@@ -51,12 +51,13 @@ def test_scan_writes_report_session_and_json(cli, tmp_path):
 
 
 def test_script_mode_records_the_whole_run_with_its_own_argv(cli, tmp_path):
-    result = cli("scan", FIXTURES / "train_script.py", "--json", "r.json", "--", "--epochs", "3")
+    # --warmup 0, 3 steps (the default), --run-to-end on a 3-epoch script: every step recorded, the script finishes.
+    result = cli("scan", FIXTURES / "train_script.py", "--warmup", "0", "--run-to-end", "--json", "r.json", "--", "--epochs", "3")
     assert result.returncode == 0, result.stderr
     assert "trained 3 epochs" in result.stdout  # the script saw its own argv
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["meta"]["run_mode"] == "script"
-    assert report["meta"]["steps"] == 3  # optimizer steps seen
+    assert report["meta"]["steps"] == 3  # optimizer steps recorded
     assert {row["phase"] for row in report["ops"]} >= {"forward", "backward", "optimizer"}
 
 

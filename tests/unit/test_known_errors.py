@@ -16,6 +16,10 @@ from dmlprof.errors import DmlprofError
 
 # (exception, key, words the explanation must contain, words the remedy must contain, out of memory)
 CASES = [
+    (AssertionError("Torch not compiled with CUDA enabled"),
+     "script_wants_cuda", ["CUDA"], ["--from cuda"], False),
+    (RuntimeError("The MPS backend is supported on MacOS 12.3+."),
+     "script_wants_mps", ["MPS"], ["--from mps"], False),
     (RuntimeError("The GPU device does not support Double (Float64) operations!"),
      "dml_float64", ["float64"], ["float32"], False),
     (RuntimeError("Invalid or unsupported data type."),
