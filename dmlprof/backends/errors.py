@@ -63,9 +63,10 @@ KNOWN_ERRORS = (
     # -- a script written for another device ---------------------------------------
     KnownError(
         "script_wants_cuda",
-        re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system"),
-        "the script asks for CUDA, which this machine does not have",
-        "scan it with --from cuda: its CUDA requests then run on the scanned device",
+        re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system"
+                   r"|CUDA driver version is insufficient for CUDA runtime version"),
+        "the script asks for CUDA, which does not work on this machine",
+        "scan it with --from cuda: its CUDA requests then run on the scanned device; or fix the CUDA install",
     ),
     KnownError(
         "script_wants_mps",

@@ -85,6 +85,10 @@ def _module_answers(source: str, backend) -> dict:
             "get_device_properties": lambda device=None: _properties(backend),
             "get_device_capability": lambda device=None: (0, 0),
             "is_bf16_supported": lambda *a, **k: False,
+            # The optimizers ask whether a CUDA graph is being captured before each step.
+            "is_current_stream_capturing": lambda: False,
+            # (Events and streams are left alone: torch._dynamo, which the optimizers import,
+            # checks torch.cuda.Event's class; a script timing with CUDA events fails in one line.)
             "memory_allocated": allocated,
             "max_memory_allocated": peak,
             "memory_reserved": allocated,

@@ -92,7 +92,7 @@ def build_problem() -> Optional[str]:
     if is_loaded():
         return None
     try:
-        from torch.utils.cpp_extension import is_ninja_available
+        is_ninja_available = _cpp_extension().is_ninja_available
     except ImportError:
         return "torch.utils.cpp_extension is missing from this torch build"
     if not is_ninja_available():
@@ -100,6 +100,21 @@ def build_problem() -> Optional[str]:
     if _compiler() is None:
         return "no C++ compiler found (install g++ or clang; on Windows run from a Visual Studio developer prompt)"
     return None
+
+
+def _cpp_extension():
+    """torch.utils.cpp_extension, imported without its note on stderr.
+
+    A CUDA build of torch on a machine without CUDA (torch 2.4.1 from PyPI, what
+    torch-directml pins) prints "No CUDA runtime is found" on import; the
+    emulated device is a CPU build and never needs CUDA.
+    """
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        import torch.utils.cpp_extension as cpp_extension
+    return cpp_extension
 
 
 def is_loaded() -> bool:
@@ -126,7 +141,7 @@ def load(verbose: bool = False):
         problem = build_problem()
         if problem:
             raise EmulatedDeviceError(problem)
-        from torch.utils.cpp_extension import load as load_extension
+        load_extension = _cpp_extension().load
 
         build_dir = build_directory()
         build_dir.mkdir(parents=True, exist_ok=True)
@@ -146,7 +161,26 @@ def load(verbose: bool = False):
             raise EmulatedDeviceError(f"building the emulated DML extension failed: {exc}") from exc
         _install(module)
         _state["module"] = module
+        _ensure_backward()
         return module
+
+
+def _ensure_backward() -> None:
+    """Make backward on the device work in this process, whenever the device was loaded.
+
+    The autograd engine sizes its per-device worker queues at the process's first
+    backward; one that ran before the device existed (any CPU backward) left none
+    for ``privateuseone``, and a device backward would fail an internal assert.
+    Then backward runs on the calling thread (the same ops, no worker thread) for
+    the rest of the process, and the state says so.
+    """
+    try:
+        (torch.ones(1, device=DEVICE_TYPE, requires_grad=True) * 2).sum().backward()
+    except RuntimeError as exc:
+        if "device_ready_queues_" not in str(exc):
+            raise
+        torch.autograd.set_multithreading_enabled(False)
+        _state["backward_on_calling_thread"] = True
 
 
 def _install(module) -> None:
