@@ -26,6 +26,10 @@ SYNC_OPS = frozenset({
     "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
 })
 _READ_BACK_OPS = frozenset({"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal"})
+# ``torch.tensor(data, device=...)`` builds a CPU tensor and copies it to the device with every
+# dispatch key but the backend's excluded (no recorder sees that copy), then calls ``lift_fresh``
+# on the result: a lift_fresh of a device tensor is that constructor's host-to-device copy.
+_CONSTRUCTOR_OPS = frozenset({"aten::lift_fresh"})
 
 _op_names: dict = {}
 
@@ -64,7 +68,7 @@ def leaves_device(func, inputs, outputs, device_type: str) -> bool:
     """Whether a call touches the host: tensors off the device, or a sync."""
     if any(m[0] != device_type for m in inputs) or any(m[0] != device_type for m in outputs):
         return True
-    return base_name(op_name(func)) in SYNC_OPS
+    return base_name(op_name(func)) in SYNC_OPS or op_name(func) in _CONSTRUCTOR_OPS
 
 
 def _devices(meta) -> str:
@@ -80,6 +84,9 @@ def _transfer(op: str, inputs, outputs, device_type: str) -> tuple:
         if base in _READ_BACK_OPS:
             return sum(m[3] for m in inputs if m[0] == device_type), "d2h"
         return 0, "sync"
+    if op in _CONSTRUCTOR_OPS:
+        on_device = [m for m in inputs if m[0] == device_type]
+        return (on_device[0][3], "h2d") if on_device else (0, "")
     if base_name(op) not in _COPY_OPS:
         return 0, ""
     if base_name(op) == "aten::copy_" and len(inputs) >= 2:

@@ -201,3 +201,16 @@ def test_emulated_scan_after_a_cpu_backward_in_the_same_process_and_a_clean_exit
     assert done.returncode == 0, done.stderr[-2000:]
     assert "calls" in done.stdout
     assert "terminate called" not in done.stderr and "INTERNAL ASSERT" not in done.stderr
+
+
+def test_tensor_constructors_copy_to_the_device_and_are_reported_as_such(emulated_dml_backend):
+    import torch
+
+    import dmlprof
+
+    with dmlprof.profile(backend=emulated_dml_backend, profiler=False) as run:
+        torch.tensor([1.0, 2.0, 3.0], device=emulated_dml_backend.device())  # a CPU tensor copied inside C++
+        torch.tensor([1.0, 2.0])  # stays on the CPU
+    ops = run.session.ops
+    lifts = ops[ops["op"] == "aten::lift_fresh"]
+    assert list(lifts["transfer"]) == ["h2d", ""] and list(lifts["bytes_moved"]) == [12, 0]
