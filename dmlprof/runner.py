@@ -26,6 +26,7 @@ import torch
 import dmlprof
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.backends.base import FALLBACK_WARNING
+from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError, UsageError
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
 import pandas as pd
@@ -593,6 +594,7 @@ class _Run:
         if self.backend.predicted:
             ops = _predicted_frame(ops, self.backend, self.meta)
         session = Session(meta=dict(self.meta), ops=ops)
+        annotate_distributed(session, events)  # rank metadata and per-collective times in a launched job
         if self.verifier is not None:
             session.extras["verify"] = self.verifier.result(partial=bool(self.meta.get("partial")))
         if profiler_ops is not None:
