@@ -2,22 +2,33 @@
 
 ``meta["distributed"]``: rank, local rank, world size, local world size,
 node rank and the process-group backend; ``extras["collectives"]``: one row
-per collective call (columns as lists; see docs/distributed.md).
+per collective call (columns as lists; see docs/distributed.md). And beside
+the session, torch.profiler's own trace of the rank (Kineto's export, with
+``distributedInfo``), for Holistic Trace Analysis and for checking dmlprof's
+figures against the profiler's.
 """
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pandas as pd
 
 from dmlprof.distributed.collectives import BACKEND_EVENT_PREFIXES, backend_events, collectives_frame
-from dmlprof.distributed.env import rank_info
+from dmlprof.distributed.env import RUN_DIR_ENV, rank_info
 from dmlprof.errors import UsageError
 
+#: torch.profiler's own per-rank traces, under the run folder
+PROFILER_DIR = "profiler"
 
-def annotate(session, events) -> None:
+
+def annotate(session, events, profiler=None) -> None:
     """Add rank metadata and the collectives table to a session (in place; nothing outside a job).
 
-    ``events`` is the profiler's host-event frame of the recorded steps, or None.
-    Called once, where the runner builds the session.
+    ``events`` is the profiler's host-event frame of the recorded steps, or
+    None; ``profiler`` the ProfilerAlongside that recorded them, whose own
+    trace is exported into the run folder. Called once, where the runner
+    builds the session.
     """
     try:
         info = rank_info()
@@ -32,6 +43,31 @@ def annotate(session, events) -> None:
     meta["comm_timing"] = _comm_timing(calls, events)
     session.meta["distributed"] = meta
     session.extras["collectives"] = frame_columns(calls)
+    if info is not None and profiler is not None and profiler.profile is not None and os.environ.get(RUN_DIR_ENV):
+        export_profiler_trace(profiler.profile, Path(os.environ[RUN_DIR_ENV]), meta)
+
+
+def profiler_trace_path(folder: Path, rank: int) -> Path:
+    return Path(folder) / PROFILER_DIR / f"rank{int(rank)}.pt.trace.json"
+
+
+def export_profiler_trace(profile, folder: Path, meta: dict) -> None:
+    """torch.profiler's own trace of this rank, with ``distributedInfo`` even where the
+    process group started after the profiler (a script's own init_process_group)."""
+    import json
+
+    path = profiler_trace_path(folder, meta.get("rank", 0))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        profile.export_chrome_trace(str(path))
+        trace = json.loads(path.read_text(encoding="utf-8"))
+        if "distributedInfo" not in trace:
+            trace["distributedInfo"] = {"backend": meta.get("backend") or "unknown", "rank": meta.get("rank", 0),
+                                        "world_size": meta.get("world_size", 1)}
+            path.write_text(json.dumps(trace), encoding="utf-8")
+    except (OSError, RuntimeError, ValueError) as exc:
+        session_note = f"torch.profiler's trace of this rank could not be written: {exc}"
+        meta.setdefault("notes", []).append(session_note[:300])
 
 
 def process_group_backend(events):

@@ -14,6 +14,7 @@ import datetime as _dt
 import logging
 import os
 import signal
+import uuid
 from pathlib import Path
 from typing import Dict, List
 
@@ -82,10 +83,13 @@ def _run_torchrun(args, folder: Path) -> Dict[int, int]:
         from torch.distributed.launcher.api import elastic_launch
     except ImportError as exc:  # a torch without torch.distributed (some macOS/Windows builds)
         raise UsageError(f"--nproc needs torch.distributed, which this torch lacks ({exc})") from None
-    torchrun_argv = ["--standalone", "--nproc-per-node", str(args.nproc), "-m", "dmlprof"] + rank_argv(args)
-    config, command, command_args = config_from_args(parse_args(torchrun_argv))
+    # What ``torchrun --standalone`` sets up: a rendezvous of its own on a free local port.
+    torchrun_argv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--rdzv-id", str(uuid.uuid4()),
+                     "--nproc-per-node", str(args.nproc), "-m", "dmlprof"] + rank_argv(args)
+    # OMP_NUM_THREADS=1 as torchrun would set it (it warns when it does), unless the user chose.
     with _environment({RUN_DIR_ENV: str(folder), PARENT_ENV: "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}), \
             _quiet_elastic_logs():
+        config, command, command_args = config_from_args(parse_args(torchrun_argv))
         try:
             elastic_launch(config=config, entrypoint=command)(*command_args)
         except ChildFailedError as exc:
@@ -111,7 +115,7 @@ def _environment(values: dict):
 @contextlib.contextmanager
 def _quiet_elastic_logs():
     """torchrun's agent logs each failure at length; the one line below says what matters."""
-    logger = logging.getLogger("torch.distributed.elastic")
+    logger = logging.getLogger("torch.distributed")
     saved = logger.level
     logger.setLevel(logging.CRITICAL)
     try:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-from dmlprof.distributed.env import PARENT_ENV, RankInfo, run_dir, session_path
+from dmlprof.distributed.env import PARENT_ENV, RUN_DIR_ENV, RankInfo, run_dir, session_path
 from dmlprof.errors import DmlprofError, Interrupted, UsageError
 
 #: how long rank 0 waits for the other ranks' sessions before merging what it has
@@ -37,7 +37,16 @@ ERROR_NAME = "rank{rank}.error.json"
 
 
 class LauncherStop(KeyboardInterrupt):
-    """SIGTERM: the launcher stops this rank (torchrun does so to every rank once one fails)."""
+    """SIGTERM: the launcher stops this rank (torchrun does so to every rank once one fails).
+
+    ``recorder`` is the recorder that was recording when the signal came: when
+    the stop escapes the runner (it came while the runner handled another
+    error), its rows are still what this rank can save.
+    """
+
+    def __init__(self, recorder=None):
+        super().__init__()
+        self.recorder = recorder
 
 
 class RankError(DmlprofError):
@@ -82,13 +91,15 @@ def run_rank(args, info: RankInfo) -> int:
     model_file = inspect_model_file(args.model)
     backend = resolve_backend(args.device, device_index(args.device, info))
     folder = run_dir(args.out, str(model_file.path), backend.name, info)
+    os.environ[RUN_DIR_ENV] = str(folder)  # this process's own: where the session hook exports the profiler trace
     timeout_s = float(getattr(args, "comm_timeout", None) or DEFAULT_COMM_TIMEOUT_S)
     base_meta = _base_meta(model_file, backend, info)
     session, error = _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta)
     saved = _save(session, folder, info, args) if session is not None else None
     if error is not None:
-        if os.environ.get(PARENT_ENV):
+        if os.environ.get(PARENT_ENV):  # the parent composes the one line for the whole run
             write_error(folder, info.rank, error.one_line(), error.exit_code)
+            return error.exit_code
         raise RankError(info.rank, error, saved)
     if info.rank == 0 and not os.environ.get(PARENT_ENV):
         from dmlprof.distributed.report import print_run
@@ -108,7 +119,8 @@ def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
     hang = _HangHandler(folder, info, backend, base_meta)
     watchdog = Watchdog(folder, info.rank, info.world_size, timeout_s, lambda: Recorder.current, hang)
     session = error = None
-    with _sigterm_stops(), watchdog:
+    earlier = Recorder.last
+    with _sigterm_stops(lambda: Recorder.last is not earlier), watchdog:
         group = None
         try:
             if contract:
@@ -119,8 +131,10 @@ def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
         except ScanStopped as stopped:
             session, error = stopped.session, _launcher_stop_explained(stopped.cause)
             session.meta["partial_reason"] = error.one_line()
-        except LauncherStop:
+        except LauncherStop as stop:  # raised where the runner could not turn it into a partial session
             error = _stopped_by_launcher()
+            if stop.recorder is not None:
+                session = snapshot_session(stop.recorder, backend, base_meta, error.one_line())
         except DmlprofError as exc:
             error = exc
         finally:
@@ -143,8 +157,12 @@ _sigterm_seen = False
 
 
 @contextmanager
-def _sigterm_stops():
-    """SIGTERM raises :class:`LauncherStop` in the main thread while the rank runs (POSIX; a no-op elsewhere)."""
+def _sigterm_stops(recorded_before):
+    """SIGTERM raises :class:`LauncherStop` in the main thread while the rank runs (POSIX; a no-op elsewhere).
+
+    Not while the runner is already saving after a recording (``recorded_before()``
+    and no recorder active): stopping there would lose what it saves.
+    """
     global _sigterm_seen
     if not hasattr(signal, "SIGTERM") or os.name != "posix":
         yield
@@ -152,8 +170,16 @@ def _sigterm_stops():
 
     def stop(signum, frame):
         global _sigterm_seen
+        from dmlprof.record.recorder import Recorder
+
+        if _sigterm_seen:  # torchrun may signal twice (the process, its group): stop once, then save
+            return
         _sigterm_seen = True
-        raise LauncherStop()
+        if Recorder.current is not None:  # interrupt the model; the runner keeps what was recorded
+            raise LauncherStop(Recorder.current)
+        if not recorded_before():  # setting up or warming up: nothing to keep
+            raise LauncherStop()
+        # the runner is saving what it recorded: let it finish, the rank ends right after
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:

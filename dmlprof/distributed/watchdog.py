@@ -114,7 +114,8 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._seen_rows, self._last_change = 0, time.monotonic()
-        self._recorder = None
+        #: the last recorder seen recording (its rows outlive it: what a stopped rank can still save)
+        self.recorder = None
 
     def __enter__(self):
         self._thread = threading.Thread(target=self._loop, name="dmlprof-watchdog", daemon=True)
@@ -125,6 +126,7 @@ class Watchdog:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._observe(time.monotonic())
         self.progress.finished = True
         self._write()
         return False
@@ -145,8 +147,10 @@ class Watchdog:
 
     def _observe(self, now: float) -> None:
         recorder = self.current()
-        if recorder is not self._recorder:  # a new recording (the structure step, then the measured steps)
-            self._recorder, self._seen_rows = recorder, 0
+        if recorder is None:
+            recorder = self.recorder  # between recordings, or after the last: nothing new
+        elif recorder is not self.recorder:  # a new recording (the structure step, then the measured steps)
+            self.recorder, self._seen_rows = recorder, 0
         rows = recorder.rows if recorder is not None else []
         count = len(rows)
         if count != self._seen_rows:

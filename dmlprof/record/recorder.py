@@ -126,9 +126,10 @@ class Recorder:
     Collectives always get the phase ``comm``.
     """
 
-    #: the recorder now recording, if any: read (never changed) by the hang
-    #: watchdog of a distributed run, from its own thread (dmlprof.distributed.watchdog)
+    #: the recorder now recording, if any, and the one entered last (its rows outlive it): read,
+    #: never changed, by a distributed run's watchdog thread and SIGTERM handler (dmlprof.distributed)
     current: "Optional[Recorder]" = None
+    last: "Optional[Recorder]" = None
 
     def __init__(self, backend, sync: bool = True, verifier=None):
         self.backend = backend
@@ -194,7 +195,7 @@ class Recorder:
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self):
         self.tap.install()
-        Recorder.current = self
+        Recorder.current = Recorder.last = self
         self.warnings.__enter__()
         self.modules.install()
         import torch.optim.optimizer as optim

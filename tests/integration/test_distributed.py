@@ -1,0 +1,178 @@
+"""Distributed runs for real: 2 CPU ranks over gloo, started by ``dmlprof scan --nproc 2`` and by torchrun.
+
+Every check reads what a user gets: the run folder (one session per rank),
+the merged report (--json), each rank's torch.profiler trace, the one error
+line of a failed run. Kept small (LeNet-sized, few steps): the CI machine has
+two cores for both ranks.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, MODELS, run_cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.live]
+TIMEOUT_S = 900
+#: per-rank figures of the merged report against torch.profiler's trace of the same run (see _trace_figures)
+TOLERANCE = 0.10
+
+
+def _run_folder(out: Path) -> Path:
+    folders = [p for p in out.iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+def _trace_figures(trace_path: Path) -> tuple:
+    """(median step ms, total collective ms) as torch.profiler's own trace of a rank has them.
+
+    Steps: the time from the end of one ``Optimizer.step#...`` range to the end of
+    the next (the iteration period); collectives: the ``gloo:*`` ranges, which
+    span each collective on gloo's worker threads.
+    """
+    trace = json.loads(trace_path.read_text(encoding="utf-8"))
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    ends = sorted(e["ts"] + e["dur"] for e in events if e["name"].startswith("Optimizer.step#"))
+    periods_ms = [(b - a) / 1000 for a, b in zip(ends, ends[1:])]
+    comm_ms = sum(e["dur"] for e in events if e["name"].startswith("gloo:")) / 1000
+    return statistics.median(periods_ms), comm_ms, trace.get("distributedInfo")
+
+
+def _check_against_profiler(folder: Path, report: dict, skip_first_step: bool) -> None:
+    for rank in report["ranks"]:
+        step_ms, comm_ms, info = _trace_figures(folder / "profiler" / f"rank{rank['rank']}.pt.trace.json")
+        assert info["rank"] == rank["rank"] and info["world_size"] == 2 and info["backend"] == "gloo"
+        ours_steps = rank["step_times_ms"][1:] if skip_first_step else rank["step_times_ms"]
+        ours_step = statistics.median(ours_steps)
+        ours_comm = sum(c["comm_time_ms"] for c in report["collectives"] if c["rank"] == rank["rank"])
+        assert abs(ours_step / step_ms - 1) <= TOLERANCE, (rank["rank"], ours_step, step_ms)
+        assert abs(ours_comm / comm_ms - 1) <= TOLERANCE, (rank["rank"], ours_comm, comm_ms)
+
+
+@pytest.fixture(scope="module")
+def contract_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("contract")
+    result = run_cli("scan", MODELS / "lenet5.py", "--nproc", "2", "--batch-size", "8", "--steps", "4",
+                     "--out", out / "reports", "--json", out / "merged.json", "--html", out / "merged.html",
+                     cwd=out, timeout=TIMEOUT_S)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, result
+
+
+def test_contract_model_gives_one_session_per_rank_and_a_merged_report(contract_run):
+    out, result = contract_run
+    folder = _run_folder(out / "reports")
+    assert sorted(p.name for p in folder.glob("rank*.session.json")) == ["rank0.session.json", "rank1.session.json"]
+    for rank in (0, 1):
+        meta = json.loads((folder / f"rank{rank}.session.json").read_text())["meta"]
+        assert meta["distributed"]["rank"] == rank and meta["distributed"]["world_size"] == 2
+        assert meta["distributed"]["local_rank"] == rank and meta["distributed"]["backend"] == "gloo"
+        assert meta["run_mode"] == "contract" and not meta["partial"]
+    assert "dmlprof distributed run of lenet5" in result.stdout and f"dmlprof report {folder}" in result.stdout
+    report = json.loads((out / "merged.json").read_text())
+    assert report["schema"] == "dmlprof-distributed-report" and report["world_size"] == 2
+    assert [r["steps"] for r in report["ranks"]] == [4, 4]
+    # DDP's bucketed all-reduce, once per measured step on each rank, as the comm phase
+    all_reduce = [c for c in report["collectives"] if c["op"] == "c10d::allreduce_"]
+    assert sorted(c["rank"] for c in all_reduce) == [0, 1] and all(c["calls"] == 4 for c in all_reduce)
+    # LeNet-5 has 61,706 float32 parameters: each step all-reduces all their gradients
+    assert all(c["bytes"] == 4 * 61706 * 4 for c in all_reduce)
+    assert "<!doctype html>" in (out / "merged.html").read_text()[:50]
+
+
+def test_contract_step_and_comm_times_agree_with_torch_profiler_per_rank(contract_run):
+    out, _ = contract_run
+    folder = _run_folder(out / "reports")
+    _check_against_profiler(folder, json.loads((out / "merged.json").read_text()), skip_first_step=True)
+
+
+def test_rank_traces_carry_distributed_info_and_the_collectives(contract_run):
+    out, _ = contract_run
+    folder = _run_folder(out / "reports")
+    traces = sorted((folder / "traces" / folder.name).glob("rank*.pt.trace.json"))
+    assert [t.name.split(".")[0] for t in traces] == ["rank0", "rank1"]
+    for rank, path in enumerate(traces):
+        trace = json.loads(path.read_text())
+        assert trace["distributedInfo"] == {"backend": "gloo", "rank": rank, "world_size": 2}
+        names = [e["name"] for e in trace["traceEvents"]]
+        assert names.count("gloo:all_reduce") == 4 and names.count("c10d::allreduce_") == 4
+
+
+def test_report_re_renders_the_run_folder(contract_run, cli):
+    out, _ = contract_run
+    folder = _run_folder(out / "reports")
+    result = cli("report", folder, "--json", out / "again.json")
+    assert result.returncode == 0, result.stderr
+    again, first = json.loads((out / "again.json").read_text()), json.loads((out / "merged.json").read_text())
+    assert again["ranks"] == first["ranks"] and again["collectives"] == first["collectives"]
+
+
+def test_plain_ddp_script_under_torchrun_agrees_with_torch_profiler(tmp_path):
+    # torchrun itself, as a user types it: rank 0 prints the merged report once both ranks saved theirs
+    result = run_cli_module("torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_free_port()),
+                            "-m", "dmlprof", "scan", FIXTURES / "ddp_train.py", "--json", tmp_path / "merged.json",
+                            "--", "--steps", "5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "dmlprof distributed run of ddp_train" in result.stdout
+    folder = _run_folder(tmp_path / "reports")
+    report = json.loads((tmp_path / "merged.json").read_text())
+    assert report["meta"]["run_mode"] == "script" and report["ranks_found"] == [0, 1]
+    assert [r["steps"] for r in report["ranks"]] == [4, 4]  # 5 optimizer steps: 4 periods
+    _check_against_profiler(folder, report, skip_first_step=False)
+
+
+def test_a_rank_killed_mid_run_leaves_the_other_session_and_one_error_line(cli, tmp_path):
+    result = cli("scan", FIXTURES / "ddp_train.py", "--nproc", "2", "--", "--steps", "5", "--die-rank", "1",
+                 "--die-step", "2", timeout=TIMEOUT_S)
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("dmlprof: error: rank 1 died (killed by SIGKILL)"), result.stderr
+    folder = _run_folder(tmp_path / "reports")
+    assert "sessions of rank 0 kept" in errors[0] and folder.name in errors[0]
+    kept = json.loads((folder / "rank0.session.json").read_text())
+    assert kept["meta"]["partial"] and len(kept["ops"]["seq"]) > 0
+    assert not (folder / "rank1.session.json").exists()
+    merged = cli("report", folder)
+    assert merged.returncode == 0 and "missing: 1" in merged.stdout and "partial" in merged.stdout
+
+
+def test_a_rank_hanging_before_a_collective_times_out_naming_it(cli, tmp_path):
+    result = cli("scan", FIXTURES / "ddp_train.py", "--nproc", "2", "--comm-timeout", "8", "--", "--steps", "5",
+                 "--hang-rank", "1", "--hang-step", "2", timeout=TIMEOUT_S)
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("dmlprof: error: rank 0 waited 8 s at c10d::allreduce_")
+    assert "rank 1 never reached it" in errors[0]
+    folder = _run_folder(tmp_path / "reports")
+    for rank in (0, 1):
+        assert json.loads((folder / f"rank{rank}.session.json").read_text())["meta"]["partial"]
+
+
+def test_ranks_that_build_different_models_end_with_one_line(cli, tmp_path):
+    result = cli("scan", FIXTURES / "ddp_mismatch.py", "--nproc", "2", "--steps", "1", timeout=TIMEOUT_S)
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("dmlprof: error: rank 0: wrapping the model in DistributedDataParallel: ")
+    assert "rank 1" in errors[0].lower() and "Traceback" not in result.stderr
+
+
+def run_cli_module(module, *args, cwd, timeout=TIMEOUT_S):
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env, capture_output=True,
+                          text=True, encoding="utf-8", timeout=timeout)
+
+
+def _free_port() -> int:
+    from dmlprof.cli.view import free_port
+
+    return free_port()
