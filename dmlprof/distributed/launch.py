@@ -140,6 +140,11 @@ def failure_line(folder: Path, world_size: int, failures: Dict[int, int]) -> str
         except (OSError, ValueError, KeyError, TypeError):
             continue
     cause = _cause(failures, lines, hung)
+    from dmlprof.distributed.rank import write_error
+
+    for rank, code in failures.items():  # a rank that died wrote no line: the report should still say why
+        if rank not in lines and code != 0:
+            write_error(folder, rank, f"died ({_exit_text(code)})", code)
     kept = [r for r in range(world_size) if session_path(folder, r).exists()]
     kept_text = f"sessions of rank{'s' if len(kept) != 1 else ''} {', '.join(map(str, kept))} kept" if kept else "no session kept"
     return f"{cause}; {kept_text} in {folder} (dmlprof report {folder})"

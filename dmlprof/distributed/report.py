@@ -85,7 +85,7 @@ def render_text(report: dict, top: int = 15) -> str:
              ("folder", report["run_dir"])]
     lines.append(tabulate([(k, v) for k, v in facts if v is not None], tablefmt="plain"))
     for error in report["errors"]:
-        lines.append(f"ERROR   {error['line']}")
+        lines.append(f"ERROR   {error_text(error)}")
     lines += ["", "Per rank (median step)"]
     rows = [[r["rank"], r["steps"], fmt_ms(r["step_ms"]), fmt_ms(r["compute_ms"]), fmt_ms(r["fallback_ms"]),
              fmt_ms(r["cpu_ms"]), fmt_ms(r["comm_ms"]), fmt_share(r["comm_share"]), fmt_ms(r["other_ms"]),
@@ -102,6 +102,12 @@ def render_text(report: dict, top: int = 15) -> str:
         lines.append(tabulate(rows, headers=["rank", "collective", "op", "calls", "bytes", "in the call", "collective"]))
     text = "\n".join(lines)
     return text.encode("ascii", "replace").decode("ascii")
+
+
+def error_text(error: dict) -> str:
+    """``rank N: what happened`` (the line as the rank wrote it, with its rank)."""
+    line = str(error["line"])
+    return line if line.startswith("rank ") else f"rank {error['rank']}: {line}"
 
 
 def _calls(value) -> str:
@@ -170,7 +176,7 @@ def render_html(report: dict) -> str:
     env = Environment(loader=PackageLoader("dmlprof.distributed", "templates"), autoescape=select_autoescape(["j2"]))
     env.filters.update(ms=fmt_ms, share=fmt_share, bytes=fmt_bytes, verdicts=_verdicts)
     bars = [_bar(r) for r in report["ranks"]]
-    return env.get_template("run.html.j2").render(report=report, bars=bars, status=_status,
+    return env.get_template("run.html.j2").render(report=report, bars=bars, status=_status, error_text=error_text,
                                                   straggler=straggler_sentence(report["straggler"]))
 
 
