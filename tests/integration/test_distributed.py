@@ -177,3 +177,44 @@ def _free_port() -> int:
     from dmlprof.cli.view import free_port
 
     return free_port()
+
+
+def test_tensorboard_reads_the_rank_traces_as_one_distributed_run(tmp_path):
+    # GIVEN the two rank traces of a run (synthetic sessions: the plugin is what is under test)
+    import subprocess
+
+    import pandas as pd
+
+    from dmlprof.cli.view import free_port, tensorboard_command
+    from dmlprof.distributed.annotate import frame_columns
+    from dmlprof.distributed.collectives import collectives_frame
+    from dmlprof.distributed.trace import write_rank_trace
+    from session_factory import make_session
+    from test_tensorboard import _get, _require_tensorboard, _stop, _wait_for_run
+
+    _require_tensorboard()
+    for rank in (0, 1):
+        calls = []
+        for step in range(3):
+            calls += [{"op": "aten::mm", "time_ns": 40_000, "step": step, "input_devices": "cpu", "output_devices": "cpu"},
+                      {"op": "c10d::allreduce_", "phase": "comm", "time_ns": 5_000, "step": step, "shapes": "[[256]]"}]
+        session = make_session(calls, meta={"model_name": "ddp", "backend": "cpu", "started_at": "2026-12-01T01:02:03",
+                                            "distributed": {"rank": rank, "world_size": 2, "backend": "gloo"}})
+        table = collectives_frame(session.ops, None)
+        table["comm_start_ns"] = pd.array(table["start_ns"] + 1_000, dtype="Int64")
+        table["comm_time_ns"] = pd.array([30_000 + 10_000 * rank] * len(table), dtype="Int64")
+        session.extras["collectives"] = frame_columns(table)
+        write_rank_trace(session, tmp_path / "tb", "ddp-run")
+    port = free_port()
+    base, log_path = f"http://127.0.0.1:{port}", tmp_path / "tensorboard.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(tensorboard_command(tmp_path / "tb", port), stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    try:
+        _wait_for_run(base, process, "ddp-run", log_path)
+        # THEN the plugin sees both ranks as workers of one run, and offers its distributed view
+        assert "Distributed" in _get(base, "views", run="ddp-run")
+        assert _get(base, "workers", run="ddp-run", view="Overview") == ["rank0", "rank1"]
+        assert _get(base, "workers", run="ddp-run", view="Distributed") == ["All"]
+    finally:
+        _stop(process)
