@@ -32,6 +32,9 @@ from dmlprof.errors import DmlprofError, Interrupted, UsageError
 
 #: how long rank 0 waits for the other ranks' sessions before merging what it has
 MERGE_WAIT_S = 120.0
+#: DDP's first two iterations are not like the rest: it builds its gradient buckets in the first and
+#: rebuilds them (broadcasting the new layout) at the start of the second. Measured steps come after.
+DDP_WARMUP_STEPS = 2
 DEFAULT_COMM_TIMEOUT_S = 600.0
 ERROR_NAME = "rank{rank}.error.json"
 
@@ -125,9 +128,14 @@ def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
         try:
             if contract:
                 group = _init_group(backend, info, getattr(args, "dist_backend", None), timeout_s)
+            warmup = max(args.warmup, DDP_WARMUP_STEPS) if contract else args.warmup
             session = scan(args.model, backend=backend, batch_size=args.batch_size, steps=args.steps,
-                           warmup=args.warmup, sync=args.sync, profiler=args.profiler, script_args=args.script_args,
+                           warmup=warmup, sync=args.sync, profiler=args.profiler, script_args=args.script_args,
                            prepare=ddp_variant(backend) if contract else None)
+            if warmup != args.warmup:
+                session.meta.setdefault("notes", []).append(
+                    f"warm-up raised to {warmup} steps: DDP builds its gradient buckets in the first step and "
+                    "rebuilds them in the second")
         except ScanStopped as stopped:
             session, error = stopped.session, _launcher_stop_explained(stopped.cause)
             session.meta["partial_reason"] = error.one_line()

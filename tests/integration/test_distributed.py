@@ -103,6 +103,20 @@ def test_rank_traces_carry_distributed_info_and_the_collectives(contract_run):
         assert names.count("gloo:all_reduce") == 4 and names.count("c10d::allreduce_") == 4
 
 
+def test_no_sync_times_the_ddp_steps_with_the_profiler_alone(cli, tmp_path):
+    # DDP's bucket rebuild happens in warm-up, so every measured step has the structure step's calls
+    result = cli("scan", MODELS / "lenet5.py", "--nproc", "2", "--batch-size", "8", "--steps", "2", "--no-sync",
+                 "--json", tmp_path / "merged.json", timeout=TIMEOUT_S)
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder = _run_folder(tmp_path / "reports")
+    for rank in (0, 1):
+        meta = json.loads((folder / f"rank{rank}.session.json").read_text())["meta"]
+        assert meta["steady_state"]["matched_steps"] == 2 and meta["warmup_steps"] == 2
+    report = json.loads((tmp_path / "merged.json").read_text())
+    assert [r["steps"] for r in report["ranks"]] == [2, 2]
+    assert all(c["comm_time_ms"] > 0 for c in report["collectives"] if c["op"] == "c10d::allreduce_")
+
+
 def test_report_re_renders_the_run_folder(contract_run, cli):
     out, _ = contract_run
     folder = _run_folder(out / "reports")
