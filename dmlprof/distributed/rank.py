@@ -241,8 +241,12 @@ def ddp_variant(backend):
         try:
             training.model = DistributedDataParallel(training.model, device_ids=ids)
         except RuntimeError as exc:
-            from dmlprof.errors import ModelRaisedError
+            from dmlprof.errors import DeviceError, ModelRaisedError
 
+            if "No backend type associated with device type" in str(exc):  # measured on the emulated DirectML device
+                raise DeviceError(f"DDP on {device.type}: no process-group backend takes {device.type} tensors "
+                                  "(gloo takes CPU and CUDA tensors, nccl CUDA ones)",
+                                  remedy="run the ranks with --device cpu, or a script that moves what it all-reduces to the CPU") from None
             raise ModelRaisedError(f"wrapping the model in DistributedDataParallel: {_first_line(exc)}") from None
 
     return prepare
