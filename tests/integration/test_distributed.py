@@ -232,3 +232,44 @@ def test_tensorboard_reads_the_rank_traces_as_one_distributed_run(tmp_path):
         assert _get(base, "workers", run="ddp-run", view="Distributed") == ["All"]
     finally:
         _stop(process)
+
+
+def test_a_collective_issued_from_an_autograd_device_thread_is_recorded(emulated_dml_backend):
+    # DDP's reducer all-reduces from autograd hooks; on a device with its own autograd thread (CUDA, and
+    # the emulated DirectML device) they run on that thread. A one-rank gloo group, in this process.
+    import os
+    import threading
+
+    import torch
+    import torch.distributed as dist
+
+    import dmlprof
+
+    on_main = []
+
+    class AllReduceGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            on_main.append(threading.current_thread() is threading.main_thread())
+            host = grad.cpu()
+            dist.all_reduce(host)
+            return host.to(grad.device)
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(_free_port())
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        x = torch.ones(4, device=emulated_dml_backend.device(), requires_grad=True)
+        with dmlprof.profile(backend=emulated_dml_backend) as run:
+            AllReduceGrad.apply(x * 2).sum().backward()
+    finally:
+        dist.destroy_process_group()
+    assert on_main == [False]  # the hook ran on autograd's device thread
+    comm = run.session.ops[run.session.ops["phase"] == "comm"]
+    assert list(comm["op"]) == ["c10d::allreduce_"] and int(comm["thread"].iloc[0]) != 0
+    calls = run.session.extras["collectives"]
+    assert calls["bytes"] == [16] and calls["comm_time_ns"][0] > 0
