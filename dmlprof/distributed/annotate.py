@@ -58,8 +58,11 @@ def export_profiler_trace(profile, folder: Path, meta: dict) -> None:
 
     path = profiler_trace_path(folder, meta.get("rank", 0))
     try:
+        from dmlprof.record.profiler import quiet_native_stderr
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        profile.export_chrome_trace(str(path))
+        with quiet_native_stderr():
+            profile.export_chrome_trace(str(path))
         trace = json.loads(path.read_text(encoding="utf-8"))
         if "distributedInfo" not in trace:
             trace["distributedInfo"] = {"backend": meta.get("backend") or "unknown", "rank": meta.get("rank", 0),
