@@ -79,23 +79,22 @@ def process_alive(pid: int) -> Optional[bool]:
     return True
 
 
-def blame(me: Progress, peers: dict) -> str:
-    """Which ranks the waiting rank ``me`` waits for, in words."""
-    behind = []
+def blame(me: Progress, peers: dict) -> tuple:
+    """(the ranks the waiting rank ``me`` waits for, why: one phrase each)."""
+    culprits, why = [], []
     for rank, peer in sorted(peers.items()):
         if peer is None:
-            behind.append(f"rank {rank} never reported progress")
+            culprits.append(rank)
+            why.append(f"rank {rank} never reported progress")
         elif process_alive(peer.pid) is False and not peer.finished:
-            behind.append(f"rank {rank}'s process is gone (last seen at collective #{peer.collectives})")
+            culprits.append(rank)
+            why.append(f"rank {rank}'s process is gone (it had issued {peer.collectives} collectives)")
         elif peer.collectives < me.collectives:
-            last = f"{peer.last_op} at step {peer.step}" if peer.last_op else "nothing recorded"
-            behind.append(f"rank {rank} never reached it (it issued {peer.collectives} collectives; "
-                          f"last call {last}, {peer.idle_s:.0f} s before its last heartbeat)")
-    if behind:
-        return "; ".join(behind)
-    if peers and all(p is not None and p.collectives == me.collectives for p in peers.values()):
-        return "every rank is at this collective: they disagree on it (op, size or group)"
-    return "no rank is behind by the heartbeats"
+            culprits.append(rank)
+            last = f"{peer.last_op} at step {peer.step}" if peer.last_op else "nothing"
+            why.append(f"rank {rank} issued {peer.collectives} collectives; its last call {last}, "
+                       f"{peer.idle_s:.0f} s before its last heartbeat")
+    return culprits, "; ".join(why)
 
 
 class Watchdog:
@@ -165,10 +164,16 @@ class Watchdog:
         self.progress.idle_s = round(now - self._last_change, 1)
 
     def describe_hang(self, now: float) -> str:
+        """One line that starts with the rank to blame."""
         me = self.progress
-        waited = now - self._last_change
-        return (f"rank {self.rank} waited {waited:.0f} s at {me.last_op} (collective #{me.collectives}, step {me.step}) "
-                f"with no reply: {blame(me, read_peers(self.folder, self.world_size, self.rank))}")
+        where = f"collective #{me.collectives} ({me.last_op}, step {me.step})"
+        waited = f"rank {self.rank} waited {now - self._last_change:.0f} s"
+        culprits, why = blame(me, read_peers(self.folder, self.world_size, self.rank))
+        if culprits:
+            names = ", ".join(map(str, culprits))
+            return f"rank{'s' if len(culprits) > 1 else ''} {names} never reached {where}: {waited} there ({why})"
+        return (f"rank {self.rank} hung at {where}: {waited} with no reply, and every rank got there "
+                "(they disagree on the collective: its op, size or group)")
 
     def _write(self) -> None:
         path = progress_path(self.folder, self.rank)

@@ -162,8 +162,8 @@ def test_a_rank_hanging_before_a_collective_times_out_naming_it(cli, tmp_path):
     assert result.returncode == 3
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1, result.stderr
-    assert errors[0].startswith("dmlprof: error: rank 0 waited 8 s at c10d::allreduce_")
-    assert "rank 1 never reached it" in errors[0]
+    assert errors[0].startswith("dmlprof: error: rank 1 never reached collective #")
+    assert "(c10d::allreduce_, step 2): rank 0 waited 8 s there" in errors[0]
     folder = _run_folder(tmp_path / "reports")
     for rank in (0, 1):
         assert json.loads((folder / f"rank{rank}.session.json").read_text())["meta"]["partial"]

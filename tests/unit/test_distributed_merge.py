@@ -182,9 +182,10 @@ def test_all_ranks_of_a_job_agree_on_the_run_folder_and_other_jobs_do_not():
 def test_blame_names_the_rank_that_never_reached_the_collective():
     me = Progress(rank=0, pid=1, collectives=8, last_op="c10d::allreduce_")
     behind = Progress(rank=1, pid=1, collectives=7, last_op="aten::add_.Tensor", step=1, idle_s=9.0)
-    assert blame(me, {1: behind}).startswith("rank 1 never reached it (it issued 7 collectives")
-    assert "never reported" in blame(me, {1: None})
-    assert "disagree on it" in blame(me, {1: Progress(rank=1, pid=1, collectives=8)})
+    culprits, why = blame(me, {1: behind})
+    assert culprits == [1] and why.startswith("rank 1 issued 7 collectives; its last call aten::add_.Tensor at step 1")
+    assert blame(me, {1: None}) == ([1], "rank 1 never reported progress")
+    assert blame(me, {1: Progress(rank=1, pid=1, collectives=8)}) == ([], "")
 
 
 class _FakeRecorder:
@@ -202,7 +203,8 @@ def test_the_watchdog_fires_only_when_stalled_at_a_collective(tmp_path):
     recorder.rows = rows
     assert not dog.check(start + 11)  # a collective just started
     assert dog.check(start + 17) and len(fired) == 1
-    assert fired[0].startswith("rank 0 waited 6 s at c10d::allreduce_ (collective #1, step 0)")
+    # no heartbeat from rank 1 at all: it is the one named
+    assert fired[0].startswith("rank 1 never reached collective #1 (c10d::allreduce_, step 0): rank 0 waited 6 s there")
     heartbeat = Progress.read(tmp_path / ".progress" / "rank0.json")
     assert heartbeat.collectives == 1 and heartbeat.calls == 2
 
