@@ -36,8 +36,9 @@ def distributed_info(meta: dict) -> dict:
 
 def rank_trace_dict(session) -> dict:
     """The session's trace plus ``distributedInfo`` and the collectives' ranges."""
-    trace = trace_dict(session)
-    trace["distributedInfo"] = distributed_info(session.meta)
+    # first, and written as torch writes it ("rank": 0): Holistic Trace Analysis finds a file's rank
+    # with the pattern '"rank":\s+(\d+)', the first match in the file
+    trace = {"distributedInfo": distributed_info(session.meta), **trace_dict(session)}
     calls = columns_frame(session.extras.get("collectives"), COLLECTIVE_COLUMNS)
     timed = calls.dropna(subset=["comm_start_ns", "comm_time_ns"]) if len(calls) else calls
     if len(timed):
@@ -65,7 +66,7 @@ def write_rank_trace(session, log_dir, run: str) -> Path:
         for stale in folder.glob(f"rank{rank}.*.pt.trace.json"):  # one trace per rank and run
             stale.unlink()
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False), encoding="utf-8")
+        tmp.write_text(json.dumps(trace, separators=(",", ": "), ensure_ascii=False, allow_nan=False), encoding="utf-8")
         tmp.replace(path)
     except OSError as exc:
         raise UsageError(f"cannot write the trace under {folder}: {exc.strerror or exc}") from None

@@ -254,3 +254,18 @@ def test_sweep_devices_run_at_once(tmp_path):
     assert first[1] < last[0] and first[0] < last[1]  # the two devices' children overlapped
     with pytest.raises(UsageError):
         run_sweep_devices(model, "cpu", [0, 0], batch_sizes=[1], runner=runner)
+
+
+def test_rank_traces_name_their_rank_as_holistic_trace_analysis_looks_for_it(tmp_path):
+    import re
+
+    from dmlprof.distributed.trace import write_rank_trace
+
+    session = _rank_session(1)
+    path = write_rank_trace(session, tmp_path, "run")
+    text = path.read_text(encoding="utf-8")
+    # HTA 0.5 (hta/common/trace_file.py) reads a file's rank as the first match of this pattern
+    assert re.search(r'"rank":\s+(\d+)', text).group(1) == "1"
+    trace = json.loads(text)
+    assert trace["distributedInfo"] == {"backend": "gloo", "rank": 1, "world_size": 2}
+    assert path.name.startswith("rank1.") and path.name.endswith(".pt.trace.json")
