@@ -53,7 +53,6 @@ def rank_argv(args) -> List[str]:
 
 def launch(args) -> int:
     """Run ``args.nproc`` ranks through torch.distributed.run; print the merged report or one error line."""
-    from dmlprof.backends import resolve_backend
     from dmlprof.distributed.report import print_run
     from dmlprof.model_file import inspect_model_file
 
@@ -63,7 +62,7 @@ def launch(args) -> int:
         if flag:
             raise UsageError(f"{name} does not combine with --nproc (one scan per rank)")
     model_file = inspect_model_file(args.model)
-    backend = resolve_backend(args.device).name
+    backend = _backend_name(args.device)
     stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
     folder = Path(args.out or "reports") / run_dir_name(str(model_file.path), backend, args.nproc, stamp)
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,6 +71,20 @@ def launch(args) -> int:
         raise RunFailed(failure_line(folder, args.nproc, failures), remedy=None) from None
     print_run(folder, args)
     return 0
+
+
+def _backend_name(device: str) -> str:
+    """The backend the ranks will use, checked here without preparing it (the ranks do; the emulated
+    device would be built once more in this process for nothing)."""
+    from dmlprof.backends import backend_class, resolve_backend
+    from dmlprof.errors import DeviceError
+
+    if device == "auto":
+        return resolve_backend("auto").name
+    status = backend_class(device).availability()
+    if not status.available:
+        raise DeviceError(f"device {device!r} is not available: {status.reason}")
+    return device
 
 
 def _run_torchrun(args, folder: Path) -> Dict[int, int]:
