@@ -23,7 +23,7 @@ from dmlprof.errors import DmlprofError, UsageError
 
 # Options of ``dmlprof scan`` forwarded to every rank as given (name, attribute).
 _FORWARDED = (("--device", "device"), ("--batch-size", "batch_size"), ("--steps", "steps"), ("--warmup", "warmup"),
-              ("--comm-timeout", "comm_timeout"), ("--dist-backend", "dist_backend"))
+              ("--from", "remap_from"), ("--comm-timeout", "comm_timeout"), ("--dist-backend", "dist_backend"))
 
 
 class RunFailed(DmlprofError):
@@ -43,6 +43,8 @@ def rank_argv(args) -> List[str]:
         argv.append("--no-sync")
     if not args.profiler:
         argv.append("--no-profiler")
+    if getattr(args, "run_to_end", False):
+        argv.append("--run-to-end")
     if getattr(args, "tb", None):
         argv += ["--tb", str(args.tb)]
     argv.append("--quiet")

@@ -128,11 +128,16 @@ def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
         try:
             if contract:
                 group = _init_group(backend, info, getattr(args, "dist_backend", None), timeout_s)
-            warmup = max(args.warmup, DDP_WARMUP_STEPS) if contract else args.warmup
-            session = scan(args.model, backend=backend, batch_size=args.batch_size, steps=args.steps,
-                           warmup=warmup, sync=args.sync, profiler=args.profiler, script_args=args.script_args,
+            from dmlprof.runner import DEFAULT_STEPS, DEFAULT_WARMUP
+
+            asked = args.warmup if args.warmup is not None else DEFAULT_WARMUP
+            warmup = max(asked, DDP_WARMUP_STEPS) if contract else asked
+            session = scan(args.model, backend=backend, batch_size=args.batch_size,
+                           steps=args.steps if args.steps is not None else DEFAULT_STEPS, warmup=warmup,
+                           sync=args.sync, profiler=args.profiler, script_args=args.script_args,
+                           run_to_end=args.run_to_end, remap_from=args.remap_from,
                            prepare=ddp_variant(backend) if contract else None)
-            if warmup != args.warmup:
+            if warmup != asked:
                 session.meta.setdefault("notes", []).append(
                     f"warm-up raised to {warmup} steps: DDP builds its gradient buckets in the first step and "
                     "rebuilds them in the second")

@@ -129,14 +129,15 @@ def test_report_re_renders_the_run_folder(contract_run, cli):
 def test_plain_ddp_script_under_torchrun_agrees_with_torch_profiler(tmp_path):
     # torchrun itself, as a user types it: rank 0 prints the merged report once both ranks saved theirs
     result = run_cli_module("torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_free_port()),
-                            "-m", "dmlprof", "scan", FIXTURES / "ddp_train.py", "--json", tmp_path / "merged.json",
-                            "--", "--steps", "5", cwd=tmp_path)
+                            "-m", "dmlprof", "scan", FIXTURES / "ddp_train.py", "--steps", "4",
+                            "--json", tmp_path / "merged.json", "--", "--steps", "20", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "dmlprof distributed run of ddp_train" in result.stdout
     folder = _run_folder(tmp_path / "reports")
     report = json.loads((tmp_path / "merged.json").read_text())
     assert report["meta"]["run_mode"] == "script" and report["ranks_found"] == [0, 1]
-    assert [r["steps"] for r in report["ranks"]] == [4, 4]  # 5 optimizer steps: 4 periods
+    # 1 unrecorded warm-up step, then 4 recorded; the script is stopped there (no --run-to-end)
+    assert [r["steps"] for r in report["ranks"]] == [4, 4]
     _check_against_profiler(folder, report, skip_first_step=False)
 
 
