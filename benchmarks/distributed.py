@@ -5,7 +5,7 @@ Two ranks over gloo (on a GPU machine both ranks share the one GPU: NCCL wants a
 1. same run: ``dmlprof scan --nproc 2`` of a model file (LeNet-5) and, under torchrun, of a plain
    DDP script; each rank's merged-report figures against torch.profiler's trace of that very rank
    and run (RUN_DIR/profiler/rank<N>.pt.trace.json): median step (the iteration period, from one
-   ``Optimizer.step#`` range's end to the next), total collective time (gloo's ``gloo:*`` ranges),
+   ``Optimizer.step#`` range's end to the next; the same steps, mean), total collective time (``gloo:*`` ranges),
    and on CUDA the kernel time joined to calls against all kernel time in the trace;
 2. separate runs: the same DDP script under torch.profiler alone (no dmlprof) against the dmlprof
    run of it: per rank, median step and collective time per step. This ratio holds recording
@@ -48,16 +48,18 @@ def _port() -> int:
         return sock.getsockname()[1]
 
 
-def trace_figures(path: Path) -> dict:
-    """What torch.profiler's own trace of one rank says."""
+def trace_figures(path: Path, after_first_step: bool = False) -> dict:
+    """What torch.profiler's own trace of one rank says (collectives after the first optimizer step
+    only, with ``after_first_step``: a script's set-up and warm-up step are not recorded by dmlprof)."""
     trace = json.loads(Path(path).read_text(encoding="utf-8"))
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     ends = sorted(e["ts"] + e["dur"] for e in events if e["name"].startswith("Optimizer.step#"))
     periods = [(b - a) / 1000 for a, b in zip(ends, ends[1:])]
-    comm = [e["dur"] / 1000 for e in events if e["name"].startswith(("gloo:", "nccl:"))]
+    since = ends[0] if after_first_step and ends else float("-inf")
+    comm = [e["dur"] / 1000 for e in events if e["name"].startswith(("gloo:", "nccl:")) and e["ts"] >= since]
     kernels = sum(e["dur"] for e in events if e.get("cat") == "kernel") / 1000
-    return {"step_ms": statistics.median(periods) if periods else None, "comm_ms": sum(comm),
-            "comm_ms_per_step": sum(comm) / max(1, len(ends)), "kernel_ms": kernels,
+    return {"periods_ms": periods, "step_ms": statistics.median(periods) if periods else None, "comm_ms": sum(comm),
+            "comm_ms_per_step": sum(comm) / max(1, len(periods)), "kernel_ms": kernels,
             "distributedInfo": trace.get("distributedInfo")}
 
 
@@ -69,13 +71,16 @@ def same_run(folder: Path, report: dict, skip_first_step: bool) -> list:
     """Per rank: dmlprof's merged figures over the profiler's trace of the same rank and run."""
     rows = []
     for rank in report["ranks"]:
-        theirs = trace_figures(folder / "profiler" / f"rank{rank['rank']}.pt.trace.json")
+        theirs = trace_figures(folder / "profiler" / f"rank{rank['rank']}.pt.trace.json", not skip_first_step)
         steps = rank["step_times_ms"][1:] if skip_first_step else rank["step_times_ms"]
-        ours_step = statistics.median(steps)
+        matched = min(len(steps), len(theirs["periods_ms"]))  # the same steps, in order
+        ours_step = sum(steps[:matched]) / matched
+        theirs["step_ms"] = sum(theirs["periods_ms"][:matched]) / matched
         ours_comm = sum(c["comm_time_ms"] or 0 for c in report["collectives"] if c["rank"] == rank["rank"])
         session = json.loads((folder / f"rank{rank['rank']}.session.json").read_text(encoding="utf-8"))
         kernel = sum(t for t in session["ops"]["device_time_ns"] if t) / 1e6
-        rows.append({"rank": rank["rank"], "dmlprof_step_ms": round(ours_step, 3), "profiler_step_ms": round(theirs["step_ms"], 3),
+        rows.append({"rank": rank["rank"], "steps_compared": matched, "dmlprof_step_ms": round(ours_step, 3),
+                     "profiler_step_ms": round(theirs["step_ms"], 3),
                      "step_ratio": _ratio(ours_step, theirs["step_ms"]), "dmlprof_comm_ms": round(ours_comm, 3),
                      "profiler_comm_ms": round(theirs["comm_ms"], 3), "comm_ratio": _ratio(ours_comm, theirs["comm_ms"]),
                      "dmlprof_kernel_ms": round(kernel, 3), "profiler_kernel_ms": round(theirs["kernel_ms"], 3),
@@ -115,7 +120,7 @@ def main() -> int:
               str(tmp / "plain{rank}.json")], cwd=tmp)
         rows = []
         for rank in script_report["ranks"]:
-            plain = trace_figures(tmp / f"plain{rank['rank']}.json")
+            plain = trace_figures(tmp / f"plain{rank['rank']}.json", after_first_step=True)
             ours_step = statistics.median(rank["step_times_ms"])
             ours_comm = statistics.median(rank["comm_times_ms"]) if rank["comm_times_ms"] else None
             rows.append({"rank": rank["rank"], "dmlprof_step_ms": round(ours_step, 3),
