@@ -115,14 +115,15 @@ def collectives_frame(ops: pd.DataFrame, events) -> pd.DataFrame:
 
     ``events`` is the profiler's host-event frame (None without the profiler).
     ``comm_time_ns`` is the collective's duration as torch.profiler saw it:
-    the backend's own range (gloo runs collectives on worker threads) matched
-    to the calls in order per collective, else the kernel time joined to the
-    call (NCCL), else null (``comm_source`` says which).
+    the backend's own range (gloo runs collectives on worker threads): for each
+    call, in order, the first range of its collective that starts after the
+    call does; else the kernel time joined to the call (NCCL); else null
+    (``comm_source`` says which).
     """
     calls = ops[ops["phase"] == COMM_PHASE]
     if calls.empty:
         return pd.DataFrame(columns=list(COLLECTIVE_COLUMNS))
-    ranges, call_starts = _event_queues(events)
+    ranges, call_starts = _event_queues(events, calls["op"].map(lambda op: op.split(".", 1)[0]).value_counts())
     rows = []
     for row in calls.itertuples(index=False):
         collective = collective_of(row.op)
@@ -130,8 +131,11 @@ def collectives_frame(ops: pd.DataFrame, events) -> pd.DataFrame:
         call_start = call_start.popleft() if call_start else None
         comm_start = comm_ns = None
         where = ""
-        if ranges.get(collective):
-            range_start, comm_ns = ranges[collective].popleft()
+        queue = ranges.get(collective)
+        while queue and call_start is not None and queue[0][0] < call_start:
+            queue.popleft()  # the range of a call made while nothing was recorded (a script's warm-up)
+        if queue:
+            range_start, comm_ns = queue.popleft()
             where = "backend range"
             if call_start is not None:  # on our clock: the call's start plus the profiler's offset
                 comm_start = int(row.start_ns) + range_start - call_start
@@ -146,8 +150,13 @@ def collectives_frame(ops: pd.DataFrame, events) -> pd.DataFrame:
     return frame
 
 
-def _event_queues(events) -> tuple:
-    """({collective: deque of (start, duration)} of the backend's ranges, {op: deque of call starts})."""
+def _event_queues(events, rows_per_op) -> tuple:
+    """({collective: deque of (start, duration)} of the backend's ranges, {op: deque of call starts}).
+
+    The profiler shows each recorded call twice, nested; the calls a run
+    recorded and then dropped (a script's set-up and warm-up steps) are among
+    them, always before the kept ones: each op keeps its last ``rows_per_op[op]``.
+    """
     ranges, call_starts = defaultdict(deque), defaultdict(deque)
     if events is None or events.empty:
         return ranges, call_starts
@@ -157,6 +166,7 @@ def _event_queues(events) -> tuple:
 
     calls = recorded_call_events(events)
     calls = calls[calls["name"].str.split("::").str[0].isin(COMM_NAMESPACES)]
-    for name, start in zip(calls["name"], calls["start_ns"]):
-        call_starts[name].append(int(start))
+    for name, group in calls.groupby("name", sort=False):
+        kept = int(rows_per_op.get(name, 0))
+        call_starts[name].extend(int(start) for start in group["start_ns"].tolist()[-kept:] if kept)
     return ranges, call_starts

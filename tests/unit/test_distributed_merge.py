@@ -95,6 +95,20 @@ def test_collectives_join_the_backends_ranges_in_order_on_our_clock():
     assert list(frame["seq"]) == [0, 2]
 
 
+def test_ranges_of_unrecorded_calls_are_skipped():
+    # a script's set-up and warm-up all-reduces were recorded, then dropped (or never recorded):
+    # their ranges are not the kept call's
+    session = make_session([{"op": "c10d::allreduce_", "phase": "comm", "time_ns": 1_000, "start_ns": 0}])
+    events = pd.DataFrame([
+        ("c10d::allreduce_", 100, 500, "", "", 1), ("gloo:all_reduce", 300, 30_000, "", "", 2),
+        ("c10d::allreduce_", 1_000, 500, "", "", 1), ("c10d::allreduce_", 1_100, 300, "c10d::allreduce_", "", 1),
+        ("gloo:all_reduce", 1_200, 50_000, "", "", 2),
+        ("c10d::allreduce_", 90_000, 1_500, "", "", 1), ("c10d::allreduce_", 90_100, 1_000, "c10d::allreduce_", "", 1),
+        ("gloo:all_reduce", 90_700, 7_000, "", "", 2),
+    ], columns=["name", "start_ns", "time_ns", "parent", "grandparent", "thread"]).assign(device_time_ns=0, self_device_time_ns=0)
+    assert list(collectives_frame(session.ops, events)["comm_time_ns"]) == [7_000]
+
+
 def test_without_profiler_events_a_collective_has_no_time_of_its_own():
     session = make_session([{"op": "c10d::broadcast_", "phase": "comm", "time_ns": 1_000}])
     frame = collectives_frame(session.ops, None)
