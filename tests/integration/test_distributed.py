@@ -8,6 +8,7 @@ two cores for both ranks.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -173,7 +174,9 @@ def test_a_rank_hanging_before_a_collective_times_out_naming_it(cli, tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1, result.stderr
     assert errors[0].startswith("dmlprof: error: rank 1 never reached collective #")
-    assert "(c10d::allreduce_, step " in errors[0] and "): rank 0 waited 8 s there" in errors[0]
+    # at least the timeout (the watchdog looks twice a second; a loaded machine may make it later)
+    assert re.search(r"\(c10d::allreduce_, step \d\): rank 0 waited (\d+) s there", errors[0]), errors[0]
+    assert int(re.search(r"waited (\d+) s", errors[0]).group(1)) >= 8
     folder = _run_folder(tmp_path / "reports")
     for rank in (0, 1):
         assert json.loads((folder / f"rank{rank}.session.json").read_text())["meta"]["partial"]
