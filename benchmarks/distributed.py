@@ -5,7 +5,8 @@ Two ranks over gloo (on a GPU machine both ranks share the one GPU: NCCL wants a
 1. same run: ``dmlprof scan --nproc 2`` of a model file (LeNet-5) and, under torchrun, of a plain
    DDP script; each rank's merged-report figures against torch.profiler's trace of that very rank
    and run (RUN_DIR/profiler/rank<N>.pt.trace.json): median step (the iteration period, from one
-   ``Optimizer.step#`` range's end to the next; the same steps, mean), total collective time (``gloo:*`` ranges),
+   last op inside one ``Optimizer.step#`` range to the same in the next; the same steps, mean), total
+   collective time (``gloo:*`` ranges),
    and on CUDA the kernel time joined to calls against all kernel time in the trace;
 2. separate runs: the same DDP script under torch.profiler alone (no dmlprof) against the dmlprof
    run of it: per rank, median step and collective time per step. This ratio holds recording
@@ -48,12 +49,23 @@ def _port() -> int:
         return sock.getsockname()[1]
 
 
+def optimizer_ends(events: list) -> list:
+    """Per ``Optimizer.step#`` range, in order: the end of the last ``aten::`` op inside it (the range's
+    own end also holds its post-hooks, whose time a loaded machine makes vary)."""
+    ends = []
+    for step in sorted((e for e in events if e["name"].startswith("Optimizer.step#")), key=lambda e: e["ts"]):
+        inside = [e["ts"] + e["dur"] for e in events if e["tid"] == step["tid"] and e["name"].startswith("aten::")
+                  and step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"]]
+        ends.append(max(inside, default=step["ts"] + step["dur"]))
+    return ends
+
+
 def trace_figures(path: Path, after_first_step: bool = False) -> dict:
     """What torch.profiler's own trace of one rank says (collectives after the first optimizer step
     only, with ``after_first_step``: a script's set-up and warm-up step are not recorded by dmlprof)."""
     trace = json.loads(Path(path).read_text(encoding="utf-8"))
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    ends = sorted(e["ts"] + e["dur"] for e in events if e["name"].startswith("Optimizer.step#"))
+    ends = optimizer_ends(events)
     periods = [(b - a) / 1000 for a, b in zip(ends, ends[1:])]
     since = ends[0] if after_first_step and ends else float("-inf")
     comm = [e["dur"] / 1000 for e in events if e["name"].startswith(("gloo:", "nccl:")) and e["ts"] >= since]
@@ -67,15 +79,18 @@ def _ratio(ours, theirs):
     return round(ours / theirs, 4) if ours is not None and theirs else None
 
 
-def same_run(folder: Path, report: dict, skip_first_step: bool) -> list:
+def same_run(folder: Path, report: dict, script: bool) -> list:
     """Per rank: dmlprof's merged figures over the profiler's trace of the same rank and run."""
     rows = []
     for rank in report["ranks"]:
-        theirs = trace_figures(folder / "profiler" / f"rank{rank['rank']}.pt.trace.json", not skip_first_step)
-        steps = rank["step_times_ms"][1:] if skip_first_step else rank["step_times_ms"]
-        matched = min(len(steps), len(theirs["periods_ms"]))  # the same steps, in order
+        theirs = trace_figures(folder / "profiler" / f"rank{rank['rank']}.pt.trace.json", script)
+        # the same steps, in order: a model file's trace starts at measured step 1's period; a script's
+        # first period is its recorded step 0, which has no time in the report
+        steps = rank["step_times_ms"] if script else rank["step_times_ms"][1:]
+        periods = theirs["periods_ms"][1:] if script else theirs["periods_ms"]
+        matched = min(len(steps), len(periods))
         ours_step = sum(steps[:matched]) / matched
-        theirs["step_ms"] = sum(theirs["periods_ms"][:matched]) / matched
+        theirs["step_ms"] = sum(periods[:matched]) / matched
         ours_comm = sum(c["comm_time_ms"] or 0 for c in report["collectives"] if c["rank"] == rank["rank"])
         session = json.loads((folder / f"rank{rank['rank']}.session.json").read_text(encoding="utf-8"))
         kernel = sum(t for t in session["ops"]["device_time_ns"] if t) / 1e6
@@ -106,14 +121,14 @@ def main() -> int:
               "gloo", "--batch-size", "16", "--steps", str(args.steps), "--out", tmp / "contract", "--json",
               tmp / "contract.json", "--quiet"], cwd=tmp)
         folder = next((tmp / "contract").iterdir())
-        result["contract_same_run"] = same_run(folder, json.loads((tmp / "contract.json").read_text()), True)
+        result["contract_same_run"] = same_run(folder, json.loads((tmp / "contract.json").read_text()), False)
         # 1b. a plain DDP script under torchrun -m dmlprof scan
         _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_port()),
               "-m", "dmlprof", "scan", SCRIPT, "--device", args.device, "--out", tmp / "script", "--json",
               tmp / "script.json", "--quiet", "--", "--steps", str(args.steps + 1), "--device", args.device], cwd=tmp)
         folder = next((tmp / "script").iterdir())
         script_report = json.loads((tmp / "script.json").read_text())
-        result["script_same_run"] = same_run(folder, script_report, False)
+        result["script_same_run"] = same_run(folder, script_report, True)
         # 2. the same script under torch.profiler alone
         _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(_port()),
               SCRIPT, "--steps", str(args.steps + 1), "--device", args.device, "--profile-trace",

@@ -23,27 +23,23 @@ SPLIT_COLUMNS = ["rank", "step", "step_ms", "compute_ms", "fallback_ms", "cpu_ms
                  "other_ms", "busy_ms", "comm_calls", "comm_bytes", "fallback_calls"]
 
 
-def script_step_times(ops: pd.DataFrame, whole_first=()) -> pd.DataFrame:
+def script_step_times(ops: pd.DataFrame) -> pd.DataFrame:
     """Per (rank, step) of a script: from the end of one optimizer step to the end of the next.
 
-    Script steps are counted at each ``optimizer.step()``. A rank in
-    ``whole_first`` began recording right after an (unrecorded) optimizer step,
-    so its first step runs from its first call; elsewhere the first step also
-    holds the script's set-up, and has no time here.
+    Script steps are counted at each ``optimizer.step()``, so their times are
+    the iteration periods torch.profiler's ``Optimizer.step#`` ranges show. The
+    first recorded step has none: what came before it (the script's set-up, or
+    its unrecorded warm-up steps and the Python between them) is not recorded.
     """
     opt = ops[ops["phase"] == "optimizer"]
     if opt.empty:
         return pd.DataFrame(columns=["rank", "step", "step_ms"])
     ends = (opt.assign(end_ns=opt["start_ns"] + opt["time_ns"]).groupby(["rank", "step"])["end_ns"].max().reset_index())
-    starts = ops.groupby("rank")["start_ns"].min()
-    previous = ends.groupby("rank")["end_ns"].shift()
-    first = previous.isna() & ends["rank"].isin(list(whole_first))
-    previous = previous.where(~first, ends["rank"].map(starts))
-    ends["step_ms"] = (ends["end_ns"] - previous) / _NS_PER_MS
+    ends["step_ms"] = ends.groupby("rank")["end_ns"].diff() / _NS_PER_MS
     return ends.dropna(subset=["step_ms"])[["rank", "step", "step_ms"]].reset_index(drop=True)
 
 
-def step_split(ops: pd.DataFrame, collectives: pd.DataFrame, steps: pd.DataFrame, whole_first=()) -> pd.DataFrame:
+def step_split(ops: pd.DataFrame, collectives: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per (rank, step): where the step's time went.
 
     ``compute_ms`` device calls, ``fallback_ms`` calls the backend sent to the
@@ -54,12 +50,12 @@ def step_split(ops: pd.DataFrame, collectives: pd.DataFrame, steps: pd.DataFrame
     rest of the step (Python, waiting for a collective to finish).
     ``busy_ms`` = compute + fallback + cpu + comm calls. ``steps`` holds the
     measured step times (model files); without them steps are read off the
-    calls (:func:`script_step_times`, ``whole_first`` as there).
+    calls (:func:`script_step_times`).
     """
     if ops.empty:
         return pd.DataFrame(columns=SPLIT_COLUMNS)
     if steps is None or steps.empty:
-        steps = script_step_times(ops, whole_first)
+        steps = script_step_times(ops)
     comm = ops["phase"] == COMM
     per = lambda mask: ops[mask].groupby(["rank", "step"])["time_ns"].sum() / _NS_PER_MS  # noqa: E731
     frame = pd.DataFrame({

@@ -25,8 +25,7 @@ _RANK_FIELDS = ("steps", "step_ms", "compute_ms", "fallback_ms", "cpu_ms", "comm
 def merged_report(run) -> dict:
     """Everything the merged report shows, as JSON-ready data."""
     ops, collectives, steps, ranks = run.frames()
-    whole_first = ranks.loc[ranks["whole_first_step"], "rank"].tolist() if len(ranks) else []
-    split = merge.step_split(ops, collectives, steps, whole_first)
+    split = merge.step_split(ops, collectives, steps)
     summary = merge.rank_summary(split)
     meta = run.first_meta()
     by_rank = {int(r["rank"]): r for r in summary.to_dict(orient="records")}
@@ -43,7 +42,7 @@ def merged_report(run) -> dict:
             "torch_version": meta.get("torch_version"), "dmlprof_version": meta.get("dmlprof_version"),
             "batch_size": meta.get("batch_size"), "timing": meta.get("timing"),
             "step_times": "measured per step (wall, device synchronised)" if len(steps)
-            else "script: from the end of one optimizer step to the end of the next",
+            else "script: from the end of one optimizer step to the end of the next (the first recorded step has none)",
         },
         "ranks": [_rank_entry(r, by_rank.get(int(r["rank"])), split) for r in ranks.to_dict(orient="records")],
         "straggler": merge.straggler(summary, ops),

@@ -60,10 +60,7 @@ class Run:
             measured = session.meta.get("step_times_ms") or []
             steps.append(pd.DataFrame({"rank": rank, "step": range(len(measured)), "step_ms": measured}))
             info = session.meta.get("distributed") or {}
-            window = session.meta.get("script_window") or {}
             ranks.append({"rank": rank, "partial": bool(session.meta.get("partial")),
-                          # a script's warm-up steps ran unrecorded: its first recorded step is whole
-                          "whole_first_step": int(window.get("warmup_steps") or 0) >= 1,
                           "partial_reason": str(session.meta.get("partial_reason") or ""),
                           "run_mode": session.meta.get("run_mode"), "device": session.meta.get("device"),
                           "local_rank": info.get("local_rank"), "dist_backend": info.get("backend"),

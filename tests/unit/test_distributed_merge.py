@@ -120,9 +120,6 @@ def test_script_steps_run_from_one_optimizer_step_end_to_the_next():
                         "start_ns": [0, 10, 20, 60, 80, 130], "time_ns": [5, 5, 5, 5, 5, 5]})
     steps = merge.script_step_times(ops)
     assert list(steps["step"]) == [1, 2] and list(steps["step_ms"] * 1e6) == [50, 70]
-    # recorded after an unrecorded warm-up step: the first step runs from its first call
-    whole = merge.script_step_times(ops, whole_first=[0])
-    assert list(whole["step"]) == [0, 1, 2] and list(whole["step_ms"] * 1e6) == [15, 50, 70]
 
 
 def test_merge_names_the_straggler_and_why(tmp_path):
