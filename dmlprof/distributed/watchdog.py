@@ -152,6 +152,8 @@ class Watchdog:
             self.recorder, self._seen_rows = recorder, 0
         rows = recorder.rows if recorder is not None else []
         count = len(rows)
+        if count < self._seen_rows:  # the rows were dropped (a script's warm-up): count what is kept, as every rank does
+            self._seen_rows, self.progress.collectives = 0, 0
         if count != self._seen_rows:
             for row in rows[self._seen_rows:count]:
                 if row[1] == COMM_PHASE:

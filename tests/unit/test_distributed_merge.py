@@ -223,6 +223,16 @@ def test_the_watchdog_fires_only_when_stalled_at_a_collective(tmp_path):
     assert heartbeat.collectives == 1 and heartbeat.calls == 2
 
 
+def test_the_heartbeat_counts_the_collectives_kept_after_a_warm_up_drop(tmp_path):
+    recorder = _FakeRecorder([(0, "comm", "c10d::broadcast_"), (0, "comm", "c10d::allreduce_"), (0, "forward", "aten::mm")])
+    dog = Watchdog(tmp_path, 0, 2, timeout_s=5, current=lambda: recorder, on_hang=lambda line: None)
+    dog.check(time.monotonic())
+    assert dog.progress.collectives == 2
+    recorder.rows = [(0, "forward", "aten::mm")]  # the script's warm-up rows were dropped; recording goes on
+    dog.check(time.monotonic())
+    assert dog.progress.collectives == 0
+
+
 def test_failure_line_blames_the_dead_rank_first_and_lists_what_was_kept(tmp_path):
     make_session([{"op": "aten::mm", "time_ns": 1}]).save(env.session_path(tmp_path, 0))
     (tmp_path / "rank0.error.json").write_text(json.dumps({"rank": 0, "line": "stopped by the launcher (SIGTERM)"}))
