@@ -26,6 +26,7 @@ import torch
 import dmlprof
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.backends.base import FALLBACK_WARNING
+from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError, UsageError
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
 import pandas as pd
@@ -426,7 +427,7 @@ class _Run:
                 + ("left out" if unmatched else "kept, but their fallbacks differed")
                 + "; scan without --no-sync to record every call of every step"
             )
-        return self._session(ops, events, recorder)
+        return self._session(ops, events, recorder, profiler)
 
     def _timed_step(self, training: "TrainingStep", recorder, keep_time: bool = False):
         started = time.perf_counter_ns()
@@ -573,9 +574,9 @@ class _Run:
             events = profiler.op_events()
             if self.backend.profiler_device_activity:
                 ops = join_device_times(ops, events)
-        return self._session(ops, events, recorder)
+        return self._session(ops, events, recorder, profiler)
 
-    def _session(self, ops, events, recorder: Recorder) -> Session:
+    def _session(self, ops, events, recorder: Recorder, profiler: Optional[ProfilerAlongside] = None) -> Session:
         profiler_ops = profiler_op_totals(events) if events is not None else None
         if "steady_state" in self.meta:  # the times are the profiler's own: nothing to cross-check
             profiler_ops = None
@@ -593,6 +594,8 @@ class _Run:
         if self.backend.predicted:
             ops = _predicted_frame(ops, self.backend, self.meta)
         session = Session(meta=dict(self.meta), ops=ops)
+        # in a launched job: rank metadata, per-collective times, torch.profiler's own trace of this rank
+        annotate_distributed(session, events, profiler)
         if self.verifier is not None:
             session.extras["verify"] = self.verifier.result(partial=bool(self.meta.get("partial")))
         if profiler_ops is not None:

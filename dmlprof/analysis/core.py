@@ -151,13 +151,13 @@ def transfer_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def phase_split(ops: pd.DataFrame) -> pd.DataFrame:
-    """Per phase (forward, backward, optimizer, other): calls, time, fallbacks."""
+    """Per phase (forward, backward, optimizer, comm, other): calls, time, fallbacks."""
     columns = ["phase", "calls", "time_ms", "share", "fallback_calls", "fallback_time_ms", "cpu_calls"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
     total = ops["time_ns"].sum()
     rows = []
-    order = {"forward": 0, "backward": 1, "optimizer": 2, "other": 3}
+    order = {"forward": 0, "backward": 1, "optimizer": 2, "comm": 3, "other": 4}
     for phase, group in ops.groupby("phase", sort=False):
         fallen = group["verdict"] == "fallback"
         rows.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="re-render a saved session", description=__doc__)
-    parser.add_argument("session", help="a .session.json file written by scan")
+    parser.add_argument("session", help="a .session.json file written by scan, or the run folder of a distributed scan")
     parser.add_argument("--json", metavar="FILE", help="write the JSON report")
     parser.add_argument("--html", metavar="FILE", help="write the HTML report")
     parser.add_argument("--tb", metavar="DIR", help="write a TensorBoard profiler run under DIR")
@@ -15,7 +15,14 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     from dmlprof.cli.output import print_report, write_reports
+    from dmlprof.distributed.run_dir import is_run_dir
     from dmlprof.session import Session
+
+    if is_run_dir(args.session):  # a distributed run: its ranks merged into one report
+        from dmlprof.distributed.report import print_run
+
+        print_run(args.session, args)
+        return 0
 
     session = Session.load(args.session)
     write_reports(session, args)

@@ -33,6 +33,13 @@ def add_parser(commands) -> None:
     parser.add_argument("--verify", action="store_true", help="recompute each device op on the CPU and compare; check optimizer updates land (docs/verify.md)")
     parser.add_argument("--top", type=int, default=15, help="rows per table in the terminal report")
     parser.add_argument("--quiet", action="store_true", help="print no report, only where files went")
+    group = parser.add_argument_group("distributed runs (docs/distributed.md)")
+    group.add_argument("--nproc", type=int, metavar="N",
+                       help="run N ranks through torch.distributed.run (torchrun) and merge them into one report")
+    group.add_argument("--comm-timeout", type=float, metavar="S",
+                       help="end a rank stuck at a collective for S seconds, naming the rank it waits for (default 600)")
+    group.add_argument("--dist-backend", choices=["auto", "gloo", "nccl"],
+                       help="process group of a model file's DDP step (default auto: nccl when each rank has a GPU, else gloo)")
     parser.set_defaults(handler=run)
 
 
@@ -41,6 +48,19 @@ def run(args) -> int:
     from dmlprof.errors import UsageError
     from dmlprof.runner import ScanStopped, scan
 
+    from dmlprof.distributed.env import rank_info
+
+    info = rank_info()  # set when torchrun (or dmlprof scan --nproc) started this process as one rank
+    if args.nproc is not None:
+        if info is not None:
+            raise UsageError("--nproc starts the ranks itself: run it outside torchrun")
+        from dmlprof.distributed.launch import launch
+
+        return launch(args)
+    if info is not None:
+        from dmlprof.distributed.rank import run_rank
+
+        return run_rank(args, info)
     if args.target and args.replace:
         raise UsageError("--replace runs the model twice on a device; it does not combine with --target")
     if args.target and args.verify:

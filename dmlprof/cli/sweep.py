@@ -33,6 +33,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--time-budget", type=float, default=DEFAULT_TIME_BUDGET_S, metavar="S",
                         help=f"--auto: do not start a size likely to end past S seconds (default {DEFAULT_TIME_BUDGET_S:.0f}; 0: no limit)")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
+    parser.add_argument("--devices", metavar="I,J,...",
+                        help="sweep on several devices of that kind at once (indices, e.g. 0,1): one child per device")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"timed steps per size (default {DEFAULT_STEPS})")
     parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help=f"warm-up steps per size (default {DEFAULT_WARMUP})")
     parser.add_argument("--amp", choices=["fp16", "bf16"], help="mixed precision with the backend's torch.autocast")
@@ -53,11 +55,9 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from dmlprof.cli.output import _write, write_reports
-    from dmlprof.errors import ModelRaisedError, UsageError
-    from dmlprof.sweep.options import parse_batch_sizes, parse_bytes, parse_memory_budget
+    from dmlprof.errors import UsageError
     from dmlprof.sweep.driver import run_sweep
-    from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+    from dmlprof.sweep.options import parse_batch_sizes, parse_bytes, parse_memory_budget
 
     batch_sizes = parse_batch_sizes(args.batch_sizes) if args.batch_sizes else None
     budget = parse_memory_budget(args.memory_budget)
@@ -67,12 +67,52 @@ def run(args) -> int:
         raise UsageError("--max-batch-size must be at least 1")
     if args.child_timeout <= 0:
         raise UsageError("--child-timeout must be positive")
-    result = run_sweep(
-        args.model, args.device, batch_sizes=batch_sizes, auto=args.auto, start_batch_size=args.start_batch_size,
+    options = dict(
+        batch_sizes=batch_sizes, auto=args.auto, start_batch_size=args.start_batch_size,
         max_batch_size=args.max_batch_size, steps=args.steps, warmup=args.warmup, amp=args.amp,
         memory_budget=budget, child_memory_limit=child_memory_limit,
         time_budget_s=args.time_budget or None, child_timeout_s=args.child_timeout, progress=args.progress,
     )
+    if args.devices:
+        return _run_devices(args, options)
+    result = run_sweep(args.model, args.device, **options)
+    return _finish(args, result)
+
+
+def _run_devices(args, options) -> int:
+    """``--devices 0,1``: the sweep on each device at once; one session, table and JSON document per device."""
+    import json
+    from pathlib import Path
+
+    from dmlprof.cli.output import _write
+    from dmlprof.errors import UsageError
+    from dmlprof.sweep.driver import run_sweep_devices
+    from dmlprof.sweep.report import sweep_document
+
+    try:
+        devices = [int(part) for part in args.devices.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--devices: {args.devices!r} is not a list of device indices (example: --devices 0,1)") from None
+    if args.html:
+        raise UsageError("--html writes one sweep; with --devices use --json (one document per device)")
+    results = run_sweep_devices(args.model, args.device, devices, **options)
+    json_path, args.json = args.json, None
+    codes = [_finish(args, result, heading=f"device {index}") for index, result in zip(devices, results)]
+    if json_path:
+        documents = [sweep_document(result.to_session()) for result in results]
+        from dmlprof.session import _json_safe
+
+        _write(Path(json_path), json.dumps(_json_safe({"format": "dmlprof-sweep-devices", "devices": documents}),
+                                           indent=2, allow_nan=False))
+    return max(codes)
+
+
+def _finish(args, result, heading: str = "") -> int:
+    """Save one sweep's session, write --json/--html, print its table; the exit code."""
+    from dmlprof.cli.output import _write, write_reports
+    from dmlprof.errors import ModelRaisedError, UsageError
+    from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+
     session = result.to_session()
     out_dir = args.out or "reports"
     from pathlib import Path
@@ -86,6 +126,8 @@ def run(args) -> int:
     write_reports(session, argparse.Namespace(html=args.html))
     where = sys.stderr if args.quiet else sys.stdout
     if not args.quiet:
+        if heading:
+            print(f"\n[{heading}]")
         print(render_sweep_text(session))
     print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=where)
     sys.stdout.flush()

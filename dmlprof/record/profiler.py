@@ -16,8 +16,9 @@ from contextlib import contextmanager
 
 import pandas as pd
 
-# Kineto prints these on start/stop (torch 2.13: "USDT: ... profiler_start").
-_PROFILER_NOISE = re.compile(r"USDT|STAGE:|kineto|Kineto|ActivityProfiler|CUPTI|libkineto|Profiler")
+# Kineto prints these on start/stop (torch 2.13: "USDT: ... profiler_start"), and a CUDA build
+# without a GPU on exporting a trace (torch 2.4.1: "DeviceProperties.cpp:46] gpuGetDeviceCount failed").
+_PROFILER_NOISE = re.compile(r"USDT|STAGE:|kineto|Kineto|ActivityProfiler|CUPTI|libkineto|Profiler|DeviceProperties\.cpp")
 
 
 @contextmanager

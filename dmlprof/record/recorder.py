@@ -14,12 +14,13 @@ from typing import Optional
 
 import torch
 
+from dmlprof.distributed.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import leaves_device
 from dmlprof.record.tap import DispatcherTap
 from dmlprof.record.warning_capture import WarningCapture
 
-PHASES = ("forward", "backward", "optimizer", "other")
+PHASES = ("forward", "backward", "optimizer", "comm", "other")
 _perf_ns = time.perf_counter_ns
 _Tensor = torch.Tensor
 _current_node = torch._C._current_autograd_node
@@ -97,7 +98,11 @@ class _Calls:
         phase = rec.phase or rec.infer_phase()
         module, source = rec.modules.owner(phase, rec.optimizer_name)
         out_meta = _tensor_meta(outputs)
-        if warned_after != warned_before or failed is not None or rec.wants_source(func, inputs, out_meta):
+        collective = comm_phase(func)  # c10d collectives are a phase of their own, attributed as if not
+        if collective is not None:
+            phase = collective
+        if (collective is not None or warned_after != warned_before or failed is not None
+                or rec.wants_source(func, inputs, out_meta)):
             # The user's own line matters most where a call leaves the device, or fails.
             source = user_source_line(2) or source
         rec.rows.append(
@@ -118,7 +123,13 @@ class Recorder:
 
     ``phase`` may be set by the runner (contract mode); when ``None`` it is
     inferred from optimizer hooks, the autograd engine and the module stack.
+    Collectives always get the phase ``comm``.
     """
+
+    #: the recorder now recording, if any, and the one entered last (its rows outlive it): read,
+    #: never changed, by a distributed run's watchdog thread and SIGTERM handler (dmlprof.distributed)
+    current: "Optional[Recorder]" = None
+    last: "Optional[Recorder]" = None
 
     def __init__(self, backend, sync: bool = True, verifier=None):
         self.backend = backend
@@ -184,6 +195,7 @@ class Recorder:
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self):
         self.tap.install()
+        Recorder.current = Recorder.last = self
         self.warnings.__enter__()
         self.modules.install()
         import torch.optim.optimizer as optim
@@ -203,6 +215,8 @@ class Recorder:
         if self._enabled is None:
             return False
         enabled, self._enabled = self._enabled, None
+        if Recorder.current is self:
+            Recorder.current = None
         try:
             enabled.__exit__(None, None, None)
         finally:

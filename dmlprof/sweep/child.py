@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("model")
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--device-index", type=int, default=0, help="which device of that kind (sweep --devices)")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--amp", choices=AMP_DTYPES)
@@ -174,13 +175,14 @@ def measure(args) -> dict:
         return result
 
     try:
-        backend = resolve_backend(args.device)
+        backend = resolve_backend(args.device, args.device_index)
     except DmlprofError as exc:
         result["error"] = exc.one_line()
         return result
     result.update(
         backend=backend.name,
         device=_safe(lambda: str(backend.device()), ""),
+        device_index=args.device_index,
         device_name=_safe(backend.device_name, "unknown"),
         torch_version=torch.__version__,
     )

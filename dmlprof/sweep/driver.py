@@ -111,14 +111,18 @@ class SweepResult:
         from dmlprof.session import SUFFIX
 
         stamp = self.started_at.replace(":", "").replace("-", "")[:15] or "now"
-        return f"{self.model.stem}-{self.first('backend', self.device)}-sweep-{stamp}{SUFFIX}"
+        index = self.settings.get("device_index")
+        where = self.first("backend", self.device) + (f"{index}" if index is not None else "")
+        return f"{self.model.stem}-{where}-sweep-{stamp}{SUFFIX}"
 
 
 def child_command(model: Path, batch_size: int, *, device: str, steps: int, warmup: int, amp: Optional[str],
-                  memory_limit: Optional[int], record: str = "auto") -> List[str]:
+                  memory_limit: Optional[int], record: str = "auto", device_index: Optional[int] = None) -> List[str]:
     """The argv of one child (``sys.executable -m dmlprof.sweep.child ...``)."""
     argv = [sys.executable, "-m", "dmlprof.sweep.child", str(model), "--batch-size", str(batch_size),
             "--device", device, "--steps", str(steps), "--warmup", str(warmup), "--record", record]
+    if device_index is not None:
+        argv += ["--device-index", str(int(device_index))]
     if amp:
         argv += ["--amp", amp]
     if memory_limit:
@@ -233,6 +237,7 @@ def run_sweep(
     record: str = "auto",
     progress: bool = True,
     runner: Callable[..., dict] = run_child,
+    device_index: Optional[int] = None,
 ) -> SweepResult:
     """Measure each batch size in its own process; returns a :class:`SweepResult`.
 
@@ -270,7 +275,8 @@ def run_sweep(
                          started_at=_dt.datetime.now().isoformat(timespec="seconds"))
     result.settings = {"auto": bool(auto), "sizes_planned": sizes, "steps": steps, "warmup_steps": warmup, "amp": amp,
                        "max_batch_size": max_batch_size if auto else None,
-                       "time_budget_s": time_budget_s if auto else None, "child_memory_limit_bytes": child_memory_limit}
+                       "time_budget_s": time_budget_s if auto else None, "child_memory_limit_bytes": child_memory_limit,
+                       "device_index": device_index}
     if child_memory_limit:
         supported, why = memory_limit_supported()
         if not supported:
@@ -288,7 +294,7 @@ def run_sweep(
             bar.start(size)
             child_started = _clock()
             argv = child_command(model_file.path, size, device=backend_name, steps=steps, warmup=warmup, amp=amp,
-                                 memory_limit=child_memory_limit, record=record)
+                                 memory_limit=child_memory_limit, record=record, device_index=device_index)
             child = runner(argv, size, child_timeout_s, tick=lambda: bar.start(size))
             last_wall_s = _clock() - child_started
             result.results.append(child)
@@ -321,3 +327,20 @@ def run_sweep(
         bar.close()
         result.duration_s = _clock() - started
     return result
+
+
+def run_sweep_devices(model, device: str, devices: List[int], **options) -> List[SweepResult]:
+    """The same sweep on several devices at once: one thread per device, each running its own children.
+
+    Every device gets the sizes and stop rules of :func:`run_sweep` (its own
+    ``--auto`` doubling); at any moment one child runs per device. Returns
+    one :class:`SweepResult` per device, in the order given.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not devices or len(set(devices)) != len(devices) or any(d < 0 for d in devices):
+        raise UsageError("--devices takes distinct device indices, e.g. --devices 0,1")
+    options["progress"] = False  # one bar per device would interleave; each device's table follows
+    with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+        futures = [pool.submit(run_sweep, model, device, device_index=index, **options) for index in devices]
+        return [future.result() for future in futures]

@@ -480,7 +480,7 @@ def test_child_takes_the_largest_reading_where_the_backend_keeps_no_peak(tmp_pat
     model.write_text(TINY_MODEL)
     # first reading, warm-up forward (activations alive), after each of 2 timed steps, final reading
     backend = _fake_backend([100, 9000, 200, 300, 250])
-    monkeypatch.setattr(dmlprof.backends, "resolve_backend", lambda name: backend)
+    monkeypatch.setattr(dmlprof.backends, "resolve_backend", lambda name, index=0: backend)
     result = measure(build_parser().parse_args([str(model), "--batch-size", "3", "--steps", "2", "--warmup", "1"]))
     assert result["status"] == "ok", result
     assert result["peak_memory_bytes"] == 9000
@@ -499,7 +499,7 @@ def test_child_reports_out_of_memory_as_oom_and_other_errors_as_error(tmp_path, 
     import dmlprof.backends
     from dmlprof.sweep.child import build_parser, measure
 
-    monkeypatch.setattr(dmlprof.backends, "resolve_backend", lambda name: _fake_backend([1]))
+    monkeypatch.setattr(dmlprof.backends, "resolve_backend", lambda name, index=0: _fake_backend([1]))
     model = tmp_path / "m.py"
     model.write_text(TINY_MODEL.replace("    return torch.ones(batch_size, 4)", f"    {raise_line}\n    return torch.ones(batch_size, 4)"))
     result = measure(build_parser().parse_args([str(model), "--batch-size", "3"]))

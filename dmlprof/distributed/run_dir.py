@@ -1,0 +1,97 @@
+"""A run folder read back: every rank's session, the ranks that left none, their error lines.
+
+``RUN_DIR/rank<N>.session.json`` per rank (plain JSON sessions), and, when
+``dmlprof scan --nproc`` ran the job, ``RUN_DIR/rank<N>.error.json`` for ranks
+that failed. :meth:`Run.frames` turns them into the frames the merge
+(:mod:`dmlprof.analysis.distributed`) reads.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List
+
+import pandas as pd
+
+from dmlprof.distributed.annotate import columns_frame
+from dmlprof.distributed.collectives import COLLECTIVE_COLUMNS
+from dmlprof.errors import SessionFileError
+
+_SESSION = re.compile(r"^rank(\d+)\.session\.json$")
+_ERROR = re.compile(r"^rank(\d+)\.error\.json$")
+
+
+def is_run_dir(path) -> bool:
+    """Whether ``path`` is a folder holding rank sessions (what ``dmlprof report`` merges)."""
+    path = Path(path)
+    return path.is_dir() and any(_SESSION.match(p.name) for p in path.iterdir())
+
+
+@dataclass
+class Run:
+    """The sessions of one distributed run, by rank."""
+
+    folder: Path
+    sessions: Dict[int, object] = field(default_factory=dict)
+    errors: Dict[int, str] = field(default_factory=dict)
+    unreadable: Dict[int, str] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        sizes = [int((s.meta.get("distributed") or {}).get("world_size") or 0) for s in self.sessions.values()]
+        return max(sizes + [max(self.sessions, default=-1) + 1, max(self.errors, default=-1) + 1])
+
+    @property
+    def missing_ranks(self) -> List[int]:
+        return [r for r in range(self.world_size) if r not in self.sessions]
+
+    def first_meta(self) -> dict:
+        return self.sessions[min(self.sessions)].meta if self.sessions else {}
+
+    def frames(self) -> tuple:
+        """(ops, collectives, steps, ranks): every rank's frames with a ``rank`` column."""
+        ops, calls, steps, ranks = [], [], [], []
+        for rank, session in sorted(self.sessions.items()):
+            ops.append(session.ops.assign(rank=rank))
+            table = columns_frame(session.extras.get("collectives"), COLLECTIVE_COLUMNS)
+            calls.append(table.assign(rank=rank))
+            measured = session.meta.get("step_times_ms") or []
+            steps.append(pd.DataFrame({"rank": rank, "step": range(len(measured)), "step_ms": measured}))
+            info = session.meta.get("distributed") or {}
+            ranks.append({"rank": rank, "partial": bool(session.meta.get("partial")),
+                          "partial_reason": str(session.meta.get("partial_reason") or ""),
+                          "run_mode": session.meta.get("run_mode"), "device": session.meta.get("device"),
+                          "local_rank": info.get("local_rank"), "dist_backend": info.get("backend"),
+                          "error": self.errors.get(rank, "")})
+        frame = pd.concat(ops, ignore_index=True) if ops else pd.DataFrame(columns=["rank"])
+        table = pd.concat(calls, ignore_index=True) if calls else pd.DataFrame(columns=list(COLLECTIVE_COLUMNS) + ["rank"])
+        measured = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=["rank", "step", "step_ms"])
+        return frame, table, measured, pd.DataFrame(ranks)
+
+
+def load_run(folder) -> Run:
+    """Read every rank's session and error line in ``folder``; raises SessionFileError when it holds none."""
+    from dmlprof.session import Session
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SessionFileError(f"no run folder at {folder}")
+    run = Run(folder)
+    for path in sorted(folder.iterdir()):
+        session_match, error_match = _SESSION.match(path.name), _ERROR.match(path.name)
+        if session_match:
+            rank = int(session_match.group(1))
+            try:
+                run.sessions[rank] = Session.load(path)
+            except SessionFileError as exc:
+                run.unreadable[rank] = exc.one_line()
+        elif error_match:
+            try:
+                run.errors[int(error_match.group(1))] = str(json.loads(path.read_text(encoding="utf-8"))["line"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    if not run.sessions:
+        raise SessionFileError(f"{folder} holds no readable rank session (rank<N>.session.json)")
+    return run
