@@ -72,9 +72,11 @@ def _check_against_profiler(folder: Path, report: dict, script: bool) -> None:
         periods = periods[1:] if script else periods
         matched = min(len(ours), len(periods))
         assert matched >= 2, (ours, periods)
-        ours_ms, theirs_ms = sum(ours[:matched]), sum(periods[:matched])
+        # The median step, not the sum: on this shared 2-core machine one step's window can take a
+        # scheduling stall the other clock places in the next step.
+        ratios = sorted(a / b for a, b in zip(ours[:matched], periods[:matched]))
         ours_comm = sum(c["comm_time_ms"] for c in report["collectives"] if c["rank"] == rank["rank"])
-        assert abs(ours_ms / theirs_ms - 1) <= TOLERANCE, (rank["rank"], ours[:matched], periods[:matched])
+        assert abs(ratios[len(ratios) // 2] - 1) <= TOLERANCE, (rank["rank"], ours[:matched], periods[:matched])
         assert abs(ours_comm / comm_ms - 1) <= TOLERANCE, (rank["rank"], ours_comm, comm_ms)
 
 
