@@ -15,7 +15,9 @@ from typing import Optional
 import pandas as pd
 
 from dmlprof.errors import SessionFileError
+from dmlprof.files import name_part, write_atomic, write_new
 from dmlprof.record.frame import empty_ops_frame, typed_ops_frame
+from dmlprof.session_check import check_session_dict
 
 FORMAT = "dmlprof-session"
 FORMAT_VERSION = 1
@@ -44,39 +46,51 @@ class Session:
             "extras": self.extras,
         }
 
-    def save(self, path) -> Path:
-        """Write the session as UTF-8 JSON; returns the path written."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(_json_safe(self.to_dict()), separators=(",", ":"), allow_nan=False), encoding="utf-8")
-        tmp.replace(path)
-        return path
+    def save(self, path, *, new: bool = False) -> Path:
+        """Write the session as UTF-8 JSON, whole or not at all; returns the path written.
+
+        ``new=True`` never replaces a file: when ``path`` exists the session
+        goes to ``<name>-2.session.json`` (then -3, ...), so scans started in
+        the same second keep one file each. Raises ``OSError``.
+        """
+        text = json.dumps(_json_safe(self.to_dict()), separators=(",", ":"), allow_nan=False)
+        return write_new(path, text, suffix=SUFFIX) if new else write_atomic(path, text)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Session":
+        """A Session from the parsed JSON of a session file; :class:`SessionFileError` if it is not one.
+
+        Everything the reports read is checked first (types, column lengths,
+        finite numbers), so a damaged or hostile file fails here, in one line,
+        and never inside a renderer.
+        """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise SessionFileError("not a dmlprof session file")
-        if data.get("format_version", 0) > FORMAT_VERSION:
-            raise SessionFileError(
-                f"session format {data.get('format_version')} is newer than this dmlprof understands",
-                remedy="upgrade dmlprof",
-            )
+        check_session_dict(data, FORMAT_VERSION)
         ops = typed_ops_frame(pd.DataFrame(data.get("ops") or {}))
         profiler_ops = pd.DataFrame(data.get("profiler_ops") or {})
         return cls(meta=data.get("meta") or {}, ops=ops, profiler_ops=profiler_ops, extras=data.get("extras") or {})
 
     @classmethod
     def load(cls, path) -> "Session":
-        """Read a session file written by :meth:`save`."""
+        """Read a session file written by :meth:`save`; :class:`SessionFileError` for anything else."""
         path = Path(path)
         if not path.is_file():
             raise SessionFileError(f"no session file at {path}")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SessionFileError(f"{path} is not a dmlprof session file ({type(exc).__name__})") from None
-        return cls.from_dict(data)
+            data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+            raise SessionFileError(f"{path} is not a dmlprof session file ({_why(exc)})") from None
+        except RecursionError:
+            raise SessionFileError(f"{path} is not a dmlprof session file (JSON nested too deeply)") from None
+        except OSError as exc:
+            raise SessionFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        try:
+            return cls.from_dict(data)
+        except SessionFileError as exc:
+            if str(exc).startswith(str(path)):
+                raise
+            raise SessionFileError(f"{path}: {exc}", remedy=exc.remedy) from None
 
     # -- conveniences --------------------------------------------------------
     @property
@@ -84,9 +98,10 @@ class Session:
         return bool(self.meta.get("partial"))
 
     def default_filename(self) -> str:
-        model = Path(str(self.meta.get("model", "session"))).stem or "session"
-        backend = self.meta.get("backend", "device")
-        stamp = str(self.meta.get("started_at", "")).replace(":", "").replace("-", "")[:15] or "now"
+        """``<model>-<backend>-<yyyymmddThhmmss>.session.json``, short enough for any file system."""
+        model = name_part(Path(str(self.meta.get("model", "session"))).stem or "session")
+        backend = name_part(self.meta.get("backend", "device"), 40)
+        stamp = name_part(str(self.meta.get("started_at", "")).replace(":", "").replace("-", "")[:15] or "now")
         return f"{model}-{backend}-{stamp}{SUFFIX}"
 
     def _repr_html_(self) -> str:
@@ -95,6 +110,19 @@ class Session:
         import html
 
         return f"<pre>{html.escape(render_text(self))}</pre>"
+
+
+def _reject_constant(name: str):
+    # json accepts NaN and Infinity by default; a session never holds them (save writes null).
+    raise ValueError(f"{name} is not a number a session can hold")
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _frame_to_columns(frame: Optional[pd.DataFrame]) -> dict:

@@ -1,0 +1,263 @@
+"""What a session file must hold before anything reads it (``Session.from_dict`` calls this).
+
+Sessions are files people send each other, so a loaded file is untrusted
+input. Every field the reports, the analyses and the trace read is checked
+here against the type they expect; a file that fails gets one
+:class:`~dmlprof.errors.SessionFileError` naming the field, never a traceback
+from deep inside a renderer. Fields dmlprof does not read are left alone
+(newer writers may add some).
+
+A schema is a small callable ``check(value, where)`` that raises ``_Bad``;
+``record``, ``list_of`` and friends build them.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict
+
+from dmlprof.errors import SessionFileError
+
+INT64_MAX = 2**63 - 1
+#: deeper nesting than this is no session's (and would exhaust the stack of any recursive reader)
+MAX_DEPTH = 64
+#: a session holds at most this many op rows (a very long script records a few million)
+MAX_ROWS = 50_000_000
+
+
+class _Bad(Exception):
+    """One field is wrong; ``str()`` says where and how."""
+
+
+Check = Callable[[object, str], None]
+
+
+def _type_name(value) -> str:
+    return "null" if value is None else {dict: "an object", list: "a list", str: "a string", bool: "true/false",
+                                         int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _expect(ok: bool, value, where: str, what: str) -> None:
+    if not ok:
+        raise _Bad(f"{where} should be {what}, not {_type_name(value)}")
+
+
+def text(value, where: str) -> None:
+    _expect(isinstance(value, str), value, where, "a string")
+
+
+def boolean(value, where: str) -> None:
+    _expect(isinstance(value, bool), value, where, "true or false")
+
+
+def integer(value, where: str) -> None:
+    _expect(isinstance(value, int) and not isinstance(value, bool), value, where, "an integer")
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise _Bad(f"{where} is out of range ({str(value)[:20]}...)")
+
+
+def count(value, where: str) -> None:
+    integer(value, where)
+    if value < 0:
+        raise _Bad(f"{where} should not be negative")
+
+
+def number(value, where: str) -> None:
+    # json.loads with parse_constant rejects NaN/Infinity; a huge literal like 1e400 still reads as inf
+    _expect(isinstance(value, (int, float)) and not isinstance(value, bool), value, where, "a number")
+    if isinstance(value, float) and not abs(value) < float("inf"):
+        raise _Bad(f"{where} is not a finite number")
+    if isinstance(value, int):
+        integer(value, where)
+
+
+def anything(value, where: str) -> None:
+    pass
+
+
+def optional(check: Check) -> Check:
+    def run(value, where):
+        if value is not None:
+            check(value, where)
+    return run
+
+
+def list_of(check: Check) -> Check:
+    def run(value, where):
+        _expect(isinstance(value, list), value, where, "a list")
+        for i, item in enumerate(value):
+            check(item, f"{where}[{i}]")
+    return run
+
+
+def dict_of(check: Check) -> Check:
+    def run(value, where):
+        _expect(isinstance(value, dict), value, where, "an object")
+        for key, item in value.items():
+            check(item, f"{where}.{key}")
+    return run
+
+
+def record(fields: Dict[str, Check]) -> Check:
+    """An object whose listed fields, where present, pass their checks (other fields are not read)."""
+    def run(value, where):
+        _expect(isinstance(value, dict), value, where, "an object")
+        for key, check in fields.items():
+            if key in value:
+                check(value[key], f"{where}.{key}")
+    return run
+
+
+def requiring(keys, check: Check) -> Check:
+    """``check``, and ``keys`` must be present (fields a reader indexes directly)."""
+    def run(value, where):
+        check(value, where)
+        missing = [k for k in keys if k not in value]
+        if missing:
+            raise _Bad(f"{where} lacks {', '.join(missing)}")
+    return run
+
+
+_shape = list_of(integer)
+_scalar = optional(lambda v, w: _expect(isinstance(v, (str, int, float, bool)), v, w, "a string or number"))
+
+META = record({
+    **{key: text for key in (
+        "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
+        "mode", "run_mode", "model", "model_name", "timing", "started_at", "partial_reason", "recording",
+        "optimizer", "loss_fn", "table_version", "memory_budget", "sweep_stop_reason", "target")},
+    **{key: boolean for key in ("partial", "sync", "profiler", "verify")},
+    **{key: optional(count) for key in (
+        "batch_size", "steps", "warmup_steps", "steps_requested", "parameters", "memory_total_bytes",
+        "replacements_applied")},
+    "duration_s": optional(number),
+    "step_times_ms": list_of(number),
+    "notes": list_of(text),
+    "sweep_notes": list_of(text),
+    "script_args": list_of(text),
+    "warnings": list_of(record({"category": text, "message": text, "count": count})),
+    "memory": record({"peak_bytes": optional(count), "total_bytes": optional(count),
+                      "allocated_bytes": optional(count), "source": text}),
+    "backend_versions": dict_of(_scalar),
+    "profiler_check": record({"matched_ops": count, "time_ms": number, "profiler_time_ms": number,
+                              "ratio": optional(number), "note": text}),
+    "nonfinite_loss": record({"step": count, "value": text, "warmup": boolean}),
+    "sweep_settings": record({"steps": optional(count), "warmup_steps": optional(count), "amp": optional(text)}),
+    "sweep_details": list_of(record({"fallback_ops": list_of(text), "fallback_recorded": boolean,
+                                     "step_times_ms": list_of(number)})),
+})
+
+_DIVERGENT = record({
+    **{key: text for key in ("op", "module", "source", "what", "reason", "phase", "output_dtype")},
+    "step": optional(integer), "mismatched": count, "numel": count,
+    **{key: optional(number) for key in ("rtol", "atol", "max_abs_error", "max_rel_error")},
+    "input_shapes": list_of(_shape), "input_dtypes": list_of(text), "output_shape": _shape,
+})
+_LOST = record({"parameter": text, "optimizer": text, "shape": _shape, "dtype": text,
+                "max_abs_grad": optional(number), "lr": optional(number)})
+VERIFY = record({
+    **{key: count for key in ("checked_calls", "checked_ops", "divergent_calls", "skipped_calls", "optimizer_steps",
+                              "parameters_checked", "parameters_not_expected_to_move")},
+    "device_type": text, "backend": text, "divergent_records_capped": boolean, "partial": boolean,
+    "divergent": list_of(_DIVERGENT),
+    "lost_updates": list_of(_LOST),
+    "skipped": dict_of(record({"reason": text, "calls": count, "ops": dict_of(count)})),
+})
+
+_SWEEP_ROW = requiring(("batch_size", "status"), record({
+    "batch_size": count, "status": text, "samples_per_s": optional(number), "step_ms_p50": optional(number),
+    "step_ms_p95": optional(number), "peak_memory_bytes": optional(count), "memory_source": optional(text),
+    "fallback_time_share": optional(number), "error": optional(text),
+}))
+SWEEP = record({"rows": list_of(_SWEEP_ROW), "recommended_batch_size": optional(count),
+                "knee_batch_size": optional(count), "memory_budget_bytes": optional(number)})
+
+_HEADLINE = requiring(
+    ("fallback_calls", "fallback_calls_per_step", "fallback_time_share", "fallback_bytes_moved_per_step",
+     "step_time_ms"),
+    record({"fallback_calls": count, "fallback_calls_per_step": number, "fallback_time_share": number,
+            "fallback_bytes_moved_per_step": number, "step_time_ms": optional(number), "steps": count,
+            "error": optional(text), "fallback_ops": dict_of(count)}))
+REPLACE = requiring(("before", "after", "removed_ops", "remaining_ops"), record({
+    "before": _HEADLINE, "after": _HEADLINE, "step_time_speedup": optional(number), "removed_ops": list_of(text),
+    "remaining_ops": list_of(requiring(("op", "calls", "replacement"), record(
+        {"op": text, "calls": count, "replacement": optional(text)}))),
+    "applied": list_of(anything),
+}))
+EXTRAS = record({"verify": VERIFY, "sweep": SWEEP, "replace": REPLACE})
+
+# The op frame: integer, text and nullable-number columns (dmlprof.record.frame.OP_COLUMNS).
+_OP_INT = ("seq", "step", "fallback_calls", "start_ns", "time_ns", "bytes_moved", "thread")
+_OP_TEXT = ("phase", "op", "verdict", "evidence", "fallback_ops", "module", "source", "input_devices",
+            "output_devices", "dtypes", "shapes", "transfer")
+_FALLBACK_OPS = re.compile(r"(?:[^;]+=\d{1,18})(?:;[^;]+=\d{1,18})*")
+_PROFILER_OPS = {"op": text, "calls": count, "time_ns": number, "device_time_ns": optional(number)}
+
+
+def _columns(value, where: str, checks: Dict[str, Check]) -> None:
+    """A frame as ``{column: [values]}``: every column a list, all of one length, known columns typed."""
+    if value is None:
+        return
+    _expect(isinstance(value, dict), value, where, "an object of columns")
+    lengths = set()
+    for column, values in value.items():
+        _expect(isinstance(values, list), values, f"{where}.{column}", "a list")
+        lengths.add(len(values))
+    if len(lengths) > 1:
+        raise _Bad(f"{where}: its columns have different lengths ({', '.join(map(str, sorted(lengths)[:4]))})")
+    if lengths and max(lengths) > MAX_ROWS:
+        raise _Bad(f"{where} has more than {MAX_ROWS:,} rows")
+    for column, check in checks.items():
+        for i, item in enumerate(value.get(column) or ()):
+            check(item, f"{where}.{column}[{i}]")
+
+
+def _fallback_ops(value, where: str) -> None:
+    text(value, where)
+    if value and not _FALLBACK_OPS.fullmatch(value):
+        raise _Bad(f"{where} should read 'aten::op=count;...'")
+
+
+_OPS = {**{c: optional(integer) for c in _OP_INT}, **{c: optional(text) for c in _OP_TEXT},
+        "fallback_ops": optional(_fallback_ops), "device_time_ns": optional(number)}
+
+
+def _too_deep(value, limit: int = MAX_DEPTH) -> bool:
+    """Whether containers nest deeper than ``limit`` (iterative: the check itself cannot overflow)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
+
+
+def _nesting(data: dict) -> None:
+    # op columns of known names hold scalars (checked below); walk everything else
+    ops = data.get("ops")
+    rest = {k: v for k, v in data.items() if k != "ops"}
+    if isinstance(ops, dict):
+        rest["ops"] = {k: v for k, v in ops.items() if k not in _OPS}
+    if _too_deep(rest):
+        raise _Bad(f"it nests deeper than {MAX_DEPTH} levels")
+
+
+def check_session_dict(data: dict, newest_version: int) -> None:
+    """Raise :class:`SessionFileError` unless ``data`` (a parsed session file) is safe to read."""
+    version = data.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SessionFileError(f"format_version should be a whole number from 1, not {_type_name(version)}")
+    if version > newest_version:
+        raise SessionFileError(f"session format {version} is newer than this dmlprof understands",
+                               remedy="upgrade dmlprof")
+    try:
+        _nesting(data)
+        optional(META)(data.get("meta"), "meta")
+        _columns(data.get("ops"), "ops", _OPS)
+        _columns(data.get("profiler_ops"), "profiler_ops", _PROFILER_OPS)
+        optional(EXTRAS)(data.get("extras"), "extras")
+    except _Bad as bad:
+        raise SessionFileError(f"not a valid session: {bad}") from None
