@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from dmlprof import __version__
@@ -71,15 +72,38 @@ def main(argv=None) -> int:
     try:
         return int(args.handler(args) or 0)
     except DmlprofError as err:
-        saved = getattr(err, "saved_to", None)
-        kept = f" [partial session saved to {saved}]" if saved else ""
-        print(f"dmlprof: error: {err.one_line()}{kept}", file=sys.stderr)
+        _error_line(err.one_line(), _kept(err))
         return err.exit_code
     except KeyboardInterrupt:
         print("dmlprof: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        silence_stdout()  # the reader left (| head): not an error
         return 0
+
+
+def _kept(err: DmlprofError):
+    """What the failed run still saved: ``partial session saved to X; not written: ...``."""
+    kept = getattr(err, "kept", None)
+    if kept is None and getattr(err, "saved_to", None):
+        kept = f"partial session saved to {err.saved_to}"
+    return kept
+
+
+def _error_line(message: str, kept=None) -> None:
+    print(f"dmlprof: error: {message}" + (f" [{kept}]" if kept else ""), file=sys.stderr)
+    sys.stderr.flush()
+
+
+def silence_stdout() -> None:
+    """Point stdout at the null device after it failed: Python flushes it again at exit, and what
+    failed once would fail there, with a traceback."""
+    try:
+        devnull = open(os.devnull, "w", encoding="utf-8")
+        os.dup2(devnull.fileno(), sys.stdout.fileno())
+        sys.stdout = devnull
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def entry() -> None:

@@ -1,50 +1,178 @@
-"""Where a command writes its session and reports (shared by scan-like commands)."""
+"""Where a command writes its session and reports (shared by scan, report and sweep).
+
+The session is saved first, under a name no other run holds, so nothing
+recorded is lost. Then each report is written whole or not at all (a full disk
+leaves an older report as it was). A report that cannot be written does not
+stop the others, the terminal report or the "session saved" line: it is
+reported at the end, in the same one line as the run's own error if the run
+failed (whose exit code it keeps).
+
+``--json -`` / ``--html -`` write that report to standard output; the terminal
+report is then left out and the "session saved" line goes to stderr.
+"""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, List, Optional
 
-from dmlprof.errors import UsageError
+from dmlprof.errors import DmlprofError, UsageError
+from dmlprof.files import same_file, write_atomic
+
+STDOUT = "-"
 
 
-def write_outputs(session, args) -> Path:
-    """Save the session under --out, then write --json/--html/--tb if asked. Returns the session path."""
+@dataclass
+class Written:
+    """What was saved where, and what could not be written."""
+
+    session_path: Optional[Path] = None
+    problems: List[str] = field(default_factory=list)
+
+    def note(self, partial: bool = False) -> str:
+        """``partial session saved to X; not written: ...`` (for the end of an error line)."""
+        parts = []
+        if self.session_path is not None:
+            parts.append(f"{'partial ' if partial else ''}session saved to {self.session_path}")
+        if self.problems:
+            parts.append("not written: " + "; ".join(self.problems))
+        return "; ".join(parts)
+
+    def raise_problems(self) -> None:
+        """A UsageError (exit 2) naming what was not written, if anything was not."""
+        if self.problems:
+            error = UsageError(f"cannot write {self.problems[0]}"
+                               + (f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""))
+            error.kept = f"session saved to {self.session_path}" if self.session_path else ""
+            raise error
+
+
+def to_stdout(args) -> bool:
+    return STDOUT in (getattr(args, "json", None), getattr(args, "html", None))
+
+
+def check_paths(args, inputs=()) -> None:
+    """Refuse, before anything runs, outputs that would clobber an input, each other, or share stdout."""
+    outputs = [(f"--{name}", getattr(args, name, None)) for name in ("json", "html")]
+    outputs = [(option, value) for option, value in outputs if value]
+    if [value for _, value in outputs].count(STDOUT) > 1:
+        raise UsageError("only one of --json and --html can go to standard output (-)")
+    files = [(option, Path(value)) for option, value in outputs if value != STDOUT]
+    if len(files) == 2 and _same_path(files[0][1], files[1][1]):
+        raise UsageError(f"--json and --html name the same file ({files[0][1]}); each report needs its own")
+    for option, path in files:
+        if path.is_dir():
+            raise UsageError(f"{option} {path} is a folder; give a file name")
+        for source in inputs:
+            if source and _same_path(path, Path(source)):
+                raise UsageError(f"{option} {path} is the input file itself; writing the report there would destroy it")
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    if same_file(a, b):
+        return True
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def save_session(session, args, filename: Optional[str] = None, written: Optional[Written] = None) -> Written:
+    """Save the session under --out (a fresh name, never over another run's), then write the reports."""
+    written = written or Written()
     out_dir = Path(getattr(args, "out", None) or "reports")
     try:
-        session_path = session.save(out_dir / session.default_filename())
+        written.session_path = session.save(out_dir / (filename or session.default_filename()), new=True)
     except OSError as exc:
-        raise UsageError(f"cannot write the session under {out_dir}: {exc.strerror or exc}") from None
-    write_reports(session, args)
-    return session_path
+        written.problems.append(f"the session under {out_dir} ({_reason(exc)})")
+    return written
 
 
-def write_reports(session, args) -> None:
+def write_reports(session, args, written: Optional[Written] = None, json_text: Optional[Callable] = None) -> Written:
+    """Write --json, --html and --tb if asked; collects what failed in ``written.problems``."""
     from dmlprof.render.json_report import render_json
 
+    written = written or Written()
     if getattr(args, "json", None):
-        _write(Path(args.json), render_json(session))
+        write_output(written, args.json, lambda: (json_text or render_json)(session))
     if getattr(args, "html", None):
         from dmlprof.render.html import render_html
 
-        _write(Path(args.html), render_html(session))
+        write_output(written, args.html, lambda: render_html(session))
     if getattr(args, "tb", None):
         from dmlprof.render.trace import write_tensorboard_run
 
-        write_tensorboard_run(session, Path(args.tb))
+        try:
+            write_tensorboard_run(session, Path(args.tb))
+        except DmlprofError as err:
+            written.problems.append(f"--tb {args.tb} ({err.one_line()})")
+    return written
+
+
+def write_outputs(session, args) -> Written:
+    """The session, then every report asked for (see the module docstring)."""
+    return write_reports(session, args, save_session(session, args))
+
+
+def write_output(written: Written, target: str, render: Callable[[], str]) -> None:
+    """``render()``'s text to the file ``target`` (whole or not at all) or, for ``-``, to stdout;
+    a file that cannot be written is noted in ``written.problems``."""
+    text = render()
+    if target == STDOUT:
+        emit(text, sys.stdout, kept=written.note())
+        return
+    try:
+        write_atomic(Path(target), text)
+    except OSError as exc:
+        written.problems.append(f"{target} ({_reason(exc)})")
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    """Write one output file whole or not at all; a one-line UsageError when it cannot be written."""
+    written = Written()
+    write_output(written, str(path), lambda: text)
+    written.raise_problems()
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def print_report(session, args) -> None:
+    """The terminal report, unless --quiet or a report goes to standard output."""
     from dmlprof.render.terminal import render_text
 
-    if getattr(args, "quiet", False):
+    if getattr(args, "quiet", False) or to_stdout(args):
         return
-    print(render_text(session, top=getattr(args, "top", 15)))
-    sys.stdout.flush()
+    emit(render_text(session, top=getattr(args, "top", 15)), sys.stdout, kept=getattr(args, "kept", None))
+
+
+def emit(text: str, stream, kept: Optional[str] = None) -> None:
+    """Print ``text`` to ``stream``; a stream that cannot take it (``> /dev/full``) is a one-line UsageError.
+
+    ``kept`` (where the session went) rides along in that error line.
+    """
+    try:
+        stream.write(text if text.endswith("\n") else text + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        raise  # the reader went away (| head): the CLI exits quietly
+    except OSError as exc:
+        from dmlprof.cli import silence_stdout
+
+        name = "standard output" if stream is sys.stdout else "standard error"
+        if stream is sys.stdout:
+            silence_stdout()
+        error = UsageError(f"cannot write to {name}: {_reason(exc)}")
+        error.kept = kept
+        raise error from None
+
+
+def print_saved(written: Written, args) -> None:
+    """Where the session went (stderr when stdout is for a report or --quiet)."""
+    if written.session_path is None:
+        return
+    where = sys.stderr if getattr(args, "quiet", False) or to_stdout(args) else sys.stdout
+    emit(f"\nsession saved to {written.session_path}  (re-render: dmlprof report {written.session_path})", where,
+         kept=written.note())

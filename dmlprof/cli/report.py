@@ -5,8 +5,8 @@ from __future__ import annotations
 def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="re-render a saved session", description=__doc__)
     parser.add_argument("session", help="a .session.json file written by scan, or the run folder of a distributed scan")
-    parser.add_argument("--json", metavar="FILE", help="write the JSON report")
-    parser.add_argument("--html", metavar="FILE", help="write the HTML report")
+    parser.add_argument("--json", metavar="FILE", help="write the JSON report (- for standard output)")
+    parser.add_argument("--html", metavar="FILE", help="write the HTML report (- for standard output)")
     parser.add_argument("--tb", metavar="DIR", help="write a TensorBoard profiler run under DIR")
     parser.add_argument("--top", type=int, default=15, help="rows per table in the terminal report")
     parser.add_argument("--quiet", action="store_true", help="print no terminal report")
@@ -14,10 +14,13 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from dmlprof.cli.output import print_report, write_reports
+    import sys
+
+    from dmlprof.cli.output import check_paths, emit, print_report, to_stdout, write_reports
     from dmlprof.distributed.run_dir import is_run_dir
     from dmlprof.session import Session
 
+    check_paths(args, inputs=[args.session])
     if is_run_dir(args.session):  # a distributed run: its ranks merged into one report
         from dmlprof.distributed.report import print_run
 
@@ -25,12 +28,13 @@ def run(args) -> int:
         return 0
 
     session = Session.load(args.session)
-    write_reports(session, args)
+    written = write_reports(session, args)
     if session.meta.get("mode") == "sweep":  # a sweep session holds no op rows, only the sweep
-        if not args.quiet:
+        if not args.quiet and not to_stdout(args):
             from dmlprof.sweep.report import render_sweep_text
 
-            print(render_sweep_text(session))
-        return 0
-    print_report(session, args)
+            emit(render_sweep_text(session), sys.stdout)
+    else:
+        print_report(session, args)
+    written.raise_problems()
     return 0

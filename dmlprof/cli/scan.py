@@ -1,8 +1,6 @@
 """``dmlprof scan MODEL.py``: run a training step (or a script) and report where each op ran."""
 from __future__ import annotations
 
-import sys
-
 from dmlprof.backends import DEVICE_CHOICES
 
 
@@ -26,8 +24,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--no-profiler", dest="profiler", action="store_false",
                         help="do not run torch.profiler alongside (no cross-check, no device kernel times)")
     parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
-    parser.add_argument("--json", metavar="FILE", help="also write the JSON report")
-    parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
+    parser.add_argument("--json", metavar="FILE", help="also write the JSON report (- for standard output)")
+    parser.add_argument("--html", metavar="FILE", help="also write the HTML report (- for standard output)")
     parser.add_argument("--tb", metavar="DIR", help="also write a TensorBoard profiler run under DIR")
     parser.add_argument("--replace", action="store_true", help="scan again with dmlprof's replacements applied and compare")
     parser.add_argument("--verify", action="store_true", help="recompute each device op on the CPU and compare; check optimizer updates land (docs/verify.md)")
@@ -44,9 +42,9 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from dmlprof.cli.output import print_report, write_outputs
+    from dmlprof.cli.output import check_paths, print_report, print_saved, write_outputs
     from dmlprof.errors import UsageError
-    from dmlprof.runner import ScanStopped, scan
+    from dmlprof.runner import ScanStopped
 
     from dmlprof.distributed.env import rank_info
 
@@ -67,27 +65,36 @@ def run(args) -> int:
         raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
     if args.verify and args.replace:
         raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
-    script_options = {"script_args": args.script_args, "run_to_end": args.run_to_end, "remap_from": args.remap_from}
+    check_paths(args, inputs=[args.model])
     try:
-        if args.target:
-            from dmlprof.predict import predict_scan
-
-            session = predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps,
-                                   warmup=args.warmup, **script_options)
-        else:
-            if args.replace:
-                from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
-            session = scan(
-                args.model, args.device, batch_size=args.batch_size, sync=args.sync, profiler=args.profiler,
-                **_step_options(args), **script_options, **({"verify": True} if args.verify else {}),
-            )
-    except ScanStopped as stopped:  # keep what was recorded (or predicted) up to the stop
-        stopped.saved_to = write_outputs(stopped.session, args)
+        session = _scan(args)
+    except ScanStopped as stopped:  # the run failed part-way: keep what was recorded (or predicted), then say why
+        written = write_outputs(stopped.session, args)
+        stopped.kept = written.note(partial=True)
         raise
-    path = write_outputs(session, args)
+    written = write_outputs(session, args)
+    args.kept = written.note()  # if printing the report fails, the error line still says where the session is
     print_report(session, args)
-    print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=sys.stderr if args.quiet else sys.stdout)
+    print_saved(written, args)
+    written.raise_problems()
     return 0
+
+
+def _scan(args):
+    script_options = {"script_args": args.script_args, "run_to_end": args.run_to_end, "remap_from": args.remap_from}
+    if args.target:
+        from dmlprof.predict import predict_scan
+
+        return predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps,
+                            warmup=args.warmup, **script_options)
+    from dmlprof.runner import scan
+
+    if args.replace:
+        from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
+    return scan(
+        args.model, args.device, batch_size=args.batch_size, sync=args.sync, profiler=args.profiler,
+        **_step_options(args), **script_options, **({"verify": True} if args.verify else {}),
+    )
 
 
 def _step_options(args) -> dict:

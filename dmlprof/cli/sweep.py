@@ -47,18 +47,20 @@ def add_parser(commands) -> None:
     parser.add_argument("--child-timeout", type=float, default=DEFAULT_CHILD_TIMEOUT_S, metavar="S",
                         help=f"give up on one size after S seconds (default {DEFAULT_CHILD_TIMEOUT_S:.0f})")
     parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
-    parser.add_argument("--json", metavar="FILE", help="also write the sweep as JSON (docs/sweep_schema.md)")
-    parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
+    parser.add_argument("--json", metavar="FILE", help="also write the sweep as JSON (docs/sweep_schema.md; - for standard output)")
+    parser.add_argument("--html", metavar="FILE", help="also write the HTML report (- for standard output)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar on stderr")
     parser.add_argument("--quiet", action="store_true", help="print no table, only where files went")
     parser.set_defaults(handler=run)
 
 
 def run(args) -> int:
+    from dmlprof.cli.output import check_paths
     from dmlprof.errors import UsageError
     from dmlprof.sweep.driver import run_sweep
     from dmlprof.sweep.options import parse_batch_sizes, parse_bytes, parse_memory_budget
 
+    check_paths(args, inputs=[args.model])
     batch_sizes = parse_batch_sizes(args.batch_sizes) if args.batch_sizes else None
     budget = parse_memory_budget(args.memory_budget)
     limit_text = args.child_memory_limit or os.environ.get(MEMORY_LIMIT_ENV) or None
@@ -84,7 +86,7 @@ def _run_devices(args, options) -> int:
     import json
     from pathlib import Path
 
-    from dmlprof.cli.output import _write
+    from dmlprof.cli.output import Written, write_output
     from dmlprof.errors import UsageError
     from dmlprof.sweep.driver import run_sweep_devices
     from dmlprof.sweep.report import sweep_document
@@ -102,38 +104,38 @@ def _run_devices(args, options) -> int:
         documents = [sweep_document(result.to_session()) for result in results]
         from dmlprof.session import _json_safe
 
-        _write(Path(json_path), json.dumps(_json_safe({"format": "dmlprof-sweep-devices", "devices": documents}),
-                                           indent=2, allow_nan=False))
+        written = Written()
+        write_output(written, json_path, lambda: json.dumps(
+            _json_safe({"format": "dmlprof-sweep-devices", "devices": documents}), indent=2, allow_nan=False))
+        written.raise_problems()
     return max(codes)
 
 
 def _finish(args, result, heading: str = "") -> int:
-    """Save one sweep's session, write --json/--html, print its table; the exit code."""
-    from dmlprof.cli.output import _write, write_reports
-    from dmlprof.errors import ModelRaisedError, UsageError
+    """Save one sweep's session, write --json/--html, print its table; the exit code.
+
+    The sweep's own outcome (no size ran: 3; interrupted: 130) decides the
+    code; an output that could not be written rides along in its line, or is
+    the error (2) when the sweep itself went well.
+    """
+    from dmlprof.cli.output import emit, print_saved, save_session, to_stdout, write_reports
+    from dmlprof.errors import Interrupted, ModelRaisedError
     from dmlprof.sweep.report import render_sweep_json, render_sweep_text
 
     session = result.to_session()
-    out_dir = args.out or "reports"
-    from pathlib import Path
-
-    try:
-        path = session.save(Path(out_dir) / result.session_filename())
-    except OSError as exc:
-        raise UsageError(f"cannot write the session under {out_dir}: {exc.strerror or exc}") from None
-    if args.json:
-        _write(Path(args.json), render_sweep_json(session))
-    write_reports(session, argparse.Namespace(html=args.html))
-    where = sys.stderr if args.quiet else sys.stdout
-    if not args.quiet:
-        if heading:
-            print(f"\n[{heading}]")
-        print(render_sweep_text(session))
-    print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=where)
-    sys.stdout.flush()
-    if result.interrupted:
-        return 130
+    written = save_session(session, args, filename=result.session_filename())
+    write_reports(session, argparse.Namespace(json=args.json, html=args.html), written, json_text=render_sweep_json)
+    if not args.quiet and not to_stdout(args):
+        emit((f"\n[{heading}]\n" if heading else "") + render_sweep_text(session), sys.stdout, kept=written.note())
+    print_saved(written, args)
     rows = session.extras["sweep"]["rows"]
+    outcome = None
     if rows and all(row["status"] == "error" for row in rows):
-        raise ModelRaisedError(f"no batch size ran: {rows[0]['error']}")
-    return 0
+        outcome = ModelRaisedError(f"no batch size ran: {rows[0]['error']}")
+    elif result.interrupted and written.problems:
+        outcome = Interrupted("interrupted")
+    if outcome is not None:
+        outcome.kept = written.note() if written.problems else None
+        raise outcome
+    written.raise_problems()
+    return 130 if result.interrupted else 0

@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from dmlprof.errors import UsageError
+from dmlprof.files import fit_name, make_new_dir, write_atomic
 from dmlprof.record.frame import parse_fallback_ops
 
 #: What torch.profiler writes today (Kineto's trace schema version).
@@ -245,8 +246,8 @@ def _dims(shapes: str) -> list:
 def run_name(session) -> str:
     """``<model>-<backend>-<yyyymmddThhmmss>``: the run's folder name under the log dir."""
     meta = session.meta
-    model = _SAFE.sub("_", str(meta.get("model_name") or Path(str(meta.get("model", "session"))).stem or "session"))
-    backend = _SAFE.sub("_", str(meta.get("backend") or "device"))
+    model = fit_name(_SAFE.sub("_", str(meta.get("model_name") or Path(str(meta.get("model", "session"))).stem or "session")))
+    backend = fit_name(_SAFE.sub("_", str(meta.get("backend") or "device")), 40)
     stamp = _SAFE.sub("", str(meta.get("started_at", "")).replace(":", "").replace("-", ""))[:15] or time.strftime("%Y%m%dT%H%M%S")
     return f"{model}-{backend}-{stamp}".strip("-_") or "dmlprof"
 
@@ -266,14 +267,19 @@ def write_tensorboard_run(session, log_dir, run: str | None = None) -> Path:
     ``dmlprof view log_dir`` (TensorBoard + torch-tb-profiler) or in Perfetto.
     """
     trace = trace_dict(session)
+    worker = fit_name(_SAFE.sub("_", f"dmlprof_{session.meta.get('backend') or 'device'}"), 48)
+    text = json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     folder = Path(log_dir) / (run or run_name(session))
-    worker = _SAFE.sub("_", f"dmlprof_{session.meta.get('backend') or 'device'}")
-    path = folder / f"{worker}.{_timestamp_ms(session)}.pt.trace.json"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False), encoding="utf-8")
-        tmp.replace(path)
+        # a run folder of its own (run-2, run-3 when taken): two scans started in the same second keep one each
+        folder = make_new_dir(folder)
     except OSError as exc:
         raise UsageError(f"cannot write the trace under {folder}: {exc.strerror or exc}") from None
-    return path
+    try:
+        return write_atomic(folder / f"{worker}.{_timestamp_ms(session)}.pt.trace.json", text)
+    except OSError as exc:
+        try:
+            folder.rmdir()  # no empty run folder left behind for TensorBoard to list
+        except OSError:
+            pass
+        raise UsageError(f"cannot write the trace under {folder}: {exc.strerror or exc}") from None

@@ -111,9 +111,11 @@ class SweepResult:
         from dmlprof.session import SUFFIX
 
         stamp = self.started_at.replace(":", "").replace("-", "")[:15] or "now"
+        from dmlprof.files import name_part
+
         index = self.settings.get("device_index")
         where = self.first("backend", self.device) + (f"{index}" if index is not None else "")
-        return f"{self.model.stem}-{where}-sweep-{stamp}{SUFFIX}"
+        return f"{name_part(self.model.stem)}-{name_part(where, 40)}-sweep-{stamp}{SUFFIX}"
 
 
 def child_command(model: Path, batch_size: int, *, device: str, steps: int, warmup: int, amp: Optional[str],
