@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import operator
+import os
 import platform
 import runpy
 import sys
+import threading
 import time
 import warnings
 from collections import Counter
@@ -26,6 +29,7 @@ import torch
 import dmlprof
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.backends.base import FALLBACK_WARNING
+from dmlprof import interrupts
 from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError, UsageError
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
@@ -52,6 +56,60 @@ class ScanStopped(DmlprofError):
         self.exit_code = cause.exit_code
         self.session = session
         self.cause = cause
+
+
+class HardExit(BaseException):
+    """``os._exit(code)`` called by the model or script while dmlprof ran it.
+
+    ``os._exit`` ends the process on the spot (no ``finally``, no atexit), so
+    the recording would be lost; during a scan it raises this instead (in the
+    scanning process's main thread only: forked children and other threads
+    still exit for real), and the scan ends as if the code had returned there.
+    """
+
+    def __init__(self, code: int):
+        super().__init__(f"os._exit({code})")
+        self.code = code
+
+
+def _exit_call(exc: BaseException) -> str:
+    """``sys.exit(2)`` / ``os._exit(0)``: how the user's code asked to end the process."""
+    if isinstance(exc, HardExit):
+        return f"os._exit({exc.code})"
+    return f"sys.exit({exc.code!r})" if exc.code is not None else "sys.exit()"
+
+
+@contextmanager
+def _hard_exit_trapped():
+    real_exit, pid = os._exit, os.getpid()
+
+    def trapped(code):
+        if os.getpid() != pid or threading.current_thread() is not threading.main_thread():
+            real_exit(code)
+        raise HardExit(code)
+
+    os._exit = trapped
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+
+
+@contextmanager
+def _cwd_kept():
+    """The user's code may ``os.chdir``; dmlprof's outputs stay relative to where it was started."""
+    try:
+        start = os.getcwd()
+    except OSError:  # started in a folder that no longer exists: nothing to come back to
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            os.chdir(start)
+        except OSError:
+            pass
 
 
 def default_loss(output, target):
@@ -101,7 +159,7 @@ def scan(
     model_file = inspect_model_file(path)
     backend = backend or resolve_backend(device)
     run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode, verify=verify)
-    with backend.run_context():
+    with backend.run_context(), _cwd_kept(), _hard_exit_trapped():
         if model_file.mode == "contract":
             return run.contract(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)
         if batch_size is not None:
@@ -191,6 +249,28 @@ def _check_batch(batch, path: Path):
     return tuple(inputs), target
 
 
+def _check_contract_names(module, path: Path) -> None:
+    """The contract's functions are functions (``make_batch = 3`` is the file's mistake, not a crash)."""
+    for name in ("build_model", "make_batch", "loss_fn", "make_optimizer"):
+        value = getattr(module, name, None)
+        if value is not None and not callable(value):
+            raise ModelFileError(f"{path.name}: {name} must be a function, got {type(value).__name__}")
+
+
+def _declared_batch_size(module, path: Path) -> int:
+    """The file's ``BATCH_SIZE`` (default 16): a whole number of at least 1, or a contract error."""
+    value = getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE)
+    try:
+        size = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        size = None
+    if size is None or size < 1:
+        shown = repr(value)
+        raise ModelFileError(f"{path.name}: BATCH_SIZE must be a whole number of at least 1, got "
+                             f"{shown if len(shown) <= 40 else shown[:37] + '...'}")
+    return int(size)
+
+
 class TrainingStep:
     """One training step of a contract file, ready to run on a backend's device."""
 
@@ -210,10 +290,11 @@ class TrainingStep:
         """
         call = call or (lambda label, fn, *args: fn(*args))
         module = import_model_module(path)
+        _check_contract_names(module, path)
+        batch_size = batch_size or _declared_batch_size(module, path)
         model = call("build_model()", module.build_model)
         if not isinstance(model, torch.nn.Module):
             raise ModelFileError(f"{path.name}: build_model() must return an nn.Module, got {type(model).__name__}")
-        batch_size = int(batch_size or getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE))
         inputs, target = _check_batch(call("make_batch()", module.make_batch, batch_size), path)
         device = backend.device()
         if backend.predicted and any(t.is_meta for t in itertools.chain(model.parameters(), model.buffers())):
@@ -225,6 +306,9 @@ class TrainingStep:
         loss_fn = getattr(module, "loss_fn", None) or default_loss
         make_optimizer = getattr(module, "make_optimizer", None) or default_optimizer
         optimizer = call("make_optimizer()", make_optimizer, model.parameters())
+        if not (callable(getattr(optimizer, "step", None)) and callable(getattr(optimizer, "zero_grad", None))):
+            raise ModelFileError(f"{path.name}: make_optimizer() must return an optimizer (with step() and "
+                                 f"zero_grad()), got {type(optimizer).__name__}")
         return cls(model, inputs, target, loss_fn, optimizer, device, batch_size,
                    "loss_fn" if hasattr(module, "loss_fn") else "default")
 
@@ -286,6 +370,11 @@ class _Run:
             self.meta["verify"] = True
         self.meta.update(backend.run_meta())
         self.step_times_ms: list = []
+        #: every step's loss, checked for NaN/inf once recording is over (never during a step)
+        self.losses: list = []
+        #: the rows of the recording under way (how much a Ctrl-C has to save)
+        self.live_rows: list = []
+        self.interrupted = False
 
     # -- contract ------------------------------------------------------------
     def contract(self, *, batch_size, steps: int, warmup: int, training: "Optional[TrainingStep]" = None,
@@ -335,6 +424,7 @@ class _Run:
         self.meta["recording"] = "every call of every measured step through the dispatcher"
         recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(training.model))
         recorder.modules.name_tree(training.model)
+        self.live_rows = recorder.rows
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
 
         def finish():
@@ -432,6 +522,8 @@ class _Run:
     def _timed_step(self, training: "TrainingStep", recorder, keep_time: bool = False):
         started = time.perf_counter_ns()
         loss = training.run(recorder)
+        if isinstance(loss, torch.Tensor):
+            self.losses.append(loss)  # kept as is: a detach() here would be a call in the recording
         if recorder is not None:
             recorder.active = False  # the closing sync is ours, not the model's
         try:
@@ -447,6 +539,7 @@ class _Run:
                remap_from: Optional[str] = None) -> Session:
         self.meta.update(script_args=script_args, steps=0, batch_size=None)
         recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(None))
+        self.live_rows = recorder.rows
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
         # After the recorded steps the profiler stops too: a script left to run to its end
         # would otherwise pile up hours of events.
@@ -459,9 +552,10 @@ class _Run:
                     runpy.run_path(str(self.path), run_name="__main__")
                 except WindowClosed:
                     pass  # the recorded steps are done: the script is stopped, cleanly
-                except SystemExit as exc:
+                except (SystemExit, HardExit) as exc:
                     if exc.code not in (None, 0):
-                        raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}") from None
+                        raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}"
+                                               + (" (os._exit)" if isinstance(exc, HardExit) else "")) from None
 
         def finish():
             recorder.__exit__(None, None, None)
@@ -527,6 +621,8 @@ class _Run:
             return fn(*args)
         except KeyboardInterrupt:
             raise Interrupted("interrupted before any step ran") from None
+        except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
+            raise ModelRaisedError(f"{what} called {_exit_call(exc)} before any step ran") from None
         except DmlprofError:
             raise
         except Exception as exc:
@@ -540,22 +636,32 @@ class _Run:
 
     def _guarded(self, body, *, finish=None):
         """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""
+        where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
         try:
             body()
         except KeyboardInterrupt:
             cause: DmlprofError = Interrupted("interrupted")
+        except (SystemExit, HardExit) as exc:  # from a contract step (a script's own exit is handled in script())
+            cause = ModelRaisedError(f"{where} called {_exit_call(exc)}")
         except ModelRaisedError as exc:
             cause = exc
         except DmlprofError:
             raise
         except Exception as exc:
-            cause = self._explain(exc, f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name)
+            cause = self._explain(exc, where)
         else:
             return
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
         self.meta.update(partial=True, partial_reason=str(cause.one_line()))
-        session = finish()
+        if isinstance(cause, Interrupted):
+            # Ctrl-C: saving a long recording takes a while; say so, and let no second Ctrl-C lose it
+            self.interrupted = True
+            interrupts.announce(len(self.live_rows))
+            with interrupts.saving():
+                session = finish()
+        else:
+            session = finish()
         failed = session.meta.get("failed_op")
         if failed and failed not in str(cause):
             # Which call failed, and the user's line that made it.
@@ -570,13 +676,32 @@ class _Run:
             self.meta["failed_op"] = ops["op"].iloc[recorder.failed_row]
             self.meta["failed_source"] = ops["source"].iloc[recorder.failed_row]
         events = None
-        if profiler is not None and profiler.profile is not None:
+        if self.interrupted and profiler is not None and profiler.profile is not None:
+            # reading the profiler's events is most of the time a long run takes to save
+            self.meta.setdefault("notes", []).append(
+                "interrupted: torch.profiler's events were not read, so there is no cross-check of the times")
+        elif profiler is not None and profiler.profile is not None:
             events = profiler.op_events()
             if self.backend.profiler_device_activity:
                 ops = join_device_times(ops, events)
         return self._session(ops, events, recorder, profiler)
 
+    def _check_losses(self) -> None:
+        """Note the first step whose loss was NaN or infinite (after recording: the check reads the device)."""
+        for number, loss in enumerate(self.losses, start=1):
+            try:
+                # on the CPU: isfinite may fall back on the device, and its warning is not the model's
+                value = loss.detach().to("cpu", torch.float32)
+                finite = bool(torch.isfinite(value).all())
+            except Exception:  # a loss the device cannot check is not ours to judge
+                continue
+            if not finite:
+                value = value.item() if value.numel() == 1 else "nan or inf"
+                self.meta["nonfinite_loss"] = {"step": number, "steps_run": len(self.losses), "value": str(value)}
+                return
+
     def _session(self, ops, events, recorder: Recorder, profiler: Optional[ProfilerAlongside] = None) -> Session:
+        self._check_losses()
         profiler_ops = profiler_op_totals(events) if events is not None else None
         if "steady_state" in self.meta:  # the times are the profiler's own: nothing to cross-check
             profiler_ops = None
@@ -647,6 +772,17 @@ def _remap_hint(path: Path) -> str:
         if f"{device}" in source:
             return f"--from {device}"
     return ""
+
+
+def loss_problem(session: Session) -> Optional[ModelRaisedError]:
+    """The error a complete scan still ends with when its loss went NaN or infinite (None when it did not)."""
+    found = session.meta.get("nonfinite_loss")
+    if not isinstance(found, dict):
+        return None
+    return ModelRaisedError(
+        f"the loss was {found.get('value')} at training step {found.get('step')} of {found.get('steps_run')} "
+        "(warm-up included); the report covers every step, but the training diverges",
+        remedy="lower the learning rate, check the data and the loss for NaN/inf")
 
 
 def _profiler_check(ops, profiler_ops, synced: bool = False) -> dict:

@@ -53,8 +53,17 @@ class Session:
         goes to ``<name>-2.session.json`` (then -3, ...), so scans started in
         the same second keep one file each. Raises ``OSError``.
         """
-        text = json.dumps(_json_safe(self.to_dict()), separators=(",", ":"), allow_nan=False)
+        text = self.to_json()
         return write_new(path, text, suffix=SUFFIX) if new else write_atomic(path, text)
+
+    def to_json(self) -> str:
+        """The session file's text (compact JSON; no NaN or infinity, which JSON lacks)."""
+        data = self.to_dict()
+        data["meta"], data["extras"] = _json_safe(data["meta"]), _json_safe(data["extras"])
+        try:  # the frames' columns are plain Python values already: no per-value walk (millions of calls)
+            return json.dumps(data, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):
+            return json.dumps(_json_safe(data), separators=(",", ":"), allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Session":

@@ -140,7 +140,7 @@ META = record({
     "backend_versions": dict_of(_scalar),
     "profiler_check": record({"matched_ops": count, "time_ms": number, "profiler_time_ms": number,
                               "ratio": optional(number), "note": text}),
-    "nonfinite_loss": record({"step": count, "value": text, "warmup": boolean}),
+    "nonfinite_loss": record({"step": count, "steps_run": count, "value": text}),
     "sweep_settings": record({"steps": optional(count), "warmup_steps": optional(count), "amp": optional(text)}),
     "sweep_details": list_of(record({"fallback_ops": list_of(text), "fallback_recorded": boolean,
                                      "step_times_ms": list_of(number)})),

@@ -44,7 +44,9 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     from dmlprof.cli.output import check_paths, print_report, print_saved, write_outputs
     from dmlprof.errors import UsageError
-    from dmlprof.runner import ScanStopped
+    from dmlprof import interrupts
+    from dmlprof.errors import Interrupted
+    from dmlprof.runner import ScanStopped, loss_problem
 
     from dmlprof.distributed.env import rank_info
 
@@ -69,13 +71,21 @@ def run(args) -> int:
     try:
         session = _scan(args)
     except ScanStopped as stopped:  # the run failed part-way: keep what was recorded (or predicted), then say why
-        written = write_outputs(stopped.session, args)
+        if isinstance(stopped.cause, Interrupted):
+            with interrupts.saving():  # a second Ctrl-C must not lose the partial session
+                written = write_outputs(stopped.session, args)
+        else:
+            written = write_outputs(stopped.session, args)
         stopped.kept = written.note(partial=True)
         raise
     written = write_outputs(session, args)
     args.kept = written.note()  # if printing the report fails, the error line still says where the session is
     print_report(session, args)
     print_saved(written, args)
+    diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
+    if diverged is not None:
+        diverged.kept = written.note() if written.problems else None
+        raise diverged
     written.raise_problems()
     return 0
 

@@ -149,6 +149,11 @@ def _flags(session, timed: bool) -> list:
         flags.append({"tone": "warn", "label": "Partial session",
                       "text": f"The run stopped early: {meta.get('partial_reason') or 'no reason recorded'}. "
                               "The figures cover only the steps that ran."})
+    loss = meta.get("nonfinite_loss")
+    if isinstance(loss, dict):
+        flags.append({"tone": "warn", "label": "Loss not finite",
+                      "text": f"The loss was {loss.get('value')} at training step {loss.get('step')} of "
+                              f"{loss.get('steps_run')} (warm-up included): the training diverges."})
     predicted = meta.get("mode") == "predicted"
     if predicted:
         table = meta.get("table_version") or "unknown table"

@@ -13,7 +13,7 @@ _META_KEYS = (
     "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
     "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
     "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
-    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify",
+    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify", "nonfinite_loss",
 )
 
 

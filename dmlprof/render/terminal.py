@@ -30,6 +30,10 @@ def render_text(session, top: int = 15) -> str:
         facts.append(("note", note))
     if meta.get("partial"):
         facts.append(("PARTIAL", f"stopped early: {meta.get('partial_reason', '')}"))
+    loss = meta.get("nonfinite_loss")
+    if isinstance(loss, dict):
+        facts.append(("LOSS", f"{loss.get('value')} at training step {loss.get('step')} of {loss.get('steps_run')} "
+                              "(warm-up included): the training diverges"))
     lines.append(tabulate(facts, tablefmt="plain"))
     lines.append("")
     lines.append(
