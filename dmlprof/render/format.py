@@ -1,5 +1,28 @@
-"""Number formatting shared by the text renderers (one place for units)."""
+"""Formatting shared by the text renderers: one place for units, and for what may reach a terminal."""
 from __future__ import annotations
+
+import re
+
+# C0 controls (ESC, CR, LF, BS...), DEL and C1 controls (0x9b is a one-byte CSI on some terminals)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(value) -> str:
+    """``value`` as text safe to print: control characters shown as ``\\xNN``.
+
+    Op, module and source names come from sessions people send each other; raw,
+    an escape sequence could retitle or recolour the terminal and a newline
+    could forge a report line. Every name a text report prints goes through here.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value if isinstance(value, str) else str(value))
+
+
+def table(rows, headers=(), **options) -> str:
+    """``tabulate`` with every cell and header passed through :func:`clean`."""
+    from tabulate import tabulate
+
+    safe_rows = [[clean(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
+    return tabulate(safe_rows, headers=[clean(h) for h in headers], **options)
 
 
 def fmt_ms(ms) -> str:

@@ -554,9 +554,64 @@ def _environment():
     return env
 
 
+#: rows any one table of the page holds (ranked tables keep their top rows); the JSON report keeps all.
+#: A hostile 200,000-op session otherwise makes a page of tens of MB that a browser cannot open.
+PAGE_ROWS = 2_000
+#: names listed per hotspot (its modules, its source lines)
+PAGE_NAMES = 50
+
+
+def page_data(data: dict) -> dict:
+    """``report_data`` cut to what a page can hold, with a flag saying what was left out (a new dict)."""
+    data = dict(data)
+    left_out = []
+
+    def cut(rows: list, label: str, limit: int = PAGE_ROWS) -> list:
+        if len(rows) > limit:
+            left_out.append(f"{len(rows) - limit:,} of {len(rows):,} {label}")
+            return rows[:limit]
+        return rows
+
+    data["ops"] = cut(data["ops"], "op rows (the least time first)")
+    data["hotspots"] = [dict(h, modules=h["modules"][:PAGE_NAMES], sources=h["sources"][:PAGE_NAMES])
+                        for h in cut(data["hotspots"], "fallback hotspots (the least time first)")]
+    data["transfers"] = cut(data["transfers"], "copy and sync rows")
+    data["warnings"] = cut(data["warnings"], "warnings", 50)
+    modules = _top_modules(data["modules"], PAGE_ROWS)
+    if len(modules) < len(data["modules"]):
+        left_out.append(f"{len(data['modules']) - len(modules):,} of {len(data['modules']):,} modules "
+                        "(the least time first)")
+        data["modules"] = modules
+    if data.get("sweep"):
+        data["sweep"] = dict(data["sweep"], rows=cut(data["sweep"]["rows"], "sweep rows (the largest sizes)"))
+    if data.get("verify"):
+        data["verify"] = dict(data["verify"],
+                              divergent_ops=cut(data["verify"]["divergent_ops"], "divergent ops"),
+                              lost_updates=cut(data["verify"]["lost_updates"], "lost updates"))
+    if left_out:
+        data["flags"] = data["flags"] + [{"tone": "warn", "label": "Trimmed",
+                                          "text": "This page leaves out " + "; ".join(left_out)
+                                                  + ". The JSON report (--json) holds every row."}]
+    return data
+
+
+def _top_modules(rows: list, limit: int) -> list:
+    """The ``limit`` modules with most time, with their ancestors so the tree stays whole, in tree order."""
+    if len(rows) <= limit:
+        return rows
+    keep = {row["module"] for row in sorted(rows, key=lambda row: -row["time_ms"])[:limit]}
+    for name in list(keep):
+        while "." in name:
+            name = name.rsplit(".", 1)[0]
+            keep.add(name)
+    kept = [row for row in rows if row["module"] in keep][: 2 * limit]  # deep chains: parents come first
+    parents = {row["parent"] for row in kept}
+    return [dict(row, has_children=row["module"] in parents) for row in kept]
+
+
 def render_html(session) -> str:
     """The report as one self-contained HTML document (no network needed to open it)."""
-    data = report_data(session)
+    data = page_data(report_data(session))
     page = {key: data[key] for key in ("title", "data_version")}
     page["ops"] = data["ops"]
     page["op_fields"] = list(OP_ROW_FIELDS)

@@ -1,10 +1,8 @@
 """The terminal report (tabulate): headline, fallback hotspots, per-op table, phases."""
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from dmlprof import analysis
-from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_share
+from dmlprof.render.format import clean, fmt_bytes, fmt_list, fmt_ms, fmt_share, table
 
 
 def render_text(session, top: int = 15) -> str:
@@ -12,7 +10,7 @@ def render_text(session, top: int = 15) -> str:
     meta, ops = session.meta, session.ops
     head = analysis.summary(ops)
     lines = []
-    title = f"dmlprof {meta.get('mode', 'live')} scan of {meta.get('model_name') or meta.get('model')}"
+    title = clean(f"dmlprof {meta.get('mode', 'live')} scan of {meta.get('model_name') or meta.get('model')}")
     lines.append(title)
     lines.append("=" * len(title))
     device = f"{meta.get('backend')} ({meta.get('device_name')})"
@@ -34,7 +32,7 @@ def render_text(session, top: int = 15) -> str:
     if isinstance(loss, dict):
         facts.append(("LOSS", f"{loss.get('value')} at training step {loss.get('step')} of {loss.get('steps_run')} "
                               "(warm-up included): the training diverges"))
-    lines.append(tabulate(facts, tablefmt="plain"))
+    lines.append(table(facts, tablefmt="plain"))
     lines.append("")
     lines.append(
         f"{head['op_calls']} op calls: {head['device_calls']} on the device, "
@@ -73,7 +71,7 @@ def render_text(session, top: int = 15) -> str:
             op = row.op if inner in ("", row.op) else f"{row.op} -> {inner}"
             rows.append([op, row.calls] + _if(timed, fmt_ms(row.time_ms), fmt_share(row.share))
                         + [fmt_bytes(row.bytes_moved), fmt_list(row.modules, 1), fmt_list(row.sources, 1)])
-        lines.append(tabulate(rows, headers=["op (-> what fell back)", "calls"] + _if(timed, "time", "share")
+        lines.append(table(rows, headers=["op (-> what fell back)", "calls"] + _if(timed, "time", "share")
                               + ["moved", "module", "source"]))
         advice = _advice(session, hotspots)
         if advice:
@@ -86,7 +84,7 @@ def render_text(session, top: int = 15) -> str:
         lines.append("Host<->device copies and syncs")
         rows = [[r.op, r.transfer, r.calls, fmt_bytes(r.bytes_moved)] + _if(timed, fmt_ms(r.time_ms))
                 + [fmt_list(r.phases, 2), fmt_list(r.sources, 1)] for r in transfers.head(top).itertuples()]
-        lines.append(tabulate(rows, headers=["op", "direction", "calls", "moved"] + _if(timed, "time") + ["phase", "source"]))
+        lines.append(table(rows, headers=["op", "direction", "calls", "moved"] + _if(timed, "time") + ["phase", "source"]))
 
     on_cpu = analysis.cpu_hotspots(ops)
     if not on_cpu.empty:
@@ -94,7 +92,7 @@ def render_text(session, top: int = 15) -> str:
         lines.append("Calls on CPU tensors inside the step (their tensors were not on the device)")
         rows = [[r.op, r.calls] + _if(timed, fmt_ms(r.time_ms)) + [fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)]
                 for r in on_cpu.head(top).itertuples()]
-        lines.append(tabulate(rows, headers=["op", "calls"] + _if(timed, "time") + ["phase", "module", "source"]))
+        lines.append(table(rows, headers=["op", "calls"] + _if(timed, "time") + ["phase", "module", "source"]))
 
     per_op = analysis.op_summary(ops)
     if not timed:
@@ -105,14 +103,14 @@ def render_text(session, top: int = 15) -> str:
     rows = [[r.op, r.verdict, r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms)) + _if(with_device, fmt_ms(r.device_time_ms))
             + _if(timed, fmt_share(r.share)) for r in per_op.head(top).itertuples()]
     headers = ["op", "verdict", "phase", "calls"] + _if(timed, "host time" if with_device else "time")
-    lines.append(tabulate(rows, headers=headers + _if(with_device, "device time") + _if(timed, "share")))
+    lines.append(table(rows, headers=headers + _if(with_device, "device time") + _if(timed, "share")))
 
     phases = analysis.phase_split(ops)
     lines.append("")
     lines.append("By phase")
     rows = [[r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms), fmt_share(r.share)) + [r.fallback_calls]
             + _if(timed, fmt_ms(r.fallback_time_ms)) + [r.cpu_calls] for r in phases.itertuples()]
-    lines.append(tabulate(rows, headers=["phase", "calls"] + _if(timed, "time", "share") + ["fallbacks"]
+    lines.append(table(rows, headers=["phase", "calls"] + _if(timed, "time", "share") + ["fallbacks"]
                           + _if(timed, "fallback time") + ["cpu calls"]))
 
     comparison = session.extras.get("replace") if isinstance(session.extras, dict) else None
@@ -126,7 +124,8 @@ def render_text(session, top: int = 15) -> str:
         lines.append("")
         lines.append(f"Other warnings while recording ({len(meta['warnings'])} distinct):")
         for warning in meta["warnings"][:5]:
-            lines.append(f"  {warning['category']} x{warning['count']}: {warning['message'].splitlines()[0][:150]}")
+            message = (warning["message"].splitlines() or [""])[0][:150]
+            lines.append(clean(f"  {warning['category']} x{warning['count']}: {message}"))
     text = "\n".join(lines)
     return text.encode("ascii", "replace").decode("ascii")
 
@@ -143,27 +142,27 @@ def _verification(verify: dict, top: int) -> list:
     data = summary(verify)
     lines = [data["headline"]]
     for note in data["notes"]:
-        lines.append(f"  note: {note}")
+        lines.append(clean(f"  note: {note}"))
     if data["divergent_ops"]:
         lines.append("")
         lines.append("Ops whose device result differs from the CPU's (recomputed from the same inputs)")
         rows = [[r["op"], r["what"], r["calls"], _error(r["max_abs_error"]), _error(r["max_rel_error"]),
                  "x".join(str(n) for n in r["output_shape"]) or "-", r["output_dtype"], r["phase"],
                  r["module"] or "-", r["source"] or "-"] for r in data["divergent_ops"][:top]]
-        lines.append(tabulate(rows, headers=["op", "result", "calls", "max abs err", "max rel err", "shape",
+        lines.append(table(rows, headers=["op", "result", "calls", "max abs err", "max rel err", "shape",
                                              "dtype", "phase", "module", "source"]))
         for r in data["divergent_ops"][:top]:
             if r["reason"] != "values differ beyond tolerance":
-                lines.append(f"  {r['op']} ({r['what']}): {r['reason']}")
+                lines.append(clean(f"  {r['op']} ({r['what']}): {r['reason']}"))
     if data["lost_updates"]:
         lines.append("")
         lines.append("Lost updates: parameters unchanged by optimizer.step() although their gradient was non-zero")
         rows = [[r["parameter"], "x".join(str(n) for n in r["shape"]), r["dtype"], r["optimizer"], r["steps"],
                  _error(r["max_abs_grad"])] for r in data["lost_updates"][:max(top, 30)]]
-        lines.append(tabulate(rows, headers=["parameter", "shape", "dtype", "optimizer", "steps", "max |grad|"]))
+        lines.append(table(rows, headers=["parameter", "shape", "dtype", "optimizer", "steps", "max |grad|"]))
     if data["skipped"]:
         skipped = "; ".join(f"{s['reason']}: {s['calls']} calls ({fmt_list(s['ops'], 3)})" for s in data["skipped"])
-        lines.append(f"  not checked: {skipped}")
+        lines.append(clean(f"  not checked: {skipped}"))
     return lines
 
 

@@ -105,7 +105,7 @@ def comparison(before, after, applied: list) -> dict:
 
 def format_comparison(data: dict) -> str:
     """The terminal block for ``extras["replace"]``."""
-    from dmlprof.render.format import fmt_bytes
+    from dmlprof.render.format import clean, fmt_bytes
 
     b, a = data["before"], data["after"]
 
@@ -118,7 +118,7 @@ def format_comparison(data: dict) -> str:
         f"  {'':24}{'before':>12}{'after':>12}",
     ]
     if b.get("error"):
-        lines.append(f"  before: the unpatched step failed ({b['error'][:160]}); numbers are up to the failure")
+        lines.append(f"  before: the unpatched step failed ({clean(b['error'][:160])}); numbers are up to the failure")
     lines += [
         f"  {'fallback calls':24}{b['fallback_calls']:>12}{a['fallback_calls']:>12}",
         f"  {'fallback calls per step':24}{b['fallback_calls_per_step']:>12.1f}{a['fallback_calls_per_step']:>12.1f}",
@@ -129,10 +129,10 @@ def format_comparison(data: dict) -> str:
         + (f"   ({speed:.2f}x)" if speed else ""),
     ]
     if data["removed_ops"]:
-        lines.append("  removed: " + ", ".join(data["removed_ops"]))
+        lines.append("  removed: " + clean(", ".join(data["removed_ops"])))
     for row in data["remaining_ops"]:
         tip = row["replacement"] or "no replacement known"
-        lines.append(f"  still falls back: {row['op']} ({row['calls']} calls): {tip}")
+        lines.append(clean(f"  still falls back: {row['op']} ({row['calls']} calls): {tip}"))
     if not data["remaining_ops"]:
         lines.append("  after patching: no fallback calls")
     return "\n".join(lines)

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from tabulate import tabulate
 
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
-from dmlprof.render.format import fmt_bytes, fmt_ms, fmt_share
+from dmlprof.render.format import clean, fmt_bytes, fmt_ms, fmt_share, table
 
 SCHEMA_VERSION = 1
 #: a size whose step p95 exceeds this many times its p50 is flagged as noisy
@@ -45,7 +44,7 @@ def render_sweep_text(session) -> str:
     meta = session.meta
     sweep = session.extras.get("sweep") or {}
     rows = sweep.get("rows") or []
-    title = f"dmlprof batch-size sweep of {meta.get('model_name') or meta.get('model')}"
+    title = clean(f"dmlprof batch-size sweep of {meta.get('model_name') or meta.get('model')}")
     lines = [title, "=" * len(title)]
     settings = meta.get("sweep_settings") or {}
     run = f"{settings.get('steps', '?')} timed steps after {settings.get('warmup_steps', '?')} warm-up, one process per size"
@@ -53,7 +52,7 @@ def render_sweep_text(session) -> str:
         run += f", autocast {settings['amp']}"
     facts = [("device", f"{meta.get('backend')} ({meta.get('device_name')})"), ("torch", meta.get("torch_version")),
              ("run", run), ("memory budget", meta.get("memory_budget", "-"))]
-    lines.append(tabulate(facts, tablefmt="plain"))
+    lines.append(table(facts, tablefmt="plain"))
     lines.append("")
     if not rows:
         lines.append("No batch size ran.")
@@ -92,27 +91,27 @@ def render_sweep_text(session) -> str:
                 fmt_share(row["fallback_time_share"]) if ok else "-",
                 "; ".join(marks),
             ])
-        lines.append(tabulate(table, headers=["batch", "status", "samples/s", "per 2x", "step p50", "step p95",
+        lines.append(table(table, headers=["batch", "status", "samples/s", "per 2x", "step p50", "step p95",
                                               "peak memory", "fallback", ""], disable_numparse=True))
         sources = sorted({r["memory_source"] for r in rows if r.get("memory_source")})
         if sources:
-            lines.append(f"peak memory: {', '.join(sources)}")
+            lines.append(clean(f"peak memory: {', '.join(sources)}"))
         if noisy:
             lines.append(f"noisy: step p95 over {NOISY_P95_OVER_P50:g}x p50 (other load on the machine, throttling, "
                          "lazy initialisation); throughput uses the median, but rerun with more --steps to be sure")
         details = meta.get("sweep_details") or []
         fallen = sorted({op for d in details for op in (d.get("fallback_ops") or [])})
         if fallen:
-            lines.append(f"fell back to the CPU (one recorded step per size): {', '.join(fallen)}")
+            lines.append(clean(f"fell back to the CPU (one recorded step per size): {', '.join(fallen)}"))
         elif details and not any(d.get("fallback_recorded") for d in details):
             lines.append("fallback: not recorded (this backend cannot fall back to the CPU)")
         lines.append("")
         lines.append(_recommendation_line(recommended, frame, budget))
         lines.append(_knee_line(knee, frame))
     if meta.get("sweep_stop_reason"):
-        lines.append(f"stopped: {meta['sweep_stop_reason']}")
+        lines.append(clean(f"stopped: {meta['sweep_stop_reason']}"))
     for note in meta.get("sweep_notes") or ():
-        lines.append(f"note: {note}")
+        lines.append(clean(f"note: {note}"))
     return "\n".join(lines)
 
 
