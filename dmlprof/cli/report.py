@@ -3,12 +3,14 @@ from __future__ import annotations
 
 
 def add_parser(commands) -> None:
+    from dmlprof.cli.arguments import at_least
+
     parser = commands.add_parser("report", help="re-render a saved session", description=__doc__)
     parser.add_argument("session", help="a .session.json file written by scan, or the run folder of a distributed scan")
     parser.add_argument("--json", metavar="FILE", help="write the JSON report (- for standard output)")
     parser.add_argument("--html", metavar="FILE", help="write the HTML report (- for standard output)")
     parser.add_argument("--tb", metavar="DIR", help="write a TensorBoard profiler run under DIR")
-    parser.add_argument("--top", type=int, default=15, help="rows per table in the terminal report")
+    parser.add_argument("--top", type=at_least(1), default=15, help="rows per table in the terminal report")
     parser.add_argument("--quiet", action="store_true", help="print no terminal report")
     parser.set_defaults(handler=run)
 

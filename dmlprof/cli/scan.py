@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dmlprof.backends import DEVICE_CHOICES
+from dmlprof.cli.arguments import at_least
 
 
 def add_parser(commands) -> None:
@@ -10,10 +11,10 @@ def add_parser(commands) -> None:
                         "a script's own arguments go after --")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
     parser.add_argument("--target", choices=["dml"], help="predict coverage on a device you do not have (no device needed)")
-    parser.add_argument("--batch-size", type=int, help="batch size (default: the file's BATCH_SIZE, else 16)")
-    parser.add_argument("--steps", type=int, help="measured training steps; in a script, optimizer steps "
+    parser.add_argument("--batch-size", type=at_least(1), help="batch size (default: the file's BATCH_SIZE, else 16)")
+    parser.add_argument("--steps", type=at_least(1), help="measured training steps; in a script, optimizer steps "
                         "(default 3; 1 with --target)")
-    parser.add_argument("--warmup", type=int, help="unrecorded steps before measuring (default 1)")
+    parser.add_argument("--warmup", type=at_least(0), help="unrecorded steps before measuring (default 1)")
     parser.add_argument("--from", dest="remap_from", choices=["cuda", "mps"],
                         help="a script written for this device runs on the scanned one: its device requests "
                         "(\"cuda\", .cuda(), torch.cuda.*) are answered by it")
@@ -29,7 +30,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--tb", metavar="DIR", help="also write a TensorBoard profiler run under DIR")
     parser.add_argument("--replace", action="store_true", help="scan again with dmlprof's replacements applied and compare")
     parser.add_argument("--verify", action="store_true", help="recompute each device op on the CPU and compare; check optimizer updates land (docs/verify.md)")
-    parser.add_argument("--top", type=int, default=15, help="rows per table in the terminal report")
+    parser.add_argument("--top", type=at_least(1), default=15, help="rows per table in the terminal report")
     parser.add_argument("--quiet", action="store_true", help="print no report, only where files went")
     group = parser.add_argument_group("distributed runs (docs/distributed.md)")
     group.add_argument("--nproc", type=int, metavar="N",

@@ -6,6 +6,7 @@ import os
 import sys
 
 from dmlprof.backends import DEVICE_CHOICES
+from dmlprof.cli.arguments import at_least, seconds
 
 #: the child memory cap can also come from the environment (handy in CI)
 MEMORY_LIMIT_ENV = "DMLPROF_SWEEP_CHILD_MEMORY_LIMIT"
@@ -26,17 +27,17 @@ def add_parser(commands) -> None:
     sizes.add_argument("--auto", action="store_true",
                        help="double from a start size until out of memory, over the memory budget, "
                             "--max-batch-size or --time-budget")
-    parser.add_argument("--start-batch-size", type=int, metavar="N",
+    parser.add_argument("--start-batch-size", type=at_least(1), metavar="N",
                         help="--auto: first size (default: the file's BATCH_SIZE / 4, else 1)")
-    parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE, metavar="N",
+    parser.add_argument("--max-batch-size", type=at_least(1), default=DEFAULT_MAX_BATCH_SIZE, metavar="N",
                         help=f"--auto: largest size to try (default {DEFAULT_MAX_BATCH_SIZE})")
-    parser.add_argument("--time-budget", type=float, default=DEFAULT_TIME_BUDGET_S, metavar="S",
+    parser.add_argument("--time-budget", type=seconds(allow_zero=True), default=DEFAULT_TIME_BUDGET_S, metavar="S",
                         help=f"--auto: do not start a size likely to end past S seconds (default {DEFAULT_TIME_BUDGET_S:.0f}; 0: no limit)")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
     parser.add_argument("--devices", metavar="I,J,...",
                         help="sweep on several devices of that kind at once (indices, e.g. 0,1): one child per device")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"timed steps per size (default {DEFAULT_STEPS})")
-    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help=f"warm-up steps per size (default {DEFAULT_WARMUP})")
+    parser.add_argument("--steps", type=at_least(1), default=DEFAULT_STEPS, help=f"timed steps per size (default {DEFAULT_STEPS})")
+    parser.add_argument("--warmup", type=at_least(0), default=DEFAULT_WARMUP, help=f"warm-up steps per size (default {DEFAULT_WARMUP})")
     parser.add_argument("--amp", choices=["fp16", "bf16"], help="mixed precision with the backend's torch.autocast")
     parser.add_argument("--memory-budget", metavar="SIZE",
                         help="peak memory allowed for the recommendation: bytes, 8GiB, 512MB, or a share "
@@ -44,7 +45,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--child-memory-limit", metavar="SIZE",
                         help="cap each child's address space at SIZE more than it holds once torch is loaded "
                              f"(RLIMIT_AS; Linux only, ignored with a note elsewhere; also ${MEMORY_LIMIT_ENV})")
-    parser.add_argument("--child-timeout", type=float, default=DEFAULT_CHILD_TIMEOUT_S, metavar="S",
+    parser.add_argument("--child-timeout", type=seconds(allow_zero=False), default=DEFAULT_CHILD_TIMEOUT_S, metavar="S",
                         help=f"give up on one size after S seconds (default {DEFAULT_CHILD_TIMEOUT_S:.0f})")
     parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
     parser.add_argument("--json", metavar="FILE", help="also write the sweep as JSON (docs/sweep_schema.md; - for standard output)")
@@ -56,7 +57,6 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     from dmlprof.cli.output import check_paths
-    from dmlprof.errors import UsageError
     from dmlprof.sweep.driver import run_sweep
     from dmlprof.sweep.options import parse_batch_sizes, parse_bytes, parse_memory_budget
 
@@ -65,10 +65,6 @@ def run(args) -> int:
     budget = parse_memory_budget(args.memory_budget)
     limit_text = args.child_memory_limit or os.environ.get(MEMORY_LIMIT_ENV) or None
     child_memory_limit = parse_bytes(limit_text, "--child-memory-limit") if limit_text else None
-    if args.max_batch_size < 1:
-        raise UsageError("--max-batch-size must be at least 1")
-    if args.child_timeout <= 0:
-        raise UsageError("--child-timeout must be positive")
     options = dict(
         batch_sizes=batch_sizes, auto=args.auto, start_batch_size=args.start_batch_size,
         max_batch_size=args.max_batch_size, steps=args.steps, warmup=args.warmup, amp=args.amp,

@@ -1,7 +1,9 @@
 """``dmlprof view DIR``: open the traces written with ``--tb DIR`` in TensorBoard.
 
 Starts TensorBoard (with the PyTorch profiler plugin) on 127.0.0.1 on a free
-port, prints the URL, and runs until Ctrl-C.
+port, prints the URL, and runs until Ctrl-C, ``kill`` or the terminal closing
+(SIGHUP), each of which stops TensorBoard too. Its log is removed when it
+stops cleanly and kept (and named) when it fails.
 """
 from __future__ import annotations
 
@@ -13,19 +15,34 @@ import tempfile
 import time
 from pathlib import Path
 
+from dmlprof.cli import arguments
 from dmlprof.errors import UsageError
 
 INSTALL_HINT = "pip install 'dmlprof[tensorboard]'"
 HOST = "127.0.0.1"
 #: how long TensorBoard may take to start listening
 START_TIMEOUT_S = 120
+#: said before the page is opened: torch-tb-profiler's pages draw with Google Charts, fetched from the internet
+OFFLINE_NOTE = ("note: the profiler plugin's pages load Google Charts from the internet; offline its views stay "
+                "blank (the --html report works offline)")
 
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("view", help="open --tb traces in TensorBoard (127.0.0.1)", description=__doc__)
     parser.add_argument("logdir", metavar="DIR", help="the folder given to --tb")
-    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    parser.add_argument("--port", type=arguments.port_number, default=0, help="port to listen on (default: a free one)")
     parser.set_defaults(handler=run)
+
+
+def _check_port_free(port: int) -> None:
+    """A taken --port fails here, in one line, before TensorBoard starts (and before a URL that
+    would point at the other server is printed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError as exc:
+            raise UsageError(f"port {port} on {HOST} is in use ({exc.strerror or exc})",
+                             remedy="pick another --port, or leave it out for a free one") from None
 
 
 def free_port(host: str = HOST) -> int:
@@ -64,44 +81,71 @@ def run(args) -> int:
     if not traces:
         print(f"dmlprof: no traces under {logdir} yet (write some with --tb {logdir}); TensorBoard will pick them up",
               file=sys.stderr)
+    if args.port:
+        _check_port_free(args.port)
     port = args.port or free_port()
-    _stop_on_sigterm()
+    _stop_on_signals()
     log = tempfile.NamedTemporaryFile("w+", prefix="dmlprof-tensorboard-", suffix=".log", delete=False)
+    keep_log = True  # until TensorBoard has run and stopped cleanly
     process = subprocess.Popen(tensorboard_command(logdir, port), stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _listening(port):
-            if process.poll() is not None:
-                raise UsageError(f"TensorBoard exited at start: {_last_line(log.name) or 'no output'}",
-                                 remedy=f"its log: {log.name}")
-            if time.monotonic() > deadline:
-                raise UsageError(f"TensorBoard did not start listening on {HOST}:{port} within {START_TIMEOUT_S} s",
-                                 remedy=f"its log: {log.name}")
-            time.sleep(0.25)
+        _wait_until_listening(process, port, log.name)
         print(f"TensorBoard: http://{HOST}:{port}/#pytorch_profiler  (traces from {logdir}; Ctrl-C to stop)", flush=True)
-        print(f"its log: {log.name}", flush=True)
+        print(OFFLINE_NOTE, flush=True)
         process.wait()
         if process.returncode not in (0, None):
-            raise UsageError(f"TensorBoard stopped with status {process.returncode}: {_last_line(log.name)}")
+            raise UsageError(f"TensorBoard stopped with status {process.returncode}: {_last_line(log.name)}",
+                             remedy=f"its log: {log.name}")
+        keep_log = False
         return 0
     except KeyboardInterrupt:
         print("dmlprof: stopping TensorBoard", file=sys.stderr)
+        keep_log = False
         return 0
     finally:
         _stop(process)
         log.close()
+        if not keep_log:
+            _remove(log.name)
 
 
-def _stop_on_sigterm() -> None:
-    """A plain ``kill`` stops TensorBoard too, as Ctrl-C does, instead of orphaning it."""
+def _wait_until_listening(process: subprocess.Popen, port: int, log: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        # exited first: a listener on the port would then be someone else's
+        if process.poll() is not None:
+            raise UsageError(f"TensorBoard exited at start: {_last_line(log) or 'no output'}", remedy=f"its log: {log}")
+        if _listening(port):
+            return
+        if time.monotonic() > deadline:
+            raise UsageError(f"TensorBoard did not start listening on {HOST}:{port} within {START_TIMEOUT_S} s",
+                             remedy=f"its log: {log}")
+        time.sleep(0.25)
+
+
+def _remove(path: str) -> None:
+    try:
+        Path(path).unlink()
+    except OSError:
+        pass
+
+
+def _stop_on_signals() -> None:
+    """``kill`` (SIGTERM) and a closed terminal (SIGHUP) stop TensorBoard too, as Ctrl-C does,
+    instead of orphaning it. SIGHUP does not exist on Windows; closing the console there ends
+    the process group, TensorBoard with it."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    try:
-        signal.signal(signal.SIGTERM, interrupt)
-    except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM here
-        pass
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is None:
+            continue
+        try:
+            signal.signal(number, interrupt)
+        except (ValueError, OSError):  # not the main thread
+            pass
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -91,7 +91,7 @@ class MemoryCap:
         import resource
 
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        limit = base + int(self.headroom_bytes)
+        limit = min(base + int(self.headroom_bytes), 2**63 - 1)  # setrlimit takes a signed 64-bit value
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

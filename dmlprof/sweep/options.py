@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
 from dmlprof.errors import UsageError
+
+#: the largest batch size or byte count accepted (torch sizes and RLIMIT_AS are 64-bit)
+INT64_MAX = 2**63 - 1
 
 #: default memory budget as a share of the device's (or the machine's) memory
 DEFAULT_BUDGET_FRACTION = 0.70
@@ -35,6 +39,8 @@ def parse_batch_sizes(text: str) -> List[int]:
             raise UsageError(f"--batch-sizes: {part!r} is not a whole number (example: --batch-sizes 8,16,32)") from None
         if size < 1:
             raise UsageError(f"--batch-sizes: {size} is not a batch size (each must be at least 1)")
+        if size > INT64_MAX:
+            raise UsageError(f"--batch-sizes: {part[:30]} is beyond any batch size (at most {INT64_MAX})")
         sizes.add(size)
     if not sizes:
         raise UsageError("--batch-sizes is empty (example: --batch-sizes 8,16,32)")
@@ -47,7 +53,10 @@ def parse_bytes(text: str, option: str = "size") -> int:
     unit = match.group("unit").lower() if match else None
     if not match or unit not in _UNITS:
         raise UsageError(f"{option}: {text!r} is not a size (examples: 8GiB, 512MB, 1073741824)")
-    value = int(float(match.group("number")) * _UNITS[unit])
+    number = float(match.group("number"))
+    if not math.isfinite(number) or number * _UNITS[unit] > INT64_MAX:
+        raise UsageError(f"{option}: {text!r} is larger than any memory (at most {INT64_MAX} bytes)")
+    value = int(number * _UNITS[unit])
     if value < 1:
         raise UsageError(f"{option}: {text!r} is not a positive size")
     return value
@@ -96,6 +105,8 @@ def parse_memory_budget(text: Optional[str]) -> MemoryBudget:
         number = float(raw)
     except ValueError:
         return MemoryBudget(bytes=parse_bytes(raw, "--memory-budget"))
+    if not math.isfinite(number) or number > INT64_MAX:
+        raise UsageError(f"--memory-budget: {text!r} is not a finite size (a share like 0.5, or bytes like 8GiB)")
     if number <= 1.0:
         return _fraction(number, text)
     if number != int(number):
