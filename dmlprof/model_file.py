@@ -17,6 +17,8 @@ from dmlprof.errors import ModelFileError, ModelRaisedError
 
 REQUIRED = ("build_model", "make_batch")
 OPTIONAL = ("loss_fn", "make_optimizer", "BATCH_SIZE")
+#: how deep ``from a import *`` chains are followed (a imports * from b, which imports * from c...)
+STAR_DEPTH = 4
 
 
 @dataclass
@@ -24,6 +26,8 @@ class ModelFile:
     path: Path
     mode: str  # "contract" or "script"
     defines: frozenset
+    #: what the reader should know about how the mode was decided
+    notes: tuple = ()
 
 
 def inspect_model_file(path) -> ModelFile:
@@ -41,15 +45,7 @@ def inspect_model_file(path) -> ModelFile:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ModelFileError(f"{path} is not a Python file: syntax error at line {exc.lineno}: {exc.msg}") from None
-    defines = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defines.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            defines.update(t.id for t in targets if isinstance(t, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defines.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    defines, unread = _top_level_names(tree, [path.parent], 0)
     present = [name for name in REQUIRED if name in defines]
     if len(present) == len(REQUIRED):
         return ModelFile(path, "contract", frozenset(defines))
@@ -61,7 +57,77 @@ def inspect_model_file(path) -> ModelFile:
         )
     if not any(not isinstance(node, (ast.Expr, ast.Pass)) for node in tree.body):
         raise ModelFileError(f"{path} is neither a model file (build_model, make_batch) nor a script: it has no code")
-    return ModelFile(path, "script", frozenset(defines))
+    notes = ()
+    if unread:
+        notes = (f"{path.name} imports * from {', '.join(unread)}, which dmlprof cannot read without running it, "
+                 "so it ran as a script; import build_model and make_batch by name to scan it as a model file",)
+    return ModelFile(path, "script", frozenset(defines), notes)
+
+
+def _top_level_names(tree: ast.Module, search: list, depth: int) -> tuple:
+    """(names a module's top level binds, modules it imports * from that could not be read)."""
+    names, unread = set(), []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            found = _star_names(node, search, depth)
+            if found is None:
+                unread.append("." * node.level + (node.module or ""))
+            else:
+                names.update(found)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names, unread
+
+
+def _star_names(node: ast.ImportFrom, search: list, depth: int):
+    """What ``from X import *`` binds, read from X's source without importing it; None if unreadable.
+
+    A model file is often split in two (``from mymodel import *``); deciding
+    from the syntax tree alone, as for the file itself, means nothing runs twice.
+    """
+    if node.level or not node.module or depth >= STAR_DEPTH:
+        return None
+    source = _module_source(node.module, search)
+    if source is None:
+        return None
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    exported = _literal_all(tree)
+    if exported is not None:
+        return exported
+    names, unread = _top_level_names(tree, [source.parent] + search, depth + 1)
+    return None if unread else {name for name in names if not name.startswith("_")}
+
+
+def _module_source(module: str, search: list):
+    """The .py file ``import module`` would load, looked up on the model's folder and sys.path (not imported)."""
+    parts = module.split(".")
+    for folder in [*search, *sys.path]:
+        base = Path(folder or ".").joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _literal_all(tree: ast.Module):
+    """``__all__`` when the module spells it as a literal list of names, else None."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                return set(value)
+    return None
 
 
 def import_model_module(path: Path) -> ModuleType:

@@ -159,6 +159,8 @@ def scan(
     model_file = inspect_model_file(path)
     backend = backend or resolve_backend(device)
     run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode, verify=verify)
+    if model_file.notes:
+        run.meta["notes"] = list(model_file.notes)
     with backend.run_context(), _cwd_kept(), _hard_exit_trapped():
         if model_file.mode == "contract":
             return run.contract(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)

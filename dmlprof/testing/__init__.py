@@ -29,7 +29,9 @@ its in-place write.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
 import shutil
 import sys
 import threading
@@ -66,13 +68,35 @@ def torch_version_tuple() -> tuple:
     return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:2])
 
 
+def compile_flags() -> list:
+    """The compiler flags the extension is built with (part of its cache key)."""
+    major, minor = torch_version_tuple()
+    # NDEBUG as libtorch's release builds: debug-only asserts in its headers
+    # (RecordFunction::inputs) check state that only debug builds keep.
+    if os.name == "nt":
+        return [f"/DEMU_TORCH_VERSION={major * 100 + minor}", "/DNDEBUG"]
+    return [f"-DEMU_TORCH_VERSION={major * 100 + minor}", "-O1", "-DNDEBUG"]
+
+
+def build_key() -> str:
+    """What a built extension depends on, hashed: its C++ source, the torch installation it links
+    against (its path, not only its version: two venvs with one torch version are two builds),
+    the Python, the platform and the flags. Each key gets its own cache folder, so installations
+    never rebuild over each other nor load each other's kernels."""
+    digest = hashlib.sha256()
+    for part in (str(Path(torch.__file__).resolve().parent), torch.__version__, sys.version, sys.executable,
+                 platform.machine(), " ".join(compile_flags())):
+        digest.update(part.encode("utf-8", "replace") + b"\0")
+    for source in SOURCES:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def extensions_root() -> Path:
-    """Cache root for built extensions: one folder per torch build and Python."""
-    override = os.environ.get(BUILD_DIR_ENV)
-    if override:
-        return Path(override)
-    tag = f"torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}".replace("+", "_")
-    return Path.home() / ".cache" / "dmlprof" / "torch_extensions" / tag
+    """Cache folder for this build of the extension (``$DMLPROF_TORCH_EXTENSIONS_DIR`` moves its parent)."""
+    parent = os.environ.get(BUILD_DIR_ENV) or Path.home() / ".cache" / "dmlprof" / "torch_extensions"
+    tag = f"torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{build_key()}".replace("+", "_")
+    return Path(parent) / tag
 
 
 def build_directory() -> Path:
@@ -144,16 +168,17 @@ def load(verbose: bool = False):
         load_extension = _cpp_extension().load
 
         build_dir = build_directory()
-        build_dir.mkdir(parents=True, exist_ok=True)
-        major, minor = torch_version_tuple()
+        try:
+            build_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # $DMLPROF_TORCH_EXTENSIONS_DIR names a file, or a folder we may not write
+            raise EmulatedDeviceError(
+                f"cannot create the build folder {build_dir}: {exc.strerror or exc} (set {BUILD_DIR_ENV} to a "
+                "writable folder)") from None
         try:
             module = load_extension(
                 name=EXTENSION_NAME,
                 sources=[str(p) for p in SOURCES],
-                # NDEBUG as libtorch's release builds: debug-only asserts in its headers
-                # (RecordFunction::inputs) check state that only debug builds keep.
-                extra_cflags=[f"-DEMU_TORCH_VERSION={major * 100 + minor}", "-O1", "-DNDEBUG"] if os.name != "nt"
-                else [f"/DEMU_TORCH_VERSION={major * 100 + minor}", "/DNDEBUG"],
+                extra_cflags=compile_flags(),
                 build_directory=str(build_dir),
                 verbose=verbose,
             )
