@@ -62,7 +62,7 @@ def render_sweep_text(session) -> str:
         fits = fits_budget(frame, budget)
         growth = growth_per_doubling(frame).set_index("batch_size")["growth_per_doubling"]
         recommended, knee = sweep.get("recommended_batch_size"), sweep.get("knee_batch_size")
-        table = []
+        size_rows = []
         noisy = False
         for i, row in frame.iterrows():
             ok = row["status"] == "ok"
@@ -80,7 +80,7 @@ def render_sweep_text(session) -> str:
                 marks.append(_short(row["error"]))
             peak = row["peak_memory_bytes"]
             g = growth.get(row["batch_size"]) if ok else None
-            table.append([
+            size_rows.append([
                 int(row["batch_size"]),
                 row["status"],
                 f"{row['samples_per_s']:.1f}" if ok else "-",
@@ -91,7 +91,7 @@ def render_sweep_text(session) -> str:
                 fmt_share(row["fallback_time_share"]) if ok else "-",
                 "; ".join(marks),
             ])
-        lines.append(table(table, headers=["batch", "status", "samples/s", "per 2x", "step p50", "step p95",
+        lines.append(table(size_rows, headers=["batch", "status", "samples/s", "per 2x", "step p50", "step p95",
                                               "peak memory", "fallback", ""], disable_numparse=True))
         sources = sorted({r["memory_source"] for r in rows if r.get("memory_source")})
         if sources:
