@@ -416,9 +416,9 @@ def test_d23_report_to_a_full_stdout_is_one_line(real_session, tmp_path):
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_d5_a_report_that_cannot_be_written_keeps_the_terminal_report_and_fails_after_it(real_session, tmp_path):
     result = _cli(["report", real_session, "--json", "/dev/full", "--html", "r.html"], tmp_path)
+    assert "op calls" in result.stdout and (tmp_path / "r.html").is_file()  # the rest was still done
     assert result.returncode == 2
     assert "cannot write /dev/full (No space left on device)" in error_line(result)
-    assert "op calls" in result.stdout and (tmp_path / "r.html").is_file()  # the rest was still done
 
 
 def test_d5_d22_a_full_disk_keeps_the_old_report_whole_and_leaves_no_temp_file(real_session, tmp_path, full_folder):
@@ -552,12 +552,12 @@ def test_d3_a_second_ctrl_c_while_a_long_recording_is_saved_does_not_lose_it(tmp
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
-    lines = stderr.strip().splitlines()
-    assert lines[0].startswith("dmlprof: interrupted; saving the ") and "op calls recorded so far" in lines[0]
-    assert lines[-1].startswith("dmlprof: error: interrupted [partial session saved to reports")
     (path,) = sessions(tmp_path / "reports")
     meta = json.loads(path.read_text(encoding="utf-8"))["meta"]
     assert meta["partial"] is True and "interrupted" in meta["partial_reason"]
+    lines = stderr.strip().splitlines()
+    assert lines[0].startswith("dmlprof: interrupted; saving the ") and "op calls recorded so far" in lines[0]
+    assert lines[-1].startswith("dmlprof: error: interrupted [partial session saved to reports")
 
 
 def _tensorboard_run(tmp_path, real_session) -> Path:
