@@ -104,11 +104,12 @@ def no_session(tmp: Path, result) -> None:
     assert sessions(tmp / "reports") == []
 
 
-def partial_session(steps: int):
+def partial_session(steps: int, at_least: bool = False):
+    """One partial session with ``steps`` measured steps (``at_least``: a script's, whose window is its own)."""
     def check(tmp: Path, result) -> None:
         (path,) = sessions(tmp / "reports")
         meta = json.loads(path.read_text(encoding="utf-8"))["meta"]
-        assert meta["partial"] is True and meta["steps"] == steps, meta
+        assert meta["partial"] is True and (meta["steps"] >= steps if at_least else meta["steps"] == steps), meta
         assert str(path.relative_to(tmp)) in result.stderr  # the error line says where it went
     return check
 
@@ -216,7 +217,7 @@ MODEL_CASES = [
     Case("D18-script-os_exit0", ["scan", "s.py"], 0, "", {"s.py": script("os._exit(0)")}, _report_and_complete,
          live=True),
     Case("D18-script-os_exit2", ["scan", "s.py"], 3, "exited with status 2 (os._exit)", {"s.py": script("os._exit(2)")},
-         partial_session(2), live=True),
+         partial_session(1, at_least=True), live=True),
     Case("D18-forward-os_exit0", ["scan", "m.py", "--steps", "3"], 3, "step 2 called os._exit(0)",
          {"m.py": contract(forward="if self.calls == 3: os._exit(0)")}, partial_session(1), live=True),
     # D6: a script's os.chdir does not move dmlprof's outputs
