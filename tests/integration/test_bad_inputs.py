@@ -558,7 +558,7 @@ def test_d3_a_second_ctrl_c_while_a_long_recording_is_saved_does_not_lose_it(tmp
     assert meta["partial"] is True and "interrupted" in meta["partial_reason"]
     lines = stderr.strip().splitlines()
     assert lines[0].startswith("dmlprof: interrupted; saving the ") and "op calls recorded so far" in lines[0]
-    assert lines[-1].startswith("dmlprof: error: interrupted [partial session saved to reports")
+    assert lines[-1].startswith("dmlprof: error: interrupted") and "[partial session saved to reports" in lines[-1]
 
 
 def _tensorboard_run(tmp_path, real_session) -> Path:
@@ -612,3 +612,31 @@ def test_d9_view_on_a_taken_port_is_one_line_and_starts_nothing(tmp_path, real_s
     assert result.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in error_line(result)
     assert "http://" not in result.stdout
+
+
+# -- a hostile session's page in a real browser ---------------------------------------------------------------------
+def test_d19_a_page_from_a_session_with_thousands_of_ops_and_sweep_rows_opens_and_says_what_it_left_out(tmp_path):
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")) or not shutil.which("chromedriver"):
+        pytest.fail("Chromium and chromedriver are needed (apt-get install chromium chromium-driver; .ci/run does it)")
+    from dmlprof.render.html import PAGE_ROWS, render_html
+    from dmlprof.session import Session
+    from session_factory import SWEEP, make_session
+
+    repo = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(repo / "benchmarks"))
+    try:
+        from report_scale import measure_load
+    finally:
+        sys.path.remove(str(repo / "benchmarks"))
+    ops = make_session([{"op": f"aten::op{i}", "time_ns": 1_000 + i, "module": f"Net.block{i}.conv{i % 7}",
+                         "verdict": "fallback" if i % 3 == 0 else "device"} for i in range(PAGE_ROWS * 3)])
+    rows = [dict(SWEEP["rows"][0], batch_size=n + 1) for n in range(PAGE_ROWS * 5)]
+    session = Session(meta=ops.meta, ops=ops.ops, extras={"sweep": dict(SWEEP, rows=rows)})
+    page = tmp_path / "hostile.html"
+    page.write_text(render_html(session), encoding="utf-8")
+    assert page.stat().st_size < 5_000_000
+    loaded = measure_load(page, 1)
+    assert loaded["console_errors"] == [] and loaded["load_ms"][0] > 0
+    assert 0 < loaded["op_table_rows_in_dom"] <= PAGE_ROWS
+    text = page.read_text(encoding="utf-8")
+    assert f"{PAGE_ROWS * 2:,} of {PAGE_ROWS * 3:,} op rows" in text and f"of {PAGE_ROWS * 5:,} sweep rows" in text
