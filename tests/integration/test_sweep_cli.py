@@ -156,7 +156,7 @@ def test_every_size_failing_is_one_line_and_a_non_zero_exit(cli, tmp_path):
     (["--batch-sizes", "8,x"], "--batch-sizes: 'x' is not a whole number"),
     (["--batch-sizes", "8", "--memory-budget", "lots"], "--memory-budget: 'lots' is not a size"),
     (["--batch-sizes", "8", "--child-memory-limit", "-1"], "--child-memory-limit"),
-    (["--batch-sizes", "8", "--steps", "0"], "--steps must be at least 1"),
+    (["--batch-sizes", "8", "--steps", "0"], "--steps: 0 is too small (at least 1)"),
 ])
 def test_bad_options_are_one_line(cli, args, expected):
     result = cli("sweep", MODELS / "lenet5.py", "--device", "cpu", *args)
