@@ -80,7 +80,6 @@ def run(args) -> int:
 def _run_devices(args, options) -> int:
     """``--devices 0,1``: the sweep on each device at once; one session, table and JSON document per device."""
     import json
-    from pathlib import Path
 
     from dmlprof.cli.output import Written, write_output
     from dmlprof.errors import UsageError

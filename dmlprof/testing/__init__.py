@@ -10,7 +10,7 @@ call. The counts are the oracle dmlprof's warning-based live verdicts are
 tested against.
 
     from dmlprof import testing
-    testing.load()                     # builds once, cached per torch version
+    testing.load()                     # builds once, cached per torch installation
     x = torch.ones(3).to("privateuseone")
     testing.fallback_counts()          # {"aten::lerp.Scalar_out": 4, ...}
 
@@ -84,8 +84,8 @@ def build_key() -> str:
     the Python, the platform and the flags. Each key gets its own cache folder, so installations
     never rebuild over each other nor load each other's kernels."""
     digest = hashlib.sha256()
-    for part in (str(Path(torch.__file__).resolve().parent), torch.__version__, sys.version, sys.executable,
-                 platform.machine(), " ".join(compile_flags())):
+    for part in (str(Path(torch.__file__).resolve().parent), torch.__version__, sys.version, platform.machine(),
+                 " ".join(compile_flags())):
         digest.update(part.encode("utf-8", "replace") + b"\0")
     for source in SOURCES:
         digest.update(source.read_bytes())
@@ -155,7 +155,8 @@ def _device_module() -> types.ModuleType:
 
 
 def load(verbose: bool = False):
-    """Build (once per torch version, cached) and load the emulated device; returns the extension module.
+    """Build (once per build key: source, torch installation, Python, flags; cached) and load the
+    emulated device; returns the extension module.
 
     Idempotent. Raises :class:`EmulatedDeviceError` when it cannot be built here.
     """
