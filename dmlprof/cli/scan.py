@@ -43,13 +43,11 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from dmlprof.cli.output import check_paths, print_report, print_saved, write_outputs
-    from dmlprof.errors import UsageError
     from dmlprof import interrupts
-    from dmlprof.errors import Interrupted
-    from dmlprof.runner import ScanStopped, loss_problem
-
+    from dmlprof.cli.output import check_paths, print_report, print_saved, write_outputs
     from dmlprof.distributed.env import rank_info
+    from dmlprof.errors import Interrupted, UsageError
+    from dmlprof.runner import ScanStopped, loss_problem
 
     info = rank_info()  # set when torchrun (or dmlprof scan --nproc) started this process as one rank
     if args.nproc is not None:
