@@ -15,7 +15,7 @@ from typing import Optional
 import pandas as pd
 
 from dmlprof.errors import SessionFileError
-from dmlprof.record.frame import empty_ops_frame, typed_ops_frame
+from dmlprof.schema import empty_ops_frame, typed_ops_frame
 
 FORMAT = "dmlprof-session"
 FORMAT_VERSION = 1

@@ -16,6 +16,7 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     from dmlprof.cli.output import print_report, write_reports
     from dmlprof.distributed.run_dir import is_run_dir
+    from dmlprof.report import build_report
     from dmlprof.session import Session
 
     if is_run_dir(args.session):  # a distributed run: its ranks merged into one report
@@ -25,12 +26,7 @@ def run(args) -> int:
         return 0
 
     session = Session.load(args.session)
-    write_reports(session, args)
-    if session.meta.get("mode") == "sweep":  # a sweep session holds no op rows, only the sweep
-        if not args.quiet:
-            from dmlprof.sweep.report import render_sweep_text
-
-            print(render_sweep_text(session))
-        return 0
-    print_report(session, args)
+    report = build_report(session)  # any kind of session: a scan, a prediction, a sweep
+    write_reports(session, args, report)
+    print_report(report, args)
     return 0

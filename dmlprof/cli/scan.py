@@ -76,7 +76,7 @@ def run(args) -> int:
                                    warmup=args.warmup, **script_options)
         else:
             if args.replace:
-                from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
+                from dmlprof.replaced_scan import scan_replaced as scan  # scans twice, plain and patched
             session = scan(
                 args.model, args.device, batch_size=args.batch_size, sync=args.sync, profiler=args.profiler,
                 **_step_options(args), **script_options, **({"verify": True} if args.verify else {}),
@@ -84,8 +84,11 @@ def run(args) -> int:
     except ScanStopped as stopped:  # keep what was recorded (or predicted) up to the stop
         stopped.saved_to = write_outputs(stopped.session, args)
         raise
-    path = write_outputs(session, args)
-    print_report(session, args)
+    from dmlprof.report import build_report
+
+    report = build_report(session)
+    path = write_outputs(session, args, report)
+    print_report(report, args)
     print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=sys.stderr if args.quiet else sys.stdout)
     return 0
 

@@ -86,8 +86,8 @@ def _run_devices(args, options) -> int:
 
     from dmlprof.cli.output import _write
     from dmlprof.errors import UsageError
+    from dmlprof.report import build_report
     from dmlprof.sweep.driver import run_sweep_devices
-    from dmlprof.sweep.report import sweep_document
 
     try:
         devices = [int(part) for part in args.devices.split(",") if part.strip()]
@@ -99,19 +99,17 @@ def _run_devices(args, options) -> int:
     json_path, args.json = args.json, None
     codes = [_finish(args, result, heading=f"device {index}") for index, result in zip(devices, results)]
     if json_path:
-        documents = [sweep_document(result.to_session()) for result in results]
-        from dmlprof.session import _json_safe
-
-        _write(Path(json_path), json.dumps(_json_safe({"format": "dmlprof-sweep-devices", "devices": documents}),
-                                           indent=2, allow_nan=False))
+        documents = [build_report(result.to_session()).to_dict() for result in results]
+        _write(Path(json_path), json.dumps({"format": "dmlprof-sweep-devices", "devices": documents}, indent=2,
+                                           allow_nan=False))
     return max(codes)
 
 
 def _finish(args, result, heading: str = "") -> int:
     """Save one sweep's session, write --json/--html, print its table; the exit code."""
-    from dmlprof.cli.output import _write, write_reports
+    from dmlprof.cli.output import print_report, write_reports
     from dmlprof.errors import ModelRaisedError, UsageError
-    from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+    from dmlprof.report import build_report
 
     session = result.to_session()
     out_dir = args.out or "reports"
@@ -121,14 +119,12 @@ def _finish(args, result, heading: str = "") -> int:
         path = session.save(Path(out_dir) / result.session_filename())
     except OSError as exc:
         raise UsageError(f"cannot write the session under {out_dir}: {exc.strerror or exc}") from None
-    if args.json:
-        _write(Path(args.json), render_sweep_json(session))
-    write_reports(session, argparse.Namespace(html=args.html))
+    report = build_report(session)
+    write_reports(session, argparse.Namespace(json=args.json, html=args.html), report)
     where = sys.stderr if args.quiet else sys.stdout
-    if not args.quiet:
-        if heading:
-            print(f"\n[{heading}]")
-        print(render_sweep_text(session))
+    if heading and not args.quiet:
+        print(f"\n[{heading}]")
+    print_report(report, args)
     print(f"\nsession saved to {path}  (re-render: dmlprof report {path})", file=where)
     sys.stdout.flush()
     if result.interrupted:

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from dmlprof.errors import UsageError
-from dmlprof.record.frame import parse_fallback_ops
+from dmlprof.schema import parse_fallback_ops
 
 #: What torch.profiler writes today (Kineto's trace schema version).
 SCHEMA_VERSION = 1

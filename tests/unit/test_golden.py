@@ -47,13 +47,13 @@ def test_terminal_report_matches_golden(kind):
 
 
 def test_sweep_text_matches_golden():
-    from dmlprof.sweep.report import render_sweep_text
+    from dmlprof.render.terminal import render_sweep_text
 
     check_golden("sweep/sweep.txt", render_sweep_text(KINDS["sweep"]()) + "\n")
 
 
 def test_sweep_json_document_matches_golden():
-    from dmlprof.sweep.report import render_sweep_json
+    from dmlprof.render.json_report import render_json as render_sweep_json
 
     check_golden("sweep/sweep.json", _json(json.loads(render_sweep_json(KINDS["sweep"]()))))
 

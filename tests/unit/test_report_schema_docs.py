@@ -93,7 +93,7 @@ def test_every_documented_row_key_is_written_somewhere():
 
 
 def test_sweep_json_keys_are_the_documented_ones():
-    from dmlprof.sweep.report import render_sweep_json
+    from dmlprof.render.json_report import render_json as render_sweep_json
 
     document = json.loads(render_sweep_json(KINDS["sweep"]()))
     assert set(document) == SWEEP_TOP

@@ -38,7 +38,8 @@ from dmlprof.sweep.options import (
     parse_memory_budget,
 )
 from dmlprof.sweep.progress import Progress, bar_text
-from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+from dmlprof.render.json_report import render_json as render_sweep_json
+from dmlprof.render.terminal import render_sweep_text
 
 GiB = 1024**3
 
