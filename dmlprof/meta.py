@@ -10,7 +10,10 @@ know in ``extra`` so that they survive a load and a save.
 from __future__ import annotations
 
 import math
+import re
+import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
@@ -27,6 +30,7 @@ CONTRACT, SCRIPT, BLOCK = "contract", "script", "block"
 RUN_MODES = (CONTRACT, SCRIPT, BLOCK, SWEEP)
 
 _EMPTY: Mapping = MappingProxyType({})
+_SAFE = re.compile(r"[^A-Za-z0-9_-]+")  # what a file name may hold on every system
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class SweepSettings:
     steps: Optional[int] = None  # timed steps per size
     warmup_steps: Optional[int] = None
     amp: Optional[str] = None
+    device_index: Optional[int] = None  # sweep --devices: which of the devices this sweep ran on
     max_batch_size: Optional[int] = None
     time_budget_s: Optional[float] = None
     child_memory_limit_bytes: Optional[int] = None
@@ -188,6 +193,15 @@ class RunMeta:
         """The median measured step (the upper one of an even count, as the terminal always said)."""
         steps = sorted(self.step_times_ms)
         return steps[len(steps) // 2] if steps else None
+
+    def file_stem(self) -> str:
+        """``<model>-<backend>[-sweep]-<yyyymmddThhmmss>``: how this run's files are named (session, trace run)."""
+        model = _SAFE.sub("_", self.model_name or Path(self.model or "session").stem or "session")
+        index = self.sweep.settings.device_index if self.sweep is not None else None  # sweep --devices: one file each
+        backend = _SAFE.sub("_", (self.device.backend or "device") + ("" if index is None else str(index)))
+        stamp = _SAFE.sub("", (self.started_at or "").replace(":", "").replace("-", ""))[:15]
+        parts = [model, backend] + (["sweep"] if self.kind == SWEEP else []) + [stamp or time.strftime("%Y%m%dT%H%M%S")]
+        return "-".join(parts).strip("-_") or "dmlprof"
 
     def updated(self, **changes) -> "RunMeta":
         """A copy with ``changes`` (RunMeta is frozen)."""
@@ -380,6 +394,7 @@ def _sweep_settings(data: Mapping) -> SweepSettings:
     sizes = read.numbers("sizes_planned")
     return SweepSettings(auto=read.flag("auto"), sizes_planned=tuple(int(n) for n in sizes) if sizes is not None else None,
                          steps=read.integer("steps"), warmup_steps=read.integer("warmup_steps"), amp=read.text("amp"),
+                         device_index=read.integer("device_index"),
                          max_batch_size=read.integer("max_batch_size"), time_budget_s=read.number("time_budget_s"),
                          child_memory_limit_bytes=read.integer("child_memory_limit_bytes"))
 
@@ -401,3 +416,8 @@ def _sweep_dict(sweep: Optional[SweepRun]) -> dict:
     if sweep is None:
         return {}
     return {key: plain(getattr(sweep, name)) for name, key in _SWEEP_KEYS.items()}
+
+
+def run_meta(meta) -> RunMeta:
+    """``meta`` as a RunMeta (a session's meta may still be a plain dict)."""
+    return meta if isinstance(meta, RunMeta) else RunMeta.from_dict(meta)

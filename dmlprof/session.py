@@ -84,10 +84,10 @@ class Session:
         return bool(self.meta.get("partial"))
 
     def default_filename(self) -> str:
-        model = Path(str(self.meta.get("model", "session"))).stem or "session"
-        backend = self.meta.get("backend", "device")
-        stamp = str(self.meta.get("started_at", "")).replace(":", "").replace("-", "")[:15] or "now"
-        return f"{model}-{backend}-{stamp}{SUFFIX}"
+        """``<model>-<backend>[-sweep]-<yyyymmddThhmmss>.session.json``."""
+        from dmlprof.meta import run_meta
+
+        return run_meta(self.meta).file_stem() + SUFFIX
 
     def _repr_html_(self) -> str:
         from dmlprof.render.terminal import render_text

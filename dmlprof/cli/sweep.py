@@ -116,7 +116,7 @@ def _finish(args, result, heading: str = "") -> int:
     from pathlib import Path
 
     try:
-        path = session.save(Path(out_dir) / result.session_filename())
+        path = session.save(Path(out_dir) / session.default_filename())
     except OSError as exc:
         raise UsageError(f"cannot write the session under {out_dir}: {exc.strerror or exc}") from None
     report = build_report(session)

@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from dmlprof.errors import UsageError
+from dmlprof.meta import RunMeta, run_meta
 from dmlprof.schema import parse_fallback_ops
 
 #: What torch.profiler writes today (Kineto's trace schema version).
@@ -60,9 +61,9 @@ def trace_dict(session) -> dict:
     if ops is None or not len(ops) or int(ops["time_ns"].sum()) <= 0:
         raise UsageError("this session has no timed op calls, so there is no trace to write",
                          remedy="a prediction has no per-call times: scan on the device for a trace")
-    meta = session.meta
+    run = run_meta(session.meta)
     frame = _laid_out(ops)
-    events = _metadata_events(meta, frame)
+    events = _metadata_events(run, frame)
     events += _step_events(frame)
     events += _phase_events(frame)
     events += _op_events(frame)
@@ -71,15 +72,15 @@ def trace_dict(session) -> dict:
         # no CUDA device properties: torch writes [] for a CPU-only trace too
         "deviceProperties": [],
         "displayTimeUnit": "ms",
-        "traceName": f"dmlprof {meta.get('model_name') or 'session'}",
+        "traceName": f"dmlprof {run.model_name or 'session'}",
         "dmlprof": {
-            "version": str(meta.get("dmlprof_version", "")),
-            "backend": str(meta.get("backend", "")),
-            "device_name": str(meta.get("device_name", "")),
-            "mode": str(meta.get("mode", "live")),
-            "model": str(meta.get("model", "")),
-            "timing": str(meta.get("timing", "")),
-            "partial": bool(meta.get("partial")),
+            "version": run.environment.dmlprof_version or "",
+            "backend": run.device.backend or "",
+            "device_name": run.device.name or "",
+            "mode": run.kind,
+            "model": run.model or "",
+            "timing": run.recording.timing or "",
+            "partial": run.partial,
         },
         "traceEvents": events,
     }
@@ -116,8 +117,8 @@ def _tid(thread) -> int:
     return int(thread) + 1
 
 
-def _metadata_events(meta, frame) -> list:
-    name = f"dmlprof: {meta.get('model_name') or 'model'} on {meta.get('backend') or 'device'}"
+def _metadata_events(run: RunMeta, frame) -> list:
+    name = f"dmlprof: {run.model_name or 'model'} on {run.device.backend or 'device'}"
     events = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0, "args": {"name": name}},
         {"ph": "M", "name": "process_labels", "pid": PID, "tid": 0, "ts": 0, "args": {"labels": "CPU"}},
@@ -244,17 +245,13 @@ def _dims(shapes: str) -> list:
 
 def run_name(session) -> str:
     """``<model>-<backend>-<yyyymmddThhmmss>``: the run's folder name under the log dir."""
-    meta = session.meta
-    model = _SAFE.sub("_", str(meta.get("model_name") or Path(str(meta.get("model", "session"))).stem or "session"))
-    backend = _SAFE.sub("_", str(meta.get("backend") or "device"))
-    stamp = _SAFE.sub("", str(meta.get("started_at", "")).replace(":", "").replace("-", ""))[:15] or time.strftime("%Y%m%dT%H%M%S")
-    return f"{model}-{backend}-{stamp}".strip("-_") or "dmlprof"
+    return run_meta(session.meta).file_stem()
 
 
-def _timestamp_ms(session) -> int:
+def _timestamp_ms(run: RunMeta) -> int:
     try:
-        return int(datetime.fromisoformat(str(session.meta.get("started_at"))).timestamp() * 1000)
-    except (TypeError, ValueError):
+        return int(datetime.fromisoformat(run.started_at or "").timestamp() * 1000)
+    except ValueError:
         return int(time.time() * 1000)
 
 
@@ -267,8 +264,9 @@ def write_tensorboard_run(session, log_dir, run: str | None = None) -> Path:
     """
     trace = trace_dict(session)
     folder = Path(log_dir) / (run or run_name(session))
-    worker = _SAFE.sub("_", f"dmlprof_{session.meta.get('backend') or 'device'}")
-    path = folder / f"{worker}.{_timestamp_ms(session)}.pt.trace.json"
+    facts = run_meta(session.meta)
+    worker = _SAFE.sub("_", f"dmlprof_{facts.device.backend or 'device'}")
+    path = folder / f"{worker}.{_timestamp_ms(facts)}.pt.trace.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

@@ -107,13 +107,6 @@ class SweepResult:
 
         return Session(meta=self.meta(), extras={"sweep": self.summary()})
 
-    def session_filename(self) -> str:
-        from dmlprof.session import SUFFIX
-
-        stamp = self.started_at.replace(":", "").replace("-", "")[:15] or "now"
-        index = self.settings.get("device_index")
-        where = self.first("backend", self.device) + (f"{index}" if index is not None else "")
-        return f"{self.model.stem}-{where}-sweep-{stamp}{SUFFIX}"
 
 
 def child_command(model: Path, batch_size: int, *, device: str, steps: int, warmup: int, amp: Optional[str],

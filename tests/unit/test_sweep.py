@@ -361,7 +361,7 @@ def test_session_round_trip_and_renderers(model_file, tmp_path):
         lambda bs: row(bs, status="oom", error="not enough GPU video memory available!") if bs == 32
         else row(bs, 100.0 * bs, peak=bs * GiB), calls))
     session = result.to_session()
-    path = session.save(tmp_path / result.session_filename())
+    path = session.save(tmp_path / session.default_filename())
     loaded = Session.load(path)
     assert loaded.extras["sweep"] == session.extras["sweep"]
     assert loaded.meta["mode"] == "sweep" and "sweep" in path.name
