@@ -215,7 +215,7 @@ class RunMeta:
         read = _Reader(data)
         meta = cls(
             kind=read.choice("mode", KINDS, LIVE),
-            run_mode=read.text("run_mode"),
+            run_mode=read.choice("run_mode", RUN_MODES, None),
             model=read.text("model"),
             model_name=read.text("model_name"),
             environment=Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS)),
@@ -289,7 +289,7 @@ class _Reader:
         value = self.data.get(key)
         return value if isinstance(value, str) else None
 
-    def choice(self, key: str, allowed: tuple, default: str) -> str:
+    def choice(self, key: str, allowed: tuple, default: Optional[str]) -> Optional[str]:
         value = self.data.get(key)
         return value if value in allowed else default
 

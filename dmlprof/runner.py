@@ -129,7 +129,9 @@ class Profiled:
     session: Optional[Session] = None
 
     def _repr_html_(self) -> str:
-        return self.session._repr_html_() if self.session is not None else "<p>dmlprof: still recording</p>"
+        from dmlprof.render.notebook import notebook_html
+
+        return notebook_html(self.session) if self.session is not None else "<p>dmlprof: still recording</p>"
 
 
 @contextmanager

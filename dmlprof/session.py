@@ -7,7 +7,6 @@ code when you open it.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -15,6 +14,7 @@ from typing import Optional
 import pandas as pd
 
 from dmlprof.errors import SessionFileError
+from dmlprof.plain import plain
 from dmlprof.schema import empty_ops_frame, typed_ops_frame
 
 FORMAT = "dmlprof-session"
@@ -49,7 +49,7 @@ class Session:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(_json_safe(self.to_dict()), separators=(",", ":"), allow_nan=False), encoding="utf-8")
+        tmp.write_text(json.dumps(plain(self.to_dict()), separators=(",", ":"), allow_nan=False), encoding="utf-8")
         tmp.replace(path)
         return path
 
@@ -89,31 +89,8 @@ class Session:
 
         return run_meta(self.meta).file_stem() + SUFFIX
 
-    def _repr_html_(self) -> str:
-        from dmlprof.render.terminal import render_text
-
-        import html
-
-        return f"<pre>{html.escape(render_text(self))}</pre>"
-
 
 def _frame_to_columns(frame: Optional[pd.DataFrame]) -> dict:
     if frame is None or frame.empty and not len(frame.columns):
         return {}
     return {column: frame[column].astype(object).where(frame[column].notna(), None).tolist() for column in frame.columns}
-
-
-def _json_safe(value):
-    """NaN and infinities are not JSON; numpy scalars are not Python's."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            return _json_safe(value.item())
-        except (TypeError, ValueError):
-            return str(value)
-    return value

@@ -1,6 +1,8 @@
 """Number formatting shared by the text renderers (one place for units)."""
 from __future__ import annotations
 
+from dmlprof.units import fmt_bytes  # noqa: F401  (one byte formatter for the whole house)
+
 
 def fmt_ms(ms) -> str:
     try:
@@ -20,15 +22,6 @@ def fmt_ms(ms) -> str:
 
 def fmt_share(share) -> str:
     return "-" if share is None else f"{100 * float(share):.1f}%"
-
-
-def fmt_bytes(count) -> str:
-    count = float(count or 0)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
 
 
 def fmt_list(values, limit: int = 2) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 import dmlprof
+from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
 from dmlprof.model_file import inspect_model_file
 from dmlprof.sweep.child import AMP_DTYPES, RESULT_MARKER, memory_limit_supported
@@ -25,8 +26,6 @@ DEFAULT_MAX_BATCH_SIZE = 4096
 #: --auto stops before a size that would likely end past this many seconds in all
 DEFAULT_TIME_BUDGET_S = 150.0
 DEFAULT_CHILD_TIMEOUT_S = 600.0
-ROW_KEYS = ("batch_size", "status", "samples_per_s", "step_ms_p50", "step_ms_p95", "peak_memory_bytes",
-            "memory_source", "fallback_time_share", "error")
 _clock = time.monotonic  # one name to fake in tests
 _DETAIL_KEYS = ("batch_size", "step_times_ms", "fallback_recorded", "fallback_ops", "memory_total_bytes", "notes", "elapsed_s")
 
@@ -59,7 +58,7 @@ class SweepResult:
 
     def rows(self) -> List[dict]:
         """The per-size rows with exactly the schema's keys."""
-        return [{key: result.get(key) for key in ROW_KEYS} for result in self.results]
+        return [{key: result.get(key) for key in SWEEP_COLUMNS} for result in self.results]
 
     def summary(self) -> dict:
         """``Session.extras["sweep"]``: rows, recommendation, knee, budget (docs/sweep_schema.md)."""
@@ -161,14 +160,7 @@ def parse_child_output(batch_size: int, returncode: int, stdout: str, stderr: st
     last = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
     if last:
         reason += f"; last output: {last[-1][:300]}"
-    return error_result(batch_size, reason)
-
-
-def error_result(batch_size: int, reason: str) -> dict:
-    return {
-        "batch_size": batch_size, "status": "error", "samples_per_s": 0.0, "step_ms_p50": 0.0, "step_ms_p95": 0.0,
-        "peak_memory_bytes": None, "memory_source": "", "fallback_time_share": 0.0, "error": reason,
-    }
+    return failed_row(batch_size, reason)
 
 
 def run_child(argv: List[str], batch_size: int, timeout_s: float, tick: Optional[Callable[[], None]] = None) -> dict:
@@ -181,7 +173,7 @@ def run_child(argv: List[str], batch_size: int, timeout_s: float, tick: Optional
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                  text=True, encoding="utf-8", errors="replace", env=_child_env())
     except OSError as exc:
-        return error_result(batch_size, f"could not start the child process: {exc}")
+        return failed_row(batch_size, f"could not start the child process: {exc}")
     deadline = _clock() + timeout_s
     try:
         while True:
@@ -193,7 +185,7 @@ def run_child(argv: List[str], batch_size: int, timeout_s: float, tick: Optional
                 if _clock() >= deadline:
                     child.kill()
                     child.communicate()
-                    return error_result(batch_size, f"timed out after {timeout_s:.0f} s (--child-timeout)")
+                    return failed_row(batch_size, f"timed out after {timeout_s:.0f} s (--child-timeout)")
                 if tick is not None:
                     tick()
     except BaseException:  # Ctrl-C: never leave a child running behind us

@@ -69,7 +69,7 @@ class MemoryBudget:
         return None
 
     def describe(self, total_bytes: Optional[int], what: str = "device memory") -> str:
-        from dmlprof.render.format import fmt_bytes
+        from dmlprof.units import fmt_bytes
 
         if self.bytes is not None:
             return f"{fmt_bytes(self.bytes)} (--memory-budget)"
