@@ -12,8 +12,8 @@ MEMORY_LIMIT_ENV = "DMLPROF_SWEEP_CHILD_MEMORY_LIMIT"
 
 
 def add_parser(commands) -> None:
-    from dmlprof.sweep.driver import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS,
-                                      DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP)
+    from dmlprof.sweep.options import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS,
+                                       DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP)
 
     parser = commands.add_parser(
         "sweep", help="measure a model file over batch sizes and recommend one", description=__doc__,

@@ -18,14 +18,9 @@ from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
 from dmlprof.model_file import inspect_model_file
 from dmlprof.sweep.child import AMP_DTYPES, RESULT_MARKER, memory_limit_supported
-from dmlprof.sweep.options import MemoryBudget, auto_sizes, auto_start_size, parse_memory_budget
+from dmlprof.sweep.options import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS, DEFAULT_TIME_BUDGET_S,
+                                   DEFAULT_WARMUP, MemoryBudget, auto_sizes, auto_start_size, parse_memory_budget)
 
-DEFAULT_STEPS = 6
-DEFAULT_WARMUP = 1
-DEFAULT_MAX_BATCH_SIZE = 4096
-#: --auto stops before a size that would likely end past this many seconds in all
-DEFAULT_TIME_BUDGET_S = 150.0
-DEFAULT_CHILD_TIMEOUT_S = 600.0
 _clock = time.monotonic  # one name to fake in tests
 _DETAIL_KEYS = ("batch_size", "step_times_ms", "fallback_recorded", "fallback_ops", "memory_total_bytes", "notes", "elapsed_s")
 

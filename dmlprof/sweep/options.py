@@ -9,6 +9,13 @@ from typing import List, Optional
 
 from dmlprof.errors import UsageError
 
+# Defaults of ``dmlprof sweep`` (here, torch- and pandas-free, so that ``--help`` can show them).
+DEFAULT_STEPS = 6
+DEFAULT_WARMUP = 1
+DEFAULT_MAX_BATCH_SIZE = 4096
+#: --auto stops before a size that would likely end past this many seconds in all
+DEFAULT_TIME_BUDGET_S = 150.0
+DEFAULT_CHILD_TIMEOUT_S = 600.0
 #: default memory budget as a share of the device's (or the machine's) memory
 DEFAULT_BUDGET_FRACTION = 0.70
 
