@@ -18,7 +18,7 @@ import json
 from statistics import median
 from typing import Optional
 
-from dmlprof.meta import PREDICTED, SCRIPT, SWEEP
+from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
 from dmlprof.plain import plain
 from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_share
 from dmlprof.report import report_of
@@ -77,36 +77,33 @@ def report_data(source) -> dict:
 
 
 def _meta_facts(report) -> dict:
+    """Run facts as the page prints them ('' for a fact not recorded)."""
     run = report.run
-    memory = run.memory
+    memory = run.memory or Memory()
+    texts = {"model": run.model, "model_name": run.model_name, "backend": run.device.backend,
+             "device": run.device.device, "device_name": run.device.name,
+             "torch_version": run.environment.torch_version, "dmlprof_version": run.environment.dmlprof_version,
+             "python_version": run.environment.python_version, "platform": run.environment.platform,
+             "run_mode": run.run_mode, "optimizer": run.optimizer, "timing": run.recording.timing,
+             "table_version": _table_version(report), "started_at": run.started_at,
+             "recording": run.recording.description, "memory_source": memory.source}
     return {
-        "model": run.model or "",
-        "model_name": run.model_name or "",
-        "backend": run.device.backend or "",
-        "device": run.device.device or "",
-        "device_name": run.device.name or "",
-        "torch_version": run.environment.torch_version or "",
-        "dmlprof_version": run.environment.dmlprof_version or "",
-        "python_version": run.environment.python_version or "",
-        "platform": run.environment.platform or "",
+        **{key: value or "" for key, value in texts.items()},
         "backend_versions": dict(run.device.versions),
         "mode": report.kind,
-        "run_mode": run.run_mode or "",
         "batch_size": run.batch_size,
         "warmup_steps": run.warmup_steps,
         "steps": run.steps,
-        "optimizer": run.optimizer or "",
-        "timing": run.recording.timing or "",
-        "table_version": (run.prediction.table_version if run.prediction else None) or "",
-        "started_at": run.started_at or "",
         "duration_s": run.duration_s,
         "step_time_ms_p50": float(median(run.step_times_ms)) if run.step_times_ms else None,
         "measured_steps": len(run.step_times_ms),
-        "recording": run.recording.description or "",
         "profiler_check": _profiler_check(run.recording.profiler_check),
-        "peak_memory_bytes": memory.peak_bytes if memory else None,
-        "memory_source": (memory.source if memory else None) or "",
+        "peak_memory_bytes": memory.peak_bytes,
     }
+
+
+def _table_version(report) -> str:
+    return (report.run.prediction or Prediction()).table_version or ""
 
 
 def _profiler_check(check) -> str:
@@ -119,68 +116,95 @@ def _profiler_check(check) -> str:
 
 def _flags(report, timed: bool) -> list:
     """Notes shown above everything else: what makes these numbers special."""
-    run = report.run
-    flags = []
-    if run.partial:
-        flags.append({"tone": "warn", "label": "Partial session",
-                      "text": f"The run stopped early: {run.partial_reason or 'no reason recorded'}. "
-                              "The figures cover only the steps that ran."})
-    if report.kind == PREDICTED:
-        table = (run.prediction.table_version if run.prediction else None) or "unknown table"
-        times = ("Times were measured on the host that made the prediction, not on the device." if timed
-                 else "A prediction has no per-call times, so shares by time are not shown.")
-        flags.append({"tone": "info", "label": "Predicted",
-                      "text": f"No device ran this: verdicts come from the op table {table}. {times}"})
-    elif not timed and report.summary.op_calls:
-        flags.append({"tone": "info", "label": "No timings", "text": "This session has no per-call times; shares by time are not shown."})
-    if report.cpu_is_device and report.kind != SWEEP:
-        flags.append({"tone": "info", "label": "CPU run",
-                      "text": "The CPU was the device, so nothing can fall back. "
-                              "Scan with --device (or predict with --target dml) to check an accelerator."})
-    flags += [{"tone": "info", "label": "Note", "text": note} for note in run.notes]
-    if not report.summary.op_calls and report.kind != SWEEP:  # a sweep holds its sizes, not op calls
-        flags.append({"tone": "warn", "label": "Empty", "text": "No op calls were recorded."})
+    scan = report.kind != SWEEP  # a sweep holds its sizes, not op calls
+    flags = ([_partial_flag(report)] if report.run.partial else []) + _timing_flags(report, timed)
+    if report.cpu_is_device and scan:
+        flags.append(_flag("info", "CPU run", "The CPU was the device, so nothing can fall back. "
+                                              "Scan with --device (or predict with --target dml) to check an accelerator."))
+    flags += [_flag("info", "Note", note) for note in report.run.notes]
+    if not report.summary.op_calls and scan:
+        flags.append(_flag("warn", "Empty", "No op calls were recorded."))
     return flags
 
 
+def _flag(tone: str, label: str, text: str) -> dict:
+    return {"tone": tone, "label": label, "text": text}
+
+
+def _timing_flags(report, timed: bool) -> list:
+    if report.kind == PREDICTED:
+        return [_predicted_flag(report, timed)]
+    if not timed and report.summary.op_calls:
+        return [_flag("info", "No timings", "This session has no per-call times; shares by time are not shown.")]
+    return []
+
+
+def _partial_flag(report) -> dict:
+    return _flag("warn", "Partial session", f"The run stopped early: {report.run.partial_reason or 'no reason recorded'}. "
+                                            "The figures cover only the steps that ran.")
+
+
+def _predicted_flag(report, timed: bool) -> dict:
+    times = ("Times were measured on the host that made the prediction, not on the device." if timed
+             else "A prediction has no per-call times, so shares by time are not shown.")
+    table = _table_version(report) or "unknown table"
+    return _flag("info", "Predicted", f"No device ran this: verdicts come from the op table {table}. {times}")
+
+
+def _card(key: str, label: str, value: str, detail: str, tone: str = "") -> dict:
+    return {"key": key, "label": label, "value": value, "detail": detail, "tone": tone}
+
+
 def _cards(report, timed: bool) -> list:
-    facts = _meta_facts(report)
+    """The headline figures, one card each."""
     head = report.summary
+    cards = [_device_card(report),
+             _card("mode", "Mode", report.kind, _mode_detail(report), "info" if report.kind == PREDICTED else ""),
+             _card("coverage_calls", "On device, by calls", fmt_share(head.device_call_share),
+                   f"{head.device_calls:,} of {head.op_calls:,} op calls",
+                   _coverage_tone(head.device_call_share, head.op_calls))]
+    cards += _time_cards(head) if timed else [
+        _card("coverage_time", "On device, by time", "n/a", "no per-call times"),
+        _card("fallback_time", "Fallback time share", "n/a",
+              f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops",
+              "bad" if head.fallback_calls else "good")]
+    return cards + _step_card(report)
+
+
+def _device_card(report) -> dict:
+    facts = _meta_facts(report)
     versions = ", ".join(f"{k} {v}" for k, v in facts["backend_versions"].items())
-    device_detail = f"torch {facts['torch_version']}" + (f" \u00b7 {versions}" if versions else "")
-    cards = [
-        {"key": "device", "label": "Device", "value": facts["backend"] or "?",
-         "detail": (facts["device_name"] + " \u00b7 " if facts["device_name"] else "") + device_detail, "tone": ""},
-        {"key": "mode", "label": "Mode", "value": report.kind, "detail": _mode_detail(report),
-         "tone": "info" if report.kind == PREDICTED else ""},
-        {"key": "coverage_calls", "label": "On device, by calls", "value": fmt_share(head.device_call_share),
-         "detail": f"{head.device_calls:,} of {head.op_calls:,} op calls",
-         "tone": _coverage_tone(head.device_call_share, head.op_calls)},
-        {"key": "coverage_time", "label": "On device, by time",
-         "value": fmt_share(head.device_time_share) if timed else "n/a",
-         "detail": f"{fmt_ms(head.device_op_time_ms)} of {fmt_ms(head.time_ms)} op time" if timed else "no per-call times",
-         "tone": _coverage_tone(head.device_time_share, head.op_calls) if timed else ""},
-        {"key": "fallback_time", "label": "Fallback time share",
-         "value": fmt_share(head.fallback_time_share) if timed else "n/a",
-         "detail": f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops"
-                   + (f" \u00b7 {fmt_ms(head.fallback_time_ms)}" if timed else ""),
-         "tone": "bad" if head.fallback_calls else "good"},
+    detail = f"torch {facts['torch_version']}" + (f" \u00b7 {versions}" if versions else "")
+    name = facts["device_name"] + " \u00b7 " if facts["device_name"] else ""
+    return _card("device", "Device", facts["backend"] or "?", name + detail)
+
+
+def _time_cards(head) -> list:
+    return [
+        _card("coverage_time", "On device, by time", fmt_share(head.device_time_share),
+              f"{fmt_ms(head.device_op_time_ms)} of {fmt_ms(head.time_ms)} op time",
+              _coverage_tone(head.device_time_share, head.op_calls)),
+        _card("fallback_time", "Fallback time share", fmt_share(head.fallback_time_share),
+              f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops \u00b7 "
+              f"{fmt_ms(head.fallback_time_ms)}", "bad" if head.fallback_calls else "good"),
     ]
-    if facts["step_time_ms_p50"] is not None:
-        memory = facts["peak_memory_bytes"]
-        cards.append({"key": "step_time", "label": "Step time (median)", "value": fmt_ms(facts["step_time_ms_p50"]),
-                      "detail": f"{facts['measured_steps']} measured steps"
-                                + (f" \u00b7 peak memory {fmt_bytes(memory)}" if memory else ""), "tone": ""})
-    return cards
+
+
+def _step_card(report) -> list:
+    run = report.run
+    if not run.step_times_ms:
+        return []
+    memory = (run.memory or Memory()).peak_bytes
+    return [_card("step_time", "Step time (median)", fmt_ms(float(median(run.step_times_ms))),
+                  f"{len(run.step_times_ms)} measured steps" + (f" \u00b7 peak memory {fmt_bytes(memory)}" if memory else ""))]
 
 
 def _mode_detail(report) -> str:
     run = report.run
     if report.kind == PREDICTED:
-        return f"op table {(run.prediction.table_version if run.prediction else None) or 'unknown'}"
+        return f"op table {_table_version(report) or 'unknown'}"
     if report.kind == SWEEP:
-        sweep = report.sweep
-        return f"{len(sweep.rows) if sweep else 0} batch sizes"
+        return f"{len(report.sweep.rows) if report.sweep else 0} batch sizes"
     if run.run_mode == SCRIPT:
         return f"script mode \u00b7 {run.steps or 0} optimizer steps"
     return (f"batch {run.batch_size} \u00b7 {run.steps or 0} steps"
@@ -277,31 +301,36 @@ def _sweep(sweep) -> Optional[dict]:
     if sweep is None or not sweep.rows:
         return None
     best_rate = sweep.best_samples_per_s or 1.0
-    memories = [r.peak_memory_bytes for r in sweep.rows if r.peak_memory_bytes]
-    budget = sweep.memory_budget_bytes
-    top_memory = max(memories + ([budget] if budget else []), default=0) or 1
-    rows = [{
-        **plain(r),
-        "rate_bar": r.samples_per_s / best_rate if r.ok else 0.0,
-        "memory_bar": (r.peak_memory_bytes or 0) / top_memory,
-        "rate": _rate(r.samples_per_s) if r.ok else "",
-        "step_p50": fmt_ms(r.step_ms_p50) if r.ok else "",
-        "step_p95": fmt_ms(r.step_ms_p95) if r.ok else "",
-        "memory": fmt_bytes(r.peak_memory_bytes) if r.peak_memory_bytes else "?",
-        "fallback": fmt_share(r.fallback_time_share) if r.ok else "",
-        "recommended": r.recommended,
-        "knee": r.knee,
-    } for r in sweep.rows]
+    top_memory = sweep.largest_memory_bytes or 1  # the top of the memory axis
     return {
-        "rows": rows,
+        "rows": [_sweep_row(r, best_rate, top_memory) for r in sweep.rows],
         "recommended_batch_size": sweep.recommended_batch_size,
         "knee_batch_size": sweep.knee_batch_size,
-        "memory_budget_bytes": budget,
-        "budget_bar": budget / top_memory if budget else None,
-        "budget": fmt_bytes(budget) if budget else "",
+        **_budget(sweep.memory_budget_bytes, top_memory),
         "best_rate": best_rate,
         "best_rate_text": _rate(best_rate),
-        "memory_top": fmt_bytes(top_memory) if memories or budget else "",
+        "memory_top": fmt_bytes(top_memory) if sweep.largest_memory_bytes else "",
+    }
+
+
+def _budget(budget: Optional[int], top_memory: int) -> dict:
+    if not budget:
+        return {"memory_budget_bytes": budget, "budget_bar": None, "budget": ""}
+    return {"memory_budget_bytes": budget, "budget_bar": budget / top_memory, "budget": fmt_bytes(budget)}
+
+
+def _sweep_row(r, best_rate: float, top_memory: int) -> dict:
+    """One batch size: the schema's row, its bar lengths and its figures as text ('' unless it ran)."""
+    texts = {"rate": _rate(r.samples_per_s), "step_p50": fmt_ms(r.step_ms_p50), "step_p95": fmt_ms(r.step_ms_p95),
+             "fallback": fmt_share(r.fallback_time_share)}
+    return {
+        **plain(r),
+        **{key: text if r.ok else "" for key, text in texts.items()},
+        "rate_bar": r.samples_per_s / best_rate if r.ok else 0.0,
+        "memory_bar": (r.peak_memory_bytes or 0) / top_memory,
+        "memory": fmt_bytes(r.peak_memory_bytes) if r.peak_memory_bytes else "?",
+        "recommended": r.recommended,
+        "knee": r.knee,
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from dmlprof.meta import BLOCK, SCRIPT, SWEEP
+from dmlprof.meta import BLOCK, SCRIPT, SWEEP, SweepRun
 from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_share
 from dmlprof.report import Report, report_of
 
@@ -96,24 +96,29 @@ def _verification(report: Report, top: int) -> list:
     if found is None:
         return []
     lines = [found.headline] + [f"  note: {note}" for note in found.notes]
-    if found.divergent_ops:
-        shown = found.divergent_ops[:top]
-        lines += [""] + _table(
-            "Ops whose device result differs from the CPU's (recomputed from the same inputs)",
-            ["op", "result", "calls", "max abs err", "max rel err", "shape", "dtype", "phase", "module", "source"],
-            [[r.op, r.what, r.calls, _error(r.max_abs_error), _error(r.max_rel_error), _shape(r.output_shape),
-              r.output_dtype, r.phase, r.module or "-", r.source or "-"] for r in shown])
-        lines += [f"  {r.op} ({r.what}): {r.reason}" for r in shown if r.reason != "values differ beyond tolerance"]
-    if found.lost_updates:
-        lines += [""] + _table(
-            "Lost updates: parameters unchanged by optimizer.step() although their gradient was non-zero",
-            ["parameter", "shape", "dtype", "optimizer", "steps", "max |grad|"],
-            [[r.parameter, _shape(r.shape), r.dtype, r.optimizer, r.steps, _error(r.max_abs_grad)]
-             for r in found.lost_updates[:max(top, 30)]])
+    lines += _divergent(found.divergent_ops[:top]) + _lost_updates(found.lost_updates[:max(top, 30)])
     if found.skipped:
         lines.append("  not checked: " + "; ".join(f"{s.reason}: {s.calls} calls ({fmt_list(s.ops, 3)})"
                                                    for s in found.skipped))
     return lines
+
+
+def _divergent(shown) -> list:
+    if not shown:
+        return []
+    rows = [[r.op, r.what, r.calls, _error(r.max_abs_error), _error(r.max_rel_error), _shape(r.output_shape),
+             r.output_dtype, r.phase, r.module or "-", r.source or "-"] for r in shown]
+    headers = ["op", "result", "calls", "max abs err", "max rel err", "shape", "dtype", "phase", "module", "source"]
+    return ([""] + _table("Ops whose device result differs from the CPU's (recomputed from the same inputs)", headers, rows)
+            + [f"  {r.op} ({r.what}): {r.reason}" for r in shown if r.reason != "values differ beyond tolerance"])
+
+
+def _lost_updates(shown) -> list:
+    if not shown:
+        return []
+    rows = [[r.parameter, _shape(r.shape), r.dtype, r.optimizer, r.steps, _error(r.max_abs_grad)] for r in shown]
+    return [""] + _table("Lost updates: parameters unchanged by optimizer.step() although their gradient was non-zero",
+                         ["parameter", "shape", "dtype", "optimizer", "steps", "max |grad|"], rows)
 
 
 def _error(value) -> str:
@@ -225,17 +230,17 @@ _SECTIONS = (_header, _headline, _verification, _fallbacks, _fixes, _transfers, 
 
 # -- a sweep ------------------------------------------------------------------------------------------
 def _sweep_header(report: Report) -> list:
-    run = report.run
-    sweep = run.sweep
-    settings = sweep.settings if sweep else None
-    steps = settings.steps if settings and settings.steps is not None else "?"
-    warmup = settings.warmup_steps if settings and settings.warmup_steps is not None else "?"
-    line = f"{steps} timed steps after {warmup} warm-up, one process per size"
-    if settings and settings.amp:
-        line += f", autocast {settings.amp}"
-    facts = [("device", _device(report)), ("torch", run.environment.torch_version or ""),
-             ("run", line), ("memory budget", (sweep.memory_budget if sweep else None) or "-")]
+    sweep = report.run.sweep or SweepRun()
+    settings = sweep.settings
+    line = (f"{_known(settings.steps)} timed steps after {_known(settings.warmup_steps)} warm-up, one process per size"
+            + (f", autocast {settings.amp}" if settings.amp else ""))
+    facts = [("device", _device(report)), ("torch", report.run.environment.torch_version or ""),
+             ("run", line), ("memory budget", sweep.memory_budget or "-")]
     return [report.title, "=" * len(report.title), tabulate(facts, tablefmt="plain")]
+
+
+def _known(value) -> str:
+    return "?" if value is None else str(value)
 
 
 def _sweep_table(sweep) -> list:

@@ -34,7 +34,7 @@ import pandas as pd
 
 from dmlprof.errors import UsageError
 from dmlprof.meta import RunMeta, run_meta
-from dmlprof.schema import parse_fallback_ops
+from dmlprof.schema import FALLBACK, parse_fallback_ops
 
 #: What torch.profiler writes today (Kineto's trace schema version).
 SCHEMA_VERSION = 1
@@ -220,7 +220,7 @@ def _op_events(frame) -> list:
             args["bytes moved"] = moved
         if columns["transfer"][i]:
             args["transfer"] = columns["transfer"][i]
-        if verdict == "fallback":
+        if verdict == FALLBACK:
             inner = columns["fallback_ops"][i]
             args["fallback ops"] = inner
             if (op, inner) not in marks:

@@ -329,6 +329,13 @@ class SweepReport:
     def best_samples_per_s(self) -> float:
         return max((row.samples_per_s for row in self.ok_rows), default=0.0)
 
+    @property
+    def largest_memory_bytes(self) -> Optional[int]:
+        """The largest peak memory of any size, or the budget if higher (None: neither known)."""
+        known = [row.peak_memory_bytes for row in self.rows if row.peak_memory_bytes]
+        known += [self.memory_budget_bytes] if self.memory_budget_bytes else []
+        return max(known, default=None)
+
 
 # -- the report ----------------------------------------------------------------------------
 @dataclass(frozen=True)
