@@ -105,15 +105,15 @@
         Array.prototype.forEach.call(table.tHead.rows[0].cells, function (other) { other.removeAttribute("aria-sort"); });
         th.setAttribute("aria-sort", sortDir > 0 ? "ascending" : "descending");
         draw();
+      }
+      th.addEventListener("click", activate);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); activate(); } });
+    });
+    filterBox.addEventListener("input", draw);
+    verdictBox.addEventListener("change", draw);
+    phaseBox.addEventListener("change", draw);
+    draw();
   }
-    }
-    th.addEventListener("click", activate);
-    th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); activate(); } });
-  });
-  filterBox.addEventListener("input", draw);
-  verdictBox.addEventListener("change", draw);
-  phaseBox.addEventListener("change", draw);
-  draw();
 
   // ---- module tree ------------------------------------------------------------
   // Rows are built when their parent is open, so a model with thousands of
