@@ -23,7 +23,9 @@ LAYERS = (
     ("library", ("dmlprof.replacements",)),
     ("report", ("dmlprof.report",)),
     ("render", ("dmlprof.render",)),
-    ("capture", ("dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing")),
+    # (predict's stand-in device is a device like the others; predict_scan, its entry point, runs the runner)
+    ("capture", ("dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing", "dmlprof.predict.device",
+                 "dmlprof.predict.standin")),
     ("orchestration", ("dmlprof.model_file", "dmlprof.runner", "dmlprof.replaced_scan", "dmlprof.predict",
                        "dmlprof.sweep", "dmlprof.doctor")),
     ("interface", ("dmlprof.cli", "dmlprof.__main__", "dmlprof")),
