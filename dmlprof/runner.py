@@ -123,6 +123,37 @@ def scan_training_step(training: "TrainingStep", backend: Backend, path, *, step
     return run.contract(batch_size=training.batch_size, steps=steps, warmup=warmup, training=training)
 
 
+class Recording:
+    """A stretch of the run under record: a capture (the recorder, or a warning capture) inside
+    torch.profiler, entered together and closed once, capture first, however the stretch ends
+    (``close()`` early to build a partial session from what was recorded)."""
+
+    def __init__(self, capture, profiler: ProfilerAlongside):
+        self.capture, self.profiler = capture, profiler
+        self._closed = False
+
+    def __enter__(self) -> "Recording":
+        self.profiler.__enter__()
+        try:
+            self.capture.__enter__()
+        except BaseException:
+            self.profiler.__exit__(None, None, None)
+            raise
+        return self
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self.capture.__exit__(None, None, None)
+            finally:
+                self.profiler.__exit__(None, None, None)
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+
 class Profiled:
     """What ``profile()`` yields; ``session`` is filled in when the block ends."""
 
@@ -154,19 +185,17 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
     alongside = ProfilerAlongside(backend, enabled=profiler)
     result = Profiled()
     start = time.perf_counter()
-    with alongside:
-        with recorder:
-            try:
-                yield result
-            except BaseException as exc:
-                run.meta.update(partial=True, partial_reason=describe_exception(exc))
-                raise
-            finally:
-                recorder.__exit__(None, None, None)
-                alongside.__exit__(None, None, None)
-                run.meta["duration_s"] = round(time.perf_counter() - start, 3)
-                run.meta["steps"] = recorder.step
-                result.session = run._finish(recorder, alongside)
+    with Recording(recorder, alongside) as recording:
+        try:
+            yield result
+        except BaseException as exc:
+            run.meta.update(partial=True, partial_reason=describe_exception(exc))
+            raise
+        finally:
+            recording.close()
+            run.meta["duration_s"] = round(time.perf_counter() - start, 3)
+            run.meta["steps"] = recorder.step
+            result.session = run._finish(recorder, alongside)
 
 
 def _to_device(value, device):
@@ -340,17 +369,15 @@ class _Run:
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
 
         def finish():
-            recorder.__exit__(None, None, None)
-            profiler.__exit__(None, None, None)
+            recording.close()
             return self._finish(recorder, profiler)
 
-        with profiler:
-            with recorder:
-                for step in range(steps):
-                    recorder.step = step
-                    recorder.modules.reset_nodes()
-                    self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
-                    self.meta["steps"] = step + 1
+        with Recording(recorder, profiler) as recording:
+            for step in range(steps):
+                recorder.step = step
+                recorder.modules.reset_nodes()
+                self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
+                self.meta["steps"] = step + 1
         return finish()
 
     def _record_steady_state(self, training: "TrainingStep", steps: int) -> Session:
@@ -384,11 +411,10 @@ class _Run:
         step_warnings = []
 
         def finish():
-            profiler.__exit__(None, None, None)
-            warnings.__exit__(None, None, None)
+            recording.close()
             return self._finish_steady(structure, profiler, step_warnings, recorder)
 
-        with profiler, warnings:
+        with Recording(warnings, profiler) as recording:
             for step in range(steps):
                 first = len(warnings.messages)
                 with torch.profiler.record_function(f"{steady.STEP_RANGE}{step}"):
@@ -466,8 +492,7 @@ class _Run:
                         raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}") from None
 
         def finish():
-            recorder.__exit__(None, None, None)
-            profiler.__exit__(None, None, None)
+            recording.close()
             self.meta["steps"] = recorder.step if recorder.window.taken >= warmup else 0
             self.meta["script_window"] = recorder.window.describe()
             return self._finish(recorder, profiler)
@@ -477,9 +502,8 @@ class _Run:
         if remap_from:
             self.meta["remapped_from"] = remap_from
         self.backend.reset_peak_memory()
-        with profiler:
-            with recorder:
-                self._guarded(run_script, finish=finish)
+        with Recording(recorder, profiler) as recording:
+            self._guarded(run_script, finish=finish)
         self.meta["duration_s"] = round(time.perf_counter() - start, 3)
         session = finish()
         if session.ops.empty:
