@@ -1,17 +1,24 @@
 """Run metadata as a typed value: what ran, where, how it was recorded, and what kind of session it is.
 
 A session file stores it as a flat JSON object (the ``meta`` of
-docs/report_schema.md); :meth:`RunMeta.from_dict` reads one, tolerating
-missing keys and wrong types (a file is input), and keeps keys it does not
-know in ``extra`` so that they survive a load and a save.
-:meth:`RunMeta.to_dict` writes the flat object back. Values not recorded are
-``None`` and are left out of the flat object.
+docs/report_schema.md); :meth:`RunMeta.from_dict` reads one (a run's facts as
+gathered, or a file's, which ``Session.load`` has checked), keeps keys it does
+not know in ``extra`` so that they survive a load and a save, and reads a value
+of the wrong type as not recorded rather than failing. :meth:`RunMeta.to_dict`
+writes the flat object back; values not recorded are ``None`` and left out.
+
+A RunMeta also reads like that flat object (``meta["steps"]``, ``meta.get``),
+read-only: the file's vocabulary, for scripts and notebooks. dmlprof's own code
+reads the typed fields.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import math
+import platform as _platform
 import re
 import time
+from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -142,6 +149,14 @@ class SweepRun:
 
 
 @dataclass(frozen=True)
+class DeviceUnused:
+    """A script whose recorded steps never touched the scanned device (it chose another one itself)."""
+
+    devices_used: Tuple[str, ...] = ()
+    hint: Optional[str] = None  # the --from that would put its work on the scanned device
+
+
+@dataclass(frozen=True)
 class WarningRecord:
     """A warning raised while recording that is not fallback evidence, once, with its count."""
 
@@ -150,8 +165,8 @@ class WarningRecord:
     count: int
 
 
-@dataclass(frozen=True)
-class RunMeta:
+@dataclass(frozen=True, eq=False)
+class RunMeta(_MappingABC):
     """Everything a session says about its run; ``kind`` says what sort of session it is."""
 
     kind: str = LIVE
@@ -178,6 +193,11 @@ class RunMeta:
     notes: Tuple[str, ...] = ()
     warnings: Tuple[WarningRecord, ...] = ()
     replacements_applied: Optional[int] = None
+    failed_op: Optional[str] = None  # a run that stopped on a failing call: which op, and the user's line
+    failed_source: Optional[str] = None
+    remapped_from: Optional[str] = None  # --from cuda|mps: what the script asked for
+    script_window: Optional[Mapping[str, Any]] = None  # script mode: the optimizer steps recorded
+    device_unused: Optional[DeviceUnused] = None
     prediction: Optional[Prediction] = None
     sweep: Optional[SweepRun] = None
     #: keys this dmlprof does not know (a newer one wrote them): kept as read, written back
@@ -207,6 +227,21 @@ class RunMeta:
         """A copy with ``changes`` (RunMeta is frozen)."""
         return replace(self, **changes)
 
+    # -- read-only, as the flat object of the file --------------------------------------------
+    def __getitem__(self, key: str):
+        return self.to_dict()[key]
+
+    def __iter__(self):
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, RunMeta):
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
     # -- the flat object of session files ------------------------------------------------
     @classmethod
     def from_dict(cls, data: Mapping) -> "RunMeta":
@@ -235,6 +270,9 @@ class RunMeta:
             memory=_memory(read.mapping("memory")), partial=bool(read.flag("partial")),
             partial_reason=read.text("partial_reason"), notes=_notes(data.get("notes")),
             warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
+            failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
+            remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
+            device_unused=_device_unused(read.mapping("device_unused")),
             prediction=_prediction(read), sweep=_sweep(read),
         )
         return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN_KEYS}))
@@ -262,7 +300,8 @@ class RunMeta:
 
 _ENVIRONMENT_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform")
 _PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "optimizer", "loss_fn", "parameters",
-                 "script_args", "started_at", "duration_s", "step_times_ms", "partial_reason", "replacements_applied")
+                 "script_args", "started_at", "duration_s", "step_times_ms", "partial_reason", "replacements_applied",
+                 "failed_op", "failed_source", "remapped_from", "script_window", "device_unused")
 _RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",
                    "steady_state": "steady_state", "structure_step_ms": "structure_step_ms",
                    "profiler_check": "profiler_check", "device_time_check": "device_time_check", "verify": "verify"}
@@ -355,6 +394,13 @@ def _notes(value) -> Tuple[str, ...]:
     return tuple(str(note) for note in value) if isinstance(value, list) else ()
 
 
+def _device_unused(data: Optional[Mapping]) -> Optional[DeviceUnused]:
+    if data is None:
+        return None
+    read = _Reader(data)
+    return DeviceUnused(read.texts("devices_used") or (), read.text("hint"))
+
+
 def _warnings(value) -> Tuple[WarningRecord, ...]:
     if not isinstance(value, list):
         return ()
@@ -421,3 +467,18 @@ def _sweep_dict(sweep: Optional[SweepRun]) -> dict:
 def run_meta(meta) -> RunMeta:
     """``meta`` as a RunMeta (a session's meta may still be a plain dict)."""
     return meta if isinstance(meta, RunMeta) else RunMeta.from_dict(meta)
+
+
+def run_facts(model, *, kind: str, run_mode: str, torch_version: str) -> dict:
+    """The facts every run starts with (live, predicted or sweep), as the flat keys of its ``meta``.
+
+    The runner and the sweep driver add what they measure; the Session types it all once
+    (:meth:`RunMeta.from_dict`).
+    """
+    from dmlprof import __version__
+
+    model = Path(model)
+    return {"dmlprof_version": __version__, "torch_version": torch_version,
+            "python_version": _platform.python_version(), "platform": _platform.platform(), "mode": kind,
+            "run_mode": run_mode, "model": str(model), "model_name": model.stem,
+            "started_at": _dt.datetime.now().isoformat(timespec="seconds"), "partial": False}

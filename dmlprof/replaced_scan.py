@@ -43,7 +43,7 @@ def scan_replaced(path, device: str = "auto", **options):
         applied.append({"target": "script", "what": "every torch call runs under the replacements"})
         with ReplacementMode():
             after = scan(path, device, **options)
-    after.meta["replacements_applied"] = len(applied)
+    after.meta = after.meta.updated(replacements_applied=len(applied))
     after.extras["replace"] = replace_comparison(_numbers(before), _numbers(after), applied, advice_for)
     if before_error:
         after.extras["replace"]["before"]["error"] = before_error
@@ -62,4 +62,4 @@ def apply_to_training_step(training, applied: Optional[list] = None):
 
 
 def _numbers(session) -> dict:
-    return run_numbers(session.ops, session.meta.get("steps") or 1, session.meta.get("step_times_ms") or [])
+    return run_numbers(session.ops, session.meta.steps or 1, session.meta.step_times_ms)

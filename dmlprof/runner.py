@@ -9,9 +9,7 @@ session, which says it is partial.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import itertools
-import platform
 import runpy
 import sys
 import time
@@ -23,11 +21,11 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-import dmlprof
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.backends.base import FALLBACK_WARNING
 from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError, UsageError
+from dmlprof.meta import LIVE, DeviceUnused, run_facts
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
 import pandas as pd
 
@@ -294,24 +292,16 @@ class _Run:
         self.sync = sync
         self.profiler_enabled = profiler
         self.run_mode = run_mode
+        # The run's facts as flat meta keys, gathered as it goes; the Session types them (RunMeta).
         self.meta = {
-            "dmlprof_version": dmlprof.__version__,
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "platform": platform.platform(),
+            **run_facts(path, kind=LIVE, run_mode=run_mode, torch_version=torch.__version__),
             "backend": backend.name,
             "device": str(backend.device()),
             "device_name": _safe(backend.device_name, "unknown"),
             "backend_versions": _safe(backend.versions, {}),
-            "mode": "live",
-            "run_mode": run_mode,
-            "model": str(path),
-            "model_name": path.stem,
             "sync": bool(sync and backend.is_accelerator()),
             "timing": _timing_note(backend, sync),
             "profiler": profiler,
-            "started_at": _dt.datetime.now().isoformat(timespec="seconds"),
-            "partial": False,
         }
         if verify:
             self.meta["verify"] = True
@@ -346,7 +336,7 @@ class _Run:
             session = self._record_every_step(training, steps)
         else:
             session = self._record_steady_state(training, steps)
-        session.meta["duration_s"] = round(time.perf_counter() - start, 3)
+        session.meta = session.meta.updated(duration_s=round(time.perf_counter() - start, 3))
         return session
 
     def _warm_up(self, training: "TrainingStep", warmup: int) -> Optional[DmlprofError]:
@@ -582,12 +572,12 @@ class _Run:
             raise cause
         self.meta.update(partial=True, partial_reason=str(cause.one_line()))
         session = finish()
-        failed = session.meta.get("failed_op")
+        failed = session.meta.failed_op
         if failed and failed not in str(cause):
             # Which call failed, and the user's line that made it.
-            where = session.meta.get("failed_source", "")
+            where = session.meta.failed_source or ""
             cause = type(cause)(f"{cause} (at {failed}{', ' + where if where else ''})", remedy=cause.remedy)
-            session.meta["partial_reason"] = cause.one_line()
+            session.meta = session.meta.updated(partial_reason=cause.one_line())
         raise ScanStopped(cause, session)
 
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> Session:
@@ -658,8 +648,8 @@ def _with_device_use(session: Session, backend: Backend, remap_from: Optional[st
     if used.any():
         return session
     chose = sorted({d for column in ("input_devices", "output_devices") for cell in ops[column] for d in cell.split(",") if d})
-    hint = "" if remap_from else _remap_hint(Path(session.meta.get("model", "")))
-    session.meta["device_unused"] = {"devices_used": chose, "hint": hint}
+    hint = "" if remap_from else _remap_hint(Path(session.meta.model or ""))
+    session.meta = session.meta.updated(device_unused=DeviceUnused(tuple(chose), hint))
     return session
 
 

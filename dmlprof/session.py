@@ -1,8 +1,10 @@
 """The Session: what a scan found, as a value that saves, loads and renders.
 
-A Session is metadata plus one row per op call (a pandas DataFrame). It is
-written as plain JSON, never pickled, so a file someone sends you cannot run
-code when you open it.
+A Session is typed run metadata (:class:`~dmlprof.meta.RunMeta`, whose
+``kind`` says live, predicted or sweep) plus one row per op call (a pandas
+DataFrame, :mod:`dmlprof.schema`). It is written as plain JSON, never pickled,
+so a file someone sends you cannot run code when you open it. It renders
+nothing itself: :func:`dmlprof.report.build_report` and the renderers do.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Optional
 import pandas as pd
 
 from dmlprof.errors import SessionFileError
+from dmlprof.meta import RunMeta, run_meta
 from dmlprof.plain import plain
 from dmlprof.schema import empty_ops_frame, typed_ops_frame
 
@@ -24,21 +27,26 @@ SUFFIX = ".session.json"
 
 @dataclass
 class Session:
-    """``meta``: run facts; ``ops``: one row per op call; ``profiler_ops``:
-    torch.profiler's own per-op totals for the same steps; ``extras``: results
-    other commands attach (a sweep, a verification)."""
+    """``meta``: the run's facts (a RunMeta; a dict of its flat keys is typed on the way in);
+    ``ops``: one row per op call; ``profiler_ops``: torch.profiler's own per-op totals for the
+    same steps; ``extras``: results other commands attach (a sweep, a verification, a replace
+    comparison)."""
 
-    meta: dict
+    meta: RunMeta
     ops: pd.DataFrame = field(default_factory=empty_ops_frame)
     profiler_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
     extras: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        # The one place run metadata gets its types, for live, predicted and sweep runs alike.
+        self.meta = run_meta(self.meta)
 
     # -- persistence ---------------------------------------------------------
     def to_dict(self) -> dict:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "meta": self.meta,
+            "meta": self.meta.to_dict(),
             "ops": _frame_to_columns(self.ops),
             "profiler_ops": _frame_to_columns(self.profiler_ops),
             "extras": self.extras,
@@ -81,13 +89,16 @@ class Session:
     # -- conveniences --------------------------------------------------------
     @property
     def partial(self) -> bool:
-        return bool(self.meta.get("partial"))
+        return self.meta.partial
+
+    @property
+    def kind(self) -> str:
+        """``live``, ``predicted`` or ``sweep``: what made this session."""
+        return self.meta.kind
 
     def default_filename(self) -> str:
         """``<model>-<backend>[-sweep]-<yyyymmddThhmmss>.session.json``."""
-        from dmlprof.meta import run_meta
-
-        return run_meta(self.meta).file_stem() + SUFFIX
+        return self.meta.file_stem() + SUFFIX
 
 
 def _frame_to_columns(frame: Optional[pd.DataFrame]) -> dict:

@@ -15,6 +15,8 @@ ENVIRONMENT = {
     "dmlprof_version": "0.1.0", "python_version": "3.11.7", "platform": "Linux-test", "started_at": "2026-01-02T03:04:05",
     "duration_s": 1.5, "sync": True, "profiler": True, "partial": False,
 }
+#: facts only a model-contract run has
+_CONTRACT_ONLY = ("batch_size", "warmup_steps", "steps_requested", "optimizer", "loss_fn", "parameters")
 _CONTRACT = {"run_mode": "contract", "batch_size": 8, "warmup_steps": 1, "steps": 3, "steps_requested": 3,
              "optimizer": "AdamW", "loss_fn": "default", "parameters": 1234,
              "timing": "wall time per call, device synchronised after each call",
@@ -28,6 +30,13 @@ def _meta(*parts: dict, **values) -> dict:
     for part in parts + (values,):
         merged.update(part)
     return merged
+
+
+def _changed(session: Session, drop=(), **changes) -> Session:
+    """``session`` with some run facts changed or dropped (a RunMeta is frozen: a new Session)."""
+    meta = {k: v for k, v in session.meta.to_dict().items() if k not in drop}
+    meta.update(changes)
+    return Session(meta=meta, ops=session.ops, extras=session.extras)
 
 
 def _dml_calls() -> list:
@@ -94,8 +103,8 @@ def live_cuda() -> Session:
 
 def steady_nosync() -> Session:
     """--no-sync: one structure step through the dispatcher, measured steps timed by torch.profiler."""
-    session = live_dml()
-    session.meta.update(
+    return _changed(
+        live_dml(),
         sync=False, timing="host-side time per call (--no-sync): device work may finish later and be billed to another call",
         recording="one structure step through the dispatcher; measured steps timed per call by torch.profiler "
                   "and aligned with it by op name (--no-sync)",
@@ -105,36 +114,34 @@ def steady_nosync() -> Session:
         profiler_check={"note": "measured steps were timed by torch.profiler itself"},
         notes=["steps [2] differed from the structure step and are kept, but their fallbacks differed; "
                "scan without --no-sync to record every call of every step"])
-    return session
 
 
 def script_mode() -> Session:
     """A script run as ``__main__``, recorded from start to end."""
-    session = live_dml()
-    for key in ("warmup_steps", "steps_requested", "optimizer", "loss_fn", "parameters"):
-        session.meta.pop(key)
-    session.meta.update(run_mode="script", steps=2, batch_size=None, script_args=["--epochs", "1"], step_times_ms=[],
-                        recording="every call of the whole script through the dispatcher", model="train.py",
-                        model_name="train")
-    return session
+    return _changed(live_dml(), drop=_CONTRACT_ONLY, run_mode="script", steps=2, script_args=["--epochs", "1"],
+                    step_times_ms=[], recording="every call of the whole script through the dispatcher",
+                    model="train.py", model_name="train")
+
+
+def script_device_unused() -> Session:
+    """A script that put nothing on the scanned device (it chose the CPU itself)."""
+    calls = [dict(call, input_devices="cpu", output_devices="cpu", verdict="cpu", transfer="", bytes_moved=0)
+             for call in _dml_calls()
+             if call.get("verdict", "device") != "fallback"]
+    meta = _changed(script_mode(), device_unused={"devices_used": ["cpu"], "hint": "--from cuda"}).meta.to_dict()
+    return make_session(calls, meta=meta)
 
 
 def profile_block() -> Session:
     """``with dmlprof.profile(...)``: a block of code."""
-    session = live_dml()
-    for key in ("warmup_steps", "steps_requested", "optimizer", "loss_fn", "parameters"):
-        session.meta.pop(key)
-    session.meta.update(run_mode="block", steps=1, batch_size=None, step_times_ms=[], model="block", model_name="block",
-                        recording="every call of the block through the dispatcher")
-    return session
+    return _changed(live_dml(), drop=_CONTRACT_ONLY, run_mode="block", steps=1, step_times_ms=[], model="block",
+                    model_name="block", recording="every call of the block through the dispatcher")
 
 
 def partial() -> Session:
     """A scan that stopped early: what ran is kept, marked partial."""
-    session = live_dml()
-    session.meta.update(partial=True, partial_reason="step 2 raised RuntimeError: boom", steps=1,
-                        step_times_ms=[12.5])
-    return session
+    return _changed(live_dml(), partial=True, partial_reason="step 2 raised RuntimeError: boom", steps=1,
+                    step_times_ms=[12.5])
 
 
 def predicted() -> Session:
@@ -155,8 +162,7 @@ def predicted() -> Session:
 
 def verified() -> Session:
     """``scan --verify`` that found a divergent op and a lost update."""
-    session = live_dml()
-    session.meta["verify"] = True
+    session = _changed(live_dml(), verify=True)
     divergent = [
         {"seq": 2, "step": s, "phase": "forward", "op": "aten::native_group_norm", "module": "Net.features.1",
          "source": "models/net.py:30", "what": "output 0", "reason": "values differ beyond tolerance",
@@ -179,8 +185,7 @@ def verified() -> Session:
 
 def replaced() -> Session:
     """``scan --replace``: the patched run, with the before/after comparison."""
-    session = live_dml()
-    session.meta["replacements_applied"] = 3
+    session = _changed(live_dml(), replacements_applied=3)
     session.extras["replace"] = {
         "before": {"steps": 3, "fallback_calls": 30, "fallback_calls_per_step": 10.0, "fallback_time_share": 0.25,
                    "fallback_bytes_moved_per_step": 3 << 20, "step_time_ms": 20.0,
@@ -225,8 +230,9 @@ def empty() -> Session:
 
 KINDS = {
     "live_dml": live_dml, "live_cpu": live_cpu, "live_cuda": live_cuda, "steady_nosync": steady_nosync,
-    "script_mode": script_mode, "profile_block": profile_block, "partial": partial, "predicted": predicted,
-    "verified": verified, "replaced": replaced, "sweep": sweep, "empty": empty,
+    "script_mode": script_mode, "script_device_unused": script_device_unused, "profile_block": profile_block,
+    "partial": partial, "predicted": predicted, "verified": verified, "replaced": replaced, "sweep": sweep,
+    "empty": empty,
 }
 #: kinds whose session holds op rows (a sweep holds only the sweep)
 OP_KINDS = tuple(name for name in KINDS if name != "sweep")

@@ -118,6 +118,8 @@ def _flags(report, timed: bool) -> list:
     """Notes shown above everything else: what makes these numbers special."""
     scan = report.kind != SWEEP  # a sweep holds its sizes, not op calls
     flags = ([_partial_flag(report)] if report.run.partial else []) + _timing_flags(report, timed)
+    if report.device_unused_note:
+        flags.insert(0, _flag("warn", "Device not used", report.device_unused_note))
     if report.cpu_is_device and scan:
         flags.append(_flag("info", "CPU run", "The CPU was the device, so nothing can fall back. "
                                               "Scan with --device (or predict with --target dml) to check an accelerator."))

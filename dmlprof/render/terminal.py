@@ -76,7 +76,8 @@ def _run_line(report: Report) -> str:
 
 def _headline(report: Report, top: int) -> list:
     s = report.summary
-    lines = [f"{s.op_calls} op calls: {s.device_calls} on the device, "
+    lines = _if(report.device_unused_note is not None, report.device_unused_note)
+    lines += [f"{s.op_calls} op calls: {s.device_calls} on the device, "
              f"{s.fallback_calls} fell back to the CPU, {s.cpu_calls} on CPU tensors"]
     if report.timed:
         lines.append(f"device share: {fmt_share(s.device_call_share)} of calls, {fmt_share(s.device_time_share)} of time; "

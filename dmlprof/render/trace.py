@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from dmlprof.errors import UsageError
-from dmlprof.meta import RunMeta, run_meta
+from dmlprof.meta import RunMeta
 from dmlprof.schema import FALLBACK, parse_fallback_ops
 
 #: What torch.profiler writes today (Kineto's trace schema version).
@@ -61,7 +61,7 @@ def trace_dict(session) -> dict:
     if ops is None or not len(ops) or int(ops["time_ns"].sum()) <= 0:
         raise UsageError("this session has no timed op calls, so there is no trace to write",
                          remedy="a prediction has no per-call times: scan on the device for a trace")
-    run = run_meta(session.meta)
+    run = session.meta
     frame = _laid_out(ops)
     events = _metadata_events(run, frame)
     events += _step_events(frame)
@@ -245,7 +245,7 @@ def _dims(shapes: str) -> list:
 
 def run_name(session) -> str:
     """``<model>-<backend>-<yyyymmddThhmmss>``: the run's folder name under the log dir."""
-    return run_meta(session.meta).file_stem()
+    return session.meta.file_stem()
 
 
 def _timestamp_ms(run: RunMeta) -> int:
@@ -264,9 +264,8 @@ def write_tensorboard_run(session, log_dir, run: str | None = None) -> Path:
     """
     trace = trace_dict(session)
     folder = Path(log_dir) / (run or run_name(session))
-    facts = run_meta(session.meta)
-    worker = _SAFE.sub("_", f"dmlprof_{facts.device.backend or 'device'}")
-    path = folder / f"{worker}.{_timestamp_ms(facts)}.pt.trace.json"
+    worker = _SAFE.sub("_", f"dmlprof_{session.meta.device.backend or 'device'}")
+    path = folder / f"{worker}.{_timestamp_ms(session.meta)}.pt.trace.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

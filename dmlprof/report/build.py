@@ -14,7 +14,7 @@ import pandas as pd
 from dmlprof import analysis
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
 from dmlprof.analysis.verification import summary as verification_summary
-from dmlprof.meta import RunMeta, run_meta
+from dmlprof.meta import RunMeta
 from dmlprof.replacements.catalog import advice_for
 from dmlprof.report.model import (
     DivergentOp, Fix, HostCallRow, Hotspot, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
@@ -28,7 +28,7 @@ NOISY_P95_OVER_P50 = 2.0
 
 def build_report(session) -> Report:
     """The report of a Session (live, predicted or sweep), every figure computed once."""
-    run = run_meta(session.meta)
+    run = session.meta
     ops = session.ops
     extras = session.extras if isinstance(session.extras, Mapping) else {}
     return Report(

@@ -24,7 +24,8 @@ REPORT_META_KEYS = (
     "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
     "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
     "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
-    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify",
+    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify", "failed_op",
+    "failed_source", "device_unused", "remapped_from",
 )
 #: run facts the sweep document's ``meta`` carries
 SWEEP_META_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform", "backend", "device",
@@ -375,6 +376,17 @@ class Report:
     def cpu_is_device(self) -> bool:
         """Nothing can fall back: the CPU ran the step as the device."""
         return self.run.device.is_cpu and self.kind != PREDICTED
+
+    @property
+    def device_unused_note(self) -> Optional[str]:
+        """When a script never touched the scanned device, the sentence every report leads with."""
+        unused = self.run.device_unused
+        if unused is None:
+            return None
+        used = ", ".join(unused.devices_used) or "no device"
+        return (f"The scanned device ({self.run.device.backend}) was never used: the recorded calls ran on {used}"
+                + (f"; scan with {unused.hint} to run the script's device requests on it" if unused.hint else "")
+                + ".")
 
     @property
     def fixes(self) -> Tuple[Fix, ...]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typing import Callable, List, Optional
 import dmlprof
 from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
+from dmlprof.meta import SWEEP, run_facts
 from dmlprof.model_file import inspect_model_file
 from dmlprof.sweep.child import AMP_DTYPES, RESULT_MARKER, memory_limit_supported
 from dmlprof.sweep.options import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS, DEFAULT_TIME_BUDGET_S,
@@ -72,17 +72,10 @@ class SweepResult:
         total = self.memory_total_bytes
         accelerator = self.first("backend", self.device) != "cpu"
         return {
-            "dmlprof_version": dmlprof.__version__,
-            "torch_version": self.first("torch_version", ""),
-            "python_version": platform.python_version(),
-            "platform": platform.platform(),
+            **run_facts(self.model, kind=SWEEP, run_mode=SWEEP, torch_version=self.first("torch_version", "")),
             "backend": self.first("backend", self.device),
             "device": self.first("device", ""),
             "device_name": self.first("device_name", "unknown"),
-            "mode": "sweep",
-            "run_mode": "sweep",
-            "model": str(self.model),
-            "model_name": self.model.stem,
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "partial": self.interrupted,

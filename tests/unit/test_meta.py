@@ -29,14 +29,33 @@ def test_typed_fields_and_the_kind():
 
 
 def test_unknown_keys_survive_a_load_and_a_save(tmp_path):
+    import json
+
     from dmlprof.session import Session
 
-    session = KINDS["live_dml"]()
-    session.meta["written_by_a_newer_dmlprof"] = {"nested": [1, 2]}
-    path = session.save(tmp_path / "s.session.json")
-    run = RunMeta.from_dict(Session.load(path).meta)
-    assert run.extra == {"written_by_a_newer_dmlprof": {"nested": [1, 2]}}
-    assert run.to_dict()["written_by_a_newer_dmlprof"] == {"nested": [1, 2]}
+    # GIVEN a session file a newer dmlprof wrote, with a run fact this one does not know
+    path = KINDS["live_dml"]().save(tmp_path / "s.session.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["meta"]["written_by_a_newer_dmlprof"] = {"nested": [1, 2]}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    # WHEN it is loaded and saved again
+    again = Session.load(Session.load(path).save(tmp_path / "again.session.json"))
+    # THEN the fact is still there, untouched, and still readable by its flat key
+    assert again.meta.extra == {"written_by_a_newer_dmlprof": {"nested": [1, 2]}}
+    assert again.meta["written_by_a_newer_dmlprof"] == {"nested": [1, 2]}
+    assert again.meta.to_dict() == Session.load(path).meta.to_dict()
+
+
+def test_a_session_types_its_metadata_once_and_reads_like_the_file():
+    from dmlprof.session import Session
+
+    session = Session(meta={"mode": "predicted", "backend": "dml", "steps": 2, "table_version": "t"})
+    assert isinstance(session.meta, RunMeta) and session.kind == PREDICTED
+    assert session.meta.prediction.table_version == "t" and session.meta["steps"] == 2
+    assert session.meta.get("batch_size") is None and "steps" in session.meta
+    with pytest.raises(TypeError):
+        session.meta["steps"] = 3  # read-only: a changed fact is a new RunMeta (meta.updated(...))
+    assert session.meta.updated(steps=3).steps == 3 and session.meta.steps == 2
 
 
 def test_values_of_the_wrong_type_read_as_not_recorded():
