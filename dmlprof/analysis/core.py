@@ -59,13 +59,16 @@ def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
     if ops.empty:
         return pd.DataFrame(columns=columns)
     total = ops["time_ns"].sum()
-    grouped = (
-        ops.groupby(["op", "verdict", "phase"], sort=False)
-        .agg(calls=("seq", "size"), time_ns=("time_ns", "sum"), bytes_moved=("bytes_moved", "sum"),
-             device_time_ns=("device_time_ns", _sum_or_none),
-             fallback_ops=("fallback_ops", _join_unique_inner))
-        .reset_index()
-    )
+    keys = ["op", "verdict", "phase"]
+    by = ops.groupby(keys, sort=False)
+    grouped = by.agg(calls=("seq", "size"), time_ns=("time_ns", "sum"), bytes_moved=("bytes_moved", "sum"))
+    # a sum where anything was measured, else missing (not a misleading 0)
+    grouped["device_time_ns"] = by["device_time_ns"].sum(min_count=1)
+    # only calls that fell back name inner ops: parse those few, not every call
+    named = ops[ops["fallback_ops"] != ""]
+    inner = named.groupby(keys, sort=False)["fallback_ops"].agg(_join_unique_inner).to_dict() if len(named) else {}
+    grouped["fallback_ops"] = [inner.get(key, "") for key in grouped.index]
+    grouped = grouped.reset_index()
     grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
     grouped["device_time_ms"] = pd.to_numeric(grouped["device_time_ns"], errors="coerce") / _NS_PER_MS
     grouped["share"] = grouped["time_ns"] / total if total else 0.0
@@ -87,11 +90,6 @@ def _ranked_by_time(frame: pd.DataFrame, column: str) -> dict:
     grouped = frame[frame[column] != ""].groupby(["op", column], sort=False)["time_ns"].sum().reset_index()
     grouped = grouped.sort_values(["op", "time_ns", column], ascending=[True, False, True], kind="stable")
     return {str(op): [str(v) for v in group[column]] for op, group in grouped.groupby("op", sort=False)}
-
-
-def _sum_or_none(values):
-    """A sum where anything was measured, else None (not a misleading 0)."""
-    return float(values.sum()) if values.notna().any() else None
 
 
 def _join_unique(values) -> list:
@@ -207,20 +205,21 @@ def module_summary(ops: pd.DataFrame) -> pd.DataFrame:
     columns = ["module", "depth", "calls", "time_ms", "device_share", "fallback_calls", "fallback_time_ms"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
-    totals: dict = {}
-    for module, verdict, time_ns in zip(ops["module"], ops["verdict"], ops["time_ns"]):
-        name = module or "(outside modules)"
+    device, fallback = ops["verdict"] == DEVICE, ops["verdict"] == FALLBACK
+    per_module = (
+        ops.assign(name=ops["module"].where(ops["module"] != "", "(outside modules)"),
+                   device_ns=ops["time_ns"].where(device, 0), fallback=fallback.astype("int64"),
+                   fallback_ns=ops["time_ns"].where(fallback, 0))
+        .groupby("name", sort=False)[["seq", "time_ns", "device_ns", "fallback", "fallback_ns"]]
+        .agg({"seq": "size", "time_ns": "sum", "device_ns": "sum", "fallback": "sum", "fallback_ns": "sum"})
+    )
+    totals: dict = {}  # each module's own calls, added to it and to every parent (a few thousand paths, not every call)
+    for name, row in zip(per_module.index, per_module.itertuples(index=False)):
         parts = name.split(".")
         for depth in range(1, len(parts) + 1):
-            key = ".".join(parts[:depth])
-            entry = totals.setdefault(key, [0, 0, 0, 0, 0])
-            entry[0] += 1
-            entry[1] += time_ns
-            if verdict == DEVICE:
-                entry[2] += time_ns
-            elif verdict == FALLBACK:
-                entry[3] += 1
-                entry[4] += time_ns
+            entry = totals.setdefault(".".join(parts[:depth]), [0, 0, 0, 0, 0])
+            for i, value in enumerate(row):
+                entry[i] += int(value)
     rows = [
         {
             "module": key,
