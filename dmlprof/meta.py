@@ -198,6 +198,7 @@ class RunMeta(_MappingABC):
     remapped_from: Optional[str] = None  # --from cuda|mps: what the script asked for
     script_window: Optional[Mapping[str, Any]] = None  # script mode: the optimizer steps recorded
     device_unused: Optional[DeviceUnused] = None
+    distributed: Optional[Mapping[str, Any]] = None  # one rank of a distributed run (docs/distributed.md)
     prediction: Optional[Prediction] = None
     sweep: Optional[SweepRun] = None
     #: keys this dmlprof does not know (a newer one wrote them): kept as read, written back
@@ -272,7 +273,7 @@ class RunMeta(_MappingABC):
             warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
             failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
             remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
-            device_unused=_device_unused(read.mapping("device_unused")),
+            device_unused=_device_unused(read.mapping("device_unused")), distributed=read.mapping("distributed"),
             prediction=_prediction(read), sweep=_sweep(read),
         )
         return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN_KEYS}))
@@ -301,7 +302,7 @@ class RunMeta(_MappingABC):
 _ENVIRONMENT_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform")
 _PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "optimizer", "loss_fn", "parameters",
                  "script_args", "started_at", "duration_s", "step_times_ms", "partial_reason", "replacements_applied",
-                 "failed_op", "failed_source", "remapped_from", "script_window", "device_unused")
+                 "failed_op", "failed_source", "remapped_from", "script_window", "device_unused", "distributed")
 _RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",
                    "steady_state": "steady_state", "structure_step_ms": "structure_step_ms",
                    "profiler_check": "profiler_check", "device_time_check": "device_time_check", "verify": "verify"}
