@@ -87,7 +87,7 @@ def bench_model(path: Path, backend, batch_size: int, steps: int, warmup: int, r
     """Alternate rounds of plain and patched steps on one model and optimizer (the host is shared
     and noisy: alternating keeps drift out of the comparison); undo restores the plain model."""
     from dmlprof import testing
-    from dmlprof.replacements.compare import apply_to_training_step
+    from dmlprof.replaced_scan import apply_to_training_step
     from dmlprof.runner import TrainingStep
 
     training = TrainingStep.from_file(path, backend, batch_size)

@@ -88,7 +88,7 @@ class CpuRoundTrip(TorchDispatchMode):
 
 
 def bench(path: Path, top_ops, backend, batch_size: int, steps: int, rounds: int) -> dict:
-    from dmlprof.replacements.compare import apply_to_training_step
+    from dmlprof.replaced_scan import apply_to_training_step
     from dmlprof.runner import TrainingStep
 
     math_attention = nullcontext

@@ -37,7 +37,7 @@ def synthetic_session(calls: int = 100_000, distinct_ops: int = 300, seed: int =
     ``wide``: ~2,000 leaf modules and 3,000 source lines instead of a
     ViT-sized tree (a stress case for the module tree).
     """
-    from dmlprof.record.frame import typed_ops_frame
+    from dmlprof.schema import typed_ops_frame
     from dmlprof.session import Session
 
     rng = random.Random(seed)

@@ -1,4 +1,6 @@
 """dmlprof: where each op of your training step ran, what it cost, and what to change."""
+import sys
+
 __version__ = "0.1.0"
 
 
@@ -33,5 +35,28 @@ def patch(model=None, optimizer=None):
 
     return _patch(model, optimizer)
 
+
+def _register_notebook_view() -> None:
+    """Inside IPython (Jupyter), show sessions and reports as their report.
+
+    Registered by type name, so nothing is imported until a notebook displays
+    one, and the Session itself never imports a renderer.
+    """
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is None:
+        return
+    formatter = shell.display_formatter.formatters["text/html"]
+    for module, name in (("dmlprof.session", "Session"), ("dmlprof.report.model", "Report")):
+        formatter.for_type_by_name(module, name, _notebook_html)
+
+
+def _notebook_html(value) -> str:
+    from dmlprof.render.notebook import notebook_html
+
+    return notebook_html(value)
+
+
+_register_notebook_view()
 
 __all__ = ["__version__", "scan", "profile", "load", "patch"]

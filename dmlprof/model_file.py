@@ -15,8 +15,7 @@ from types import ModuleType
 
 from dmlprof.errors import ModelFileError, ModelRaisedError
 
-REQUIRED = ("build_model", "make_batch")
-OPTIONAL = ("loss_fn", "make_optimizer", "BATCH_SIZE")
+REQUIRED = ("build_model", "make_batch")  # optional: loss_fn, make_optimizer, BATCH_SIZE (docs/model_contract.md)
 #: how deep ``from a import *`` chains are followed (a imports * from b, which imports * from c...)
 STAR_DEPTH = 4
 

@@ -9,11 +9,9 @@ session, which says it is partial.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import itertools
 import operator
 import os
-import platform
 import runpy
 import sys
 import threading
@@ -26,12 +24,12 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-import dmlprof
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.backends.base import FALLBACK_WARNING
 from dmlprof import interrupts
 from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError, UsageError
+from dmlprof.meta import LIVE, DeviceUnused, run_facts
 from dmlprof.model_file import describe_exception, import_model_module, inspect_model_file
 import pandas as pd
 
@@ -183,13 +181,46 @@ def scan_training_step(training: "TrainingStep", backend: Backend, path, *, step
     return run.contract(batch_size=training.batch_size, steps=steps, warmup=warmup, training=training)
 
 
+class Recording:
+    """A stretch of the run under record: a capture (the recorder, or a warning capture) inside
+    torch.profiler, entered together and closed once, capture first, however the stretch ends
+    (``close()`` early to build a partial session from what was recorded)."""
+
+    def __init__(self, capture, profiler: ProfilerAlongside):
+        self.capture, self.profiler = capture, profiler
+        self._closed = False
+
+    def __enter__(self) -> "Recording":
+        self.profiler.__enter__()
+        try:
+            self.capture.__enter__()
+        except BaseException:
+            self.profiler.__exit__(None, None, None)
+            raise
+        return self
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self.capture.__exit__(None, None, None)
+            finally:
+                self.profiler.__exit__(None, None, None)
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+
 class Profiled:
     """What ``profile()`` yields; ``session`` is filled in when the block ends."""
 
     session: Optional[Session] = None
 
     def _repr_html_(self) -> str:
-        return self.session._repr_html_() if self.session is not None else "<p>dmlprof: still recording</p>"
+        from dmlprof.render.notebook import notebook_html
+
+        return notebook_html(self.session) if self.session is not None else "<p>dmlprof: still recording</p>"
 
 
 @contextmanager
@@ -212,19 +243,17 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
     alongside = ProfilerAlongside(backend, enabled=profiler)
     result = Profiled()
     start = time.perf_counter()
-    with alongside:
-        with recorder:
-            try:
-                yield result
-            except BaseException as exc:
-                run.meta.update(partial=True, partial_reason=describe_exception(exc))
-                raise
-            finally:
-                recorder.__exit__(None, None, None)
-                alongside.__exit__(None, None, None)
-                run.meta["duration_s"] = round(time.perf_counter() - start, 3)
-                run.meta["steps"] = recorder.step
-                result.session = run._finish(recorder, alongside)
+    with Recording(recorder, alongside) as recording:
+        try:
+            yield result
+        except BaseException as exc:
+            run.meta.update(partial=True, partial_reason=describe_exception(exc))
+            raise
+        finally:
+            recording.close()
+            run.meta["duration_s"] = round(time.perf_counter() - start, 3)
+            run.meta["steps"] = recorder.step
+            result.session = run._finish(recorder, alongside)
 
 
 def _to_device(value, device):
@@ -349,24 +378,16 @@ class _Run:
         self.sync = sync
         self.profiler_enabled = profiler
         self.run_mode = run_mode
+        # The run's facts as flat meta keys, gathered as it goes; the Session types them (RunMeta).
         self.meta = {
-            "dmlprof_version": dmlprof.__version__,
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "platform": platform.platform(),
+            **run_facts(path, kind=LIVE, run_mode=run_mode, torch_version=torch.__version__),
             "backend": backend.name,
             "device": str(backend.device()),
             "device_name": _safe(backend.device_name, "unknown"),
             "backend_versions": _safe(backend.versions, {}),
-            "mode": "live",
-            "run_mode": run_mode,
-            "model": str(path),
-            "model_name": path.stem,
             "sync": bool(sync and backend.is_accelerator()),
             "timing": _timing_note(backend, sync),
             "profiler": profiler,
-            "started_at": _dt.datetime.now().isoformat(timespec="seconds"),
-            "partial": False,
         }
         if verify:
             self.meta["verify"] = True
@@ -406,7 +427,7 @@ class _Run:
             session = self._record_every_step(training, steps)
         else:
             session = self._record_steady_state(training, steps)
-        session.meta["duration_s"] = round(time.perf_counter() - start, 3)
+        session.meta = session.meta.updated(duration_s=round(time.perf_counter() - start, 3))
         return session
 
     def _warm_up(self, training: "TrainingStep", warmup: int) -> Optional[DmlprofError]:
@@ -430,17 +451,15 @@ class _Run:
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
 
         def finish():
-            recorder.__exit__(None, None, None)
-            profiler.__exit__(None, None, None)
+            recording.close()
             return self._finish(recorder, profiler)
 
-        with profiler:
-            with recorder:
-                for step in range(steps):
-                    recorder.step = step
-                    recorder.modules.reset_nodes()
-                    self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
-                    self.meta["steps"] = step + 1
+        with Recording(recorder, profiler) as recording:
+            for step in range(steps):
+                recorder.step = step
+                recorder.modules.reset_nodes()
+                self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
+                self.meta["steps"] = step + 1
         return finish()
 
     def _record_steady_state(self, training: "TrainingStep", steps: int) -> Session:
@@ -474,11 +493,10 @@ class _Run:
         step_warnings = []
 
         def finish():
-            profiler.__exit__(None, None, None)
-            warnings.__exit__(None, None, None)
+            recording.close()
             return self._finish_steady(structure, profiler, step_warnings, recorder)
 
-        with profiler, warnings:
+        with Recording(warnings, profiler) as recording:
             for step in range(steps):
                 first = len(warnings.messages)
                 with torch.profiler.record_function(f"{steady.STEP_RANGE}{step}"):
@@ -560,8 +578,7 @@ class _Run:
                                                + (" (os._exit)" if isinstance(exc, HardExit) else "")) from None
 
         def finish():
-            recorder.__exit__(None, None, None)
-            profiler.__exit__(None, None, None)
+            recording.close()
             self.meta["steps"] = recorder.step if recorder.window.taken >= warmup else 0
             self.meta["script_window"] = recorder.window.describe()
             return self._finish(recorder, profiler)
@@ -571,9 +588,8 @@ class _Run:
         if remap_from:
             self.meta["remapped_from"] = remap_from
         self.backend.reset_peak_memory()
-        with profiler:
-            with recorder:
-                self._guarded(run_script, finish=finish)
+        with Recording(recorder, profiler) as recording:
+            self._guarded(run_script, finish=finish)
         self.meta["duration_s"] = round(time.perf_counter() - start, 3)
         session = finish()
         if session.ops.empty:
@@ -664,12 +680,12 @@ class _Run:
                 session = finish()
         else:
             session = finish()
-        failed = session.meta.get("failed_op")
+        failed = session.meta.failed_op
         if failed and failed not in str(cause):
             # Which call failed, and the user's line that made it.
-            where = session.meta.get("failed_source", "")
+            where = session.meta.failed_source or ""
             cause = type(cause)(f"{cause} (at {failed}{', ' + where if where else ''})", remedy=cause.remedy)
-            session.meta["partial_reason"] = cause.one_line()
+            session.meta = session.meta.updated(partial_reason=cause.one_line())
         raise ScanStopped(cause, session)
 
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> Session:
@@ -761,8 +777,8 @@ def _with_device_use(session: Session, backend: Backend, remap_from: Optional[st
     if used.any():
         return session
     chose = sorted({d for column in ("input_devices", "output_devices") for cell in ops[column] for d in cell.split(",") if d})
-    hint = "" if remap_from else _remap_hint(Path(session.meta.get("model", "")))
-    session.meta["device_unused"] = {"devices_used": chose, "hint": hint}
+    hint = "" if remap_from else _remap_hint(Path(session.meta.model or ""))
+    session.meta = session.meta.updated(device_unused=DeviceUnused(tuple(chose), hint))
     return session
 
 

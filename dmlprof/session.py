@@ -1,13 +1,14 @@
 """The Session: what a scan found, as a value that saves, loads and renders.
 
-A Session is metadata plus one row per op call (a pandas DataFrame). It is
-written as plain JSON, never pickled, so a file someone sends you cannot run
-code when you open it.
+A Session is typed run metadata (:class:`~dmlprof.meta.RunMeta`, whose
+``kind`` says live, predicted or sweep) plus one row per op call (a pandas
+DataFrame, :mod:`dmlprof.schema`). It is written as plain JSON, never pickled,
+so a file someone sends you cannot run code when you open it. It renders
+nothing itself: :func:`dmlprof.report.build_report` and the renderers do.
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -15,8 +16,10 @@ from typing import Optional
 import pandas as pd
 
 from dmlprof.errors import SessionFileError
-from dmlprof.files import name_part, write_atomic, write_new
-from dmlprof.record.frame import empty_ops_frame, typed_ops_frame
+from dmlprof.files import write_atomic, write_new
+from dmlprof.meta import RunMeta, run_meta
+from dmlprof.plain import plain
+from dmlprof.schema import empty_ops_frame, typed_ops_frame
 from dmlprof.session_check import check_session_dict
 
 FORMAT = "dmlprof-session"
@@ -26,21 +29,26 @@ SUFFIX = ".session.json"
 
 @dataclass
 class Session:
-    """``meta``: run facts; ``ops``: one row per op call; ``profiler_ops``:
-    torch.profiler's own per-op totals for the same steps; ``extras``: results
-    other commands attach (a sweep, a verification)."""
+    """``meta``: the run's facts (a RunMeta; a dict of its flat keys is typed on the way in);
+    ``ops``: one row per op call; ``profiler_ops``: torch.profiler's own per-op totals for the
+    same steps; ``extras``: results other commands attach (a sweep, a verification, a replace
+    comparison)."""
 
-    meta: dict
+    meta: RunMeta
     ops: pd.DataFrame = field(default_factory=empty_ops_frame)
     profiler_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
     extras: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        # The one place run metadata gets its types, for live, predicted and sweep runs alike.
+        self.meta = run_meta(self.meta)
 
     # -- persistence ---------------------------------------------------------
     def to_dict(self) -> dict:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "meta": self.meta,
+            "meta": self.meta.to_dict(),
             "ops": _frame_to_columns(self.ops),
             "profiler_ops": _frame_to_columns(self.profiler_ops),
             "extras": self.extras,
@@ -59,11 +67,11 @@ class Session:
     def to_json(self) -> str:
         """The session file's text (compact JSON; no NaN or infinity, which JSON lacks)."""
         data = self.to_dict()
-        data["meta"], data["extras"] = _json_safe(data["meta"]), _json_safe(data["extras"])
+        data["meta"], data["extras"] = plain(data["meta"]), plain(data["extras"])
         try:  # the frames' columns are plain Python values already: no per-value walk (millions of calls)
             return json.dumps(data, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
-            return json.dumps(_json_safe(data), separators=(",", ":"), allow_nan=False)
+            return json.dumps(plain(data), separators=(",", ":"), allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Session":
@@ -104,21 +112,16 @@ class Session:
     # -- conveniences --------------------------------------------------------
     @property
     def partial(self) -> bool:
-        return bool(self.meta.get("partial"))
+        return self.meta.partial
+
+    @property
+    def kind(self) -> str:
+        """``live``, ``predicted`` or ``sweep``: what made this session."""
+        return self.meta.kind
 
     def default_filename(self) -> str:
-        """``<model>-<backend>-<yyyymmddThhmmss>.session.json``, short enough for any file system."""
-        model = name_part(Path(str(self.meta.get("model", "session"))).stem or "session")
-        backend = name_part(self.meta.get("backend", "device"), 40)
-        stamp = name_part(str(self.meta.get("started_at", "")).replace(":", "").replace("-", "")[:15] or "now")
-        return f"{model}-{backend}-{stamp}{SUFFIX}"
-
-    def _repr_html_(self) -> str:
-        from dmlprof.render.terminal import render_text
-
-        import html
-
-        return f"<pre>{html.escape(render_text(self))}</pre>"
+        """``<model>-<backend>[-sweep]-<yyyymmddThhmmss>.session.json``, short enough for any file system."""
+        return self.meta.file_stem() + SUFFIX
 
 
 def _reject_constant(name: str):
@@ -138,19 +141,3 @@ def _frame_to_columns(frame: Optional[pd.DataFrame]) -> dict:
     if frame is None or frame.empty and not len(frame.columns):
         return {}
     return {column: frame[column].astype(object).where(frame[column].notna(), None).tolist() for column in frame.columns}
-
-
-def _json_safe(value):
-    """NaN and infinities are not JSON; numpy scalars are not Python's."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            return _json_safe(value.item())
-        except (TypeError, ValueError):
-            return str(value)
-    return value

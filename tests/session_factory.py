@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dmlprof.record.frame import typed_ops_frame
+from dmlprof.schema import typed_ops_frame
 from dmlprof.session import Session
 
 HOSTILE = "<script>alert(1)</script>"

@@ -1,16 +1,20 @@
 """Pure functions over the op frame: ``DataFrame -> DataFrame`` (or a dict).
 
-No printing, plotting or I/O here; renderers call these and format.
+No printing, plotting or I/O here; the report (:mod:`dmlprof.report`) calls
+these once and every renderer formats what it computed.
 """
 from dmlprof.analysis.core import (
     cpu_hotspots,
     fallback_hotspots,
+    fallback_op_set,
     module_summary,
     op_summary,
     phase_split,
     profiler_crosscheck,
     summary,
+    time_by_op,
     transfer_hotspots,
 )
 
-__all__ = ["cpu_hotspots", "summary", "op_summary", "fallback_hotspots", "phase_split", "module_summary", "transfer_hotspots", "profiler_crosscheck"]
+__all__ = ["cpu_hotspots", "summary", "op_summary", "fallback_hotspots", "fallback_op_set", "phase_split",
+           "module_summary", "transfer_hotspots", "profiler_crosscheck", "time_by_op"]

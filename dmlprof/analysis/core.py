@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dmlprof.record.frame import parse_fallback_ops
+from dmlprof.schema import CPU, DEVICE, FALLBACK, PHASES, VERDICTS, parse_fallback_ops
 
 _NS_PER_MS = 1e6
 
@@ -17,24 +17,24 @@ def summary(ops: pd.DataFrame) -> dict:
     verdict = ops["verdict"]
     time_ns = ops["time_ns"]
     total_ns = int(time_ns.sum())
-    fallback_ns = int(time_ns[verdict == "fallback"].sum())
-    device_ns = int(time_ns[verdict == "device"].sum())
+    fallback_ns = int(time_ns[verdict == FALLBACK].sum())
+    device_ns = int(time_ns[verdict == DEVICE].sum())
     calls = len(ops)
     device_time = ops["device_time_ns"].dropna() if "device_time_ns" in ops else pd.Series(dtype=float)
     return {
         "op_calls": calls,
-        "device_calls": int((verdict == "device").sum()),
-        "fallback_calls": int((verdict == "fallback").sum()),
-        "cpu_calls": int((verdict == "cpu").sum()),
+        "device_calls": int((verdict == DEVICE).sum()),
+        "fallback_calls": int((verdict == FALLBACK).sum()),
+        "cpu_calls": int((verdict == CPU).sum()),
         "inner_fallback_calls": int(ops["fallback_calls"].sum()),
-        "device_call_share": _share((verdict == "device").sum(), calls),
+        "device_call_share": _share((verdict == DEVICE).sum(), calls),
         "time_ms": total_ns / _NS_PER_MS,
         "device_time_ms_on_device": float(device_time.sum()) / _NS_PER_MS if len(device_time) else None,
         "device_op_time_ms": device_ns / _NS_PER_MS,
         "device_time_share": _share(device_ns, total_ns),
         "fallback_time_ms": fallback_ns / _NS_PER_MS,
         "fallback_time_share": _share(fallback_ns, total_ns),
-        "cpu_time_ms": int(time_ns[verdict == "cpu"].sum()) / _NS_PER_MS,
+        "cpu_time_ms": int(time_ns[verdict == CPU].sum()) / _NS_PER_MS,
         "bytes_moved": int(ops["bytes_moved"].sum()),
         "distinct_ops": int(ops["op"].nunique()),
         "distinct_fallback_ops": len(fallback_op_set(ops)),
@@ -44,33 +44,52 @@ def summary(ops: pd.DataFrame) -> dict:
 def fallback_op_set(ops: pd.DataFrame) -> set:
     """The ops the backend sent to the CPU (the inner ones, for composites)."""
     found: set = set()
-    for text in ops.loc[ops["verdict"] == "fallback", "fallback_ops"]:
+    for text in ops.loc[ops["verdict"] == FALLBACK, "fallback_ops"]:
         found.update(parse_fallback_ops(text))
     return found
 
 
 def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
-    """Per (op, verdict, phase): calls, time, share of all time; slowest first."""
-    columns = ["op", "verdict", "phase", "calls", "time_ms", "device_time_ms", "share", "bytes_moved", "fallback_ops"]
+    """Per (op, verdict, phase): calls, time, share of all time; slowest first.
+
+    ``module`` and ``source`` are where the group spent most time: where to look first.
+    """
+    columns = ["op", "verdict", "phase", "calls", "time_ms", "device_time_ms", "share", "bytes_moved", "fallback_ops",
+               "module", "source"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
     total = ops["time_ns"].sum()
-    grouped = (
-        ops.groupby(["op", "verdict", "phase"], sort=False)
-        .agg(calls=("seq", "size"), time_ns=("time_ns", "sum"), bytes_moved=("bytes_moved", "sum"),
-             device_time_ns=("device_time_ns", _sum_or_none),
-             fallback_ops=("fallback_ops", _join_unique_inner))
-        .reset_index()
-    )
+    keys = ["op", "verdict", "phase"]
+    by = ops.groupby(keys, sort=False)
+    grouped = by.agg(calls=("seq", "size"), time_ns=("time_ns", "sum"), bytes_moved=("bytes_moved", "sum"))
+    # a sum where anything was measured, else missing (not a misleading 0)
+    grouped["device_time_ns"] = by["device_time_ns"].sum(min_count=1)
+    # only calls that fell back name inner ops: parse those few, not every call
+    named = ops[ops["fallback_ops"] != ""]
+    inner = named.groupby(keys, sort=False)["fallback_ops"].agg(_join_unique_inner).to_dict() if len(named) else {}
+    grouped["fallback_ops"] = [inner.get(key, "") for key in grouped.index]
+    grouped = grouped.reset_index()
     grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
     grouped["device_time_ms"] = pd.to_numeric(grouped["device_time_ns"], errors="coerce") / _NS_PER_MS
     grouped["share"] = grouped["time_ns"] / total if total else 0.0
+    for column in ("module", "source"):
+        top = _top_by_time(ops, column)
+        grouped[column] = [top.get(key, "") for key in zip(grouped["op"], grouped["verdict"], grouped["phase"])]
     return grouped.sort_values(["time_ns", "calls"], ascending=False, kind="stable")[columns].reset_index(drop=True)
 
 
-def _sum_or_none(values):
-    """A sum where anything was measured, else None (not a misleading 0)."""
-    return float(values.sum()) if values.notna().any() else None
+def _top_by_time(ops: pd.DataFrame, column: str) -> dict:
+    """(op, verdict, phase) -> the value of ``column`` under which the group spent most time (most calls on a tie)."""
+    grouped = ops.groupby(["op", "verdict", "phase", column], sort=False)["time_ns"].agg(["sum", "size"]).reset_index()
+    grouped = grouped.sort_values(["sum", "size"], ascending=False, kind="stable").drop_duplicates(["op", "verdict", "phase"])
+    return {(o, v, p): str(x) for o, v, p, x in zip(grouped["op"], grouped["verdict"], grouped["phase"], grouped[column])}
+
+
+def _ranked_by_time(frame: pd.DataFrame, column: str) -> dict:
+    """op -> the non-empty values of ``column`` for its calls, most time first (then by name)."""
+    grouped = frame[frame[column] != ""].groupby(["op", column], sort=False)["time_ns"].sum().reset_index()
+    grouped = grouped.sort_values(["op", "time_ns", column], ascending=[True, False, True], kind="stable")
+    return {str(op): [str(v) for v in group[column]] for op, group in grouped.groupby("op", sort=False)}
 
 
 def _join_unique(values) -> list:
@@ -90,9 +109,11 @@ def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
 
     ``inner_ops`` names what the backend actually sent to the CPU when the
     call was a composite (``_foreach_lerp_`` -> ``lerp.Scalar_out`` per tensor).
+    ``modules`` and ``sources`` are ranked by the time spent under each, most
+    first: the module and line to look at come first.
     """
     columns = ["op", "inner_ops", "calls", "inner_calls", "time_ms", "share", "bytes_moved", "phases", "modules", "sources"]
-    fallen = ops[ops["verdict"] == "fallback"]
+    fallen = ops[ops["verdict"] == FALLBACK]
     if fallen.empty:
         return pd.DataFrame(columns=columns)
     total = ops["time_ns"].sum()
@@ -105,11 +126,12 @@ def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
             bytes_moved=("bytes_moved", "sum"),
             inner_ops=("fallback_ops", _join_unique_inner),
             phases=("phase", _join_unique),
-            modules=("module", _join_unique),
-            sources=("source", _join_unique),
         )
         .reset_index()
     )
+    for column in ("module", "source"):
+        ranked = _ranked_by_time(fallen, column)
+        grouped[column + "s"] = grouped["op"].map(lambda op: ranked.get(op, []))
     grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
     grouped["share"] = grouped["time_ns"] / total if total else 0.0
     grouped["inner_ops"] = grouped["inner_ops"].map(lambda s: sorted(parse_fallback_ops(s)))
@@ -119,7 +141,7 @@ def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
 def cpu_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
     """Calls on CPU tensors inside an accelerator step, grouped by op and source line."""
     columns = ["op", "calls", "time_ms", "phases", "modules", "sources"]
-    on_cpu = ops[ops["verdict"] == "cpu"]
+    on_cpu = ops[ops["verdict"] == CPU]
     if on_cpu.empty:
         return pd.DataFrame(columns=columns)
     grouped = (
@@ -136,7 +158,7 @@ def cpu_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
 def transfer_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
     """Host<->device copies and syncs (not fallbacks), grouped by op, direction and source."""
     columns = ["op", "transfer", "calls", "bytes_moved", "time_ms", "phases", "modules", "sources"]
-    moved = ops[(ops["transfer"] != "") & (ops["verdict"] != "fallback")]
+    moved = ops[(ops["transfer"] != "") & (ops["verdict"] != FALLBACK)]
     if moved.empty:
         return pd.DataFrame(columns=columns)
     grouped = (
@@ -157,9 +179,9 @@ def phase_split(ops: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     total = ops["time_ns"].sum()
     rows = []
-    order = {"forward": 0, "backward": 1, "optimizer": 2, "comm": 3, "other": 4}
+    order = {phase: rank for rank, phase in enumerate(PHASES)}
     for phase, group in ops.groupby("phase", sort=False):
-        fallen = group["verdict"] == "fallback"
+        fallen = group["verdict"] == FALLBACK
         rows.append(
             {
                 "phase": phase,
@@ -168,32 +190,36 @@ def phase_split(ops: pd.DataFrame) -> pd.DataFrame:
                 "share": _share(group["time_ns"].sum(), total),
                 "fallback_calls": int(fallen.sum()),
                 "fallback_time_ms": group.loc[fallen, "time_ns"].sum() / _NS_PER_MS,
-                "cpu_calls": int((group["verdict"] == "cpu").sum()),
+                "cpu_calls": int((group["verdict"] == CPU).sum()),
             }
         )
     frame = pd.DataFrame(rows, columns=columns)
-    return frame.sort_values("phase", key=lambda s: s.map(lambda p: order.get(p, 9)), kind="stable").reset_index(drop=True)
+    return frame.sort_values("phase", key=lambda s: s.map(lambda p: order.get(p, len(PHASES))), kind="stable").reset_index(drop=True)
 
 
 def module_summary(ops: pd.DataFrame) -> pd.DataFrame:
-    """Per module path, with its parents' rows including their children's calls."""
+    """Per module path, with its parents' rows including their children's calls.
+
+    Parents come before their children, children in natural order (``blocks.2`` before ``blocks.10``).
+    """
     columns = ["module", "depth", "calls", "time_ms", "device_share", "fallback_calls", "fallback_time_ms"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
-    totals: dict = {}
-    for module, verdict, time_ns in zip(ops["module"], ops["verdict"], ops["time_ns"]):
-        name = module or "(outside modules)"
+    device, fallback = ops["verdict"] == DEVICE, ops["verdict"] == FALLBACK
+    per_module = (
+        ops.assign(name=ops["module"].where(ops["module"] != "", "(outside modules)"),
+                   device_ns=ops["time_ns"].where(device, 0), fallback=fallback.astype("int64"),
+                   fallback_ns=ops["time_ns"].where(fallback, 0))
+        .groupby("name", sort=False)[["seq", "time_ns", "device_ns", "fallback", "fallback_ns"]]
+        .agg({"seq": "size", "time_ns": "sum", "device_ns": "sum", "fallback": "sum", "fallback_ns": "sum"})
+    )
+    totals: dict = {}  # each module's own calls, added to it and to every parent (a few thousand paths, not every call)
+    for name, row in zip(per_module.index, per_module.itertuples(index=False)):
         parts = name.split(".")
         for depth in range(1, len(parts) + 1):
-            key = ".".join(parts[:depth])
-            entry = totals.setdefault(key, [0, 0, 0, 0, 0])
-            entry[0] += 1
-            entry[1] += time_ns
-            if verdict == "device":
-                entry[2] += time_ns
-            elif verdict == "fallback":
-                entry[3] += 1
-                entry[4] += time_ns
+            entry = totals.setdefault(".".join(parts[:depth]), [0, 0, 0, 0, 0])
+            for i, value in enumerate(row):
+                entry[i] += int(value)
     rows = [
         {
             "module": key,
@@ -206,7 +232,29 @@ def module_summary(ops: pd.DataFrame) -> pd.DataFrame:
         }
         for key, (calls, time_ns, device_ns, fallback_calls, fallback_ns) in totals.items()
     ]
-    return pd.DataFrame(rows, columns=columns).sort_values("module", kind="stable").reset_index(drop=True)
+    rows.sort(key=lambda row: _natural_path(row["module"]))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _natural_path(module: str) -> tuple:
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in module.split("."))
+
+
+def time_by_op(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per op, its time split by verdict (``device_ms``, ``fallback_ms``, ``cpu_ms``, ``time_ms``); slowest first."""
+    columns = ["op"] + [f"{verdict}_ms" for verdict in VERDICTS] + ["time_ms"]
+    if ops.empty:
+        return pd.DataFrame(columns=columns)
+    by = ops.groupby(["op", "verdict"], sort=False)["time_ns"].sum().unstack(fill_value=0)
+    for verdict in VERDICTS:
+        if verdict not in by:
+            by[verdict] = 0
+    by["total"] = by[list(VERDICTS)].sum(axis=1)
+    by = by.sort_values("total", ascending=False, kind="stable").reset_index()
+    for verdict in VERDICTS:
+        by[f"{verdict}_ms"] = by[verdict] / _NS_PER_MS
+    by["time_ms"] = by["total"] / _NS_PER_MS
+    return by[columns]
 
 
 def profiler_crosscheck(ops: pd.DataFrame, profiler_ops: pd.DataFrame) -> pd.DataFrame:

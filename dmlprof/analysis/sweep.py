@@ -26,6 +26,12 @@ STATUSES = ("ok", "oom", "error")
 KNEE_MIN_GROWTH = 0.05
 
 
+def failed_row(batch_size: int, error: Optional[str] = None) -> dict:
+    """The row of a size that gave no measurement: status ``error``, zeros, memory unknown."""
+    return {"batch_size": batch_size, "status": "error", "samples_per_s": 0.0, "step_ms_p50": 0.0, "step_ms_p95": 0.0,
+            "peak_memory_bytes": None, "memory_source": "", "fallback_time_share": 0.0, "error": error}
+
+
 def sweep_frame(rows: Iterable[dict]) -> pd.DataFrame:
     """Rows (dicts with the row schema) as a frame sorted by batch size.
 

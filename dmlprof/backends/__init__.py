@@ -1,42 +1,43 @@
-"""Device backends and the one place that chooses between them."""
+"""Device backends and the one place that chooses between them.
+
+Importing this package costs nothing: each backend module (and torch) is
+imported when a backend is asked for, so the CLI can list ``--device``
+choices without loading torch.
+"""
 from __future__ import annotations
 
-from dmlprof.backends.base import Availability, Backend, MemoryReading
-from dmlprof.backends.cpu import CpuBackend
-from dmlprof.backends.cuda import CudaBackend
-from dmlprof.backends.dml import DmlBackend
-from dmlprof.backends.mps import MpsBackend
-from dmlprof.backends.xpu import XpuBackend
+from importlib import import_module
+
 from dmlprof.errors import DeviceError
 
-
-def _emulated():
-    from dmlprof.backends.emulated import EmulatedDmlBackend
-
-    return EmulatedDmlBackend
-
-
+#: ``--device`` name -> the module and class of its backend
 BACKENDS = {
-    "cpu": lambda: CpuBackend,
-    "cuda": lambda: CudaBackend,
-    "dml": lambda: DmlBackend,
-    "mps": lambda: MpsBackend,
-    "xpu": lambda: XpuBackend,
-    "emulated-dml": _emulated,
+    "cpu": ("dmlprof.backends.cpu", "CpuBackend"),
+    "cuda": ("dmlprof.backends.cuda", "CudaBackend"),
+    "dml": ("dmlprof.backends.dml", "DmlBackend"),
+    "mps": ("dmlprof.backends.mps", "MpsBackend"),
+    "xpu": ("dmlprof.backends.xpu", "XpuBackend"),
+    "emulated-dml": ("dmlprof.backends.emulated", "EmulatedDmlBackend"),
 }
 DEVICE_CHOICES = ("auto",) + tuple(BACKENDS)
 # What --device auto tries, in order; the emulated device is never chosen for you.
 AUTO_ORDER = ("cuda", "xpu", "mps", "dml")
+# Names this package exports, loaded on first use.
+_LAZY = {"Availability": "dmlprof.backends.base", "Backend": "dmlprof.backends.base",
+         "MemoryReading": "dmlprof.backends.base",
+         **{cls: module for module, cls in BACKENDS.values()}}
 
 
 def backend_class(name: str):
+    """The backend class for ``--device NAME`` (its module imported now); raises DeviceError."""
     try:
-        return BACKENDS[name]()
+        module, cls = BACKENDS[name]
     except KeyError:
         raise DeviceError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_CHOICES)}") from None
+    return getattr(import_module(module), cls)
 
 
-def resolve_backend(name: str = "auto", index: int = 0) -> Backend:
+def resolve_backend(name: str = "auto", index: int = 0):
     """The backend for ``--device NAME``, checked safely; raises DeviceError."""
     if name == "auto":
         for candidate in AUTO_ORDER:
@@ -54,11 +55,11 @@ def resolve_backend(name: str = "auto", index: int = 0) -> Backend:
     return backend
 
 
-__all__ = [
-    "Availability",
-    "Backend",
-    "MemoryReading",
-    "DEVICE_CHOICES",
-    "backend_class",
-    "resolve_backend",
-]
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dmlprof.backends' has no attribute {name!r}")
+
+
+__all__ = ["Availability", "Backend", "MemoryReading", "DEVICE_CHOICES", "AUTO_ORDER", "BACKENDS", "backend_class",
+           "resolve_backend"]

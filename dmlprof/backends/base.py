@@ -55,8 +55,6 @@ class Backend:
     has_cpu_fallback: bool = False
     #: whether the backend can record device-side kernel times through torch.profiler
     profiler_device_activity: bool = False
-    #: ``with_stack=True`` crashes the profiler on some backends (DirectML)
-    profiler_with_stack_safe: bool = True
     #: where a stand-in backend logs the ops it sends to the CPU (its own evidence); ``None``: the
     #: evidence is the backend's fallback warnings, read by :meth:`fallback_ops_in`
     fallback_log: Optional[list] = None
@@ -86,10 +84,6 @@ class Backend:
 
     def is_accelerator(self) -> bool:
         return self.device_type != "cpu"
-
-    def owns(self, device: torch.device) -> bool:
-        """True when a tensor on ``device`` lives on this backend's device."""
-        return device.type == self.device_type
 
     # -- timing ------------------------------------------------------------
     def synchronize(self, outputs=None) -> None:

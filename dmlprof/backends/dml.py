@@ -77,7 +77,6 @@ class DmlBackend(Backend):
     device_type = "privateuseone"  # torch-directml keeps PyTorch's default name
     fallback_warning_name = "DML"
     has_cpu_fallback = True
-    profiler_with_stack_safe = False  # with_stack=True crashes silently on DirectML
 
     @classmethod
     def availability(cls) -> Availability:

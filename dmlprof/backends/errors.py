@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from dmlprof.units import fmt_bytes
+
 _SHRINK_BATCH = "lower the batch size; dmlprof sweep finds the largest that fits"
 
 
@@ -47,16 +49,6 @@ class _Blank(dict):
 
 def _tidy(text: str) -> str:
     return re.sub(r"\s{2,}", " ", text).replace(" )", ")").replace("( ", "(").strip()
-
-
-def format_bytes(count: int) -> str:
-    """Bytes as the largest binary unit that keeps the number >= 1 (``1.5 GiB``)."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if abs(value) < 1024 or unit == "EiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"  # pragma: no cover (the loop always returns)
 
 
 KNOWN_ERRORS = (
@@ -158,9 +150,6 @@ KNOWN_ERRORS = (
     ),
 )
 
-OUT_OF_MEMORY_KEYS = frozenset(k.key for k in KNOWN_ERRORS if k.out_of_memory)
-
-
 def match_known_error(message: str) -> Optional[KnownError]:
     """The first known error whose pattern occurs in ``message``, formatted; else ``None``."""
     for known in KNOWN_ERRORS:
@@ -178,7 +167,7 @@ def _format(known: KnownError, match: re.Match) -> KnownError:
     groups = match.groupdict()
     # Optional clauses read naturally only when their number was in the message.
     clauses = {
-        "bytes_clause": f" allocating {format_bytes(int(groups['bytes']))}" if groups.get("bytes") else "",
+        "bytes_clause": f" allocating {fmt_bytes(int(groups['bytes']))}" if groups.get("bytes") else "",
         "tried_clause": f" allocating {groups['tried'].strip()}" if groups.get("tried") else "",
     }
     fields = _Blank({k: v for k, v in groups.items() if v is not None})

@@ -1,7 +1,8 @@
 """Where a command writes its session and reports (shared by scan, report and sweep).
 
 The session is saved first, under a name no other run holds, so nothing
-recorded is lost. Then each report is written whole or not at all (a full disk
+recorded is lost. Then each report (formatted from one report value,
+:func:`dmlprof.report.build_report`) is written whole or not at all (a full disk
 leaves an older report as it was). A report that cannot be written does not
 stop the others, the terminal report or the "session saved" line: it is
 reported at the end, in the same one line as the run's own error if the run
@@ -89,17 +90,23 @@ def save_session(session, args, filename: Optional[str] = None, written: Optiona
     return written
 
 
-def write_reports(session, args, written: Optional[Written] = None, json_text: Optional[Callable] = None) -> Written:
-    """Write --json, --html and --tb if asked; collects what failed in ``written.problems``."""
-    from dmlprof.render.json_report import render_json
-
+def write_reports(session, args, written: Optional[Written] = None, report=None,
+                  json_text: Optional[Callable] = None) -> Written:
+    """Write --json, --html and --tb if asked, from ``report`` (the session's, built here when not given);
+    collects what failed in ``written.problems``."""
     written = written or Written()
+    if getattr(args, "json", None) or getattr(args, "html", None):
+        from dmlprof.report import report_of
+
+        report = report or report_of(session)
     if getattr(args, "json", None):
-        write_output(written, args.json, lambda: (json_text or render_json)(session))
+        from dmlprof.render.json_report import render_json
+
+        write_output(written, args.json, lambda: (json_text or render_json)(report))
     if getattr(args, "html", None):
         from dmlprof.render.html import render_html
 
-        write_output(written, args.html, lambda: render_html(session))
+        write_output(written, args.html, lambda: render_html(report))
     if getattr(args, "tb", None):
         from dmlprof.render.trace import write_tensorboard_run
 
@@ -110,9 +117,9 @@ def write_reports(session, args, written: Optional[Written] = None, json_text: O
     return written
 
 
-def write_outputs(session, args) -> Written:
+def write_outputs(session, args, report=None) -> Written:
     """The session, then every report asked for (see the module docstring)."""
-    return write_reports(session, args, save_session(session, args))
+    return write_reports(session, args, save_session(session, args), report=report)
 
 
 def write_output(written: Written, target: str, render: Callable[[], str]) -> None:
@@ -139,13 +146,13 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def print_report(session, args) -> None:
-    """The terminal report, unless --quiet or a report goes to standard output."""
+def print_report(report, args) -> None:
+    """The terminal report of a Report (or Session), unless --quiet or a report goes to standard output."""
     from dmlprof.render.terminal import render_text
 
     if getattr(args, "quiet", False) or to_stdout(args):
         return
-    emit(render_text(session, top=getattr(args, "top", 15)), sys.stdout, kept=getattr(args, "kept", None))
+    emit(render_text(report, top=getattr(args, "top", 15)), sys.stdout, kept=getattr(args, "kept", None))
 
 
 def emit(text: str, stream, kept: Optional[str] = None) -> None:

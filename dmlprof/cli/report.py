@@ -18,8 +18,9 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     import sys
 
-    from dmlprof.cli.output import check_paths, emit, print_report, to_stdout, write_reports
+    from dmlprof.cli.output import check_paths, print_report, write_reports
     from dmlprof.distributed.run_dir import is_run_dir
+    from dmlprof.report import build_report
     from dmlprof.session import Session
 
     check_paths(args, inputs=[args.session])
@@ -30,13 +31,8 @@ def run(args) -> int:
         return 0
 
     session = Session.load(args.session)
-    written = write_reports(session, args)
-    if session.meta.get("mode") == "sweep":  # a sweep session holds no op rows, only the sweep
-        if not args.quiet and not to_stdout(args):
-            from dmlprof.sweep.report import render_sweep_text
-
-            emit(render_sweep_text(session), sys.stdout)
-    else:
-        print_report(session, args)
+    report = build_report(session)  # any kind of session: a scan, a prediction, a sweep
+    written = write_reports(session, args, report=report)
+    print_report(report, args)
     written.raise_problems()
     return 0

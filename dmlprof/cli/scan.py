@@ -77,9 +77,12 @@ def run(args) -> int:
             written = write_outputs(stopped.session, args)
         stopped.kept = written.note(partial=True)
         raise
-    written = write_outputs(session, args)
+    from dmlprof.report import build_report
+
+    report = build_report(session)  # once, for the terminal and every file
+    written = write_outputs(session, args, report)
     args.kept = written.note()  # if printing the report fails, the error line still says where the session is
-    print_report(session, args)
+    print_report(report, args)
     print_saved(written, args)
     diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
     if diverged is not None:
@@ -99,7 +102,7 @@ def _scan(args):
     from dmlprof.runner import scan
 
     if args.replace:
-        from dmlprof.replacements.compare import scan_replaced as scan  # scans twice, plain and patched
+        from dmlprof.replaced_scan import scan_replaced as scan  # scans twice, plain and patched
     return scan(
         args.model, args.device, batch_size=args.batch_size, sync=args.sync, profiler=args.profiler,
         **_step_options(args), **script_options, **({"verify": True} if args.verify else {}),

@@ -13,8 +13,8 @@ MEMORY_LIMIT_ENV = "DMLPROF_SWEEP_CHILD_MEMORY_LIMIT"
 
 
 def add_parser(commands) -> None:
-    from dmlprof.sweep.driver import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS,
-                                      DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP)
+    from dmlprof.sweep.options import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS,
+                                       DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP)
 
     parser = commands.add_parser(
         "sweep", help="measure a model file over batch sizes and recommend one", description=__doc__,
@@ -83,8 +83,9 @@ def _run_devices(args, options) -> int:
 
     from dmlprof.cli.output import Written, write_output
     from dmlprof.errors import UsageError
+    from dmlprof.plain import plain
+    from dmlprof.report import build_report
     from dmlprof.sweep.driver import run_sweep_devices
-    from dmlprof.sweep.report import sweep_document
 
     try:
         devices = [int(part) for part in args.devices.split(",") if part.strip()]
@@ -96,12 +97,10 @@ def _run_devices(args, options) -> int:
     json_path, args.json = args.json, None
     codes = [_finish(args, result, heading=f"device {index}") for index, result in zip(devices, results)]
     if json_path:
-        documents = [sweep_document(result.to_session()) for result in results]
-        from dmlprof.session import _json_safe
-
+        documents = [build_report(result.to_session()).to_dict() for result in results]
         written = Written()
         write_output(written, json_path, lambda: json.dumps(
-            _json_safe({"format": "dmlprof-sweep-devices", "devices": documents}), indent=2, allow_nan=False))
+            plain({"format": "dmlprof-sweep-devices", "devices": documents}), indent=2, allow_nan=False))
         written.raise_problems()
     return max(codes)
 
@@ -115,13 +114,17 @@ def _finish(args, result, heading: str = "") -> int:
     """
     from dmlprof.cli.output import emit, print_saved, save_session, to_stdout, write_reports
     from dmlprof.errors import Interrupted, ModelRaisedError
-    from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+    from dmlprof.render.terminal import render_text
+    from dmlprof.report import build_report
 
     session = result.to_session()
-    written = save_session(session, args, filename=result.session_filename())
-    write_reports(session, argparse.Namespace(json=args.json, html=args.html), written, json_text=render_sweep_json)
+    written = save_session(session, args)
+    report = build_report(session)
+    write_reports(session, argparse.Namespace(json=args.json, html=args.html), written, report=report)
     if not args.quiet and not to_stdout(args):
-        emit((f"\n[{heading}]\n" if heading else "") + render_sweep_text(session), sys.stdout, kept=written.note())
+        emit((f"
+[{heading}]
+" if heading else "") + render_text(report), sys.stdout, kept=written.note())
     print_saved(written, args)
     rows = session.extras["sweep"]["rows"]
     outcome = None

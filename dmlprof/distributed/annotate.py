@@ -41,7 +41,7 @@ def annotate(session, events, profiler=None) -> None:
     meta["backend"] = process_group_backend(events)
     meta["collective_calls"] = int(len(calls))
     meta["comm_timing"] = _comm_timing(calls, events)
-    session.meta["distributed"] = meta
+    session.meta = session.meta.updated(distributed=meta)
     session.extras["collectives"] = frame_columns(calls)
     if info is not None and profiler is not None and profiler.profile is not None and os.environ.get(RUN_DIR_ENV):
         export_profiler_trace(profiler.profile, Path(os.environ[RUN_DIR_ENV]), meta)

@@ -138,12 +138,12 @@ def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
                            run_to_end=args.run_to_end, remap_from=args.remap_from,
                            prepare=ddp_variant(backend) if contract else None)
             if warmup != asked:
-                session.meta.setdefault("notes", []).append(
+                session.meta = session.meta.updated(notes=session.meta.notes + (
                     f"warm-up raised to {warmup} steps: DDP builds its gradient buckets in the first step and "
-                    "rebuilds them in the second")
+                    "rebuilds them in the second",))
         except ScanStopped as stopped:
             session, error = stopped.session, _launcher_stop_explained(stopped.cause)
-            session.meta["partial_reason"] = error.one_line()
+            session.meta = session.meta.updated(partial_reason=error.one_line())
         except LauncherStop as stop:  # raised where the runner could not turn it into a partial session
             error = _stopped_by_launcher()
             if stop.recorder is not None:

@@ -164,9 +164,9 @@ def _verdicts(counts: dict) -> str:
 
 # -- JSON and HTML ----------------------------------------------------------------------
 def render_json(report: dict) -> str:
-    from dmlprof.session import _json_safe
+    from dmlprof.plain import plain
 
-    return json.dumps(_json_safe(report), indent=2, allow_nan=False)
+    return json.dumps(plain(report), indent=2, allow_nan=False)
 
 
 def render_html(report: dict) -> str:

@@ -60,7 +60,7 @@ def write_rank_trace(session, log_dir, run: str) -> Path:
     trace = rank_trace_dict(session)
     rank = trace["distributedInfo"]["rank"]
     folder = Path(log_dir) / run
-    path = folder / f"rank{rank}.{_timestamp_ms(session)}.pt.trace.json"
+    path = folder / f"rank{rank}.{_timestamp_ms(session.meta)}.pt.trace.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob(f"rank{rank}.*.pt.trace.json"):  # one trace per rank and run

@@ -37,6 +37,7 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     ``ScanStopped`` with the predicted calls up to the failing one.
     """
     from dmlprof.backends.predicted import PredictedDmlBackend
+    from dmlprof.meta import Prediction
     from dmlprof.model_file import inspect_model_file
     from dmlprof.runner import DEFAULT_STEPS as SCRIPT_STEPS, DEFAULT_WARMUP as SCRIPT_WARMUP, scan
 
@@ -47,8 +48,8 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     if inspect_model_file(path).mode == "script":
         session = scan(path, "emulated-dml", batch_size=batch_size, steps=steps or SCRIPT_STEPS,
                        warmup=SCRIPT_WARMUP if warmup is None else warmup, **script_options)
-        session.meta["target"] = target
-        session.meta.setdefault("notes", []).insert(0, SCRIPT_NOTE)
+        session.meta = session.meta.updated(prediction=Prediction(target=target),
+                                            notes=(SCRIPT_NOTE,) + session.meta.notes)
         return session
     backend = PredictedDmlBackend()
     backend.prepare()

@@ -1,30 +1,19 @@
 """Turn the recorder's raw per-call tuples into the Session's op frame.
 
 Everything string-shaped or judged (verdicts, devices, shapes) is decided here,
-once, after recording, so the per-call hot path stays small.
+once, after recording, so the per-call hot path stays small. The frame's
+schema (columns, verdicts, phases, fallback lists) lives in :mod:`dmlprof.schema`.
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import pandas as pd
 
-# The op frame's columns, in order (documented in docs/report_schema.md).
-OP_COLUMNS = (
-    "seq", "step", "phase", "op", "verdict", "evidence", "fallback_ops", "fallback_calls",
-    "module", "source", "input_devices", "output_devices", "dtypes", "shapes",
-    "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread",
+from dmlprof.schema import (  # noqa: F401  (re-exported: the frame's schema, by its old names)
+    OP_COLUMNS, SYNC_OPS, VERDICTS, empty_ops_frame, format_fallback_ops, parse_fallback_ops, typed_ops_frame,
 )
-VERDICTS = ("device", "fallback", "cpu")
 
 # Copies between host and device: (op, how to read the direction).
 _COPY_OPS = {"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::to"}
-# Calls that make the host wait for the device: a value read back (.item()),
-# or an output whose size depends on the data (nonzero, masked_select, unique).
-SYNC_OPS = frozenset({
-    "aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal", "aten::nonzero",
-    "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
-})
 _READ_BACK_OPS = frozenset({"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal"})
 # ``torch.tensor(data, device=...)`` builds a CPU tensor and copies it to the device with every
 # dispatch key but the backend's excluded (no recorder sees that copy), then calls ``lift_fresh``
@@ -47,21 +36,6 @@ def op_name(func) -> str:
 def base_name(op: str) -> str:
     """``aten::lerp.Scalar_out`` -> ``aten::lerp`` (the profiler's spelling)."""
     return op.split(".", 1)[0]
-
-
-def format_fallback_ops(names) -> str:
-    """``aten::a=2;aten::b=1`` from the inner op names, in first-seen order."""
-    counts = Counter(names)
-    return ";".join(f"{name}={count}" for name, count in counts.items())
-
-
-def parse_fallback_ops(text: str) -> dict:
-    """Inverse of :func:`format_fallback_ops`."""
-    found: dict = {}
-    for part in filter(None, (text or "").split(";")):
-        name, _, count = part.rpartition("=")
-        found[name] = found.get(name, 0) + int(count)
-    return found
 
 
 def leaves_device(func, inputs, outputs, device_type: str) -> bool:
@@ -160,25 +134,3 @@ def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
         out["transfer"].append(direction)
         out["thread"].append(threads.setdefault(thread, len(threads)))
     return empty_ops_frame() if not raw_rows else typed_ops_frame(pd.DataFrame(out, columns=list(OP_COLUMNS)))
-
-
-def empty_ops_frame() -> pd.DataFrame:
-    return typed_ops_frame(pd.DataFrame({column: [] for column in OP_COLUMNS}, columns=list(OP_COLUMNS)))
-
-
-_INT_COLUMNS = ("seq", "step", "fallback_calls", "start_ns", "time_ns", "bytes_moved", "thread")
-_STR_COLUMNS = tuple(c for c in OP_COLUMNS if c not in _INT_COLUMNS + ("device_time_ns",))
-
-
-def typed_ops_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Fix column types (also after loading from JSON)."""
-    for column in OP_COLUMNS:
-        if column not in frame:
-            frame[column] = None
-    frame = frame[list(OP_COLUMNS)].copy()
-    for column in _INT_COLUMNS:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0).astype("int64")
-    frame["device_time_ns"] = pd.to_numeric(frame["device_time_ns"], errors="coerce").astype("Float64")
-    for column in _STR_COLUMNS:
-        frame[column] = frame[column].fillna("").astype(str)
-    return frame

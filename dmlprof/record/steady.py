@@ -18,7 +18,7 @@ from typing import Optional
 
 import pandas as pd
 
-from dmlprof.record.frame import parse_fallback_ops
+from dmlprof.schema import parse_fallback_ops
 from dmlprof.record.profiler import MODE_RANGE, inner_call_mask
 
 STEP_RANGE = "dmlprof::step#"

@@ -1,1 +1,2 @@
-"""Renderers: Session (+ analysis frames) -> text, JSON, HTML, traces. They never mutate data."""
+"""Renderers: a Report (``dmlprof.report``) formatted as text, JSON, HTML or a notebook cell, and the
+op frame laid out as a TensorBoard trace. They compute nothing and never mutate what they format."""

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from dmlprof.units import fmt_bytes  # noqa: F401  (one byte formatter for the whole house)
+
 # C0 controls (ESC, CR, LF, BS...), DEL and C1 controls (0x9b is a one-byte CSI on some terminals)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -17,12 +19,16 @@ def clean(value) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value if isinstance(value, str) else str(value))
 
 
-def table(rows, headers=(), **options) -> str:
+class Table(str):
+    """A table's text: several lines, each cell already through :func:`clean`."""
+
+
+def table(rows, headers=(), **options) -> Table:
     """``tabulate`` with every cell and header passed through :func:`clean`."""
     from tabulate import tabulate
 
     safe_rows = [[clean(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
-    return tabulate(safe_rows, headers=[clean(h) for h in headers], **options)
+    return Table(tabulate(safe_rows, headers=[clean(h) for h in headers], **options))
 
 
 def fmt_ms(ms) -> str:
@@ -43,15 +49,6 @@ def fmt_ms(ms) -> str:
 
 def fmt_share(share) -> str:
     return "-" if share is None else f"{100 * float(share):.1f}%"
-
-
-def fmt_bytes(count) -> str:
-    count = float(count or 0)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
 
 
 def fmt_list(values, limit: int = 2) -> str:

@@ -34,7 +34,8 @@ import pandas as pd
 
 from dmlprof.errors import UsageError
 from dmlprof.files import fit_name, make_new_dir, write_atomic
-from dmlprof.record.frame import parse_fallback_ops
+from dmlprof.meta import RunMeta
+from dmlprof.schema import FALLBACK, parse_fallback_ops
 
 #: What torch.profiler writes today (Kineto's trace schema version).
 SCHEMA_VERSION = 1
@@ -61,9 +62,9 @@ def trace_dict(session) -> dict:
     if ops is None or not len(ops) or int(ops["time_ns"].sum()) <= 0:
         raise UsageError("this session has no timed op calls, so there is no trace to write",
                          remedy="a prediction has no per-call times: scan on the device for a trace")
-    meta = session.meta
+    run = session.meta
     frame = _laid_out(ops)
-    events = _metadata_events(meta, frame)
+    events = _metadata_events(run, frame)
     events += _step_events(frame)
     events += _phase_events(frame)
     events += _op_events(frame)
@@ -72,15 +73,15 @@ def trace_dict(session) -> dict:
         # no CUDA device properties: torch writes [] for a CPU-only trace too
         "deviceProperties": [],
         "displayTimeUnit": "ms",
-        "traceName": f"dmlprof {meta.get('model_name') or 'session'}",
+        "traceName": f"dmlprof {run.model_name or 'session'}",
         "dmlprof": {
-            "version": str(meta.get("dmlprof_version", "")),
-            "backend": str(meta.get("backend", "")),
-            "device_name": str(meta.get("device_name", "")),
-            "mode": str(meta.get("mode", "live")),
-            "model": str(meta.get("model", "")),
-            "timing": str(meta.get("timing", "")),
-            "partial": bool(meta.get("partial")),
+            "version": run.environment.dmlprof_version or "",
+            "backend": run.device.backend or "",
+            "device_name": run.device.name or "",
+            "mode": run.kind,
+            "model": run.model or "",
+            "timing": run.recording.timing or "",
+            "partial": run.partial,
         },
         "traceEvents": events,
     }
@@ -117,8 +118,8 @@ def _tid(thread) -> int:
     return int(thread) + 1
 
 
-def _metadata_events(meta, frame) -> list:
-    name = f"dmlprof: {meta.get('model_name') or 'model'} on {meta.get('backend') or 'device'}"
+def _metadata_events(run: RunMeta, frame) -> list:
+    name = f"dmlprof: {run.model_name or 'model'} on {run.device.backend or 'device'}"
     events = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0, "args": {"name": name}},
         {"ph": "M", "name": "process_labels", "pid": PID, "tid": 0, "ts": 0, "args": {"labels": "CPU"}},
@@ -220,7 +221,7 @@ def _op_events(frame) -> list:
             args["bytes moved"] = moved
         if columns["transfer"][i]:
             args["transfer"] = columns["transfer"][i]
-        if verdict == "fallback":
+        if verdict == FALLBACK:
             inner = columns["fallback_ops"][i]
             args["fallback ops"] = inner
             if (op, inner) not in marks:
@@ -245,17 +246,13 @@ def _dims(shapes: str) -> list:
 
 def run_name(session) -> str:
     """``<model>-<backend>-<yyyymmddThhmmss>``: the run's folder name under the log dir."""
-    meta = session.meta
-    model = fit_name(_SAFE.sub("_", str(meta.get("model_name") or Path(str(meta.get("model", "session"))).stem or "session")))
-    backend = fit_name(_SAFE.sub("_", str(meta.get("backend") or "device")), 40)
-    stamp = _SAFE.sub("", str(meta.get("started_at", "")).replace(":", "").replace("-", ""))[:15] or time.strftime("%Y%m%dT%H%M%S")
-    return f"{model}-{backend}-{stamp}".strip("-_") or "dmlprof"
+    return session.meta.file_stem()
 
 
-def _timestamp_ms(session) -> int:
+def _timestamp_ms(run: RunMeta) -> int:
     try:
-        return int(datetime.fromisoformat(str(session.meta.get("started_at"))).timestamp() * 1000)
-    except (TypeError, ValueError):
+        return int(datetime.fromisoformat(run.started_at or "").timestamp() * 1000)
+    except ValueError:
         return int(time.time() * 1000)
 
 
@@ -267,7 +264,7 @@ def write_tensorboard_run(session, log_dir, run: str | None = None) -> Path:
     ``dmlprof view log_dir`` (TensorBoard + torch-tb-profiler) or in Perfetto.
     """
     trace = trace_dict(session)
-    worker = fit_name(_SAFE.sub("_", f"dmlprof_{session.meta.get('backend') or 'device'}"), 48)
+    worker = fit_name(_SAFE.sub("_", f"dmlprof_{session.meta.device.backend or 'device'}"), 48)
     text = json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     folder = Path(log_dir) / (run or run_name(session))
     try:
@@ -276,7 +273,7 @@ def write_tensorboard_run(session, log_dir, run: str | None = None) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot write the trace under {folder}: {exc.strerror or exc}") from None
     try:
-        return write_atomic(folder / f"{worker}.{_timestamp_ms(session)}.pt.trace.json", text)
+        return write_atomic(folder / f"{worker}.{_timestamp_ms(session.meta)}.pt.trace.json", text)
     except OSError as exc:
         try:
             folder.rmdir()  # no empty run folder left behind for TensorBoard to list

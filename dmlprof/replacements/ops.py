@@ -22,9 +22,6 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-_REDUCTIONS = ("none", "mean", "sum")
-
-
 def _reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
     if reduction == "mean":
         return loss.mean()

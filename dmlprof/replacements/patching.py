@@ -297,6 +297,11 @@ def replaced() -> ReplacementMode:
     return ReplacementMode()
 
 
+def replaced_call(fn: Callable) -> Callable:
+    """``fn`` that runs under the replacements (a loss outside the model, for instance)."""
+    return functools.partial(_run_replaced, fn)
+
+
 def _run_replaced(fn: Callable, *args, **kwargs):
     if _depth():  # already inside a replacement mode: do not stack a second one
         return fn(*args, **kwargs)

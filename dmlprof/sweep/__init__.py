@@ -4,6 +4,7 @@ Each size runs in a fresh child process (:mod:`dmlprof.sweep.child`) so an
 out-of-memory cannot poison the next one; :func:`run_sweep` drives them and
 returns a :class:`SweepResult`, whose :meth:`~SweepResult.to_session` is a
 Session with the sweep in ``extras["sweep"]`` (schema: docs/sweep_schema.md).
+The report renders it like any session (``dmlprof.render``).
 """
 from importlib import import_module
 
@@ -16,9 +17,6 @@ _EXPORTS = {
     "parse_batch_sizes": "dmlprof.sweep.options",
     "parse_bytes": "dmlprof.sweep.options",
     "parse_memory_budget": "dmlprof.sweep.options",
-    "render_sweep_json": "dmlprof.sweep.report",
-    "render_sweep_text": "dmlprof.sweep.report",
-    "sweep_document": "dmlprof.sweep.report",
 }
 
 

@@ -148,22 +148,11 @@ def _autocast_factory(backend, amp: Optional[str]):
 
 def measure(args) -> dict:
     """Run one batch size; returns the result dict (never raises for model errors)."""
-    result = {
-        "batch_size": args.batch_size,
-        "status": "error",
-        "samples_per_s": 0.0,
-        "step_ms_p50": 0.0,
-        "step_ms_p95": 0.0,
-        "step_times_ms": [],
-        "peak_memory_bytes": None,
-        "memory_source": "",
-        "memory_total_bytes": None,
-        "fallback_time_share": 0.0,
-        "fallback_recorded": False,
-        "error": None,
-        "notes": [],
-        "amp": args.amp,
-    }
+    from dmlprof.analysis.sweep import failed_row
+
+    # the row's schema, plus the details only the --json document carries
+    result = dict(failed_row(args.batch_size), step_times_ms=[], memory_total_bytes=None, fallback_recorded=False,
+                  notes=[], amp=args.amp)
     started = time.perf_counter()
     try:
         import torch
@@ -342,9 +331,9 @@ def main(argv=None) -> int:
         result = measure(args)
     finally:
         sys.stdout = real_stdout
-    from dmlprof.session import _json_safe
+    from dmlprof.plain import plain
 
-    real_stdout.write(RESULT_MARKER + json.dumps(_json_safe(result), allow_nan=False) + "\n")
+    real_stdout.write(RESULT_MARKER + json.dumps(plain(result), allow_nan=False) + "\n")
     real_stdout.flush()
     return 0
 

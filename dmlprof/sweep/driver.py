@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -14,19 +13,14 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 import dmlprof
+from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
+from dmlprof.meta import SWEEP, run_facts
 from dmlprof.model_file import inspect_model_file
 from dmlprof.sweep.child import AMP_DTYPES, RESULT_MARKER, memory_limit_supported
-from dmlprof.sweep.options import MemoryBudget, auto_sizes, auto_start_size, parse_memory_budget
+from dmlprof.sweep.options import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS, DEFAULT_TIME_BUDGET_S,
+                                   DEFAULT_WARMUP, MemoryBudget, auto_sizes, auto_start_size, parse_memory_budget)
 
-DEFAULT_STEPS = 6
-DEFAULT_WARMUP = 1
-DEFAULT_MAX_BATCH_SIZE = 4096
-#: --auto stops before a size that would likely end past this many seconds in all
-DEFAULT_TIME_BUDGET_S = 150.0
-DEFAULT_CHILD_TIMEOUT_S = 600.0
-ROW_KEYS = ("batch_size", "status", "samples_per_s", "step_ms_p50", "step_ms_p95", "peak_memory_bytes",
-            "memory_source", "fallback_time_share", "error")
 _clock = time.monotonic  # one name to fake in tests
 _DETAIL_KEYS = ("batch_size", "step_times_ms", "fallback_recorded", "fallback_ops", "memory_total_bytes", "notes", "elapsed_s")
 
@@ -59,7 +53,7 @@ class SweepResult:
 
     def rows(self) -> List[dict]:
         """The per-size rows with exactly the schema's keys."""
-        return [{key: result.get(key) for key in ROW_KEYS} for result in self.results]
+        return [{key: result.get(key) for key in SWEEP_COLUMNS} for result in self.results]
 
     def summary(self) -> dict:
         """``Session.extras["sweep"]``: rows, recommendation, knee, budget (docs/sweep_schema.md)."""
@@ -78,17 +72,10 @@ class SweepResult:
         total = self.memory_total_bytes
         accelerator = self.first("backend", self.device) != "cpu"
         return {
-            "dmlprof_version": dmlprof.__version__,
-            "torch_version": self.first("torch_version", ""),
-            "python_version": platform.python_version(),
-            "platform": platform.platform(),
+            **run_facts(self.model, kind=SWEEP, run_mode=SWEEP, torch_version=self.first("torch_version", "")),
             "backend": self.first("backend", self.device),
             "device": self.first("device", ""),
             "device_name": self.first("device_name", "unknown"),
-            "mode": "sweep",
-            "run_mode": "sweep",
-            "model": str(self.model),
-            "model_name": self.model.stem,
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "partial": self.interrupted,
@@ -107,15 +94,6 @@ class SweepResult:
 
         return Session(meta=self.meta(), extras={"sweep": self.summary()})
 
-    def session_filename(self) -> str:
-        from dmlprof.session import SUFFIX
-
-        stamp = self.started_at.replace(":", "").replace("-", "")[:15] or "now"
-        from dmlprof.files import name_part
-
-        index = self.settings.get("device_index")
-        where = self.first("backend", self.device) + (f"{index}" if index is not None else "")
-        return f"{name_part(self.model.stem)}-{name_part(where, 40)}-sweep-{stamp}{SUFFIX}"
 
 
 def child_command(model: Path, batch_size: int, *, device: str, steps: int, warmup: int, amp: Optional[str],
@@ -170,14 +148,7 @@ def parse_child_output(batch_size: int, returncode: int, stdout: str, stderr: st
     last = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
     if last:
         reason += f"; last output: {last[-1][:300]}"
-    return error_result(batch_size, reason)
-
-
-def error_result(batch_size: int, reason: str) -> dict:
-    return {
-        "batch_size": batch_size, "status": "error", "samples_per_s": 0.0, "step_ms_p50": 0.0, "step_ms_p95": 0.0,
-        "peak_memory_bytes": None, "memory_source": "", "fallback_time_share": 0.0, "error": reason,
-    }
+    return failed_row(batch_size, reason)
 
 
 def run_child(argv: List[str], batch_size: int, timeout_s: float, tick: Optional[Callable[[], None]] = None) -> dict:
@@ -190,7 +161,7 @@ def run_child(argv: List[str], batch_size: int, timeout_s: float, tick: Optional
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                  text=True, encoding="utf-8", errors="replace", env=_child_env())
     except OSError as exc:
-        return error_result(batch_size, f"could not start the child process: {exc}")
+        return failed_row(batch_size, f"could not start the child process: {exc}")
     deadline = _clock() + timeout_s
     try:
         while True:
@@ -202,7 +173,7 @@ def run_child(argv: List[str], batch_size: int, timeout_s: float, tick: Optional
                 if _clock() >= deadline:
                     child.kill()
                     child.communicate()
-                    return error_result(batch_size, f"timed out after {timeout_s:.0f} s (--child-timeout)")
+                    return failed_row(batch_size, f"timed out after {timeout_s:.0f} s (--child-timeout)")
                 if tick is not None:
                     tick()
     except BaseException:  # Ctrl-C: never leave a child running behind us

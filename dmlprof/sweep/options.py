@@ -13,6 +13,13 @@ from dmlprof.errors import UsageError
 #: the largest batch size or byte count accepted (torch sizes and RLIMIT_AS are 64-bit)
 INT64_MAX = 2**63 - 1
 
+# Defaults of ``dmlprof sweep`` (here, torch- and pandas-free, so that ``--help`` can show them).
+DEFAULT_STEPS = 6
+DEFAULT_WARMUP = 1
+DEFAULT_MAX_BATCH_SIZE = 4096
+#: --auto stops before a size that would likely end past this many seconds in all
+DEFAULT_TIME_BUDGET_S = 150.0
+DEFAULT_CHILD_TIMEOUT_S = 600.0
 #: default memory budget as a share of the device's (or the machine's) memory
 DEFAULT_BUDGET_FRACTION = 0.70
 
@@ -78,7 +85,7 @@ class MemoryBudget:
         return None
 
     def describe(self, total_bytes: Optional[int], what: str = "device memory") -> str:
-        from dmlprof.render.format import fmt_bytes
+        from dmlprof.units import fmt_bytes
 
         if self.bytes is not None:
             return f"{fmt_bytes(self.bytes)} (--memory-budget)"

@@ -131,3 +131,20 @@ def test_report_loads_sorts_filters_and_keeps_names_as_text(driver, report):
     driver.execute_script("window.scrollTo(0, 0)")
     shot = ARTIFACTS / "html_report.png"
     assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_a_sweep_page_shows_the_sweep_without_scan_sections_or_script_errors(driver, tmp_path):
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from session_kinds import sweep
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    path = tmp_path / "sweep.html"
+    path.write_text(render_html(sweep()), encoding="utf-8")
+    driver.get(path.as_uri())
+    from selenium.webdriver.common.by import By
+
+    assert driver.find_elements(By.ID, "chart-sweep")
+    assert not driver.find_elements(By.ID, "ops-table") and not driver.find_elements(By.ID, "hotspots")
+    assert "batch-size sweep" in driver.find_element(By.TAG_NAME, "h1").text
+    assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []

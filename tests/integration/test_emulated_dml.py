@@ -50,7 +50,7 @@ def backend(emulated_dml_backend):
 
 def reported_fallbacks(session) -> Counter:
     """Fallback calls per inner op, as dmlprof reports them (from the warnings)."""
-    from dmlprof.record.frame import parse_fallback_ops
+    from dmlprof.schema import parse_fallback_ops
 
     total: Counter = Counter()
     for text in session.ops.loc[session.ops["verdict"] == "fallback", "fallback_ops"]:

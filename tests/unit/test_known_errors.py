@@ -8,11 +8,11 @@ from dmlprof.backends import CpuBackend, CudaBackend, DmlBackend, MpsBackend, Xp
 from dmlprof.backends.errors import (
     KNOWN_ERRORS,
     explain_device_error,
-    format_bytes,
     is_out_of_memory,
     match_known_error,
 )
 from dmlprof.errors import DmlprofError
+from dmlprof.units import fmt_bytes
 
 # (exception, key, words the explanation must contain, words the remedy must contain, out of memory)
 CASES = [
@@ -130,5 +130,5 @@ def test_the_cli_line_carries_explanation_and_remedy():
 
 @pytest.mark.parametrize("count, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (6291456, "6.0 MiB"),
                                          (3 * 2**30, "3.0 GiB"), (2**40, "1.0 TiB"), (2**62, "4.0 EiB")])
-def test_format_bytes(count, text):
-    assert format_bytes(count) == text
+def test_fmt_bytes(count, text):
+    assert fmt_bytes(count) == text

@@ -141,7 +141,7 @@ def test_d8_control_characters_in_names_are_shown_not_sent_to_the_terminal():
 
 
 def test_d8_the_sweep_text_is_cleaned_too():
-    from dmlprof.sweep.report import render_sweep_text
+    from dmlprof.render.terminal import render_sweep_text
 
     rows = [dict(SWEEP["rows"][2], error="boom\x1b[2J\nforged")] + SWEEP["rows"][:2]
     session = Session(meta={"mode": "sweep", "model_name": "m\x1b", "sweep_notes": ["\x1b[1mnote"]},

@@ -134,10 +134,9 @@ def render_everything(session: Session) -> None:
     except DmlprofError:
         pass
     if "sweep" in session.extras:
-        from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+        from dmlprof.render.terminal import render_sweep_text
 
         render_sweep_text(session)
-        render_sweep_json(session)
 
 
 def test_the_fixture_sessions_are_real_and_of_every_kind():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dmlprof.record import steady
-from dmlprof.record.frame import typed_ops_frame
+from dmlprof.schema import typed_ops_frame
 from dmlprof.record.profiler import MODE_RANGE
 
 COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "parent", "grandparent", "thread"]

@@ -22,7 +22,6 @@ from dmlprof.errors import ModelFileError, UsageError
 from dmlprof.session import Session
 from dmlprof.sweep.child import RESULT_MARKER, percentile
 from dmlprof.sweep.driver import (
-    ROW_KEYS,
     child_command,
     describe_exit,
     parse_child_output,
@@ -38,7 +37,8 @@ from dmlprof.sweep.options import (
     parse_memory_budget,
 )
 from dmlprof.sweep.progress import Progress, bar_text
-from dmlprof.sweep.report import render_sweep_json, render_sweep_text
+from dmlprof.render.json_report import render_json as render_sweep_json
+from dmlprof.render.terminal import render_sweep_text
 
 GiB = 1024**3
 
@@ -146,7 +146,7 @@ def test_summary_has_exactly_the_schema_keys_and_types():
     assert set(summary) == {"rows", "recommended_batch_size", "knee_batch_size", "memory_budget_bytes"}
     assert [r["batch_size"] for r in summary["rows"]] == [8, 16, 32]
     for r in summary["rows"]:
-        assert tuple(r) == SWEEP_COLUMNS == ROW_KEYS
+        assert tuple(r) == SWEEP_COLUMNS
         assert isinstance(r["batch_size"], int) and isinstance(r["samples_per_s"], float)
         assert r["peak_memory_bytes"] is None or type(r["peak_memory_bytes"]) is int
     assert summary["rows"][2]["peak_memory_bytes"] is None
@@ -234,7 +234,7 @@ def test_child_output_is_found_among_other_prints():
 def test_child_that_died_is_an_error_with_the_reason():
     killed = parse_child_output(8, -signal.SIGKILL, "", "loading...\n")
     assert killed["status"] == "error" and "SIGKILL" in killed["error"] and "loading" in killed["error"]
-    assert set(killed) == set(ROW_KEYS)
+    assert set(killed) == set(SWEEP_COLUMNS)
     assert "SIGSEGV" in describe_exit(-signal.SIGSEGV)
     assert "0xC0000005" in describe_exit(0xC0000005)
     assert "status 1" in parse_child_output(8, 1, "garbage", "Traceback...\nValueError: bad")["error"]
@@ -360,7 +360,7 @@ def test_session_round_trip_and_renderers(model_file, tmp_path):
         lambda bs: row(bs, status="oom", error="not enough GPU video memory available!") if bs == 32
         else row(bs, 100.0 * bs, peak=bs * GiB), calls))
     session = result.to_session()
-    path = session.save(tmp_path / result.session_filename())
+    path = session.save(tmp_path / session.default_filename())
     loaded = Session.load(path)
     assert loaded.extras["sweep"] == session.extras["sweep"]
     assert loaded.meta["mode"] == "sweep" and "sweep" in path.name

@@ -111,7 +111,7 @@ def test_trace_is_plain_json_and_escapes_nothing_it_should_not():
 
 def test_write_tensorboard_run_layout(tmp_path):
     session = fallback_mix()
-    session.meta["started_at"] = "2026-11-30T02:55:42"
+    session.meta = session.meta.updated(started_at="2026-11-30T02:55:42")
     path = write_tensorboard_run(session, tmp_path)
     assert path.parent.parent == tmp_path and path.parent.name == run_name(session) == "test-dml-20261130T025542"
     match = WORKER_PATTERN.match(path.name)

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from dmlprof.verify import Verifier, compare, summary, tolerance_for, verdict_line
+from dmlprof.analysis.verification import summary, verdict_line
+from dmlprof.verify import Verifier, compare, tolerance_for
 from dmlprof.verify.tolerance import reduction_scale
 
 # Schemas, tags and kernels differ across torch versions: also run on torch 2.4.1.
@@ -275,14 +276,14 @@ def verified_session(divergent: bool):
 
 def test_reports_show_divergent_ops_and_lost_updates():
     from dmlprof.render.html import render_html, report_data
-    from dmlprof.render.json_report import report_dict
+    from dmlprof.report import build_report
     from dmlprof.render.terminal import render_text
 
     session = verified_session(divergent=True)
     text = render_text(session)
     assert "1 of 1 checked device op calls diverged" in text
     assert "aten::addmm" in text and "Net.fc" in text and "model.py:3" in text and "Net.<b>fc</b>.weight" in text
-    data = report_dict(session)["verification"]
+    data = build_report(session).to_dict()["verification"]
     assert not data["clean"] and data["divergent_ops"][0]["op"] == "aten::addmm"
     assert data["divergent_ops"][0]["max_abs_error"] == pytest.approx(2.0, rel=1e-4)
     html = render_html(session)
@@ -293,13 +294,13 @@ def test_reports_show_divergent_ops_and_lost_updates():
 
 def test_reports_say_plainly_when_nothing_diverged():
     from dmlprof.render.html import render_html
-    from dmlprof.render.json_report import report_dict
+    from dmlprof.report import build_report
     from dmlprof.render.terminal import render_text
 
     session = verified_session(divergent=False)
     assert "Verification: nothing diverged" in render_text(session)
-    assert report_dict(session)["verification"]["clean"] is True
+    assert build_report(session).to_dict()["verification"]["clean"] is True
     assert 'data-verify="clean"' in render_html(session)
     plain = verified_session(divergent=False)
     plain.extras = {}
-    assert "Verification" not in render_text(plain) and report_dict(plain)["verification"] is None
+    assert "Verification" not in render_text(plain) and build_report(plain).to_dict()["verification"] is None

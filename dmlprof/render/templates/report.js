@@ -66,52 +66,54 @@
   }
 
   var table = document.getElementById("ops-table");
-  var tbody = table.tBodies[0];
-  var filterBox = document.getElementById("ops-filter");
-  var verdictBox = document.getElementById("ops-verdict");
-  var phaseBox = document.getElementById("ops-phase");
-  var countBox = document.getElementById("ops-count");
-  var sortKey = "time_ms", sortDir = -1;
+  if (table) {  // a sweep's page has no op table
+    var tbody = table.tBodies[0];
+    var filterBox = document.getElementById("ops-filter");
+    var verdictBox = document.getElementById("ops-verdict");
+    var phaseBox = document.getElementById("ops-phase");
+    var countBox = document.getElementById("ops-count");
+    var sortKey = "time_ms", sortDir = -1;
 
-  function compare(a, b) {
-    var x = a[sortKey], y = b[sortKey];
-    if (x < y) return -sortDir;
-    if (x > y) return sortDir;
-    return b.time_ms - a.time_ms;
-  }
-  function draw() {
-    rows.sort(compare);
-    var text = filterBox.value.trim().toLowerCase();
-    var verdict = verdictBox.value, phase = phaseBox.value, shown = 0;
-    var frag = document.createDocumentFragment();
-    rows.forEach(function (r) {
-      if (!r.node) r.node = buildRow(r);
-      var visible = (!text || r.haystack.indexOf(text) >= 0) && (!verdict || r.verdict === verdict) && (!phase || r.phase === phase);
-      r.node.className = visible ? "" : "hidden";
-      if (visible) shown++;
-      frag.appendChild(r.node);
-    });
-    tbody.appendChild(frag);
-    countBox.textContent = shown + " of " + rows.length + " rows";
-  }
-  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
-    var key = th.getAttribute("data-key");
-    if (!key) return;
-    th.setAttribute("tabindex", "0");
-    function activate() {
-      if (sortKey === key) sortDir = -sortDir;
-      else { sortKey = key; sortDir = th.getAttribute("data-type") === "num" ? -1 : 1; }
-      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (other) { other.removeAttribute("aria-sort"); });
-      th.setAttribute("aria-sort", sortDir > 0 ? "ascending" : "descending");
-      draw();
+    function compare(a, b) {
+      var x = a[sortKey], y = b[sortKey];
+      if (x < y) return -sortDir;
+      if (x > y) return sortDir;
+      return b.time_ms - a.time_ms;
     }
-    th.addEventListener("click", activate);
-    th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); activate(); } });
-  });
-  filterBox.addEventListener("input", draw);
-  verdictBox.addEventListener("change", draw);
-  phaseBox.addEventListener("change", draw);
-  draw();
+    function draw() {
+      rows.sort(compare);
+      var text = filterBox.value.trim().toLowerCase();
+      var verdict = verdictBox.value, phase = phaseBox.value, shown = 0;
+      var frag = document.createDocumentFragment();
+      rows.forEach(function (r) {
+        if (!r.node) r.node = buildRow(r);
+        var visible = (!text || r.haystack.indexOf(text) >= 0) && (!verdict || r.verdict === verdict) && (!phase || r.phase === phase);
+        r.node.className = visible ? "" : "hidden";
+        if (visible) shown++;
+        frag.appendChild(r.node);
+      });
+      tbody.appendChild(frag);
+      countBox.textContent = shown + " of " + rows.length + " rows";
+    }
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+      var key = th.getAttribute("data-key");
+      if (!key) return;
+      th.setAttribute("tabindex", "0");
+      function activate() {
+        if (sortKey === key) sortDir = -sortDir;
+        else { sortKey = key; sortDir = th.getAttribute("data-type") === "num" ? -1 : 1; }
+        Array.prototype.forEach.call(table.tHead.rows[0].cells, function (other) { other.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", sortDir > 0 ? "ascending" : "descending");
+        draw();
+      }
+      th.addEventListener("click", activate);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); activate(); } });
+    });
+    filterBox.addEventListener("input", draw);
+    verdictBox.addEventListener("change", draw);
+    phaseBox.addEventListener("change", draw);
+    draw();
+  }
 
   // ---- module tree ------------------------------------------------------------
   // Rows are built when their parent is open, so a model with thousands of

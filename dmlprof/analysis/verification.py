@@ -1,4 +1,8 @@
-"""What the reports show of a verification: plain data from ``extras['verify']`` (no printing)."""
+"""What the reports show of a verification: plain data from ``extras['verify']`` (no printing, no torch).
+
+``extras['verify']`` is what :class:`dmlprof.verify.Verifier` recorded (docs/verify.md);
+this groups it per op and per parameter, as every report shows it.
+"""
 from __future__ import annotations
 
 from typing import Optional

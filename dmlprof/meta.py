@@ -1,0 +1,489 @@
+"""Run metadata as a typed value: what ran, where, how it was recorded, and what kind of session it is.
+
+A session file stores it as a flat JSON object (the ``meta`` of
+docs/report_schema.md); :meth:`RunMeta.from_dict` reads one (a run's facts as
+gathered, or a file's, which ``Session.load`` has checked), keeps keys it does
+not know in ``extra`` so that they survive a load and a save, and reads a value
+of the wrong type as not recorded rather than failing. :meth:`RunMeta.to_dict`
+writes the flat object back; values not recorded are ``None`` and left out.
+
+A RunMeta also reads like that flat object (``meta["steps"]``, ``meta.get``),
+read-only: the file's vocabulary, for scripts and notebooks. dmlprof's own code
+reads the typed fields.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform as _platform
+import re
+import time
+from collections.abc import Mapping as _MappingABC
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping, Optional, Tuple
+
+from dmlprof.plain import plain
+from dmlprof.files import name_part  # a file-name part that fits any file system
+
+# The kind of session: what made it, which decides how it reads.
+LIVE = "live"            #: ops recorded as they ran on a device
+PREDICTED = "predicted"  #: ops run on a stand-in device, verdicts from an op table, no times
+SWEEP = "sweep"          #: a batch-size sweep: no op rows, the sweep in extras
+KINDS = (LIVE, PREDICTED, SWEEP)
+
+# How the model ran.
+CONTRACT, SCRIPT, BLOCK = "contract", "script", "block"
+RUN_MODES = (CONTRACT, SCRIPT, BLOCK, SWEEP)
+
+_EMPTY: Mapping = MappingProxyType({})
+_SAFE = re.compile(r"[^A-Za-z0-9_-]+")  # what a file name may hold on every system
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The software the run used."""
+
+    dmlprof_version: Optional[str] = None
+    torch_version: Optional[str] = None
+    python_version: Optional[str] = None
+    platform: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Device:
+    """The device the run used (``backend``: cpu, cuda, dml, mps, xpu, emulated-dml)."""
+
+    backend: Optional[str] = None
+    device: Optional[str] = None  # as torch prints it: privateuseone:0
+    name: Optional[str] = None
+    versions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # e.g. torch-directml -> 0.2.5.dev240914
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.backend == "cpu"
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Device memory in bytes at the end of the run (``None`` where the backend cannot tell)."""
+
+    allocated_bytes: Optional[int] = None
+    peak_bytes: Optional[int] = None
+    total_bytes: Optional[int] = None
+    source: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ProfilerCheck:
+    """Our per-op totals against torch.profiler's, over the ops both timed."""
+
+    matched_ops: Optional[int] = None
+    time_ms: Optional[float] = None
+    profiler_time_ms: Optional[float] = None
+    ratio: Optional[float] = None
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How the calls were recorded and timed."""
+
+    sync: Optional[bool] = None        # the device synchronised after every call
+    profiler: Optional[bool] = None    # torch.profiler ran alongside
+    timing: Optional[str] = None       # in words: what the times mean
+    description: Optional[str] = None  # in words: what went through the dispatcher ("recording")
+    #: --no-sync: one structure step recorded, measured steps timed by torch.profiler (docs/timing.md)
+    steady_state: Optional[Mapping[str, Any]] = None
+    structure_step_ms: Optional[float] = None
+    profiler_check: Optional[ProfilerCheck] = None
+    device_time_check: Optional[Mapping[str, Any]] = None
+    verify: Optional[bool] = None      # scan --verify
+
+    @property
+    def structure_step(self) -> bool:
+        """Whether the measured steps were timed by torch.profiler from one recorded structure step."""
+        return self.steady_state is not None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """``--target``: the op table the verdicts came from, and what it could not say."""
+
+    target: Optional[str] = None
+    table_version: Optional[str] = None
+    table_torch_version: Optional[str] = None
+    stand_in_device: Optional[str] = None
+    unknown_ops: Optional[Tuple[str, ...]] = None
+    unknown_op_calls: Optional[Mapping[str, int]] = None
+    placeholder_ops: Optional[Mapping[str, int]] = None
+    drift_ops: Optional[Tuple[str, ...]] = None
+    failure_op: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """How a sweep was asked to run (``dmlprof sweep``'s options)."""
+
+    auto: Optional[bool] = None
+    sizes_planned: Optional[Tuple[int, ...]] = None
+    steps: Optional[int] = None  # timed steps per size
+    warmup_steps: Optional[int] = None
+    amp: Optional[str] = None
+    device_index: Optional[int] = None  # sweep --devices: which of the devices this sweep ran on
+    max_batch_size: Optional[int] = None
+    time_budget_s: Optional[float] = None
+    child_memory_limit_bytes: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """A batch-size sweep's run facts (the sweep's results are in ``extras["sweep"]``)."""
+
+    stop_reason: Optional[str] = None
+    memory_budget: Optional[str] = None  # in words
+    memory_total_bytes: Optional[int] = None
+    settings: SweepSettings = field(default_factory=SweepSettings)
+    notes: Tuple[str, ...] = ()
+    details: Tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceUnused:
+    """A script whose recorded steps never touched the scanned device (it chose another one itself)."""
+
+    devices_used: Tuple[str, ...] = ()
+    hint: Optional[str] = None  # the --from that would put its work on the scanned device
+
+
+@dataclass(frozen=True)
+class WarningRecord:
+    """A warning raised while recording that is not fallback evidence, once, with its count."""
+
+    category: str
+    message: str
+    count: int
+
+
+@dataclass(frozen=True, eq=False)
+class RunMeta(_MappingABC):
+    """Everything a session says about its run; ``kind`` says what sort of session it is."""
+
+    kind: str = LIVE
+    run_mode: Optional[str] = None
+    model: Optional[str] = None
+    model_name: Optional[str] = None
+    environment: Environment = field(default_factory=Environment)
+    device: Device = field(default_factory=Device)
+    recording: Recording = field(default_factory=Recording)
+    batch_size: Optional[int] = None
+    warmup_steps: Optional[int] = None
+    steps: Optional[int] = None  # measured steps completed (script mode: optimizer steps seen)
+    steps_requested: Optional[int] = None
+    optimizer: Optional[str] = None
+    loss_fn: Optional[str] = None
+    parameters: Optional[int] = None
+    script_args: Optional[Tuple[str, ...]] = None
+    started_at: Optional[str] = None
+    duration_s: Optional[float] = None
+    step_times_ms: Tuple[float, ...] = ()
+    memory: Optional[Memory] = None
+    partial: bool = False
+    partial_reason: Optional[str] = None
+    notes: Tuple[str, ...] = ()
+    warnings: Tuple[WarningRecord, ...] = ()
+    replacements_applied: Optional[int] = None
+    failed_op: Optional[str] = None  # a run that stopped on a failing call: which op, and the user's line
+    failed_source: Optional[str] = None
+    remapped_from: Optional[str] = None  # --from cuda|mps: what the script asked for
+    script_window: Optional[Mapping[str, Any]] = None  # script mode: the optimizer steps recorded
+    #: a loss that went NaN or infinite: at which training step (warm-up included) and its value
+    nonfinite_loss: Optional[Mapping[str, Any]] = None
+    device_unused: Optional[DeviceUnused] = None
+    distributed: Optional[Mapping[str, Any]] = None  # one rank of a distributed run (docs/distributed.md)
+    prediction: Optional[Prediction] = None
+    sweep: Optional[SweepRun] = None
+    #: keys this dmlprof does not know (a newer one wrote them): kept as read, written back
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    # -- what the report asks ----------------------------------------------------------
+    @property
+    def title_name(self) -> str:
+        return self.model_name or self.model or "model"
+
+    @property
+    def step_time_ms_p50(self) -> Optional[float]:
+        """The median measured step (the upper one of an even count, as the terminal always said)."""
+        steps = sorted(self.step_times_ms)
+        return steps[len(steps) // 2] if steps else None
+
+    def file_stem(self) -> str:
+        """``<model>-<backend>[-sweep]-<yyyymmddThhmmss>``: how this run's files are named (session, trace run)."""
+        model = name_part(_SAFE.sub("_", self.model_name or Path(self.model or "session").stem or "session"))
+        index = self.sweep.settings.device_index if self.sweep is not None else None  # sweep --devices: one file each
+        backend = name_part(_SAFE.sub("_", (self.device.backend or "device") + ("" if index is None else str(index))), 40)
+        stamp = _SAFE.sub("", (self.started_at or "").replace(":", "").replace("-", ""))[:15]
+        parts = [model, backend] + (["sweep"] if self.kind == SWEEP else []) + [stamp or time.strftime("%Y%m%dT%H%M%S")]
+        return "-".join(parts).strip("-_") or "dmlprof"
+
+    def updated(self, **changes) -> "RunMeta":
+        """A copy with ``changes`` (RunMeta is frozen)."""
+        return replace(self, **changes)
+
+    # -- read-only, as the flat object of the file --------------------------------------------
+    def __getitem__(self, key: str):
+        return self.to_dict()[key]
+
+    def __iter__(self):
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, RunMeta):
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    # -- the flat object of session files ------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "RunMeta":
+        """Read a session file's ``meta``; missing keys stay ``None``, unknown keys go to ``extra``."""
+        data = data if isinstance(data, Mapping) else {}
+        read = _Reader(data)
+        meta = cls(
+            kind=read.choice("mode", KINDS, LIVE),
+            run_mode=read.choice("run_mode", RUN_MODES, None),
+            model=read.text("model"),
+            model_name=read.text("model_name"),
+            environment=Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS)),
+            device=Device(read.text("backend"), read.text("device"), read.text("device_name"),
+                          read.text_map("backend_versions")),
+            recording=Recording(
+                sync=read.flag("sync"), profiler=read.flag("profiler"), timing=read.text("timing"),
+                description=read.text("recording"), steady_state=read.mapping("steady_state"),
+                structure_step_ms=read.number("structure_step_ms"),
+                profiler_check=_profiler_check(read.mapping("profiler_check")),
+                device_time_check=read.mapping("device_time_check"), verify=read.flag("verify")),
+            batch_size=read.integer("batch_size"), warmup_steps=read.integer("warmup_steps"),
+            steps=read.integer("steps"), steps_requested=read.integer("steps_requested"),
+            optimizer=read.text("optimizer"), loss_fn=read.text("loss_fn"), parameters=read.integer("parameters"),
+            script_args=read.texts("script_args"), started_at=read.text("started_at"),
+            duration_s=read.number("duration_s"), step_times_ms=read.numbers("step_times_ms") or (),
+            memory=_memory(read.mapping("memory")), partial=bool(read.flag("partial")),
+            partial_reason=read.text("partial_reason"), notes=_notes(data.get("notes")),
+            warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
+            failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
+            remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
+            nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")), distributed=read.mapping("distributed"),
+            prediction=_prediction(read), sweep=_sweep(read),
+        )
+        return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN_KEYS}))
+
+    def to_dict(self) -> dict:
+        """The flat ``meta`` object of a session file (values not recorded are left out)."""
+        out = {"mode": self.kind, "run_mode": self.run_mode, "model": self.model, "model_name": self.model_name,
+               **{k: getattr(self.environment, k) for k in _ENVIRONMENT_KEYS},
+               "backend": self.device.backend, "device": self.device.device, "device_name": self.device.name,
+               "backend_versions": dict(self.device.versions) if self.device.backend is not None else None}
+        out.update(_recording_dict(self.recording))
+        out.update({name: plain(getattr(self, name)) for name in _PLAIN_FIELDS})
+        out["memory"] = plain(self.memory)
+        out["partial"] = self.partial
+        out["notes"] = list(self.notes) if self.notes else None
+        if self.kind == SWEEP and not self.step_times_ms:  # a sweep's steps are per size, in its details
+            out["step_times_ms"] = None
+        out["warnings"] = [plain(w) for w in self.warnings] if self.warnings else None
+        out.update(_prediction_dict(self.prediction))
+        out.update(_sweep_dict(self.sweep))
+        out = {key: value for key, value in out.items() if value is not None}
+        out.update(self.extra)
+        return out
+
+
+_ENVIRONMENT_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform")
+_PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "optimizer", "loss_fn", "parameters",
+                 "script_args", "started_at", "duration_s", "step_times_ms", "partial_reason", "replacements_applied",
+                 "failed_op", "failed_source", "remapped_from", "script_window", "nonfinite_loss", "device_unused",
+                 "distributed")
+_RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",
+                   "steady_state": "steady_state", "structure_step_ms": "structure_step_ms",
+                   "profiler_check": "profiler_check", "device_time_check": "device_time_check", "verify": "verify"}
+_PREDICTION_KEYS = {"target": "target", "table_version": "table_version", "table_torch_version": "table_torch_version",
+                    "stand_in_device": "stand_in_device", "unknown_ops": "unknown_ops",
+                    "unknown_op_calls": "unknown_op_calls", "placeholder_ops": "placeholder_ops",
+                    "drift_ops": "drift_ops", "failure_op": "predicted_failure_op"}
+_SWEEP_KEYS = {"stop_reason": "sweep_stop_reason", "memory_budget": "memory_budget",
+               "memory_total_bytes": "memory_total_bytes", "settings": "sweep_settings", "notes": "sweep_notes",
+               "details": "sweep_details"}
+_KNOWN_KEYS = frozenset(
+    ("mode", "run_mode", "model", "model_name", "backend", "device", "device_name", "backend_versions", "memory",
+     "partial", "notes", "warnings") + _ENVIRONMENT_KEYS + _PLAIN_FIELDS
+    + tuple(_RECORDING_KEYS.values()) + tuple(_PREDICTION_KEYS.values()) + tuple(_SWEEP_KEYS.values()))
+
+
+class _Reader:
+    """Typed reads from an untrusted mapping: a value of the wrong type reads as missing."""
+
+    def __init__(self, data: Mapping):
+        self.data = data
+
+    def text(self, key: str) -> Optional[str]:
+        value = self.data.get(key)
+        return value if isinstance(value, str) else None
+
+    def choice(self, key: str, allowed: tuple, default: Optional[str]) -> Optional[str]:
+        value = self.data.get(key)
+        return value if value in allowed else default
+
+    def flag(self, key: str) -> Optional[bool]:
+        value = self.data.get(key)
+        return value if isinstance(value, bool) else None
+
+    def integer(self, key: str) -> Optional[int]:
+        value = self.data.get(key)
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def number(self, key: str) -> Optional[float]:
+        value = self.data.get(key)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return value if ok else None
+
+    def numbers(self, key: str) -> Optional[Tuple[float, ...]]:
+        values = self.data.get(key)
+        if not isinstance(values, list):
+            return None
+        return tuple(v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+    def texts(self, key: str) -> Optional[Tuple[str, ...]]:
+        values = self.data.get(key)
+        return tuple(str(v) for v in values) if isinstance(values, list) else None
+
+    def mapping(self, key: str) -> Optional[Mapping]:
+        value = self.data.get(key)
+        return MappingProxyType(dict(value)) if isinstance(value, Mapping) else None
+
+    def text_map(self, key: str) -> Mapping[str, str]:
+        value = self.data.get(key)
+        if isinstance(value, Mapping):
+            return MappingProxyType({str(k): str(v) for k, v in value.items()})
+        return MappingProxyType({"backend": value}) if isinstance(value, str) and value else _EMPTY
+
+    def count_map(self, key: str) -> Optional[Mapping[str, int]]:
+        value = self.data.get(key)
+        if not isinstance(value, Mapping):
+            return None
+        return MappingProxyType({str(k): v for k, v in value.items() if isinstance(v, int)})
+
+
+def _profiler_check(data: Optional[Mapping]) -> Optional[ProfilerCheck]:
+    if data is None:
+        return None
+    read = _Reader(data)
+    return ProfilerCheck(read.integer("matched_ops"), read.number("time_ms"), read.number("profiler_time_ms"),
+                         read.number("ratio"), read.text("note"))
+
+
+def _memory(data: Optional[Mapping]) -> Optional[Memory]:
+    if data is None:
+        return None
+    read = _Reader(data)
+    return Memory(read.integer("allocated_bytes"), read.integer("peak_bytes"), read.integer("total_bytes"),
+                  read.text("source"))
+
+
+def _notes(value) -> Tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(note) for note in value) if isinstance(value, list) else ()
+
+
+def _device_unused(data: Optional[Mapping]) -> Optional[DeviceUnused]:
+    if data is None:
+        return None
+    read = _Reader(data)
+    return DeviceUnused(read.texts("devices_used") or (), read.text("hint"))
+
+
+def _warnings(value) -> Tuple[WarningRecord, ...]:
+    if not isinstance(value, list):
+        return ()
+    records = []
+    for item in value:
+        if isinstance(item, Mapping):
+            count = item.get("count", 1)
+            records.append(WarningRecord(str(item.get("category", "")), str(item.get("message", "")),
+                                         count if isinstance(count, int) and count > 0 else 1))
+    return tuple(records)
+
+
+def _prediction(read: _Reader) -> Optional[Prediction]:
+    if not any(key in read.data for key in _PREDICTION_KEYS.values()):
+        return None
+    return Prediction(
+        target=read.text("target"), table_version=read.text("table_version"),
+        table_torch_version=read.text("table_torch_version"), stand_in_device=read.text("stand_in_device"),
+        unknown_ops=read.texts("unknown_ops"), unknown_op_calls=read.count_map("unknown_op_calls"),
+        placeholder_ops=read.count_map("placeholder_ops"), drift_ops=read.texts("drift_ops"),
+        failure_op=read.text("predicted_failure_op"))
+
+
+def _sweep(read: _Reader) -> Optional[SweepRun]:
+    if not any(key in read.data for key in _SWEEP_KEYS.values()):
+        return None
+    details = read.data.get("sweep_details")
+    details = tuple(MappingProxyType(dict(d)) for d in details if isinstance(d, Mapping)) if isinstance(details, list) else ()
+    return SweepRun(stop_reason=read.text("sweep_stop_reason"), memory_budget=read.text("memory_budget"),
+                    memory_total_bytes=read.integer("memory_total_bytes"),
+                    settings=_sweep_settings(read.mapping("sweep_settings") or {}),
+                    notes=read.texts("sweep_notes") or (), details=details)
+
+
+def _sweep_settings(data: Mapping) -> SweepSettings:
+    read = _Reader(data)
+    sizes = read.numbers("sizes_planned")
+    return SweepSettings(auto=read.flag("auto"), sizes_planned=tuple(int(n) for n in sizes) if sizes is not None else None,
+                         steps=read.integer("steps"), warmup_steps=read.integer("warmup_steps"), amp=read.text("amp"),
+                         device_index=read.integer("device_index"),
+                         max_batch_size=read.integer("max_batch_size"), time_budget_s=read.number("time_budget_s"),
+                         child_memory_limit_bytes=read.integer("child_memory_limit_bytes"))
+
+
+def _recording_dict(recording: Recording) -> dict:
+    out = {key: plain(getattr(recording, name)) for name, key in _RECORDING_KEYS.items()}
+    if out["profiler_check"] is not None:  # a check has either figures, a note, or both
+        out["profiler_check"] = {k: v for k, v in out["profiler_check"].items() if v is not None}
+    return out
+
+
+def _prediction_dict(prediction: Optional[Prediction]) -> dict:
+    if prediction is None:
+        return {}
+    return {key: plain(getattr(prediction, name)) for name, key in _PREDICTION_KEYS.items()}
+
+
+def _sweep_dict(sweep: Optional[SweepRun]) -> dict:
+    if sweep is None:
+        return {}
+    return {key: plain(getattr(sweep, name)) for name, key in _SWEEP_KEYS.items()}
+
+
+def run_meta(meta) -> RunMeta:
+    """``meta`` as a RunMeta (a session's meta may still be a plain dict)."""
+    return meta if isinstance(meta, RunMeta) else RunMeta.from_dict(meta)
+
+
+def run_facts(model, *, kind: str, run_mode: str, torch_version: str) -> dict:
+    """The facts every run starts with (live, predicted or sweep), as the flat keys of its ``meta``.
+
+    The runner and the sweep driver add what they measure; the Session types it all once
+    (:meth:`RunMeta.from_dict`).
+    """
+    from dmlprof import __version__
+
+    model = Path(model)
+    return {"dmlprof_version": __version__, "torch_version": torch_version,
+            "python_version": _platform.python_version(), "platform": _platform.platform(), "mode": kind,
+            "run_mode": run_mode, "model": str(model), "model_name": model.stem,
+            "started_at": _dt.datetime.now().isoformat(timespec="seconds"), "partial": False}

@@ -1,0 +1,179 @@
+"""``build_report(session) -> Report``: every analysis a report shows, run once.
+
+Reads the Session (its op frame, its run metadata, what other commands put in
+``extras``) and returns plain, frozen data; the renderers only format it.
+Extras are input from a file: anything malformed there is left out of the
+report, never a traceback.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import pandas as pd
+
+from dmlprof import analysis
+from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
+from dmlprof.analysis.verification import summary as verification_summary
+from dmlprof.meta import RunMeta
+from dmlprof.replacements.catalog import advice_for
+from dmlprof.report.model import (
+    DivergentOp, Fix, HostCallRow, Hotspot, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
+    ReplaceSide, Report, Summary, SweepReport, SweepRow, TransferRow, Unchecked, Verification,
+)
+from dmlprof.schema import parse_fallback_ops
+
+#: a size whose step p95 exceeds this many times its p50 is marked noisy
+NOISY_P95_OVER_P50 = 2.0
+
+
+def build_report(session) -> Report:
+    """The report of a Session (live, predicted or sweep), every figure computed once."""
+    run = session.meta
+    ops = session.ops
+    extras = session.extras if isinstance(session.extras, Mapping) else {}
+    return Report(
+        run=run,
+        summary=Summary(**analysis.summary(ops)),
+        hotspots=tuple(_hotspot(r) for r in analysis.fallback_hotspots(ops).itertuples()),
+        ops=tuple(_op_row(r) for r in analysis.op_summary(ops).itertuples()),
+        phases=tuple(PhaseRow(str(r.phase), int(r.calls), float(r.time_ms), float(r.share), int(r.fallback_calls),
+                              float(r.fallback_time_ms), int(r.cpu_calls)) for r in analysis.phase_split(ops).itertuples()),
+        modules=tuple(ModuleRow(str(r.module), int(r.depth), int(r.calls), float(r.time_ms), float(r.device_share),
+                                int(r.fallback_calls), float(r.fallback_time_ms))
+                      for r in analysis.module_summary(ops).itertuples()),
+        # On the CPU every copy is host to host: nothing crosses a bus
+        transfers=() if run.device.is_cpu else tuple(_transfer(r) for r in analysis.transfer_hotspots(ops).itertuples()),
+        host_calls=tuple(HostCallRow(str(r.op), int(r.calls), float(r.time_ms), _texts(r.phases), _texts(r.modules),
+                                     _texts(r.sources)) for r in analysis.cpu_hotspots(ops).itertuples()),
+        time_by_op=tuple(OpTime(str(r.op), float(r.device_ms), float(r.fallback_ms), float(r.cpu_ms), float(r.time_ms))
+                         for r in analysis.time_by_op(ops).itertuples()),
+        verification=_verification(extras.get("verify")),
+        replace=_replace(extras.get("replace")),
+        sweep=_sweep(extras.get("sweep"), run),
+        extras=extras,
+    )
+
+
+def _texts(values) -> tuple:
+    return tuple(str(v) for v in values)
+
+
+def _hotspot(r) -> Hotspot:
+    inner = _texts(r.inner_ops)
+    fixes = tuple(Fix(op, tip) for op in (inner or (str(r.op),)) for tip in [advice_for(op)] if tip)
+    return Hotspot(
+        op=str(r.op), inner_ops=inner, calls=int(r.calls), inner_calls=int(r.inner_calls), time_ms=float(r.time_ms),
+        share=float(r.share), bytes_moved=int(r.bytes_moved), phases=_texts(r.phases), modules=_texts(r.modules),
+        sources=_texts(r.sources), replacement=fixes[0].advice if fixes else None, fixes=fixes)
+
+
+def _op_row(r) -> OpRow:
+    return OpRow(
+        op=str(r.op), verdict=str(r.verdict), phase=str(r.phase), calls=int(r.calls), time_ms=float(r.time_ms),
+        device_time_ms=None if pd.isna(r.device_time_ms) else float(r.device_time_ms), share=float(r.share),
+        bytes_moved=int(r.bytes_moved), fallback_ops=tuple(sorted(parse_fallback_ops(r.fallback_ops))),
+        module=str(r.module), source=str(r.source))
+
+
+def _transfer(r) -> TransferRow:
+    return TransferRow(str(r.op), str(r.transfer), int(r.calls), int(r.bytes_moved), float(r.time_ms),
+                       _texts(r.phases), _texts(r.modules), _texts(r.sources))
+
+
+# -- what other commands attached ---------------------------------------------------------------
+def _verification(raw) -> Optional[Verification]:
+    found = verification_summary(raw)
+    if found is None:
+        return None
+    return Verification(
+        clean=found["clean"], headline=found["headline"], checked_calls=found["checked_calls"],
+        checked_ops=found["checked_ops"], divergent_calls=found["divergent_calls"],
+        divergent_ops=tuple(_divergent(r) for r in found["divergent_ops"]),
+        lost_updates=tuple(LostUpdate(str(r["parameter"]), str(r["optimizer"]), int(r["steps"]), _shape(r["shape"]),
+                                      str(r["dtype"]), float(r["max_abs_grad"]), r["lr"]) for r in found["lost_updates"]),
+        optimizer_steps=found["optimizer_steps"], parameters_checked=found["parameters_checked"],
+        skipped_calls=found["skipped_calls"],
+        skipped=tuple(Unchecked(str(s["reason"]), int(s["calls"]), _texts(s["ops"])) for s in found["skipped"]),
+        tolerances=dict(found["tolerances"]), notes=tuple(found["notes"]))
+
+
+def _divergent(r: dict) -> DivergentOp:
+    return DivergentOp(
+        op=str(r["op"]), module=str(r["module"]), source=str(r["source"]), what=str(r["what"]), calls=int(r["calls"]),
+        reason=str(r["reason"]), max_abs_error=r["max_abs_error"], max_rel_error=r["max_rel_error"],
+        phase=str(r["phase"]), first_step=r["first_step"], input_shapes=tuple(_shape(s) for s in r["input_shapes"]),
+        input_dtypes=_texts(r["input_dtypes"]), output_shape=_shape(r["output_shape"]),
+        output_dtype=str(r["output_dtype"]), mismatched=r["mismatched"], numel=r["numel"], rtol=r["rtol"],
+        atol=r["atol"])
+
+
+def _shape(values) -> tuple:
+    return tuple(int(n) for n in values or ())
+
+
+def _replace(raw) -> Optional[ReplaceComparison]:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("before"), Mapping) or not isinstance(raw.get("after"), Mapping):
+        return None
+    try:
+        speedup = raw.get("step_time_speedup")
+        return ReplaceComparison(
+            before=_replace_side(raw["before"]), after=_replace_side(raw["after"]),
+            fallback_calls_removed=int(raw.get("fallback_calls_removed") or 0),
+            step_time_speedup=float(speedup) if isinstance(speedup, (int, float)) and speedup else None,
+            removed_ops=_texts(raw.get("removed_ops") or ()),
+            remaining_ops=tuple(RemainingOp(str(r.get("op", "")), int(r.get("calls", 0) or 0), r.get("replacement"))
+                                for r in raw.get("remaining_ops") or () if isinstance(r, Mapping)),
+            applied=tuple(a for a in raw.get("applied") or () if isinstance(a, Mapping)))
+    except (TypeError, ValueError):
+        return None
+
+
+def _replace_side(side: Mapping) -> ReplaceSide:
+    step = side.get("step_time_ms")
+    ops = side.get("fallback_ops")
+    return ReplaceSide(
+        steps=int(side.get("steps") or 1), fallback_calls=int(side.get("fallback_calls") or 0),
+        fallback_calls_per_step=float(side.get("fallback_calls_per_step") or 0.0),
+        fallback_time_share=float(side.get("fallback_time_share") or 0.0),
+        fallback_bytes_moved_per_step=float(side.get("fallback_bytes_moved_per_step") or 0.0),
+        step_time_ms=None if step is None else float(step),
+        fallback_ops=dict(ops) if isinstance(ops, Mapping) else {},
+        error=str(side["error"]) if side.get("error") else None)
+
+
+def _sweep(raw, run: RunMeta) -> Optional[SweepReport]:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("rows"), list):
+        return None
+    try:
+        frame = sweep_frame(raw["rows"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    budget = raw.get("memory_budget_bytes")
+    budget = int(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget > 0 else None
+    recommended, knee = raw.get("recommended_batch_size"), raw.get("knee_batch_size")
+    fits = fits_budget(frame, budget)
+    growth = growth_per_doubling(frame).set_index("batch_size")["growth_per_doubling"]
+    rows = tuple(_sweep_row(record, bool(fits[i]), growth, recommended, knee)
+                 for i, record in zip(frame.index, frame.to_dict(orient="records")))
+    details = run.sweep.details if run.sweep else ()
+    return SweepReport(
+        rows=rows, recommended_batch_size=recommended, knee_batch_size=knee, memory_budget_bytes=budget,
+        knee_min_growth=KNEE_MIN_GROWTH, noisy_p95_over_p50=NOISY_P95_OVER_P50,
+        fallback_ops=tuple(sorted({str(op) for d in details for op in (d.get("fallback_ops") or ())})),
+        fallback_recorded=any(d.get("fallback_recorded") for d in details) if details else None,
+        memory_sources=tuple(sorted({row.memory_source for row in rows if row.memory_source})))
+
+
+def _sweep_row(record: dict, fits: bool, growth, recommended, knee) -> SweepRow:
+    ok = record["status"] == "ok"
+    peak = record["peak_memory_bytes"]
+    grown = growth.get(record["batch_size"]) if ok else None
+    return SweepRow(
+        batch_size=int(record["batch_size"]), status=str(record["status"]),
+        samples_per_s=float(record["samples_per_s"]), step_ms_p50=float(record["step_ms_p50"]),
+        step_ms_p95=float(record["step_ms_p95"]), peak_memory_bytes=None if pd.isna(peak) else int(peak),
+        memory_source=str(record["memory_source"] or ""), fallback_time_share=float(record["fallback_time_share"]),
+        error=None if record["error"] is None or pd.isna(record["error"]) else str(record["error"]),
+        growth_per_doubling=None if grown is None or pd.isna(grown) else float(grown),
+        fits_budget=fits, noisy=ok and record["step_ms_p95"] > NOISY_P95_OVER_P50 * record["step_ms_p50"],
+        recommended=record["batch_size"] == recommended, knee=record["batch_size"] == knee)

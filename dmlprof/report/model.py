@@ -1,0 +1,436 @@
+"""The report as a value: frozen dataclasses, computed once, formatted by every renderer.
+
+Units live in names (``_ms``, ``_bytes``, ``share`` 0..1). Nothing here is
+formatted for a reader; :mod:`dmlprof.render` does that. :meth:`Report.to_dict`
+is the JSON report (docs/report_schema.md), or, for a sweep, the sweep
+document (docs/sweep_schema.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Optional, Tuple
+
+from dmlprof.meta import PREDICTED, SWEEP, RunMeta, WarningRecord
+from dmlprof.plain import plain
+
+#: the JSON report's version (docs/report_schema.md)
+SCHEMA_VERSION = 1
+#: the sweep document's format and version (docs/sweep_schema.md)
+SWEEP_FORMAT = "dmlprof-sweep"
+SWEEP_SCHEMA_VERSION = 1
+#: run facts the JSON report's ``meta`` carries, in this order
+REPORT_META_KEYS = (
+    "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
+    "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
+    "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
+    "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
+    "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify", "failed_op",
+    "failed_source", "device_unused", "remapped_from",
+)
+#: run facts the sweep document's ``meta`` carries
+SWEEP_META_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform", "backend", "device",
+                   "device_name", "model", "model_name", "started_at", "duration_s", "partial", "memory_budget",
+                   "memory_total_bytes", "sweep_settings", "sweep_notes")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Headline numbers (the JSON report's ``summary``)."""
+
+    op_calls: int
+    device_calls: int
+    fallback_calls: int
+    cpu_calls: int
+    inner_fallback_calls: int  # calls the backend sent to the CPU, each inner call of a composite counted
+    device_call_share: float
+    time_ms: float
+    device_time_ms_on_device: Optional[float]  # kernel time the profiler joined to calls (CUDA)
+    device_op_time_ms: float
+    device_time_share: float
+    fallback_time_ms: float
+    fallback_time_share: float
+    cpu_time_ms: float
+    bytes_moved: int
+    distinct_ops: int
+    distinct_fallback_ops: int
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A known replacement for an op that fell back."""
+
+    op: str
+    advice: str
+
+
+@dataclass(frozen=True)
+class Hotspot:
+    """Calls of one op that fell back, with where they came from (most time first) and the fix."""
+
+    NOT_IN_JSON: ClassVar[tuple] = ("fixes",)
+
+    op: str
+    inner_ops: Tuple[str, ...]  # what the backend sent to the CPU, for a composite
+    calls: int
+    inner_calls: int
+    time_ms: float
+    share: float
+    bytes_moved: int
+    phases: Tuple[str, ...]
+    modules: Tuple[str, ...]
+    sources: Tuple[str, ...]
+    replacement: Optional[str]  # the first fix, or None
+    fixes: Tuple[Fix, ...]  # one per inner op with a known replacement
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One (op, verdict, phase) group; ``module``/``source``: where it spent most time."""
+
+    op: str
+    verdict: str
+    phase: str
+    calls: int
+    time_ms: float
+    device_time_ms: Optional[float]
+    share: float
+    bytes_moved: int
+    fallback_ops: Tuple[str, ...]
+    module: str
+    source: str
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str
+    calls: int
+    time_ms: float
+    share: float
+    fallback_calls: int
+    fallback_time_ms: float
+    cpu_calls: int
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    """A module path; a parent's row includes its children's calls."""
+
+    module: str
+    depth: int
+    calls: int
+    time_ms: float
+    device_share: float  # of this module's time
+    fallback_calls: int
+    fallback_time_ms: float
+
+    @property
+    def fallback_share(self) -> float:
+        return self.fallback_time_ms / self.time_ms if self.time_ms else 0.0
+
+    @property
+    def cpu_share(self) -> float:
+        return max(0.0, 1.0 - self.device_share - self.fallback_share) if self.time_ms else 0.0
+
+    @property
+    def parent(self) -> str:
+        return self.module.rsplit(".", 1)[0] if "." in self.module else ""
+
+    @property
+    def label(self) -> str:
+        return self.module.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    """Host<->device copies and syncs that are not fallbacks, per op, direction and source line."""
+
+    op: str
+    transfer: str  # h2d, d2h, sync
+    calls: int
+    bytes_moved: int
+    time_ms: float
+    phases: Tuple[str, ...]
+    modules: Tuple[str, ...]
+    sources: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HostCallRow:
+    """Calls on CPU tensors inside an accelerator step, per op and source line (the JSON's ``cpu_calls``)."""
+
+    op: str
+    calls: int
+    time_ms: float
+    phases: Tuple[str, ...]
+    modules: Tuple[str, ...]
+    sources: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One op's time split by verdict (the time-by-op chart)."""
+
+    op: str
+    device_ms: float
+    fallback_ms: float
+    cpu_ms: float
+    time_ms: float
+
+
+# -- scan --verify ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class DivergentOp:
+    """Calls of one op, at one place, whose device result differed from the CPU's."""
+
+    op: str
+    module: str
+    source: str
+    what: str
+    calls: int
+    reason: str
+    max_abs_error: Optional[float]
+    max_rel_error: Optional[float]
+    phase: str
+    first_step: Optional[int]
+    input_shapes: Tuple[Tuple[int, ...], ...]
+    input_dtypes: Tuple[str, ...]
+    output_shape: Tuple[int, ...]
+    output_dtype: str
+    mismatched: int
+    numel: int
+    rtol: Optional[float]
+    atol: Optional[float]
+
+
+@dataclass(frozen=True)
+class LostUpdate:
+    """A parameter that optimizer.step() left unchanged although its gradient was non-zero."""
+
+    parameter: str
+    optimizer: str
+    steps: int
+    shape: Tuple[int, ...]
+    dtype: str
+    max_abs_grad: float
+    lr: Optional[float]
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """Calls the verifier did not compare, for one reason."""
+
+    reason: str
+    calls: int
+    ops: Tuple[str, ...]  # most calls first
+
+
+@dataclass(frozen=True)
+class Verification:
+    """``scan --verify``'s findings, grouped per op and per parameter (docs/verify.md)."""
+
+    clean: bool
+    headline: str
+    checked_calls: int
+    checked_ops: int
+    divergent_calls: int
+    divergent_ops: Tuple[DivergentOp, ...]
+    lost_updates: Tuple[LostUpdate, ...]
+    optimizer_steps: int
+    parameters_checked: int
+    skipped_calls: int
+    skipped: Tuple[Unchecked, ...]
+    tolerances: Mapping[str, Any]
+    notes: Tuple[str, ...]
+
+
+# -- scan --replace --------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReplaceSide:
+    """One run of ``--replace``'s comparison (before or after patching)."""
+
+    steps: int
+    fallback_calls: int
+    fallback_calls_per_step: float
+    fallback_time_share: float
+    fallback_bytes_moved_per_step: float
+    step_time_ms: Optional[float]
+    fallback_ops: Mapping[str, int]
+    error: Optional[str]  # the unpatched step failed: numbers up to the failure
+
+
+@dataclass(frozen=True)
+class RemainingOp:
+    op: str
+    calls: int
+    replacement: Optional[str]
+
+
+@dataclass(frozen=True)
+class ReplaceComparison:
+    """``scan --replace``: the same step before and after dmlprof's replacements."""
+
+    before: ReplaceSide
+    after: ReplaceSide
+    fallback_calls_removed: int
+    step_time_speedup: Optional[float]
+    removed_ops: Tuple[str, ...]
+    remaining_ops: Tuple[RemainingOp, ...]
+    applied: Tuple[Mapping[str, Any], ...]
+
+
+# -- sweep -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepRow:
+    """One batch size: the schema's row (docs/sweep_schema.md) and what the report marks on it."""
+
+    NOT_IN_JSON: ClassVar[tuple] = ("growth_per_doubling", "fits_budget", "noisy", "recommended", "knee")
+
+    batch_size: int
+    status: str  # ok, oom, error
+    samples_per_s: float
+    step_ms_p50: float
+    step_ms_p95: float
+    peak_memory_bytes: Optional[int]
+    memory_source: str
+    fallback_time_share: float
+    error: Optional[str]
+    growth_per_doubling: Optional[float]  # throughput change from the previous ok size, per doubling
+    fits_budget: bool
+    noisy: bool  # step p95 well over p50
+    recommended: bool
+    knee: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """A batch-size sweep: per-size rows, the recommendation, the knee, why it stopped."""
+
+    NOT_IN_JSON: ClassVar[tuple] = ("knee_min_growth", "noisy_p95_over_p50", "fallback_ops", "fallback_recorded",
+                                    "memory_sources")
+
+    rows: Tuple[SweepRow, ...]
+    recommended_batch_size: Optional[int]
+    knee_batch_size: Optional[int]
+    memory_budget_bytes: Optional[int]
+    knee_min_growth: float
+    noisy_p95_over_p50: float
+    fallback_ops: Tuple[str, ...]  # ops that fell back in any size's recorded step
+    fallback_recorded: Optional[bool]  # whether any size recorded a step for fallbacks (None: no size reported)
+    memory_sources: Tuple[str, ...]
+
+    @property
+    def ok_rows(self) -> Tuple[SweepRow, ...]:
+        return tuple(row for row in self.rows if row.ok)
+
+    @property
+    def best_samples_per_s(self) -> float:
+        return max((row.samples_per_s for row in self.ok_rows), default=0.0)
+
+    @property
+    def largest_memory_bytes(self) -> Optional[int]:
+        """The largest peak memory of any size, or the budget if higher (None: neither known)."""
+        known = [row.peak_memory_bytes for row in self.rows if row.peak_memory_bytes]
+        known += [self.memory_budget_bytes] if self.memory_budget_bytes else []
+        return max(known, default=None)
+
+
+# -- the report ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Report:
+    """Everything a report shows, computed once from a Session (:func:`dmlprof.report.build_report`)."""
+
+    run: RunMeta
+    summary: Summary
+    hotspots: Tuple[Hotspot, ...]  # slowest first
+    ops: Tuple[OpRow, ...]  # slowest first
+    phases: Tuple[PhaseRow, ...]  # forward, backward, optimizer, other
+    modules: Tuple[ModuleRow, ...]  # parents first, children in natural order
+    transfers: Tuple[TransferRow, ...]  # empty when the CPU is the device
+    host_calls: Tuple[HostCallRow, ...]
+    time_by_op: Tuple[OpTime, ...]  # slowest first
+    verification: Optional[Verification]
+    replace: Optional[ReplaceComparison]
+    sweep: Optional[SweepReport]
+    extras: Mapping[str, Any]  # what other commands attached, as saved
+
+    @property
+    def kind(self) -> str:
+        return self.run.kind
+
+    @property
+    def title(self) -> str:
+        if self.kind == SWEEP:
+            return f"dmlprof batch-size sweep of {self.run.title_name}"
+        return f"dmlprof {self.kind} scan of {self.run.title_name}"
+
+    @property
+    def timed(self) -> bool:
+        """Whether calls have times (a prediction has calls, not times)."""
+        return self.kind != PREDICTED
+
+    @property
+    def cpu_is_device(self) -> bool:
+        """Nothing can fall back: the CPU ran the step as the device."""
+        return self.run.device.is_cpu and self.kind != PREDICTED
+
+    @property
+    def device_unused_note(self) -> Optional[str]:
+        """When a script never touched the scanned device, the sentence every report leads with."""
+        unused = self.run.device_unused
+        if unused is None:
+            return None
+        used = ", ".join(unused.devices_used) or "no device"
+        return (f"The scanned device ({self.run.device.backend}) was never used: the recorded calls ran on {used}"
+                + (f"; scan with {unused.hint} to run the script's device requests on it" if unused.hint else "")
+                + ".")
+
+    @property
+    def fixes(self) -> Tuple[Fix, ...]:
+        """Every hotspot's fixes, once each, in hotspot order."""
+        seen, out = set(), []
+        for hotspot in self.hotspots:
+            for fix in hotspot.fixes:
+                if fix not in seen:
+                    seen.add(fix)
+                    out.append(fix)
+        return tuple(out)
+
+    @property
+    def warnings(self) -> Tuple[WarningRecord, ...]:
+        return self.run.warnings
+
+    def to_dict(self) -> dict:
+        """The JSON report (docs/report_schema.md), or for a sweep the sweep document (docs/sweep_schema.md)."""
+        if self.kind == SWEEP:
+            return self._sweep_document()
+        meta = self.run.to_dict()
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "meta": {key: meta[key] for key in REPORT_META_KEYS if key in meta},
+            "summary": plain(self.summary),
+            "phases": plain(self.phases),
+            "ops": plain(self.ops),
+            "fallbacks": plain(self.hotspots),
+            "modules": plain(self.modules),
+            "transfers": plain(self.transfers),
+            "cpu_calls": plain(self.host_calls),
+            "warnings": plain(self.warnings),
+            "verification": plain(self.verification),
+            "extras": plain(self.extras),
+        }
+
+    def _sweep_document(self) -> dict:
+        meta = self.run.to_dict()
+        sweep = self.run.sweep
+        return {
+            "format": SWEEP_FORMAT,
+            "schema_version": SWEEP_SCHEMA_VERSION,
+            "meta": {key: meta[key] for key in SWEEP_META_KEYS if key in meta},
+            "sweep": plain(self.sweep) if self.sweep is not None else {},
+            "stop_reason": (sweep.stop_reason if sweep else None) or "",
+            "details": plain(sweep.details) if sweep else [],
+        }

@@ -1,0 +1,73 @@
+"""The op frame's schema: one row per op call, its columns, verdicts and phases.
+
+The bottom of the house: the recorder writes this frame, the Session saves
+it, analysis reads it, the report and the HTML page's script name its values.
+Everything that compares a verdict or a phase uses these names, never a
+string literal of its own. No torch here (renderers and the CLI import it).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+# The op frame's columns, in order (documented in docs/report_schema.md).
+OP_COLUMNS = (
+    "seq", "step", "phase", "op", "verdict", "evidence", "fallback_ops", "fallback_calls",
+    "module", "source", "input_devices", "output_devices", "dtypes", "shapes",
+    "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread",
+)
+
+# Verdicts: where a call ran (docs/report_schema.md, "Verdicts").
+DEVICE = "device"      #: the device's own kernel (or the CPU, when the CPU is the device)
+FALLBACK = "fallback"  #: the backend sent it to the CPU: copy in, CPU kernel, copy out
+CPU = "cpu"            #: an accelerator run, but the call's tensors were already on the CPU
+VERDICTS = (DEVICE, FALLBACK, CPU)
+
+# Phases of a training step, in the order a step runs them (comm: a distributed run's collectives).
+FORWARD, BACKWARD, OPTIMIZER, COMM, OTHER = "forward", "backward", "optimizer", "comm", "other"
+PHASES = (FORWARD, BACKWARD, OPTIMIZER, COMM, OTHER)
+
+# Calls that make the host wait for the device: a value read back (.item()),
+# or an output whose size depends on the data (nonzero, masked_select, unique).
+SYNC_OPS = frozenset({
+    "aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal", "aten::nonzero",
+    "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+})
+
+_INT_COLUMNS = ("seq", "step", "fallback_calls", "start_ns", "time_ns", "bytes_moved", "thread")
+_STR_COLUMNS = tuple(c for c in OP_COLUMNS if c not in _INT_COLUMNS + ("device_time_ns",))
+
+
+def format_fallback_ops(names) -> str:
+    """``aten::a=2;aten::b=1`` from the inner op names, in first-seen order."""
+    counts = Counter(names)
+    return ";".join(f"{name}={count}" for name, count in counts.items())
+
+
+def parse_fallback_ops(text: str) -> dict:
+    """Inverse of :func:`format_fallback_ops`: inner op name -> calls."""
+    found: dict = {}
+    for part in filter(None, (text or "").split(";")):
+        name, _, count = part.rpartition("=")
+        found[name] = found.get(name, 0) + int(count)
+    return found
+
+
+def empty_ops_frame() -> pd.DataFrame:
+    """An op frame with no calls (every column, typed)."""
+    return typed_ops_frame(pd.DataFrame({column: [] for column in OP_COLUMNS}, columns=list(OP_COLUMNS)))
+
+
+def typed_ops_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Fix column types (also after loading from JSON); missing columns are added empty."""
+    for column in OP_COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    frame = frame[list(OP_COLUMNS)].copy()
+    for column in _INT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(0).astype("int64")
+    frame["device_time_ns"] = pd.to_numeric(frame["device_time_ns"], errors="coerce").astype("Float64")
+    for column in _STR_COLUMNS:
+        frame[column] = frame[column].fillna("").astype(str)
+    return frame

@@ -1,0 +1,95 @@
+"""Every renderer over every kind of session (pyinstrument's test shape): each says what the session is.
+
+The sessions are synthetic (tests/session_kinds.py); the golden tests pin the
+exact text, these check the meaning that must hold for every kind.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dmlprof.errors import UsageError
+from dmlprof.render.html import render_html, report_data
+from dmlprof.render.json_report import render_json
+from dmlprof.render.terminal import render_text
+from dmlprof.render.trace import write_tensorboard_run
+from dmlprof.report import build_report
+from session_kinds import KINDS, OP_KINDS
+
+#: the words a title uses for each kind
+TITLE = {"live": "live scan of", "predicted": "predicted scan of", "sweep": "batch-size sweep of"}
+
+
+def kind_of(name: str) -> str:
+    return {"predicted": "predicted", "sweep": "sweep"}.get(name, "live")
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_terminal_title_names_the_kind_of_session(name):
+    text = render_text(KINDS[name]())
+    assert text.splitlines()[0].startswith(f"dmlprof {TITLE[kind_of(name)]} ")
+    assert text.isascii()
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_html_title_and_flags_fit_the_kind(name):
+    session = KINDS[name]()
+    data = report_data(session)
+    assert TITLE[kind_of(name)] in data["title"] and data["meta"]["mode"] == kind_of(name)
+    labels = {flag["label"] for flag in data["flags"]}
+    assert ("Empty" in labels) == (name == "empty")  # a sweep holds sizes, not op calls: it is not empty
+    assert ("Predicted" in labels) == (name == "predicted")
+    assert ("Partial session" in labels) == (name == "partial")
+    html = render_html(session)
+    assert f"<title>{data['title']}" in html or data["title"] in html
+    assert ('id="chart-sweep"' in html) == (name == "sweep")
+    assert ('id="ops-table"' in html) == (name != "sweep")
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_json_is_the_report_or_the_sweep_document(name):
+    document = json.loads(render_json(KINDS[name]()))
+    if name == "sweep":
+        assert document["format"] == "dmlprof-sweep" and document["sweep"]["recommended_batch_size"] == 16
+    else:
+        assert document["schema_version"] == 1 and document["meta"]["mode"] == kind_of(name)
+        assert document["summary"]["op_calls"] == len(KINDS[name]().ops)
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_tensorboard_trace_only_for_timed_calls(name, tmp_path):
+    session = KINDS[name]()
+    if name in ("predicted", "sweep", "empty"):  # no timed op call to lay out
+        with pytest.raises(UsageError):
+            write_tensorboard_run(session, tmp_path)
+        return
+    path = write_tensorboard_run(session, tmp_path)
+    events = json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
+    # one range per call, and one more inside each fallback naming what went to the CPU
+    fallbacks = int((session.ops["verdict"] == "fallback").sum())
+    assert sum(1 for e in events if e.get("cat") == "cpu_op") == len(session.ops) + fallbacks
+
+
+@pytest.mark.parametrize("name", OP_KINDS)
+def test_the_three_renderers_agree_because_they_share_one_report(name):
+    session = KINDS[name]()
+    report = build_report(session)
+    # the renderers take the Report itself: formatting it is all they do
+    assert render_text(report) == render_text(session)
+    assert json.loads(render_json(report)) == json.loads(render_json(session))
+    data = report_data(report)
+    assert [h["op"] for h in data["hotspots"]] == [h.op for h in report.hotspots]
+    assert [h["op"] for h in json.loads(render_json(report))["fallbacks"]] == [h.op for h in report.hotspots]
+    for hotspot in report.hotspots:
+        assert hotspot.op in render_text(report)
+
+
+def test_a_report_is_frozen():
+    import dataclasses
+
+    report = build_report(KINDS["live_dml"]())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.hotspots = ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.hotspots[0].calls = 0

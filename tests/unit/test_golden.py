@@ -1,0 +1,73 @@
+"""Golden tests: every report, for every kind of session, compared with the text in tests/golden/.
+
+They pin what a user sees while the code behind it moves. A change to a
+report shows up here as a diff; when the change is meant, rewrite the files
+with ``DMLPROF_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_golden.py``
+and say in the commit why the output changed.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from session_kinds import KINDS, OP_KINDS
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+UPDATE = os.environ.get("DMLPROF_UPDATE_GOLDEN") == "1"
+
+
+def check_golden(relative: str, text: str) -> None:
+    """Compare ``text`` with the golden file (or rewrite it when DMLPROF_UPDATE_GOLDEN=1)."""
+    path = GOLDEN / relative
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="\n")
+        return
+    assert path.is_file(), f"no golden file {path}: run with DMLPROF_UPDATE_GOLDEN=1 to write it"
+    expected = path.read_text(encoding="utf-8")
+    if text != expected:
+        diff = "\n".join(difflib.unified_diff(expected.splitlines(), text.splitlines(), f"golden/{relative}",
+                                              "rendered now", lineterm=""))
+        pytest.fail(f"{relative} differs from the golden file:\n{diff}")
+
+
+def _json(value) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@pytest.mark.parametrize("kind", OP_KINDS)
+def test_terminal_report_matches_golden(kind):
+    from dmlprof.render.terminal import render_text
+
+    check_golden(f"terminal/{kind}.txt", render_text(KINDS[kind]()) + "\n")
+
+
+def test_sweep_text_matches_golden():
+    from dmlprof.render.terminal import render_sweep_text
+
+    check_golden("sweep/sweep.txt", render_sweep_text(KINDS["sweep"]()) + "\n")
+
+
+def test_sweep_json_document_matches_golden():
+    from dmlprof.render.json_report import render_json as render_sweep_json
+
+    check_golden("sweep/sweep.json", _json(json.loads(render_sweep_json(KINDS["sweep"]()))))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_json_report_matches_golden(kind):
+    from dmlprof.render.json_report import render_json
+
+    check_golden(f"json/{kind}.json", _json(json.loads(render_json(KINDS[kind]()))))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_html_report_data_matches_golden(kind):
+    from dmlprof.render.html import report_data, script_json
+
+    # script_json is what the page inlines: the data exactly as the browser gets it
+    check_golden(f"html/{kind}.json", _json(json.loads(script_json(report_data(KINDS[kind]())))))
