@@ -220,7 +220,8 @@ class RunMeta(_MappingABC):
 
     def file_stem(self) -> str:
         """``<model>-<backend>[-sweep]-<yyyymmddThhmmss>``: how this run's files are named (session, trace run)."""
-        model = name_part(_SAFE.sub("_", self.model_name or Path(self.model or "session").stem or "session"))
+        # The file scanned names the files (a model name is its stem, unless a command named it otherwise).
+        model = name_part(_SAFE.sub("_", Path(self.model or "").stem or self.model_name or "session"))
         index = self.sweep.settings.device_index if self.sweep is not None else None  # sweep --devices: one file each
         backend = name_part(_SAFE.sub("_", (self.device.backend or "device") + ("" if index is None else str(index))), 40)
         stamp = _SAFE.sub("", (self.started_at or "").replace(":", "").replace("-", ""))[:15]
@@ -244,6 +245,8 @@ class RunMeta(_MappingABC):
     def __eq__(self, other) -> bool:
         if isinstance(other, RunMeta):
             return self.to_dict() == other.to_dict()
+        if isinstance(other, Mapping):  # the flat object of a session file
+            return self.to_dict() == dict(other)
         return NotImplemented
 
     # -- the flat object of session files ------------------------------------------------

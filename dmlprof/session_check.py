@@ -136,7 +136,7 @@ META = record({
     "script_args": list_of(text),
     "warnings": list_of(record({"category": text, "message": text, "count": count})),
     "memory": record({"peak_bytes": optional(count), "total_bytes": optional(count),
-                      "allocated_bytes": optional(count), "source": text}),
+                      "allocated_bytes": optional(count), "source": optional(text)}),
     "backend_versions": dict_of(_scalar),
     "profiler_check": record({"matched_ops": count, "time_ms": number, "profiler_time_ms": number,
                               "ratio": optional(number), "note": text}),

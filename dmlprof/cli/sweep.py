@@ -122,9 +122,7 @@ def _finish(args, result, heading: str = "") -> int:
     report = build_report(session)
     write_reports(session, argparse.Namespace(json=args.json, html=args.html), written, report=report)
     if not args.quiet and not to_stdout(args):
-        emit((f"
-[{heading}]
-" if heading else "") + render_text(report), sys.stdout, kept=written.note())
+        emit((f"\n[{heading}]\n" if heading else "") + render_text(report), sys.stdout, kept=written.note())
     print_saved(written, args)
     rows = session.extras["sweep"]["rows"]
     outcome = None

@@ -57,11 +57,15 @@ def _header(report: Report, top: int) -> list:
     facts += [("note", note) for note in run.notes]
     if run.partial:
         facts.append(("PARTIAL", f"stopped early: {run.partial_reason or ''}"))
-    loss = run.nonfinite_loss
-    if loss:
-        facts.append(("LOSS", f"{loss.get('value')} at training step {loss.get('step')} of {loss.get('steps_run')} "
-                              "(warm-up included): the training diverges"))
+    facts += _loss_fact(run.nonfinite_loss)
     return [report.title, "=" * len(report.title), table(facts, tablefmt="plain")]
+
+
+def _loss_fact(loss) -> list:
+    if not loss:
+        return []
+    return [("LOSS", f"{loss.get('value')} at training step {loss.get('step')} of {loss.get('steps_run')} "
+                     "(warm-up included): the training diverges")]
 
 
 def _device(report: Report) -> str:

@@ -37,7 +37,7 @@ def test_d2_sessions_of_the_same_second_get_a_file_each(tmp_path):
     assert second.session_path.name == "net-dml-20261130T100000-2.session.json"
     assert len(list((tmp_path / "reports").glob("*.session.json"))) == 2
     traces = sorted((tmp_path / "tb").glob("*/*.pt.trace.json"))
-    assert [t.parent.name for t in traces] == ["test-dml-20261130T100000", "test-dml-20261130T100000-2"]
+    assert [t.parent.name for t in traces] == ["net-dml-20261130T100000", "net-dml-20261130T100000-2"]
 
 
 def test_d2_a_name_taken_meanwhile_is_never_overwritten(tmp_path):
