@@ -129,7 +129,11 @@ def _scanned(entry, work) -> dict:
 def _session(scanned: dict) -> dict:
     sessions = scanned.get("sessions") or []
     assert len(sessions) == 1, f"dmlprof saved {len(sessions)} sessions"
-    return compare.load_session(sessions[0])
+    session = compare.load_session(sessions[0])
+    steps = session["meta"].get("steps")
+    assert steps == WINDOW[1], (f"the session holds {steps} optimizer steps; asked for --warmup {WINDOW[0]} "
+                                f"--steps {WINDOW[1]} (the program ran {scanned['optimizer_steps']} in all)")
+    return session
 
 
 def test_dmlprof_keeps_the_losses(entry, work):
@@ -150,7 +154,6 @@ def test_dmlprof_keeps_the_fallbacks(entry, work):
 def test_reported_fallbacks_are_the_devices(entry, work):
     bare, scanned = _bare(entry, work), _scanned(entry, work)
     session = _session(scanned)
-    assert session["meta"].get("steps") == WINDOW[1], f"the session has {session['meta'].get('steps')} measured steps"
     differences = compare.count_differences(bare["fallback_counts"], compare.reported_fallbacks(session),
                                             "reach the device's fallback", "reported")
     assert not differences, "the report's fallbacks are not the device's:\n" + compare.shorten(differences)
@@ -181,7 +184,8 @@ def test_prediction_equals_emulation(entry, work):
                     f"{predicted['returncode']}): {predicted['stderr'][-1500:]}")
     emulated = _session(scanned)
     differences = compare.row_differences(compare.session_rows(emulated), compare.session_rows(session))
-    assert not differences, "prediction and emulation differ call for call:\n" + compare.shorten(differences, 60)
+    assert not differences, ("prediction and emulation differ call for call"
+                             + compare.meta_differences(emulated, session) + ":\n" + compare.shorten(differences, 60))
     assert predicted["returncode"] == 0, predicted["stderr"][-1500:]
     assert compare.session_steps(emulated) == compare.session_steps(session)
 

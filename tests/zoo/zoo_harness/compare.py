@@ -176,6 +176,17 @@ def row_differences(emulated: list, predicted: list, context: int = 2) -> list:
     return lines
 
 
+#: Session facts that must agree before calls can (printed with a call-for-call difference).
+STEP_META = ("warmup_steps", "steps", "partial")
+
+
+def meta_differences(emulated: dict, predicted: dict) -> str:
+    """`` (predicted warmup_steps None, emulated 1)``-style notes on the step windows, or ``""``."""
+    notes = [f"predicted {key} {predicted['meta'].get(key)!r}, emulated {emulated['meta'].get(key)!r}"
+             for key in STEP_META if predicted["meta"].get(key) != emulated["meta"].get(key)]
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def _row(row) -> str:
     op, verdict, fallbacks = row
     inner = ",".join(f"{name}={count}" for name, count in fallbacks)

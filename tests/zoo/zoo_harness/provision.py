@@ -79,6 +79,9 @@ def install_cuda_mapping() -> None:
 
     torch.Tensor.to = to
     torch.Tensor.cuda = tensor_cuda
+    # Page-locked memory is a CUDA host allocation; the emulated device's memory is the host's own, and
+    # torch-directml users' DataLoaders do not pin (torch 2.4.1 pins only when CUDA is available).
+    torch.Tensor.pin_memory = lambda self, *args, **kwargs: self
     torch.nn.Module.cuda = module_cuda
     for name in _FACTORIES:
         setattr(torch, name, _device_mapping(getattr(torch, name)))
