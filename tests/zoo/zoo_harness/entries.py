@@ -11,7 +11,7 @@ alone it decides:
   ``torch_directml`` (dmlprof provides a stand-in for scripts);
 * which device it was **written for**: a script that imports
   ``torch_directml`` picks the DirectML device itself; one that names
-  ``cuda`` (``"cuda"``, ``.cuda()``, ``torch.cuda``) is scanned with
+  ``cuda`` (a ``"cuda"`` or ``"cuda:N"`` string, ``.cuda()``, ``torch.cuda``) is scanned with
   ``--from cuda``, the question "what would this CUDA script do on DirectML?";
   anything else runs as written.
 """
@@ -21,6 +21,7 @@ import ast
 import importlib.util
 import io
 import os
+import re
 import sys
 import tokenize
 from dataclasses import dataclass
@@ -164,12 +165,23 @@ def _is_stdlib(name: str) -> bool:
     return spec is not None and "site-packages" not in str(spec.origin or "")
 
 
+_CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
+
+
+def _string_value(literal: str) -> str:
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):  # an f-string
+        return ""
+    return value if isinstance(value, str) else ""
+
+
 def _names_cuda(path: Path) -> bool:
     """The source names CUDA: a ``cuda`` identifier or attribute, or a ``"cuda..."`` string."""
     source = path.read_text(encoding="utf-8")
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.NAME and token.string == "cuda":
             return True
-        if token.type == tokenize.STRING and token.string.strip("rbuRBU'\"").startswith("cuda"):
+        if token.type == tokenize.STRING and _CUDA_STRING.match(_string_value(token.string)):
             return True
     return False
