@@ -13,6 +13,7 @@ Environment (read when the model is built):
   DMLPROF_OPINFO_SHARD     "k/n": this process runs the ops whose index in op_db is k mod n (default 0/1)
   DMLPROF_OPINFO_SAMPLES   samples per op (default 2)
   DMLPROF_OPINFO_STATUS    where forward writes {sample key: "ok" | error} as JSON
+  DMLPROF_OPINFO_ONLY      comma-separated op labels (``prod``, ``max.binary``): only these (to look closer)
 """
 import itertools
 import json
@@ -37,8 +38,9 @@ def chosen_ops():
     from torch.testing._internal.common_methods_invocations import op_db
 
     k, n = shard()
+    only = {label for label in os.environ.get("DMLPROF_OPINFO_ONLY", "").split(",") if label}
     for index, op in enumerate(op_db):
-        if index % n != k:
+        if index % n != k or (only and op_label(op) not in only):
             continue
         supported = op.supported_dtypes("cpu")
         dtype = next((d for d in DTYPES if d in supported), None)
