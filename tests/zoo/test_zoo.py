@@ -58,11 +58,11 @@ def _run(command: list, cwd: Path) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(command, -1, exc.stdout or "", f"timed out after {TIMEOUT_S} s")
 
 
-def _harness_run(entry, mode: str, work: Path) -> dict:
+def _harness_run(entry, mode: str, work: Path, repeat: int = 0) -> dict:
     """``run_entry`` in a fresh process; its JSON plus the process's exit code and stderr."""
-    key = (entry.path, mode)
+    key = (entry.path, mode, repeat)
     if key not in _runs:
-        folder = work / entry.name / mode
+        folder = work / entry.name / f"{mode}{repeat or ''}"
         folder.mkdir(parents=True, exist_ok=True)
         out = folder / "result.json"
         command = [sys.executable, "-m", "zoo_harness.run_entry", mode, str(entry.path), "--out", str(out)]
@@ -195,3 +195,25 @@ def test_runs_end_cleanly(entry, work):
     for mode, run in runs.items():
         assert run["returncode"] == 0 and "terminate called" not in run["stderr"], (
             f"the {mode} run's process ended with exit code {run['returncode']}: {run['stderr'][-800:]}")
+
+
+def _first(kind: str):
+    return next((e for e in ENTRIES if e.kind == kind and not e.missing()), None)
+
+
+@pytest.mark.parametrize("kind", ["contract", "script"])
+def test_the_bare_run_repeats_exactly(kind, work):
+    """Two bare runs agree bit for bit and call for call, so every difference above is dmlprof's.
+
+    Checked on the first installable entry of each kind (model file, script): the same harness,
+    the same entry, two fresh processes.
+    """
+    entry = _first(kind)
+    if entry is None:
+        pytest.skip(f"no {kind} entry is installable here")
+    first, second = _bare(entry, work), _harness_run(entry, "bare", work, repeat=1)
+    assert not second.get("error"), second["error"]
+    assert first["losses"] == second["losses"]
+    assert first["fallback_counts"] == second["fallback_counts"]
+    unexplained, explained = compare.trace_differences(first, second)
+    assert not unexplained and not explained, compare.shorten(unexplained + explained)
