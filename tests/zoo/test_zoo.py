@@ -118,11 +118,18 @@ def _bare(entry, work) -> dict:
     return bare
 
 
+def _error_lines(stderr: str) -> str:
+    """dmlprof's own one-line errors, else the end of stderr (without the profiler's chatter)."""
+    lines = [line for line in stderr.splitlines() if not line.startswith(("USDT:", "W1", "I1"))]
+    errors = [line for line in lines if line.startswith("dmlprof: error")]
+    return "\n".join(errors or lines[-15:])
+
+
 def _scanned(entry, work) -> dict:
     scanned = _harness_run(entry, "dmlprof", work)
     if scanned.get("error") or scanned.get("exit_code"):
         pytest.fail(f"dmlprof scan --device emulated-dml failed (exit code {scanned.get('exit_code')}): "
-                    f"{scanned.get('error') or ''}\n{scanned.get('stderr', '')[-1500:]}")
+                    f"{scanned.get('error') or ''}\n{_error_lines(scanned.get('stderr', ''))}")
     return scanned
 
 
@@ -134,6 +141,16 @@ def _session(scanned: dict) -> dict:
     assert steps == WINDOW[1], (f"the session holds {steps} optimizer steps; asked for --warmup {WINDOW[0]} "
                                 f"--steps {WINDOW[1]} (the program ran {scanned['optimizer_steps']} in all)")
     return session
+
+
+def test_the_device_falls_back_only_where_directml_would(entry, work):
+    """The oracle's own check: no op torch-directml has a kernel for reaches the emulated device's fallback."""
+    from dmlprof.tables import load_table
+
+    registered = set().union(*load_table("dml").registrations.values())
+    wrong = sorted(set(_bare(entry, work)["fallback_counts"] or {}) & registered)
+    assert not wrong, (f"the emulated device sent ops torch-directml registers to its CPU fallback: "
+                       f"{', '.join(wrong)} (were they registered before their library was imported?)")
 
 
 def test_dmlprof_keeps_the_losses(entry, work):
@@ -181,7 +198,7 @@ def test_prediction_equals_emulation(entry, work):
     session = predicted["session"]
     if session is None:
         pytest.fail(f"dmlprof {' '.join(predicted['command'])} saved no session (exit code "
-                    f"{predicted['returncode']}): {predicted['stderr'][-1500:]}")
+                    f"{predicted['returncode']}): {_error_lines(predicted['stderr'])}")
     emulated = _session(scanned)
     differences = compare.row_differences(compare.session_rows(emulated), compare.session_rows(session))
     assert not differences, ("prediction and emulation differ call for call"
