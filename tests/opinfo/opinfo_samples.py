@@ -6,7 +6,9 @@ other model file: live on the emulated DirectML device, and predicted with
 holding the sample's tensors as parameters (those that require grad) and
 buffers, so moving the model moves them; its forward calls the op and, where
 the op supports autograd, ``torch.autograd.grad`` of its differentiable
-outputs. A sample that raises is caught and written to the status file, so one
+outputs. Samples holding sparse or other non-strided tensors are left out
+(torch-directml has no kernels for those layouts; one such tensor would stop
+the whole model's ``.to(device)``). A sample that raises is caught and written to the status file, so one
 op never stops the others.
 
 Environment (read when the model is built):
@@ -85,12 +87,18 @@ class Sample(nn.Module):
                 torch.autograd.grad(outputs, wanted, [torch.ones_like(o) for o in outputs], allow_unused=True)
 
 
+def _strided(sample) -> bool:
+    leaves, _ = tree_flatten((sample.input, sample.args, sample.kwargs))
+    return all(leaf.layout == torch.strided for leaf in leaves if isinstance(leaf, torch.Tensor))
+
+
 class OpSamples(nn.Module):
     def __init__(self, per_op: int):
         super().__init__()
         self.anchor = nn.Parameter(torch.zeros(1))
         self.samples = nn.ModuleDict()
         self.labels = {}
+        self.left_out = {}
         for index, op, dtype in chosen_ops():
             torch.manual_seed(zlib.crc32(op_label(op).encode()))
             requires_grad = op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
@@ -100,6 +108,9 @@ class OpSamples(nn.Module):
                 continue
             for number, sample in enumerate(samples):
                 key = f"s{index}_{number}"
+                if not _strided(sample):  # sparse and nested layouts: torch-directml has no kernels for them
+                    self.left_out[key] = op_label(op)
+                    continue
                 self.samples[key] = Sample(op, sample)
                 self.labels[key] = op_label(op)
 

@@ -38,7 +38,7 @@ def bare_pass(testing) -> dict:
             results[key] = {"status": "ok", "fallbacks": testing.fallback_counts()}
         except Exception as exc:
             results[key] = {"status": _describe(exc), "fallbacks": testing.fallback_counts()}
-    return {"samples": results, "labels": model.labels}
+    return {"samples": results, "labels": model.labels, "left_out": model.left_out}
 
 
 def main() -> int:

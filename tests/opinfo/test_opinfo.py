@@ -133,6 +133,7 @@ def test_opinfo_prediction_equals_emulation(shard, tmp_path):
     print(f"shard {shard}/{SHARDS} on torch {result['torch']}: {len(labels)} samples of "
           f"{len(set(labels.values()))} ops; compared {len(verdict['agreed']) + len(verdict['problems'])} samples "
           f"of {len(ops_compared)} ops; {len(verdict['nowhere'])} samples run on no path; "
+          f"{len(result['bare']['left_out'])} samples with sparse tensors left out; "
           f"{len(verdict['problems'])} disagree")
     by_op = defaultdict(list)
     for key, problem in verdict["problems"].items():
