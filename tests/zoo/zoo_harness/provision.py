@@ -97,6 +97,9 @@ def install_cuda_mapping() -> None:
     for counter in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
         setattr(cuda, counter, lambda device=None: 0)
     cuda.reset_peak_memory_stats = lambda device=None: None
+    # Optimizers ask this whenever torch.cuda.is_available() (CUDA-graph capture check); on a CUDA build of
+    # torch without a GPU the real call fails with "CUDA driver version is insufficient".
+    cuda.is_current_stream_capturing = lambda: False
     for seeding in ("manual_seed", "manual_seed_all"):
         if hasattr(device_module, seeding):
             setattr(cuda, seeding, getattr(device_module, seeding))
