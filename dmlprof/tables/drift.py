@@ -126,6 +126,7 @@ def path_note(torch_version: str) -> str:
 def predicted_ops(python: str, entry: Path, work: Path) -> dict:
     """Ops one interpreter's ``--target dml`` prediction of ``entry`` reached: ``{"ops": [...], "error": ...}``."""
     out = work / entry.stem
+    work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONIOENCODING="utf-8", HF_HUB_OFFLINE="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     done = subprocess.run([python, "-m", "dmlprof", "scan", str(entry), *SCAN_ARGS, "--out", str(out)],
