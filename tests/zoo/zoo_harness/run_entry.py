@@ -82,12 +82,16 @@ class Observer:
         observer = self
 
         def backward(self, *args, **kwargs):
-            observer._keep_loss(self)
+            # A TorchFunctionMode (dmlprof's --from cuda) hands the call back to torch.Tensor.backward,
+            # which is this wrapper again: one backward() call, kept once.
+            outer = not observer._in_backward
+            if outer:
+                observer._keep_loss(self)
             observer._in_backward = True
             try:
                 return tensor_backward(self, *args, **kwargs)
             finally:
-                observer._in_backward = False
+                observer._in_backward = not outer
 
         def autograd_backward_kept(tensors, *args, **kwargs):
             if not observer._in_backward:
