@@ -10,7 +10,7 @@ for the user.
 The CUDA mapping covers what scripts commonly call (device strings and
 ``torch.device`` objects in ``.to()``/``.cuda()``/factory ``device=``,
 ``torch.cuda.is_available/device_count/current_device/synchronize``, memory
-counters, seeding). A script reaching further fails in the bare run, and the
+counters, seeding; DataLoaders do not pin memory, as on DirectML). A script reaching further fails in the bare run, and the
 harness then says the oracle could not run it rather than judging dmlprof.
 """
 from __future__ import annotations
@@ -80,8 +80,16 @@ def install_cuda_mapping() -> None:
     torch.Tensor.to = to
     torch.Tensor.cuda = tensor_cuda
     # Page-locked memory is a CUDA host allocation; the emulated device's memory is the host's own, and
-    # torch-directml users' DataLoaders do not pin (torch 2.4.1 pins only when CUDA is available).
+    # torch-directml users' DataLoaders do not pin (torch 2.4.1 pins only when CUDA is available): no
+    # pin-memory thread, batches arrive on the thread that iterates, as on DirectML.
     torch.Tensor.pin_memory = lambda self, *args, **kwargs: self
+    loader_init = torch.utils.data.DataLoader.__init__
+
+    def loader_without_pinning(self, *args, **kwargs):
+        loader_init(self, *args, **kwargs)
+        self.pin_memory = False
+
+    torch.utils.data.DataLoader.__init__ = loader_without_pinning
     torch.nn.Module.cuda = module_cuda
     for name in _FACTORIES:
         setattr(torch, name, _device_mapping(getattr(torch, name)))
