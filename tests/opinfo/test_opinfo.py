@@ -134,7 +134,8 @@ def test_opinfo_prediction_equals_emulation(shard, tmp_path):
           f"{len(set(labels.values()))} ops; compared {len(verdict['agreed']) + len(verdict['problems'])} samples "
           f"of {len(ops_compared)} ops; {len(verdict['nowhere'])} samples run on no path; "
           f"{len(result['bare']['left_out'])} samples with sparse tensors left out; "
-          f"{len(verdict['problems'])} disagree")
+          f"{len(verdict['problems'])} disagree; ops run on no path: "
+          f"{', '.join(sorted({labels[k] for k in verdict['nowhere']})) or '-'}")
     by_op = defaultdict(list)
     for key, problem in verdict["problems"].items():
         by_op[labels[key]].append(f"{key}: {problem}")

@@ -78,6 +78,13 @@ def test_count_differences_name_each_op_that_differs():
     assert lines == ["aten::b: 1 calls here, 0 there", "aten::c: 0 calls here, 4 there"]
 
 
+def test_device_only_rows_leave_out_calls_on_cpu_tensors():
+    session = {"ops": {"op": ["aten::set_.source_Storage", "aten::mm"], "verdict": ["cpu", "device"],
+                       "fallback_ops": ["", ""]}}
+    assert compare.session_rows(session, device_only=True) == [("aten::mm", "device", ())]
+    assert len(compare.session_rows(session)) == 2
+
+
 def test_reported_fallbacks_add_inner_ops_of_fallback_rows_only():
     session = {"ops": {"op": ["aten::_foreach_lerp_.Scalar", "aten::mm", "aten::grid_sampler_2d"],
                        "verdict": ["fallback", "device", "fallback"],

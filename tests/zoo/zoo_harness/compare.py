@@ -54,13 +54,19 @@ def load_session(path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def session_rows(session: dict) -> list:
-    """One ``(op, verdict, fallback ops)`` per recorded call, in order."""
+def session_rows(session: dict, device_only: bool = False) -> list:
+    """One ``(op, verdict, fallback ops)`` per recorded call, in order.
+
+    ``device_only`` keeps the calls that touched the device (verdicts ``device`` and ``fallback``):
+    calls on CPU tensors include host work whose timing is not the program's to decide (a
+    DataLoader unpickles its workers' batches whenever they arrive, early ones ahead of time).
+    """
     ops = session.get("ops") or {}
     names = ops.get("op") or []
     verdicts = ops.get("verdict") or [""] * len(names)
     fallbacks = ops.get("fallback_ops") or [""] * len(names)
-    return [(op, verdict, _parse_fallbacks(text)) for op, verdict, text in zip(names, verdicts, fallbacks)]
+    return [(op, verdict, _parse_fallbacks(text)) for op, verdict, text in zip(names, verdicts, fallbacks)
+            if not device_only or verdict != "cpu"]
 
 
 def session_steps(session: dict) -> list:
