@@ -331,6 +331,41 @@ def check_torchvision(snap: Snapshot) -> Check:
                  "its ops fail to load", f"pip install 'torchvision=={expected}.*'")
 
 
+def check_exact_predictions(snap: Snapshot) -> Optional[Check]:
+    """Whose code paths a prediction or an emulated scan follows, and how to get torch-directml's own.
+
+    torch-directml 0.2.5 pins torch 2.4.1; a newer torch takes other paths in
+    places (attention reaches ``aten::isneginf.out`` since torch 2.5), so its
+    predictions describe that torch, not what a DirectML user runs. torch 2.4.1
+    and torch-directml install on any Linux or Windows machine (no DirectML
+    hardware needed: nothing asks for an adapter), which makes predictions exact.
+    """
+    facts = snap.torch
+    if facts is None:
+        return None
+    pinned = _directml_pins(snap).get("torch", DIRECTML_FALLBACK_PINS["torch"])
+    if _same_release(facts.version, pinned):
+        return Check("exact predictions", "ok",
+                     f"torch {facts.version}: --target dml and emulated scans follow the code paths of torch {pinned}, "
+                     "the torch DirectML users run")
+    detail = (f"--target dml and emulated scans follow torch {facts.version}'s code paths; DirectML users run torch "
+              f"{pinned} (torch-directml's pin), where some ops differ (e.g. attention's aten::isneginf.out is "
+              "reached only since torch 2.5; dmlprof.tables.drift lists those measured on the zoo's training steps)")
+    if snap.platform == "darwin":
+        return Check("exact predictions", "info", detail,
+                     f"torch-directml has no macOS wheels: for exact predictions run dmlprof on a Linux or Windows "
+                     f"machine (or container) in a venv with torch=={pinned} torch-directml==0.2.5.dev240914")
+    windows = snap.platform == "win32"
+    bin_dir = "dml241\\Scripts\\" if windows else "dml241/bin/"
+    too_new = tuple(snap.python_version[:2]) > DIRECTML_MAX_PYTHON
+    python = ("py -3.12" if windows else "python3.12") if too_new else "python"
+    return Check("exact predictions", "info", detail,
+                 f"exact predictions on this machine, no DirectML hardware needed: {python} -m venv dml241, then in "
+                 f"dmlprof's folder {bin_dir}pip install \"numpy<2\" -e \".[dml]\" (brings torch {pinned} and "
+                 f"torch-directml), then {bin_dir}dmlprof scan model.py --target dml"
+                 + (f" (torch {pinned} has wheels for CPython 3.8 to 3.12)" if too_new else ""))
+
+
 # -- checks: devices -------------------------------------------------------------------
 _PREDICT = "`dmlprof scan --target dml` predicts DirectML coverage without the device"
 
@@ -585,6 +620,7 @@ CHECKS: Tuple[Callable[[Snapshot], Optional[Check]], ...] = (
     check_directml_package,
     check_directml_torch_pin,
     check_torchvision,
+    check_exact_predictions,
     check_directml_adapter_possible,
     check_directml_adapters,
     check_directml_float64,

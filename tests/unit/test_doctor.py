@@ -191,6 +191,40 @@ def test_pin_with_torch_missing_fails():
     assert row.status == "fail" and "not installed" in row.detail
 
 
+# -- exact predictions ---------------------------------------------------------------------
+def test_exact_predictions_on_torch_241_are_ok():
+    row = doctor.check_exact_predictions(windows_dml())
+    assert row.status == "ok" and "2.4.1" in row.detail and not row.remedy
+
+
+def test_exact_predictions_on_a_newer_torch_say_how_to_get_torch_241_on_linux():
+    row = doctor.check_exact_predictions(snap())
+    assert row.status == "info" and "2.13.0" in row.detail and "isneginf" in row.detail
+    assert "python -m venv dml241" in row.remedy and 'dml241/bin/pip install "numpy<2" -e ".[dml]"' in row.remedy
+    assert "dml241/bin/dmlprof scan model.py --target dml" in row.remedy and not row.blocking
+
+
+def test_exact_predictions_on_windows_use_the_scripts_folder():
+    row = doctor.check_exact_predictions(snap(platform="win32", platform_release="10"))
+    assert "dml241\\Scripts\\pip install" in row.remedy and "dml241/bin" not in row.remedy
+
+
+def test_exact_predictions_name_a_python_torch_241_has_wheels_for():
+    linux = doctor.check_exact_predictions(snap(python_version=(3, 13, 1)))
+    windows = doctor.check_exact_predictions(snap(python_version=(3, 13, 1), platform="win32"))
+    assert linux.remedy.startswith("exact predictions") and "python3.12 -m venv" in linux.remedy
+    assert "py -3.12 -m venv" in windows.remedy and "3.8 to 3.12" in windows.remedy
+
+
+def test_exact_predictions_on_macos_point_to_linux_or_windows():
+    row = doctor.check_exact_predictions(snap(platform="darwin"))
+    assert row.status == "info" and "no macOS wheels" in row.remedy
+
+
+def test_exact_predictions_say_nothing_without_torch():
+    assert doctor.check_exact_predictions(snap(torch=None)) is None
+
+
 # -- torchvision ------------------------------------------------------------------------
 def test_torchvision_missing_is_info():
     assert doctor.check_torchvision(snap()).status == "info"
