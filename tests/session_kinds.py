@@ -117,8 +117,10 @@ def steady_nosync() -> Session:
 
 
 def script_mode() -> Session:
-    """A script run as ``__main__``, recorded from start to end."""
+    """A script run as ``__main__``: 1 warm-up optimizer step, 2 recorded, then stopped."""
     return _changed(live_dml(), drop=_CONTRACT_ONLY, run_mode="script", steps=2, script_args=["--epochs", "1"],
+                    script_window={"warmup_steps": 1, "steps_requested": 2, "optimizer_steps_taken": 3,
+                                   "window_closed": True, "run_to_end": False},
                     step_times_ms=[], recording="every call of the whole script through the dispatcher",
                     model="train.py", model_name="train")
 

@@ -117,21 +117,33 @@ def _profiler_check(check) -> str:
 def _flags(report, timed: bool) -> list:
     """Notes shown above everything else: what makes these numbers special."""
     scan = report.kind != SWEEP  # a sweep holds its sizes, not op calls
-    flags = ([_partial_flag(report)] if report.run.partial else []) + _timing_flags(report, timed)
-    loss = report.run.nonfinite_loss
-    if loss:
-        flags.insert(0, _flag("warn", "Loss not finite",
-                              f"The loss was {loss.get('value')} at training step {loss.get('step')} of "
-                              f"{loss.get('steps_run')} (warm-up included): the training diverges."))
-    if report.device_unused_note:
-        flags.insert(0, _flag("warn", "Device not used", report.device_unused_note))
+    flags = _warning_flags(report) + _timing_flags(report, timed)
     if report.cpu_is_device and scan:
         flags.append(_flag("info", "CPU run", "The CPU was the device, so nothing can fall back. "
                                               "Scan with --device (or predict with --target dml) to check an accelerator."))
-    flags += [_flag("info", "Note", note) for note in report.run.notes]
+    flags += [_flag("info", "Note", note) for note in report.run.notes] + _torch_flag(report)
     if not report.summary.op_calls and scan:
         flags.append(_flag("warn", "Empty", "No op calls were recorded."))
     return flags
+
+
+def _warning_flags(report) -> list:
+    """What must be read first: a device the script never used, a loss that diverged, a run cut short."""
+    flags = [_flag("warn", "Device not used", report.device_unused_note)] if report.device_unused_note else []
+    loss = report.run.nonfinite_loss
+    if loss:
+        flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.get('value')} at training step "
+                                                       f"{loss.get('step')} of {loss.get('steps_run')} (warm-up "
+                                                       "included): the training diverges."))
+    return flags + ([_partial_flag(report)] if report.run.partial else [])
+
+
+def _torch_flag(report) -> list:
+    paths = report.torch_paths
+    if paths is None:
+        return []
+    differing = "; ".join(paths.differing_ops[:10])
+    return [_flag("info", "Torch", paths.note + (f". Differs: {differing}" if differing else ""))]
 
 
 def _flag(tone: str, label: str, text: str) -> dict:

@@ -76,11 +76,22 @@ def _device(report: Report) -> str:
 def _run_line(report: Report) -> str:
     run = report.run
     if run.run_mode == SCRIPT:
-        return f"script mode (recorded the whole run; {run.steps or 0} optimizer steps seen)"
+        return _script_line(run)
     if run.run_mode == BLOCK:
         return f"dmlprof.profile() block ({run.steps or 0} optimizer steps seen)"
     return (f"model contract, batch size {run.batch_size}, {run.warmup_steps or 0} warm-up + "
             f"{run.steps or 0} measured steps, optimizer {run.optimizer or '?'}")
+
+
+def _script_line(run) -> str:
+    window = run.script_window or {}
+    if not window:  # a session from before step windows: the whole run was recorded
+        return f"script mode (recorded the whole run; {run.steps or 0} optimizer steps seen)"
+    taken = window.get("optimizer_steps_taken", 0)
+    end = ("then stopped" if window.get("window_closed") and not window.get("run_to_end")
+           else "then ran to its end unrecorded" if window.get("window_closed") else "the script ended")
+    return (f"script mode, {taken} optimizer steps taken: {run.steps or 0} recorded after "
+            f"{window.get('warmup_steps', 0)} warm-up, {end}")
 
 
 def _headline(report: Report, top: int) -> list:
@@ -234,8 +245,17 @@ def _warnings(report: Report, top: int) -> list:
         f"  {w.category} x{w.count}: {(w.message.splitlines() or [''])[0][:150]}" for w in report.warnings[:5]]
 
 
+def _torch_paths(report: Report, top: int) -> list:
+    paths = report.torch_paths
+    if paths is None:
+        return []
+    lines = [f"Torch: {paths.note}"]
+    lines += [f"  differs: {line}" for line in paths.differing_ops[:top]]
+    return lines
+
+
 _SECTIONS = (_header, _headline, _verification, _fallbacks, _fixes, _transfers, _host_calls, _ops, _phases, _replace,
-             _warnings)
+             _torch_paths, _warnings)
 
 
 # -- a sweep ------------------------------------------------------------------------------------------

@@ -14,13 +14,14 @@ import pandas as pd
 from dmlprof import analysis
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
 from dmlprof.analysis.verification import summary as verification_summary
-from dmlprof.meta import RunMeta
+from dmlprof.meta import PREDICTED, SWEEP, RunMeta
 from dmlprof.replacements.catalog import advice_for
 from dmlprof.report.model import (
     DivergentOp, Fix, HostCallRow, Hotspot, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
-    ReplaceSide, Report, Summary, SweepReport, SweepRow, TransferRow, Unchecked, Verification,
+    ReplaceSide, Report, Summary, SweepReport, SweepRow, TorchPaths, TransferRow, Unchecked, Verification,
 )
 from dmlprof.schema import parse_fallback_ops
+from dmlprof.tables.drift import path_drift, path_note
 
 #: a size whose step p95 exceeds this many times its p50 is marked noisy
 NOISY_P95_OVER_P50 = 2.0
@@ -51,7 +52,25 @@ def build_report(session) -> Report:
         replace=_replace(extras.get("replace")),
         sweep=_sweep(extras.get("sweep"), run),
         extras=extras,
+        torch_paths=_torch_paths(run, ops),
     )
+
+
+#: sessions whose calls stand for torch-directml's, which runs on torch 2.4.1 only
+_DIRECTML_STAND_INS = ("emulated-dml",)
+
+
+def _torch_paths(run: RunMeta, ops) -> Optional[TorchPaths]:
+    """For a prediction or an emulated DirectML scan: the torch whose paths it took, and where 2.4.1's differ."""
+    if run.kind == SWEEP or not (run.kind == PREDICTED or run.device.backend in _DIRECTML_STAND_INS):
+        return None
+    version = run.environment.torch_version or ""
+    if not version:
+        return None
+    names = set(ops["op"]) | {op for text in ops.loc[ops["fallback_ops"] != "", "fallback_ops"]
+                              for op in parse_fallback_ops(text)}
+    differing = tuple(d.describe() for d in path_drift(names, version))
+    return TorchPaths(path_note(version, differs=bool(differing)), differing)
 
 
 def _texts(values) -> tuple:

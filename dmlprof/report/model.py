@@ -340,6 +340,14 @@ class SweepReport:
 
 # -- the report ----------------------------------------------------------------------------
 @dataclass(frozen=True)
+class TorchPaths:
+    """Whose code paths a DirectML prediction or emulation shows, and the ops where torch 2.4.1's differ."""
+
+    note: str
+    differing_ops: Tuple[str, ...] = ()  # one line each: the op, and why it differs
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything a report shows, computed once from a Session (:func:`dmlprof.report.build_report`)."""
 
@@ -356,6 +364,8 @@ class Report:
     replace: Optional[ReplaceComparison]
     sweep: Optional[SweepReport]
     extras: Mapping[str, Any]  # what other commands attached, as saved
+    #: a DirectML stand-in's session (predicted or emulated): the torch whose code paths it shows
+    torch_paths: Optional[TorchPaths] = None
 
     @property
     def kind(self) -> str:
@@ -420,6 +430,7 @@ class Report:
             "cpu_calls": plain(self.host_calls),
             "warnings": plain(self.warnings),
             "verification": plain(self.verification),
+            "torch_paths": plain(self.torch_paths),
             "extras": plain(self.extras),
         }
 

@@ -114,12 +114,14 @@ def _nearest(table: dict, torch_version: str) -> Optional[dict]:
                                                - wanted[0] * 100 - wanted[1]), _release(c["torch"])))
 
 
-def path_note(torch_version: str) -> str:
-    """One line for a report: whose code paths these are."""
+def path_note(torch_version: str, differs: bool = True) -> str:
+    """One line for a report: whose code paths these are (``differs``: some of this step's ops are listed)."""
     if _release(torch_version)[:2] == _release(BASELINE_TORCH)[:2]:
         return f"code paths of torch {torch_version.split('+')[0]}, the torch torch-directml 0.2.5 pins"
-    return (f"code paths of torch {torch_version.split('+')[0]}; DirectML users run torch {BASELINE_TORCH} "
-            f"(torch-directml 0.2.5's pin), whose paths differ in the ops listed (dmlprof doctor: exact predictions)")
+    head = f"code paths of torch {torch_version.split('+')[0]}; DirectML users run torch {BASELINE_TORCH} (torch-directml 0.2.5's pin)"
+    if not differs:
+        return head + ", where no op of this step is known to take another path (dmlprof doctor: exact predictions)"
+    return head + ", whose paths differ in the ops listed (dmlprof doctor: exact predictions)"
 
 
 # -- generating the table -------------------------------------------------------------------------------
