@@ -187,7 +187,9 @@ class RunMeta(_MappingABC):
     script_args: Optional[Tuple[str, ...]] = None
     started_at: Optional[str] = None
     duration_s: Optional[float] = None
-    step_times_ms: Tuple[float, ...] = ()
+    step_times_ms: Tuple[float, ...] = ()  # the step time users read: unrecorded steps where they ran
+    #: the recorded (or profiled) steps' own times, when unrecorded steps ran beside them
+    recorded_step_times_ms: Tuple[float, ...] = ()
     memory: Optional[Memory] = None
     partial: bool = False
     partial_reason: Optional[str] = None
@@ -274,6 +276,7 @@ class RunMeta(_MappingABC):
             optimizer=read.text("optimizer"), loss_fn=read.text("loss_fn"), parameters=read.integer("parameters"),
             script_args=read.texts("script_args"), started_at=read.text("started_at"),
             duration_s=read.number("duration_s"), step_times_ms=read.numbers("step_times_ms") or (),
+            recorded_step_times_ms=read.numbers("recorded_step_times_ms") or (),
             memory=_memory(read.mapping("memory")), partial=bool(read.flag("partial")),
             partial_reason=read.text("partial_reason"), notes=_notes(data.get("notes")),
             warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
@@ -297,6 +300,8 @@ class RunMeta(_MappingABC):
         out["notes"] = list(self.notes) if self.notes else None
         if self.kind == SWEEP and not self.step_times_ms:  # a sweep's steps are per size, in its details
             out["step_times_ms"] = None
+        if not self.recorded_step_times_ms:
+            out["recorded_step_times_ms"] = None
         out["warnings"] = [plain(w) for w in self.warnings] if self.warnings else None
         out.update(_prediction_dict(self.prediction))
         out.update(_sweep_dict(self.sweep))
@@ -307,7 +312,8 @@ class RunMeta(_MappingABC):
 
 _ENVIRONMENT_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform")
 _PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "optimizer", "loss_fn", "parameters",
-                 "script_args", "started_at", "duration_s", "step_times_ms", "partial_reason", "replacements_applied",
+                 "script_args", "started_at", "duration_s", "step_times_ms", "recorded_step_times_ms", "partial_reason",
+                 "replacements_applied",
                  "failed_op", "failed_source", "remapped_from", "script_window", "nonfinite_loss", "device_unused",
                  "distributed")
 _RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",

@@ -83,6 +83,17 @@ def _run_line(report: Report) -> str:
             f"{run.steps or 0} measured steps, optimizer {run.optimizer or '?'}")
 
 
+def _step_time(run) -> list:
+    steps, recorded = run.step_times_ms, run.recorded_step_times_ms
+    if not steps:
+        return []
+    if not recorded:
+        return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {len(steps)} measured steps"]
+    recorded_p50 = sorted(recorded)[len(recorded) // 2]
+    return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {len(steps)} unrecorded steps "
+            f"(the recorded steps took {fmt_ms(recorded_p50)}: recording's own cost)"]
+
+
 def _script_line(run) -> str:
     window = run.script_window or {}
     if not window:  # a session from before step windows: the whole run was recorded
@@ -105,9 +116,7 @@ def _headline(report: Report, top: int) -> list:
                      f"({fmt_ms(s.time_ms)} total)")
     else:
         lines.append(f"device share: {fmt_share(s.device_call_share)} of calls (predicted: no times)")
-    if report.run.step_times_ms:
-        steps = report.run.step_times_ms
-        lines.append(f"step time: {fmt_ms(report.run.step_time_ms_p50)} median over {len(steps)} measured steps")
+    lines += _step_time(report.run)
     return lines
 
 

@@ -35,6 +35,7 @@ import platform
 import shutil
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 from typing import Optional
@@ -175,6 +176,7 @@ def load(verbose: bool = False):
             raise EmulatedDeviceError(
                 f"cannot create the build folder {build_dir}: {exc.strerror or exc} (set {BUILD_DIR_ENV} to a "
                 "writable folder)") from None
+        _clear_stale_lock(build_dir)
         try:
             module = load_extension(
                 name=EXTENSION_NAME,
@@ -189,6 +191,29 @@ def load(verbose: bool = False):
         _state["module"] = module
         _ensure_backward()
         return module
+
+
+#: A build of the extension takes a few minutes at most; a lock older than this, in a folder where
+#: nothing has changed for as long, was left by a build that was killed.
+STALE_LOCK_S = 600
+
+
+def _clear_stale_lock(build_dir: Path) -> None:
+    """Remove the lock a killed build left behind, which would otherwise make every later load wait forever.
+
+    torch.utils.cpp_extension takes ``build_dir/lock`` around each build and waits, without
+    limit, while it exists; a build killed mid-way (Ctrl-C, a closed terminal) never removes it.
+    """
+    lock = build_dir / "lock"
+    try:
+        newest = max(entry.stat().st_mtime for entry in build_dir.iterdir())
+    except (OSError, ValueError):  # no folder, or an empty one: nothing to clear
+        return
+    if lock.exists() and time.time() - newest > STALE_LOCK_S:
+        try:
+            lock.unlink()
+        except OSError:  # another process cleared it first
+            pass
 
 
 def _ensure_backward() -> None:

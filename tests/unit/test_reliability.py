@@ -313,3 +313,23 @@ def test_d4_every_kind_of_session_this_dmlprof_writes_loads_again(tmp_path):
         session.save(path)
         loaded = Session.load(path)
         assert loaded.meta == json.loads(path.read_text(encoding="utf-8"))["meta"] and len(loaded.ops) == len(session.ops)
+
+
+def test_a_lock_left_by_a_killed_build_is_cleared_and_a_live_one_kept(tmp_path):
+    import os
+    import time
+
+    from dmlprof import testing
+
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "emulated_dml.o").write_bytes(b"")
+    lock = build / "lock"
+    lock.touch()
+    testing._clear_stale_lock(build)
+    assert lock.exists(), "a build under way holds a fresh lock: it must be left alone"
+    old = time.time() - testing.STALE_LOCK_S - 60
+    for entry in build.iterdir():
+        os.utime(entry, (old, old))
+    testing._clear_stale_lock(build)
+    assert not lock.exists(), "a lock nothing has touched for longer than any build would hang every later load"
