@@ -112,6 +112,18 @@ def test_an_op_missing_under_dmlprof_is_never_explained():
     assert explained == {("redispatch", "aten::_ctc_loss"): 1}
 
 
+def test_batches_a_dataloader_rebuilds_may_move_between_windows_and_nothing_else_may():
+    receive = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    bare = [["aten::mm", ""]]
+    scanned = [["aten::set_", receive], ["aten::empty", receive], ["aten::mm", ""], ["aten::set_", "aten::mm"]]
+    missing, extra, explained = compare.window_difference(bare, scanned)
+    assert not missing and extra == {"aten::set_": 1}, "only calls made inside the DataLoader's __next__ may move"
+    assert explained == {("worker_batch", "aten::set_"): 1, ("worker_batch", "aten::empty"): 1}
+    missing, extra, explained = compare.window_difference(scanned[:2] + [["aten::mm", ""]], [["aten::mm", ""]])
+    assert not missing and not extra and explained == {("worker_batch", "aten::set_"): 1,
+                                                       ("worker_batch", "aten::empty"): 1}
+
+
 def test_trace_differences_list_windows_and_hint_at_the_dispatch_mode():
     bare = {"windows": [[["aten::add_", ""]], [["aten::mm", ""]]]}
     scanned = {"windows": [[["aten::add", ""], ["PythonDispatchMode", ""]], [["aten::mm", ""]], [["aten::mm", ""]]]}

@@ -17,7 +17,11 @@ EXPLANATIONS = {
     "mode_range": "a TorchDispatchMode's own profiler range (torch >= 2.5 wraps each call a mode handles in it)",
     "redispatch": "the recorder calls the op again below itself, so the profiler sees one call as two nested events",
     "dmlprof_range": "an annotation range dmlprof itself opens",
+    "worker_batch": ("a DataLoader rebuilding a batch its worker processes sent: workers deliver out of order "
+                     "as their timing decides, so which step receives a batch varies from run to run"),
 }
+#: The profiler's range around a DataLoader iterator's ``__next__`` (``enumerate(DataLoader)#..._Iter.__next__``).
+DATALOADER_NEXT = "DataLoaderIter.__next__"
 #: Shown when unexplained differences remain and the scan used a dispatch mode.
 MODE_HINT = ("hint: while any TorchDispatchMode is active ATen's isTensorSubclassLike() is true for every tensor, "
              "so composites take their subclass branches (ctc_loss -> _ctc_loss.Tensor, prod's backward via "
@@ -123,6 +127,16 @@ def window_difference(bare_events: list, scanned_events: list) -> tuple:
     explained: Counter = Counter()
     for name in [n for n in scanned_counts if n == "PythonDispatchMode" or n.startswith("dmlprof")]:
         explained[("mode_range" if name == "PythonDispatchMode" else "dmlprof_range", name)] += scanned_counts.pop(name)
+    for name, count in _worker_batch_calls(scanned_events).items():
+        surplus = min(count, scanned_counts[name] - bare_counts[name])
+        if surplus > 0:
+            scanned_counts[name] -= surplus
+            explained[("worker_batch", name)] += surplus
+    for name, count in _worker_batch_calls(bare_events).items():
+        shortfall = min(count, bare_counts[name] - scanned_counts[name])
+        if shortfall > 0:
+            bare_counts[name] -= shortfall
+            explained[("worker_batch", name)] += shortfall
     nested_bare, nested_scanned = _self_nested(bare_events), _self_nested(scanned_events)
     for name, count in nested_scanned.items():
         surplus = min(count - nested_bare.get(name, 0), scanned_counts[name] - bare_counts[name])
@@ -130,6 +144,11 @@ def window_difference(bare_events: list, scanned_events: list) -> tuple:
             scanned_counts[name] -= surplus
             explained[("redispatch", name)] += surplus
     return bare_counts - scanned_counts, scanned_counts - bare_counts, explained
+
+
+def _worker_batch_calls(events) -> Counter:
+    """Calls made directly inside a DataLoader iterator's ``__next__`` (rebuilding received batches)."""
+    return Counter(name for name, parent in events if DATALOADER_NEXT in parent)
 
 
 def _self_nested(events) -> Counter:
@@ -150,9 +169,13 @@ def program_counts(run: dict, first_window: int) -> Counter:
 
 
 def reported_op_differences(session: dict, bare: dict) -> list:
-    """Ops the session reports more often than the unrecorded program calls them in the measured steps."""
+    """Ops the session reports more often than the unrecorded program calls them in the measured steps.
+
+    Calls on the device only: host calls include a DataLoader rebuilding its workers' batches, which
+    arrive in whichever step their timing decides (see :func:`session_rows`).
+    """
     program = program_counts(bare, bare["window"][0])
-    reported = Counter(op.split(".", 1)[0] for op, _, _ in session_rows(session))
+    reported = Counter(op.split(".", 1)[0] for op, _, _ in session_rows(session, device_only=True))
     lines = []
     for op, count in sorted(reported.items()):
         if count > program[op]:
