@@ -15,7 +15,9 @@ meta copies of their arguments. Where no Meta kernel exists, or the output
 depends on values (``nonzero``, ``.item()``), the op runs on the CPU on
 placeholder values and is listed in :attr:`StandIn.placeholder_ops`: its name is
 certain, shapes after it may not be. Values read back to the host are 0, and
-1.0 for a floating-point scalar (so that checks such as ``min() > 0`` pass).
+1.0 for a floating-point scalar (so that checks such as ``min() > 0`` pass); a
+bool read is False and ``equal`` says "not equal" (so that ATen's guards on edge
+cases, written ``if (is_scalar_tensor_true(...))``, are not taken).
 
 The "fallback" kernel logs the op (the prediction's evidence) and, like the real
 fallback, runs the CPU kernel when the tensors are small enough (to learn its
@@ -101,14 +103,17 @@ def like(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
     return device_tensor(meta.shape, meta.stride(), meta.storage_offset(), meta.dtype, device)
 
 
+def _strided(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A tensor on ``device`` with ``tensor``'s shape, strides and storage offset (zeros where it has memory)."""
+    offset = tensor.storage_offset()
+    extent = 0 if 0 in tensor.shape else 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    base = torch.zeros(offset + extent, dtype=tensor.dtype, device=device)
+    return base.as_strided(tuple(tensor.shape), tuple(tensor.stride()), offset)
+
+
 def _meta_copy(tensor: torch.Tensor) -> torch.Tensor:
     """A meta tensor with ``tensor``'s geometry (its storage offset too)."""
-    offset = tensor.storage_offset()
-    if not offset:
-        return torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device=_META)
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()) if size)
-    base = torch.empty(offset + extent, dtype=tensor.dtype, device=_META)
-    return base.as_strided(tuple(tensor.shape), tuple(tensor.stride()), offset)
+    return _strided(tensor, _META)
 
 
 def _set_geometry(tensor: torch.Tensor, shape, stride, offset: int) -> None:
@@ -176,6 +181,8 @@ class _Converted:
             if value.device.type != self.outputs_from or self.target is None:
                 return value
             if self.target.type == self.device_type:
+                if value.layout != torch.strided:
+                    raise NotImplementedError(_no_sparse_kernel(value.layout))
                 return like(value, self.target)
             return _placeholder(value) if value.device.type == "meta" else value
         if isinstance(value, (list, tuple)):
@@ -183,9 +190,92 @@ class _Converted:
         return value
 
 
+_view_source_cache: dict = {}
+
+
+def _view_sources(overload) -> tuple:
+    """``(return index, argument index)`` for each return that is a view of an argument (``Tensor(a)``)."""
+    known = _view_source_cache.get(overload)
+    if known is None:
+        schema = overload._schema
+        arguments = [(index, argument.alias_info.before_set) for index, argument in enumerate(schema.arguments)
+                     if argument.alias_info is not None and not argument.kwarg_only]
+        pairs = []
+        for ret_index, ret in enumerate(schema.returns):
+            if ret.alias_info is None or ret.alias_info.is_write:
+                continue
+            source = next((index for index, sets in arguments if sets & ret.alias_info.before_set), None)
+            if source is not None:
+                pairs.append((ret_index, source))
+        known = _view_source_cache[overload] = tuple(pairs)
+    return known
+
+
+def _sharing_storage(overload, args: tuple, out):
+    """A view's outputs on their base's storage, as on the device (the Meta kernel's come back on fresh
+    storage): what counts a storage's users (the autograd engine, deciding whether it may add a
+    gradient in place) sees what it sees on the device."""
+    outs = out if isinstance(out, tuple) else (out,)
+    for ret_index, arg_index in _view_sources(overload):
+        source = args[arg_index] if arg_index < len(args) else None
+        if not isinstance(source, torch.Tensor) or ret_index >= len(outs):
+            continue
+        views = outs[ret_index] if isinstance(outs[ret_index], (list, tuple)) else (outs[ret_index],)
+        for view in views:
+            if isinstance(view, torch.Tensor) and view.device == source.device:
+                torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
+                    _META_KEYS, view, source.untyped_storage(), view.storage_offset(), list(view.shape),
+                    list(view.stride()))
+    return out
+
+
+def _tensor_slots(overload) -> tuple:
+    """Positions of the schema's ``Tensor`` arguments (wrapped numbers arrive there as Python numbers)."""
+    return tuple(index for index, argument in enumerate(overload._schema.arguments)
+                 if str(argument.type) == "Tensor" and not argument.kwarg_only)
+
+
+def _rewrapped(args: tuple, slots: tuple) -> tuple:
+    """Python numbers in ``Tensor`` slots made 0-dim device tensors again.
+
+    A composite that wraps a scalar (``remainder(x, 5)`` calls ``remainder.Tensor`` with a
+    wrapped number) hands it to a Python kernel as a plain number, which most ops' schemas
+    refuse when the kernel calls them again. As a 0-dim tensor on the device, of the wrapped
+    number's dtype (the default float dtype for a float), it promotes as the wrapped number
+    does and becomes a meta copy or a CPU placeholder like any other device argument.
+    """
+    numbers = [index for index in slots if index < len(args) and isinstance(args[index], (bool, int, float, complex))]
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    if not numbers or device is None:
+        return args
+    args = list(args)
+    for index in numbers:
+        args[index] = device_tensor((), (), 0, _number_dtype(args[index]), device)
+    return tuple(args)
+
+
+def _number_dtype(value) -> torch.dtype:
+    if isinstance(value, bool):
+        return torch.bool
+    if isinstance(value, int):
+        return torch.int64
+    if isinstance(value, float):
+        return torch.get_default_dtype()
+    return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
+
+
+def _no_sparse_kernel(layout) -> str:
+    """torch's words where a sparse result would land on a device with no sparse kernels (torch-directml's)."""
+    op, key = (("aten::_sparse_coo_tensor_with_dims_and_tensors", "SparsePrivateUse1") if layout == torch.sparse_coo
+               else ("aten::_sparse_compressed_tensor_unsafe", "SparseCsrPrivateUse1"))
+    return (f"Could not run '{op}' with arguments from the '{key}' backend. This could be because the operator "
+            "doesn't exist for this backend (predicted: torch-directml registers no sparse kernels)")
+
+
 def _placeholder(tensor: torch.Tensor) -> torch.Tensor:
+    """Zeros on the CPU in the device tensor's geometry: a kernel's output strides follow its inputs'."""
     with torch._C._DisableTorchDispatch():
-        return torch.zeros(tuple(tensor.shape), dtype=tensor.dtype)
+        return _strided(tensor, _CPU)
 
 
 class StandIn:
@@ -238,11 +328,20 @@ class StandIn:
 
     def _kernel_for(self, overload):
         name = op_name(overload)
+        tensor_slots = _tensor_slots(overload)
+        if tensor_slots:
+            kernel = self._kernel_for_unwrapped(overload, name)
+            return lambda keyset, *args, **kwargs: kernel(keyset, *_rewrapped(args, tensor_slots), **kwargs)
+        return self._kernel_for_unwrapped(overload, name)
+
+    def _kernel_for_unwrapped(self, overload, name: str):
         if name not in self._natives:
             run = lambda args, kwargs: self.fallback(overload, name, args, kwargs)  # noqa: E731
         elif name in _SPECIAL:
             special = _SPECIAL[name]
             run = lambda args, kwargs: special(self, overload, args, kwargs)  # noqa: E731
+        elif _view_sources(overload):
+            run = lambda args, kwargs: _sharing_storage(overload, args, self.compute(overload, args, kwargs))  # noqa: E731
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
 
@@ -431,6 +530,14 @@ def _local_scalar_dense(standin, overload, args, kwargs):
     return False if tensor.dtype == torch.bool else 0
 
 
+def _equal(standin, overload, args, kwargs):
+    # A comparison of values nobody has: "not equal", as a bool read gives False. ATen's
+    # is_scalar_tensor_true(t) is equal(t, ones): its guarded edge cases (istft's window check,
+    # cov's non-positive normalisation) are then not taken, as they are not on real data.
+    standin.placeholder_ops["aten::equal"] += 1
+    return False
+
+
 def _set_(standin, overload, args, kwargs):
     # Storage-level: the tensor takes another device tensor's (memoryless) storage; Meta's kernel
     # does exactly the bookkeeping, on the device tensor itself.
@@ -456,6 +563,7 @@ _SPECIAL = {
     "aten::_copy_from": _copy_from,
     "aten::_copy_from_and_resize": _copy_from_and_resize,
     "aten::_local_scalar_dense": _local_scalar_dense,
+    "aten::equal": _equal,
     "aten::set_.source_Storage": _set_,
     "aten::set_.source_Storage_storage_offset": _set_,
     "aten::set_.source_Tensor": _set_,

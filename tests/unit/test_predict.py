@@ -219,3 +219,83 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         predict_scan(model, target="mps")
     with pytest.raises(DmlprofError, match="--steps"):
         predict_scan(model, steps=0)
+
+
+def test_wrapped_numbers_reach_the_device_kernels_as_tensors(tmp_path):
+    """take_along_dim wraps its dim size (remainder(indices, 5)): the prediction once crashed there."""
+    path = _model_file(tmp_path, """
+        class Gather(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(4, 5))
+            def forward(self, x):
+                index = torch.tensor([[0, 1, -1, 2, 3]] * 4, device=x.device)
+                return torch.take_along_dim(self.w, index, dim=1).sum(1)[:1] * x.sum(1)
+        def build_model():
+            return Gather()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=2, steps=1, warmup=0)
+    assert not session.meta.get("partial"), session.meta.get("partial_reason")
+    assert {"aten::remainder.Scalar", "aten::gather"} <= _ops(session)
+
+
+def test_guarded_edge_cases_are_not_taken_on_placeholder_values(tmp_path):
+    """cov zeroes its normalisation only when it is <= 0 (is_scalar_tensor_true, an equal() on values)."""
+    path = _model_file(tmp_path, """
+        class Cov(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 3)
+            def forward(self, x):
+                return torch.cov(self.lin(x).T).sum().expand(x.shape[0])
+        def build_model():
+            return Cov()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=4, steps=1, warmup=0)
+    assert "aten::equal" in _ops(session)
+    assert "aten::zero_" not in _ops(session), "the prediction took the branch for a non-positive normalisation"
+
+
+def test_views_share_their_base_storage_and_placeholders_keep_strides():
+    """The autograd engine adds a gradient in place only when nothing else shares its storage: a view
+    made on fresh storage would make the prediction call add_ where the device calls add."""
+    import subprocess
+    import sys
+
+    probe = textwrap.dedent("""
+        import torch
+        from dmlprof.predict.device import device_name, ensure_device
+        from dmlprof.predict.standin import StandIn, _placeholder
+        from dmlprof.tables import load_table
+        ensure_device()
+        StandIn(load_table("dml"), [], device_name()).install()
+        x = torch.empty(3, 4, device=device_name())
+        view, transposed = x.view(12), x.t()
+        assert view.untyped_storage()._cdata == x.untyped_storage()._cdata, "view on fresh storage"
+        assert transposed.untyped_storage()._cdata == x.untyped_storage()._cdata, "t() on fresh storage"
+        assert transposed.stride() == (1, 4) and _placeholder(transposed).stride() == (1, 4)
+        print("ok")
+        """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_sparse_result_on_the_device_fails_as_on_torch_directml(tmp_path):
+    path = _model_file(tmp_path, """
+        class Sparse(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+            def forward(self, x):
+                return self.lin(x).to_sparse().to_dense().sum(1)
+        def build_model():
+            return Sparse()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    with pytest.raises(DmlprofError, match="SparsePrivateUse1"):
+        predict_scan(path, batch_size=2, steps=1, warmup=0)
