@@ -39,8 +39,12 @@ def timed(training, backend) -> float:
     return (time.perf_counter_ns() - start) / 1e6
 
 
-def measure(training, backend, path: Path, variant: str, steps: int, structure_ms: list) -> list:
-    """Step times (ms) of ``steps`` steps under one way of recording (structure steps go to ``structure_ms``)."""
+def measure(training, backend, path: Path, variant: str, steps: int, structure_ms: list, recorded_ms=None) -> list:
+    """Step times (ms) of ``steps`` steps under one way of recording (structure steps go to ``structure_ms``).
+
+    For a scan, the step times it reports (unprofiled steps, where it ran them); the recorded or
+    profiled steps' own times go to ``recorded_ms``.
+    """
     if variant == "bare":
         return [timed(training, backend) for _ in range(steps)]
     if variant == "profiler":
@@ -56,6 +60,8 @@ def measure(training, backend, path: Path, variant: str, steps: int, structure_m
                                  sync=variant in ("dmlprof_sync", "dmlprof_every_call"))
     if variant == "dmlprof_nosync":
         structure_ms.append(session.meta.get("structure_step_ms"))
+    if recorded_ms is not None:
+        recorded_ms.extend(session.meta.get("recorded_step_times_ms") or session.meta["step_times_ms"])
     return session.meta["step_times_ms"]
 
 
@@ -77,11 +83,14 @@ def main(argv=None) -> int:
     for variant in variants:  # warm every path once (allocator, kernels, profiler init)
         measure(training, backend, path, variant, 1, structure_ms)
     times = {variant: [] for variant in variants}
+    recorded = {variant: [] for variant in variants if variant.startswith("dmlprof")}
     for round_index in range(args.rounds):
         order = variants if round_index % 2 == 0 else variants[::-1]
         for variant in order:
-            times[variant].extend(measure(training, backend, path, variant, args.steps, structure_ms))
+            times[variant].extend(measure(training, backend, path, variant, args.steps, structure_ms,
+                                          recorded.get(variant)))
     median = {variant: statistics.median(values) for variant, values in times.items()}
+    recorded_median = {variant: statistics.median(values) for variant, values in recorded.items()}
     recorder = Recorder(backend, sync=False)
     with recorder:
         training.run(recorder)
@@ -98,18 +107,24 @@ def main(argv=None) -> int:
         "structure_step_ms_median": round(statistics.median([m for m in structure_ms if m]), 3) if any(structure_ms) else None,
         "rounds": args.rounds,
         "steps_per_round": args.steps,
+        # reported: the step time a scan reports (unprofiled steps where it ran them);
+        # recorded: the scan's recorded or profiled steps themselves
         "median_step_ms": {k: round(v, 3) for k, v in median.items()},
+        "median_recorded_step_ms": {k: round(v, 3) for k, v in recorded_median.items()},
         "ratios": {
             "profiler_vs_bare": round(median["profiler"] / median["bare"], 4),
-            "dmlprof_nosync_vs_bare": round(median["dmlprof_nosync"] / median["bare"], 4),
-            "dmlprof_nosync_vs_profiler": round(median["dmlprof_nosync"] / median["profiler"], 4),
+            "dmlprof_nosync_reported_vs_bare": round(median["dmlprof_nosync"] / median["bare"], 4),
+            "dmlprof_nosync_recorded_vs_profiler": round(recorded_median["dmlprof_nosync"] / median["profiler"], 4),
         },
-        "target": "dmlprof --no-sync <= 1.10x torch.profiler alone",
+        "target": ("dmlprof --no-sync's recorded steps <= 1.10x torch.profiler alone; "
+                   "the step time it reports within 5 % of a bare step"),
     }
     for variant in ("dmlprof_sync", "dmlprof_every_call"):
         if variant in median:
-            result["ratios"][f"{variant}_vs_profiler"] = round(median[variant] / median["profiler"], 4)
-    result["meets_target"] = result["ratios"]["dmlprof_nosync_vs_profiler"] <= 1.10
+            result["ratios"][f"{variant}_recorded_vs_profiler"] = round(recorded_median[variant] / median["profiler"], 4)
+            result["ratios"][f"{variant}_reported_vs_bare"] = round(median[variant] / median["bare"], 4)
+    result["meets_target"] = (result["ratios"]["dmlprof_nosync_recorded_vs_profiler"] <= 1.10
+                              and abs(result["ratios"]["dmlprof_nosync_reported_vs_bare"] - 1) <= 0.05)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
