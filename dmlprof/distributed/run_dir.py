@@ -57,7 +57,8 @@ class Run:
             ops.append(session.ops.assign(rank=rank))
             table = columns_frame(session.extras.get("collectives"), COLLECTIVE_COLUMNS)
             calls.append(table.assign(rank=rank))
-            measured = session.meta.get("step_times_ms") or []
+            # the recorded steps: the ones whose calls and collectives the session holds
+            measured = session.meta.get("recorded_step_times_ms") or session.meta.get("step_times_ms") or []
             steps.append(pd.DataFrame({"rank": rank, "step": range(len(measured)), "step_ms": measured}))
             info = session.meta.get("distributed") or {}
             ranks.append({"rank": rank, "partial": bool(session.meta.get("partial")),

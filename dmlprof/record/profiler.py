@@ -101,20 +101,6 @@ class ProfilerAlongside:
     def profile(self):
         return self._prof
 
-    def can_pause(self) -> bool:
-        """Whether collection can stop and resume inside one session (torch >= 2.3's toggle_collection_dynamic)."""
-        return self._prof is not None and not self._stopped and hasattr(self._prof, "toggle_collection_dynamic")
-
-    @contextmanager
-    def paused(self):
-        """Nothing is collected inside the block (an unprofiled step between profiled ones)."""
-        activities = self.backend.profiler_activities()
-        self._prof.toggle_collection_dynamic(False, activities)
-        try:
-            yield
-        finally:
-            self._prof.toggle_collection_dynamic(True, activities)
-
     def op_events(self) -> pd.DataFrame:
         """One row per host-side profiler event: name, start, duration, nesting, kernel time."""
         if self._prof is None:
