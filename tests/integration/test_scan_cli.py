@@ -38,7 +38,8 @@ def test_scan_writes_report_session_and_json(cli, tmp_path):
     assert report["meta"]["mode"] == "live" and report["meta"]["run_mode"] == "contract"
     assert report["meta"]["batch_size"] == 4 and report["meta"]["steps"] == 2
     summary = report["summary"]
-    assert summary["op_calls"] == summary["device_calls"] + summary["fallback_calls"] + summary["cpu_calls"] > 0
+    assert summary["op_calls"] == (summary["device_calls"] + summary["fallback_calls"] + summary["cpu_calls"]
+                                   + summary["host_bookkeeping_calls"]) > 0
     assert {row["phase"] for row in report["ops"]} >= {"forward", "backward", "optimizer"}
     assert all(row["op"].startswith("aten::") for row in report["ops"])
     (session_file,) = _sessions(tmp_path / "runs")
