@@ -13,7 +13,7 @@ import sys
 from dmlprof import __version__
 from dmlprof.errors import DmlprofError
 
-COMMANDS = ("scan", "report", "ops", "sweep", "view", "doctor")
+COMMANDS = ("scan", "check", "report", "ops", "sweep", "view", "doctor")
 
 
 def _load(name):
