@@ -194,15 +194,18 @@ def replaced() -> Session:
     """``scan --replace``: the patched run, with the before/after comparison."""
     session = _changed(live_dml(), replacements_applied=3)
     session.extras["replace"] = {
-        "before": {"steps": 3, "fallback_calls": 30, "fallback_calls_per_step": 10.0, "fallback_time_share": 0.25,
-                   "fallback_bytes_moved_per_step": 3 << 20, "step_time_ms": 20.0,
-                   "fallback_ops": {"aten::native_group_norm_backward": 6, "aten::lerp.Scalar_out": 24}},
-        "after": {"steps": 3, "fallback_calls": 24, "fallback_calls_per_step": 8.0, "fallback_time_share": 0.05,
-                  "fallback_bytes_moved_per_step": 4096, "step_time_ms": 12.5,
-                  "fallback_ops": {"aten::lerp.Scalar_out": 24}},
+        "before": {"steps": 3, "fallback_calls": 9, "inner_fallback_calls": 30, "fallback_calls_per_step": 3.0,
+                   "fallback_time_share": 0.25, "fallback_bytes_moved_per_step": 3 << 20, "step_time_ms": 20.0,
+                   "fallback_ops": {"aten::native_group_norm_backward": 6, "aten::_foreach_lerp_.Scalar": 3},
+                   "inner_ops": {"aten::_foreach_lerp_.Scalar": ["aten::lerp.Scalar_out"],
+                                 "aten::native_group_norm_backward": ["aten::native_group_norm_backward"]}},
+        "after": {"steps": 3, "fallback_calls": 3, "inner_fallback_calls": 24, "fallback_calls_per_step": 1.0,
+                  "fallback_time_share": 0.05, "fallback_bytes_moved_per_step": 4096, "step_time_ms": 12.5,
+                  "fallback_ops": {"aten::_foreach_lerp_.Scalar": 3},
+                  "inner_ops": {"aten::_foreach_lerp_.Scalar": ["aten::lerp.Scalar_out"]}},
         "fallback_calls_removed": 6, "step_time_speedup": 1.6,
         "removed_ops": ["aten::native_group_norm_backward"],
-        "remaining_ops": [{"op": "aten::lerp.Scalar_out", "calls": 24, "replacement": None}],
+        "remaining_ops": [{"op": "aten::_foreach_lerp_.Scalar", "calls": 3, "replacement": None}],
         "applied": [{"target": "model", "what": "GroupNorm"}, {"target": "optimizer", "what": "lerp"},
                     {"target": "loss", "what": "loss runs under the replacements"}],
     }

@@ -162,7 +162,8 @@ def _replace_side(side: Mapping) -> ReplaceSide:
         fallback_bytes_moved_per_step=float(side.get("fallback_bytes_moved_per_step") or 0.0),
         step_time_ms=None if step is None else float(step),
         fallback_ops=dict(ops) if isinstance(ops, Mapping) else {},
-        error=str(side["error"]) if side.get("error") else None)
+        error=str(side["error"]) if side.get("error") else None,
+        inner_fallback_calls=int(side["inner_fallback_calls"]) if "inner_fallback_calls" in side else None)
 
 
 def _sweep(raw, run: RunMeta) -> Optional[SweepReport]:

@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Mapping, Optional, Tuple
 from dmlprof.meta import PREDICTED, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
 
+#: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
+HOST_TIMED_BACKENDS = ("emulated-dml",)
 #: the JSON report's version (docs/report_schema.md)
 SCHEMA_VERSION = 1
 #: the sweep document's format and version (docs/sweep_schema.md)
@@ -261,13 +263,14 @@ class ReplaceSide:
     """One run of ``--replace``'s comparison (before or after patching)."""
 
     steps: int
-    fallback_calls: int
+    fallback_calls: int  # calls that fell back, counted as the plain scan counts them (a composite once)
     fallback_calls_per_step: float
     fallback_time_share: float
     fallback_bytes_moved_per_step: float
     step_time_ms: Optional[float]
     fallback_ops: Mapping[str, int]
     error: Optional[str]  # the unpatched step failed: numbers up to the failure
+    inner_fallback_calls: Optional[int] = None  # each inner call of a composite counted (None: an older session)
 
 
 @dataclass(frozen=True)
@@ -388,7 +391,13 @@ class Report:
     def title(self) -> str:
         if self.kind == SWEEP:
             return f"dmlprof batch-size sweep of {self.run.title_name}"
-        return f"dmlprof {self.kind} scan of {self.run.title_name}"
+        patched = ", before and after dmlprof's replacements" if self.replace is not None else ""
+        return f"dmlprof {self.kind} scan of {self.run.title_name}{patched}"
+
+    @property
+    def host_cpu_times(self) -> bool:
+        """Whether the device's times are the host CPU's (the emulated device runs its kernels there)."""
+        return self.run.device.backend in HOST_TIMED_BACKENDS
 
     @property
     def timed(self) -> bool:
