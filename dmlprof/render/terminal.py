@@ -281,7 +281,8 @@ def _replace(report: Report, top: int) -> list:
     ]
     lines.append(TableSpec(rows, ["", "before", "after patching"], {"": WRAP},
                            {"colalign": ("left", "right", "right"), "disable_numparse": True}))
-    lines += _if(data.step_time_speedup is not None, f"  step time: {_ratio(data.step_time_speedup)} after patching")
+    if data.step_time_speedup:  # none when a side has no step time
+        lines.append(f"  step time: {_ratio(data.step_time_speedup)} after patching")
     lines += _if(report.host_cpu_times, "  (times on the emulated device are the host CPU's: they do not predict a "
                                         "GPU's; the fallback counts and bytes carry over to real DirectML)")
     lines += _if(bool(data.removed_ops), "  no longer falls back: " + ", ".join(data.removed_ops))

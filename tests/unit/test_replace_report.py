@@ -37,6 +37,14 @@ def test_the_direction_of_the_step_time_ratio_is_spelled_out(speedup, words):
     assert f"({speedup:.2f}x)" not in text
 
 
+def test_without_a_step_time_on_one_side_there_is_no_ratio():
+    session = KINDS["replaced"]()
+    session.extras["replace"]["step_time_speedup"] = None
+    session.extras["replace"]["after"]["step_time_ms"] = None
+    text = render_text(session, width=120)
+    assert "after patching" in text and "faster" not in text and "slower" not in text
+
+
 def test_emulated_times_are_flagged_as_host_cpu_times():
     plain = render_text(KINDS["replaced"](), width=120)
     emulated = _changed(KINDS["replaced"](), backend="emulated-dml")
