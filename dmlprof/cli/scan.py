@@ -4,9 +4,17 @@ from __future__ import annotations
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import at_least
 
+EXAMPLES = """examples:
+  dmlprof scan models/resnet18.py --target dml          predict DirectML's fallbacks (no GPU needed)
+  dmlprof scan models/lenet5.py --device emulated-dml   run on the emulated DirectML device
+  dmlprof scan train.py --device dml -- --epochs 1      a script and its own arguments
+  dmlprof scan models/net.py --json - | jq .summary     the JSON report on standard output
+  dmlprof scan models/net.py --device dml --verify      recompute each op on the CPU (exit 5 if results differ)
+"""
+
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__)
+    parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__, epilog=EXAMPLES)
     parser.add_argument("model", help="a model file (build_model, make_batch) or any training script; "
                         "a script's own arguments go after --")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
