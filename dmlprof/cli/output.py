@@ -186,7 +186,7 @@ def print_saved(written: Written, args) -> None:
     """Where the session and every report file went (stderr when stdout is for a report or --quiet)."""
     where = sys.stderr if getattr(args, "quiet", False) or to_stdout(args) else sys.stdout
     if written.session_path is not None:
-        emit(f"\nsession saved to {written.session_path}  (re-render: dmlprof report {written.session_path})", where,
+        emit(f"\nsession saved to {written.session_path}\n  re-render it: dmlprof report {written.session_path}", where,
              kept=written.note())
     announce(written, where)
 
