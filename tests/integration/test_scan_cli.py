@@ -48,7 +48,10 @@ def test_scan_writes_report_session_and_json(cli, tmp_path):
     again = cli("report", session_file, "--json", "again.json")
     assert again.returncode == 0, again.stderr
     assert json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))["summary"] == summary
-    assert again.stdout.split("session saved")[0].strip() in result.stdout
+    # the report, then the file it wrote, announced (as the scan announced its own)
+    assert again.stdout.rstrip().endswith("JSON report written to again.json")
+    assert "JSON report written to r.json" in result.stdout
+    assert again.stdout.split("JSON report written")[0].strip() in result.stdout
 
 
 def test_script_mode_records_the_whole_run_with_its_own_argv(cli, tmp_path):
