@@ -41,6 +41,18 @@ class DeviceError(DmlprofError):
     exit_code = 4
 
 
+class ResultsDiffer(DmlprofError):
+    """``scan --verify``: device results differ from the CPU's, or optimizer updates did not land."""
+
+    exit_code = 5
+
+
+class LimitExceeded(DmlprofError):
+    """``dmlprof check``: the fallbacks passed a limit the user set."""
+
+    exit_code = 6
+
+
 class Interrupted(DmlprofError):
     """Ctrl-C while steps ran."""
 

@@ -23,6 +23,11 @@ DEVICE = "device"      #: the device's own kernel (or the CPU, when the CPU is t
 FALLBACK = "fallback"  #: the backend sent it to the CPU: copy in, CPU kernel, copy out
 CPU = "cpu"            #: an accelerator run, but the call's tensors were already on the CPU
 VERDICTS = (DEVICE, FALLBACK, CPU)
+#: The report's, never the recorder's: a ``cpu`` call whose every input is a 0-dim CPU tensor (a scalar):
+#: the host keeping its books (an optimizer's step counters). It moves no data and no work off the
+#: device, so it is not a finding (the analysis decides it, :func:`dmlprof.analysis.with_host_bookkeeping`).
+HOST = "host"
+REPORT_VERDICTS = VERDICTS + (HOST,)
 
 # Phases of a training step, in the order a step runs them (comm: a distributed run's collectives).
 FORWARD, BACKWARD, OPTIMIZER, COMM, OTHER = "forward", "backward", "optimizer", "comm", "other"

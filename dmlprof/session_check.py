@@ -176,7 +176,8 @@ _HEADLINE = requiring(
      "step_time_ms"),
     record({"fallback_calls": count, "fallback_calls_per_step": number, "fallback_time_share": number,
             "fallback_bytes_moved_per_step": number, "step_time_ms": optional(number), "steps": count,
-            "error": optional(text), "fallback_ops": dict_of(count)}))
+            "error": optional(text), "fallback_ops": dict_of(count), "inner_fallback_calls": count,
+            "inner_ops": dict_of(list_of(text))}))
 REPLACE = requiring(("before", "after", "removed_ops", "remaining_ops"), record({
     "before": _HEADLINE, "after": _HEADLINE, "step_time_speedup": optional(number), "removed_ops": list_of(text),
     "remaining_ops": list_of(requiring(("op", "calls", "replacement"), record(

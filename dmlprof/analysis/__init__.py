@@ -14,7 +14,9 @@ from dmlprof.analysis.core import (
     summary,
     time_by_op,
     transfer_hotspots,
+    with_host_bookkeeping,
 )
 
 __all__ = ["cpu_hotspots", "summary", "op_summary", "fallback_hotspots", "fallback_op_set", "phase_split",
-           "module_summary", "transfer_hotspots", "profiler_crosscheck", "time_by_op"]
+           "module_summary", "transfer_hotspots", "profiler_crosscheck", "time_by_op",
+           "with_host_bookkeeping"]

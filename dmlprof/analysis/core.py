@@ -3,38 +3,67 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dmlprof.schema import CPU, DEVICE, FALLBACK, PHASES, VERDICTS, parse_fallback_ops
+from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, REPORT_VERDICTS, parse_fallback_ops
 
 _NS_PER_MS = 1e6
+# The ``shapes`` of a call whose inputs are all 0-dim tensors: ``[[]]``, ``[[], []]``... (a foreach over step counters)
+_SCALARS_ONLY = r"\[\[\](?:, \[\])*\]"
 
 
 def _share(part, whole) -> float:
     return float(part) / float(whole) if whole else 0.0
 
 
+def with_host_bookkeeping(ops: pd.DataFrame) -> pd.DataFrame:
+    """``ops`` with the host's bookkeeping judged: ``cpu`` calls on 0-dim CPU tensors only get the verdict ``host``.
+
+    An optimizer's step counters are the everyday case (Adam's ``state_steps``:
+    ``_foreach_add_`` on them, ``_local_scalar_dense`` reading each, ``lift_fresh``
+    making them): scalars the host keeps on purpose. They move no data to the
+    host and no work off the device, so a report does not count them against
+    the device or list them as findings; a call with any tensor of one element
+    or more on the CPU stays ``cpu``.
+    """
+    marked = (ops["verdict"] == CPU) & ops["shapes"].str.fullmatch(_SCALARS_ONLY)
+    if not marked.any():
+        return ops
+    judged = ops.copy()
+    judged.loc[marked, "verdict"] = HOST
+    return judged
+
+
 def summary(ops: pd.DataFrame) -> dict:
-    """Headline numbers for a run (the JSON report's ``summary``)."""
+    """Headline numbers for a run (the JSON report's ``summary``).
+
+    Shares leave host bookkeeping (verdict ``host``, :func:`with_host_bookkeeping`) out
+    of both sides: they are shares of the step's work.
+    """
     verdict = ops["verdict"]
     time_ns = ops["time_ns"]
     total_ns = int(time_ns.sum())
     fallback_ns = int(time_ns[verdict == FALLBACK].sum())
     device_ns = int(time_ns[verdict == DEVICE].sum())
+    host_ns = int(time_ns[verdict == HOST].sum())
     calls = len(ops)
+    host_calls = int((verdict == HOST).sum())
     device_time = ops["device_time_ns"].dropna() if "device_time_ns" in ops else pd.Series(dtype=float)
     return {
         "op_calls": calls,
         "device_calls": int((verdict == DEVICE).sum()),
         "fallback_calls": int((verdict == FALLBACK).sum()),
         "cpu_calls": int((verdict == CPU).sum()),
+        "host_bookkeeping_calls": host_calls,
         "inner_fallback_calls": int(ops["fallback_calls"].sum()),
-        "device_call_share": _share((verdict == DEVICE).sum(), calls),
+        "device_call_share": _share((verdict == DEVICE).sum(), calls - host_calls),
+        "fallback_call_share": _share((verdict == FALLBACK).sum(), calls - host_calls),
         "time_ms": total_ns / _NS_PER_MS,
         "device_time_ms_on_device": float(device_time.sum()) / _NS_PER_MS if len(device_time) else None,
         "device_op_time_ms": device_ns / _NS_PER_MS,
-        "device_time_share": _share(device_ns, total_ns),
+        "device_time_share": _share(device_ns, total_ns - host_ns),
         "fallback_time_ms": fallback_ns / _NS_PER_MS,
-        "fallback_time_share": _share(fallback_ns, total_ns),
+        "fallback_time_share": _share(fallback_ns, total_ns - host_ns),
         "cpu_time_ms": int(time_ns[verdict == CPU].sum()) / _NS_PER_MS,
+        "host_bookkeeping_time_ms": host_ns / _NS_PER_MS,
         "bytes_moved": int(ops["bytes_moved"].sum()),
         "distinct_ops": int(ops["op"].nunique()),
         "distinct_fallback_ops": len(fallback_op_set(ops)),
@@ -116,7 +145,7 @@ def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
     fallen = ops[ops["verdict"] == FALLBACK]
     if fallen.empty:
         return pd.DataFrame(columns=columns)
-    total = ops["time_ns"].sum()
+    total = ops.loc[ops["verdict"] != HOST, "time_ns"].sum()
     grouped = (
         fallen.groupby("op", sort=False)
         .agg(
@@ -133,15 +162,16 @@ def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
         ranked = _ranked_by_time(fallen, column)
         grouped[column + "s"] = grouped["op"].map(lambda op: ranked.get(op, []))
     grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
-    grouped["share"] = grouped["time_ns"] / total if total else 0.0
+    grouped["share"] = grouped["time_ns"] / total if total else 0.0  # of the work: shares add up to the summary's
     grouped["inner_ops"] = grouped["inner_ops"].map(lambda s: sorted(parse_fallback_ops(s)))
     return grouped.sort_values("time_ns", ascending=False, kind="stable")[columns].reset_index(drop=True)
 
 
-def cpu_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
-    """Calls on CPU tensors inside an accelerator step, grouped by op and source line."""
+def cpu_hotspots(ops: pd.DataFrame, verdict: str = CPU) -> pd.DataFrame:
+    """Calls on CPU tensors inside an accelerator step, grouped by op and source line (``verdict``:
+    ``host`` for the host's bookkeeping instead)."""
     columns = ["op", "calls", "time_ms", "phases", "modules", "sources"]
-    on_cpu = ops[ops["verdict"] == CPU]
+    on_cpu = ops[ops["verdict"] == verdict]
     if on_cpu.empty:
         return pd.DataFrame(columns=columns)
     grouped = (
@@ -201,23 +231,26 @@ def module_summary(ops: pd.DataFrame) -> pd.DataFrame:
     """Per module path, with its parents' rows including their children's calls.
 
     Parents come before their children, children in natural order (``blocks.2`` before ``blocks.10``).
+    ``device_share`` is of the module's work: its time less the host's bookkeeping (verdict ``host``).
     """
-    columns = ["module", "depth", "calls", "time_ms", "device_share", "fallback_calls", "fallback_time_ms"]
+    columns = ["module", "depth", "calls", "time_ms", "device_share", "fallback_calls", "fallback_time_ms",
+               "host_bookkeeping_time_ms"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
-    device, fallback = ops["verdict"] == DEVICE, ops["verdict"] == FALLBACK
+    device, fallback, host = ops["verdict"] == DEVICE, ops["verdict"] == FALLBACK, ops["verdict"] == HOST
     per_module = (
         ops.assign(name=ops["module"].where(ops["module"] != "", "(outside modules)"),
                    device_ns=ops["time_ns"].where(device, 0), fallback=fallback.astype("int64"),
-                   fallback_ns=ops["time_ns"].where(fallback, 0))
-        .groupby("name", sort=False)[["seq", "time_ns", "device_ns", "fallback", "fallback_ns"]]
-        .agg({"seq": "size", "time_ns": "sum", "device_ns": "sum", "fallback": "sum", "fallback_ns": "sum"})
+                   fallback_ns=ops["time_ns"].where(fallback, 0), host_ns=ops["time_ns"].where(host, 0))
+        .groupby("name", sort=False)[["seq", "time_ns", "device_ns", "fallback", "fallback_ns", "host_ns"]]
+        .agg({"seq": "size", "time_ns": "sum", "device_ns": "sum", "fallback": "sum", "fallback_ns": "sum",
+              "host_ns": "sum"})
     )
     totals: dict = {}  # each module's own calls, added to it and to every parent (a few thousand paths, not every call)
     for name, row in zip(per_module.index, per_module.itertuples(index=False)):
         parts = name.split(".")
         for depth in range(1, len(parts) + 1):
-            entry = totals.setdefault(".".join(parts[:depth]), [0, 0, 0, 0, 0])
+            entry = totals.setdefault(".".join(parts[:depth]), [0, 0, 0, 0, 0, 0])
             for i, value in enumerate(row):
                 entry[i] += int(value)
     rows = [
@@ -226,11 +259,12 @@ def module_summary(ops: pd.DataFrame) -> pd.DataFrame:
             "depth": key.count("."),
             "calls": calls,
             "time_ms": time_ns / _NS_PER_MS,
-            "device_share": _share(device_ns, time_ns),
+            "device_share": _share(device_ns, time_ns - host_ns),
             "fallback_calls": fallback_calls,
             "fallback_time_ms": fallback_ns / _NS_PER_MS,
+            "host_bookkeeping_time_ms": host_ns / _NS_PER_MS,
         }
-        for key, (calls, time_ns, device_ns, fallback_calls, fallback_ns) in totals.items()
+        for key, (calls, time_ns, device_ns, fallback_calls, fallback_ns, host_ns) in totals.items()
     ]
     rows.sort(key=lambda row: _natural_path(row["module"]))
     return pd.DataFrame(rows, columns=columns)
@@ -241,17 +275,18 @@ def _natural_path(module: str) -> tuple:
 
 
 def time_by_op(ops: pd.DataFrame) -> pd.DataFrame:
-    """Per op, its time split by verdict (``device_ms``, ``fallback_ms``, ``cpu_ms``, ``time_ms``); slowest first."""
-    columns = ["op"] + [f"{verdict}_ms" for verdict in VERDICTS] + ["time_ms"]
+    """Per op, its time split by verdict (``device_ms``, ``fallback_ms``, ``cpu_ms``, ``host_ms``, ``time_ms``);
+    slowest first."""
+    columns = ["op"] + [f"{verdict}_ms" for verdict in REPORT_VERDICTS] + ["time_ms"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
     by = ops.groupby(["op", "verdict"], sort=False)["time_ns"].sum().unstack(fill_value=0)
-    for verdict in VERDICTS:
+    for verdict in REPORT_VERDICTS:
         if verdict not in by:
             by[verdict] = 0
-    by["total"] = by[list(VERDICTS)].sum(axis=1)
+    by["total"] = by[list(REPORT_VERDICTS)].sum(axis=1)
     by = by.sort_values("total", ascending=False, kind="stable").reset_index()
-    for verdict in VERDICTS:
+    for verdict in REPORT_VERDICTS:
         by[f"{verdict}_ms"] = by[verdict] / _NS_PER_MS
     by["time_ms"] = by["total"] / _NS_PER_MS
     return by[columns]

@@ -8,12 +8,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from dmlprof import __version__
 from dmlprof.errors import DmlprofError
 
-COMMANDS = ("scan", "report", "ops", "sweep", "view", "doctor")
+COMMANDS = ("scan", "check", "report", "ops", "sweep", "view", "doctor")
+EXAMPLES = """examples:
+  dmlprof scan models/resnet18.py --target dml        what would fall back on DirectML (no GPU needed)
+  dmlprof scan train.py --device dml -- --epochs 1    a training script, on a DirectML GPU
+  dmlprof scan models/groupnorm_net.py --device emulated-dml --replace   fallbacks, then with the fixes
+  dmlprof check models/net.py --target dml --max-fallback-ops 0           a CI gate (exit 6 past a limit)
+  dmlprof report reports/resnet18-dml-*.session.json --html report.html   re-render a saved scan
+
+'dmlprof COMMAND --help' says more about each command.
+"""
+#: reST markup in module docstrings (``code``, `name`, :func:`x`) that --help shows as plain text
+_MARKUP = re.compile(r":\w+:`~?([^`]*)`|``([^`]*)``|`([^`]*)`")
 
 
 def _load(name):
@@ -36,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlprof",
         description="Where each op of your PyTorch training step ran, what it cost, and what to change.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dmlprof {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -43,7 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
         module = _load(name)
         if module is not None:
             module.add_parser(commands)
+    for command in commands.choices.values():
+        _plain_help(command)
     return parser
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """A command's --help as its docstring reads, line breaks kept, without reST markup."""
+    parser.description = plain_text(parser.description)
+    parser.epilog = plain_text(parser.epilog)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def plain_text(text):
+    """``text`` without reST markup: ``code`` and :func:`name` become code and name."""
+    return _MARKUP.sub(lambda m: next(g for g in m.groups() if g is not None), text) if text else text
 
 
 def _utf8_console() -> None:

@@ -6,14 +6,23 @@ dispatcher instead.
 """
 from __future__ import annotations
 
+import argparse
+import difflib
 import json
 import sys
 
 LIVE_KEYS = {"mps": "MPS", "xpu": "XPU", "privateuse1": "PrivateUse1"}
+EXAMPLES = """examples:
+  dmlprof ops lerp                  every overload of lerp, and what DirectML does with each
+  dmlprof ops aten::lerp.Scalar_out one overload
+  dmlprof ops --fallback            every op torch-directml sends to the CPU
+  dmlprof ops --backend mps --json  this machine's MPS table, as JSON
+"""
 
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("ops", help="look ops up in a backend's op table", description=__doc__)
+    parser = commands.add_parser("ops", help="look ops up in a backend's op table", description=__doc__,
+                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("op", nargs="*", help="op names: aten::lerp.Scalar_out, aten.lerp.Scalar_out or lerp.Scalar_out")
     parser.add_argument("--backend", default="dml", choices=["dml", *LIVE_KEYS],
                         help="dml: the shipped torch-directml table (default); others: read live from the dispatcher")
@@ -44,11 +53,8 @@ def run(args) -> int:
             raise UsageError("give op names or a kind to list, not both")
         found = []
         for name in args.op:
-            op = normalize_op(name)
-            kind = table.kind(op)
-            if kind is None:
-                raise UsageError(f"{op} is not in the {label} table (check the spelling, or the op is newer than that torch)")
-            found.append({"op": op, "kind": kind, "meaning": MEANINGS.get(kind, "")})
+            found += [{"op": op, "kind": table.kind(op), "meaning": MEANINGS.get(table.kind(op), "")}
+                      for op in _matches(table, normalize_op(name), label)]
         if args.json:
             print(json.dumps({"table": label, "ops": found}, indent=1))
         else:
@@ -75,3 +81,23 @@ def run(args) -> int:
         for key, regs in table.registrations.items():
             print(f"  registered on {key}: {len(regs)}")
     return 0
+
+
+def _matches(table, op: str, label: str) -> list:
+    """``op`` itself, or every overload of it (``lerp`` -> ``aten::lerp.Scalar``, ...); else a one-line
+    UsageError suggesting close names (difflib) and names that contain it."""
+    from dmlprof.errors import UsageError
+
+    if table.kind(op) is not None:
+        return [op]
+    names = table.ops()
+    overloads = [name for name in names if name.split(".", 1)[0] == op]
+    if overloads:
+        return overloads
+    bases = sorted({name.split(".", 1)[0] for name in names})  # aten::lerp for aten::lerp.Scalar_out...
+    close = difflib.get_close_matches(op.split(".", 1)[0], bases, n=5, cutoff=0.8)
+    query = op.split("::", 1)[-1]
+    partial = [base for base in bases if query and query in base and base not in close][:8]
+    hint = ", ".join(close + partial)
+    raise UsageError(f"{op} is not in the {label} table" + (f"; did you mean {hint}?" if hint else
+                     " (check the spelling, or the op is newer than that torch)"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from dmlprof.errors import DmlprofError, UsageError
 from dmlprof.files import same_file, write_atomic
@@ -30,6 +30,7 @@ class Written:
 
     session_path: Optional[Path] = None
     problems: List[str] = field(default_factory=list)
+    files: List[Tuple[str, str]] = field(default_factory=list)  # (what, where) of each report written
 
     def note(self, partial: bool = False) -> str:
         """``partial session saved to X; not written: ...`` (for the end of an error line)."""
@@ -102,18 +103,20 @@ def write_reports(session, args, written: Optional[Written] = None, report=None,
     if getattr(args, "json", None):
         from dmlprof.render.json_report import render_json
 
-        write_output(written, args.json, lambda: (json_text or render_json)(report))
+        write_output(written, args.json, lambda: (json_text or render_json)(report), "JSON report")
     if getattr(args, "html", None):
         from dmlprof.render.html import render_html
 
-        write_output(written, args.html, lambda: render_html(report))
+        write_output(written, args.html, lambda: render_html(report), "HTML report")
     if getattr(args, "tb", None):
         from dmlprof.render.trace import write_tensorboard_run
 
         try:
-            write_tensorboard_run(session, Path(args.tb))
+            trace = write_tensorboard_run(session, Path(args.tb))
         except DmlprofError as err:
             written.problems.append(f"--tb {args.tb} ({err.one_line()})")
+        else:
+            written.files.append(("TensorBoard trace", str(trace)))
     return written
 
 
@@ -122,9 +125,9 @@ def write_outputs(session, args, report=None) -> Written:
     return write_reports(session, args, save_session(session, args), report=report)
 
 
-def write_output(written: Written, target: str, render: Callable[[], str]) -> None:
+def write_output(written: Written, target: str, render: Callable[[], str], what: str = "report") -> None:
     """``render()``'s text to the file ``target`` (whole or not at all) or, for ``-``, to stdout;
-    a file that cannot be written is noted in ``written.problems``."""
+    a file written is noted in ``written.files`` (``what`` names it), one that cannot be in ``written.problems``."""
     text = render()
     if target == STDOUT:
         emit(text, sys.stdout, kept=written.note())
@@ -133,13 +136,16 @@ def write_output(written: Written, target: str, render: Callable[[], str]) -> No
         write_atomic(Path(target), text)
     except OSError as exc:
         written.problems.append(f"{target} ({_reason(exc)})")
+    else:
+        written.files.append((what, target))
 
 
-def _write(path: Path, text: str) -> None:
-    """Write one output file whole or not at all; a one-line UsageError when it cannot be written."""
+def _write(path: Path, text: str, what: str = "report") -> None:
+    """Write one output file whole or not at all, and say so on stderr; a one-line UsageError when it cannot be written."""
     written = Written()
-    write_output(written, str(path), lambda: text)
+    write_output(written, str(path), lambda: text, what)
     written.raise_problems()
+    announce(written, sys.stderr)
 
 
 def _reason(exc: OSError) -> str:
@@ -177,9 +183,15 @@ def emit(text: str, stream, kept: Optional[str] = None) -> None:
 
 
 def print_saved(written: Written, args) -> None:
-    """Where the session went (stderr when stdout is for a report or --quiet)."""
-    if written.session_path is None:
-        return
+    """Where the session and every report file went (stderr when stdout is for a report or --quiet)."""
     where = sys.stderr if getattr(args, "quiet", False) or to_stdout(args) else sys.stdout
-    emit(f"\nsession saved to {written.session_path}  (re-render: dmlprof report {written.session_path})", where,
-         kept=written.note())
+    if written.session_path is not None:
+        emit(f"\nsession saved to {written.session_path}\n  re-render it: dmlprof report {written.session_path}", where,
+             kept=written.note())
+    announce(written, where)
+
+
+def announce(written: Written, stream) -> None:
+    """One line per report file written: ``JSON report written to r.json``."""
+    if written.files:
+        emit("\n".join(f"{what} written to {where}" for what, where in written.files), stream, kept=written.note())

@@ -18,7 +18,7 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     import sys
 
-    from dmlprof.cli.output import check_paths, print_report, write_reports
+    from dmlprof.cli.output import check_paths, print_report, print_saved, write_reports
     from dmlprof.distributed.run_dir import is_run_dir
     from dmlprof.report import build_report
     from dmlprof.session import Session
@@ -34,5 +34,6 @@ def run(args) -> int:
     report = build_report(session)  # any kind of session: a scan, a prediction, a sweep
     written = write_reports(session, args, report=report)
     print_report(report, args)
+    print_saved(written, args)
     written.raise_problems()
     return 0

@@ -4,9 +4,17 @@ from __future__ import annotations
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import at_least
 
+EXAMPLES = """examples:
+  dmlprof scan models/resnet18.py --target dml          predict DirectML's fallbacks (no GPU needed)
+  dmlprof scan models/lenet5.py --device emulated-dml   run on the emulated DirectML device
+  dmlprof scan train.py --device dml -- --epochs 1      a script and its own arguments
+  dmlprof scan models/net.py --json - | jq .summary     the JSON report on standard output
+  dmlprof scan models/net.py --device dml --verify      recompute each op on the CPU (exit 5 if results differ)
+"""
+
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__)
+    parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__, epilog=EXAMPLES)
     parser.add_argument("model", help="a model file (build_model, make_batch) or any training script; "
                         "a script's own arguments go after --")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
@@ -43,11 +51,10 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from dmlprof import interrupts
-    from dmlprof.cli.output import check_paths, print_report, print_saved, write_outputs
+    from dmlprof.cli.output import print_report, print_saved
     from dmlprof.distributed.env import rank_info
-    from dmlprof.errors import Interrupted, UsageError
-    from dmlprof.runner import ScanStopped, loss_problem
+    from dmlprof.errors import UsageError
+    from dmlprof.runner import loss_problem
 
     info = rank_info()  # set when torchrun (or dmlprof scan --nproc) started this process as one rank
     if args.nproc is not None:
@@ -66,6 +73,29 @@ def run(args) -> int:
         raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
     if args.verify and args.replace:
         raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
+    session, report, written = scan_and_save(args)
+    print_report(report, args)
+    print_saved(written, args)
+    diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
+    if diverged is not None:
+        diverged.kept = written.note() if written.problems else None
+        raise diverged
+    written.raise_problems()
+    _raise_if_results_differ(report.verification, written)
+    return 0
+
+
+def scan_and_save(args):
+    """Scan (or predict), save the session and write the reports asked for: (session, report, written).
+
+    A run that fails part-way still saves what it recorded, then raises (its error line says where).
+    """
+    from dmlprof import interrupts
+    from dmlprof.cli.output import check_paths, write_outputs
+    from dmlprof.errors import Interrupted
+    from dmlprof.report import build_report
+    from dmlprof.runner import ScanStopped
+
     check_paths(args, inputs=[args.model])
     try:
         session = _scan(args)
@@ -77,19 +107,21 @@ def run(args) -> int:
             written = write_outputs(stopped.session, args)
         stopped.kept = written.note(partial=True)
         raise
-    from dmlprof.report import build_report
-
     report = build_report(session)  # once, for the terminal and every file
     written = write_outputs(session, args, report)
     args.kept = written.note()  # if printing the report fails, the error line still says where the session is
-    print_report(report, args)
-    print_saved(written, args)
-    diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
-    if diverged is not None:
-        diverged.kept = written.note() if written.problems else None
-        raise diverged
-    written.raise_problems()
-    return 0
+    return session, report, written
+
+
+def _raise_if_results_differ(verification, written) -> None:
+    """``--verify`` that found wrong results fails the run (exit 5), after the report and the files."""
+    if verification is None or verification.clean:
+        return
+    from dmlprof.errors import ResultsDiffer
+
+    error = ResultsDiffer(verification.headline, remedy="the report lists each op and parameter; docs/verify.md")
+    error.kept = written.note()
+    raise error
 
 
 def _scan(args):

@@ -81,7 +81,7 @@ def _run_devices(args, options) -> int:
     """``--devices 0,1``: the sweep on each device at once; one session, table and JSON document per device."""
     import json
 
-    from dmlprof.cli.output import Written, write_output
+    from dmlprof.cli.output import Written, print_saved, write_output
     from dmlprof.errors import UsageError
     from dmlprof.plain import plain
     from dmlprof.report import build_report
@@ -100,7 +100,8 @@ def _run_devices(args, options) -> int:
         documents = [build_report(result.to_session()).to_dict() for result in results]
         written = Written()
         write_output(written, json_path, lambda: json.dumps(
-            plain({"format": "dmlprof-sweep-devices", "devices": documents}), indent=2, allow_nan=False))
+            plain({"format": "dmlprof-sweep-devices", "devices": documents}), indent=2, allow_nan=False), "JSON document")
+        print_saved(written, args)
         written.raise_problems()
     return max(codes)
 

@@ -196,9 +196,9 @@ def write_reports(report: dict, args) -> None:
     from dmlprof.cli.output import _write
 
     if getattr(args, "json", None):
-        _write(Path(args.json), render_json(report))
+        _write(Path(args.json), render_json(report), "JSON report")
     if getattr(args, "html", None):
-        _write(Path(args.html), render_html(report))
+        _write(Path(args.html), render_html(report), "HTML report")
 
 
 def print_run(folder, args) -> dict:

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import re
+import shutil
+import textwrap
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
 
 from dmlprof.units import fmt_bytes  # noqa: F401  (one byte formatter for the whole house)
 
@@ -29,6 +33,151 @@ def table(rows, headers=(), **options) -> Table:
 
     safe_rows = [[clean(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
     return Table(tabulate(safe_rows, headers=[clean(h) for h in headers], **options))
+
+
+# -- fitting text to a terminal ------------------------------------------------------------------
+#: how a column too wide for the terminal gives way: wrapped onto more lines, or cut keeping its end
+#: (``...net.py:40``: a source line's file and number are its end) or its start
+WRAP, KEEP_END, KEEP_START = "wrap", "keep end", "keep start"
+#: the width used when none can be read (a pipe, a file): a default Windows console's
+DEFAULT_WIDTH = 120
+#: narrower than this, tables cannot fit whatever we do: lay out for this and let the terminal wrap
+NARROWEST = 60
+#: a column given way is never cut narrower than this (or its own widest cell, if narrower)
+_NARROWEST_COLUMN = 10
+
+
+def terminal_width(width: Optional[int] = None) -> int:
+    """``width``, or the terminal's (``COLUMNS`` first, as :func:`shutil.get_terminal_size` reads it)."""
+    if width is None:
+        width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    return max(int(width), NARROWEST)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table not yet laid out: cells, headers, and how each named column gives way to a narrow terminal."""
+
+    rows: Sequence[Sequence]
+    headers: Sequence[str] = ()
+    fit: Mapping[str, str] = field(default_factory=dict)  # header -> WRAP, KEEP_END or KEEP_START
+    options: Mapping = field(default_factory=dict)  # passed to tabulate
+
+    def render(self, width: int) -> Table:
+        """The table at most ``width`` columns wide, giving way widest column first."""
+        rows = [_clean_cells(row) for row in self.rows]
+        headers = _clean_cells(self.headers)
+        columns = self._modes()
+        limits = {i: _natural_width(rows, headers, i) for i in columns}
+        text = self._tabulate(rows, headers, columns, limits)
+        for _ in range(16):  # each pass frees what the last one measured over; two or three settle it
+            over = max(map(len, text.splitlines()), default=0) - width
+            if over <= 0 or not _narrow(limits, over, columns):
+                break
+            text = self._tabulate(rows, headers, columns, limits)
+        return text
+
+    def _modes(self) -> dict:
+        """Column index -> how it gives way (``fit`` names columns by header, or by index)."""
+        by_index = {i: self.fit[h] for i, h in enumerate(self.headers) if h in self.fit}
+        return {**by_index, **{i: mode for i, mode in self.fit.items() if isinstance(i, int)}}
+
+    def _tabulate(self, rows, headers, columns, limits) -> Table:
+        import tabulate
+
+        shaped = [[_shape(cell, limits[i], columns[i]) if i in columns else cell for i, cell in enumerate(row)]
+                  for row in rows]
+        shaped_headers = [_shape(h, limits[i], WRAP) if i in columns else h for i, h in enumerate(headers)]
+        # tabulate pads every header by two (MIN_PADDING, a module global it reads per call): seven
+        # columns lose 14 characters to it, which an 80-column terminal cannot spare
+        padding, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
+        try:
+            return Table(tabulate.tabulate(shaped, headers=shaped_headers, **self.options))
+        finally:
+            tabulate.MIN_PADDING = padding
+
+
+def _clean_cells(cells) -> list:
+    return [clean(cell) if isinstance(cell, str) else cell for cell in cells]
+
+
+def _natural_width(rows, headers, column: int) -> int:
+    cells = [str(row[column]) for row in rows if column < len(row)]
+    cells += [headers[column]] if column < len(headers) else []
+    return max((len(cell) for cell in cells), default=0)
+
+
+def _narrow(limits: dict, over: int, modes: dict) -> bool:
+    """Free up to ``over`` characters, in stages (:data:`_STAGES`); False if no column can give way."""
+    cut = [i for i in limits if modes[i] != WRAP]
+    wrapped = [i for i in limits if modes[i] == WRAP]
+    groups = {"cut": cut, "wrapped": wrapped, "all": list(limits)}
+    return any(_lower(limits, over, groups[group], narrowest) for group, narrowest in _STAGES)
+
+
+#: the order columns give way in: cut columns (module paths, source lines) to a readable width, then
+#: wrapped ones (op names) to two short lines, then cut ones further, then all alike
+_STAGES = (("cut", 18), ("wrapped", 24), ("cut", 12), ("all", _NARROWEST_COLUMN))
+
+
+def _lower(limits: dict, over: int, columns: list, narrowest: int) -> bool:
+    """Lower the widest of ``columns`` to one level (none below ``narrowest``); False if none is above it."""
+    movable = [i for i in columns if limits[i] > narrowest]
+    if not movable:
+        return False
+    level = max(limits[i] for i in movable) - 1
+    while level > narrowest and _freed(limits, movable, level) < over:
+        level -= 1
+    for i in movable:
+        limits[i] = min(limits[i], level)
+    return True
+
+
+def _freed(limits: dict, columns: list, level: int) -> int:
+    """Characters lowering ``columns`` to ``level`` would free."""
+    return sum(max(0, limits[i] - level) for i in columns)
+
+
+def _shape(cell, limit: int, mode: str):
+    """One cell at most ``limit`` characters wide (numbers are left alone: they are short)."""
+    if not isinstance(cell, str) or len(cell) <= limit:
+        return cell
+    if mode == WRAP:
+        return "\n".join(_wrap_name(cell, limit))
+    if mode == KEEP_END:
+        return "..." + cell[-(limit - 3):]
+    return cell[:limit - 3] + "..."
+
+
+#: where a name may break: after a space, ``::``, ``_``, ``/`` or ``,``, and after a ``.`` before a letter
+#: (``aten::native_|group_|norm``, ``lerp.|Scalar``; never inside ``0.188``)
+_BREAKS = re.compile(r"(?<=[\s_/,])(?=[^\s_/,])|(?<=::)(?=\w)|(?<=\.)(?=[A-Za-z_])")
+
+
+def _wrap_name(text: str, limit: int) -> list:
+    """``text`` in lines at most ``limit`` wide, broken where a name breaks naturally, else hard."""
+    lines = [""]
+    for piece in _BREAKS.split(text):
+        while len(piece) > limit:  # a piece wider than the column: cut it hard
+            lines, piece = _add_piece(lines, piece[:limit], limit), piece[limit:]
+        lines = _add_piece(lines, piece, limit)
+    return [line.rstrip() for line in lines if line.strip()]
+
+
+def _add_piece(lines: list, piece: str, limit: int) -> list:
+    if len(lines[-1]) + len(piece.rstrip()) <= limit:
+        lines[-1] += piece
+    else:
+        lines.append(piece.lstrip())
+    return lines
+
+
+def wrap_line(line: str, width: int) -> list:
+    """One line of prose as lines at most ``width`` wide; continuation lines indented two more than the first."""
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [line[:width]]
 
 
 def fmt_ms(ms) -> str:

@@ -1,39 +1,53 @@
 """The terminal report: the Report formatted as plain ASCII text, one small function per section.
 
 Each section takes the report and the row limit and returns its lines (none
-when it has nothing to say); sections are separated by a blank line.
+when it has nothing to say): text, or tables not yet laid out
+(:class:`~dmlprof.render.format.TableSpec`). Sections are separated by a blank
+line. Only :func:`_join` knows the terminal's width: it wraps each line of
+text and fits each table to it, so no line is wider than the terminal.
 """
 from __future__ import annotations
 
 from dmlprof.meta import BLOCK, SCRIPT, SWEEP, SweepRun
-from dmlprof.render.format import Table, clean, fmt_bytes, fmt_list, fmt_ms, fmt_share, table
+from dmlprof.render.format import (
+    KEEP_END, KEEP_START, WRAP, TableSpec, clean, fmt_bytes, fmt_list, fmt_ms, fmt_share, terminal_width, wrap_line,
+)
 from dmlprof.report import Report, report_of
 
 
-def render_text(source, top: int = 15) -> str:
-    """The whole report of a Session or Report as plain text (ASCII only, safe on any console)."""
+def render_text(source, top: int = 15, width=None) -> str:
+    """The whole report of a Session or Report as plain text (ASCII only, safe on any console), at most
+    ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
     report = report_of(source)
     if report.kind == SWEEP:
-        return render_sweep_text(report)
-    return _join(section(report, top) for section in _SECTIONS)
+        return render_sweep_text(report, width)
+    return _join((section(report, top) for section in _SECTIONS), width)
 
 
-def render_sweep_text(source) -> str:
-    """A batch-size sweep: the table per size, the recommendation, the knee and why it stopped."""
+def render_sweep_text(source, width=None) -> str:
+    """A batch-size sweep: the recommendation, the table per size, the knee and why it stopped."""
     report = report_of(source)
     sweep = report.sweep
     if sweep is None or not sweep.rows:
-        return _join([_sweep_header(report), ["No batch size ran."] + _sweep_end(report)])
-    return _join([_sweep_header(report), _sweep_table(sweep) + _sweep_notes(sweep),
-                  _sweep_verdicts(sweep) + _sweep_end(report)])
+        return _join([_sweep_header(report), ["No batch size ran."] + _sweep_end(report)], width)
+    return _join([_sweep_header(report), _sweep_verdicts(sweep), _sweep_table(sweep) + _sweep_notes(sweep),
+                  _sweep_end(report)], width)
 
 
-def _join(blocks) -> str:
-    # Every line but a table's (whose cells were cleaned one by one) is cleaned whole here: names
-    # come from sessions people send each other, and may hold escape sequences or newlines.
-    text = "\n\n".join("\n".join(line if isinstance(line, Table) else clean(line) for line in lines)
-                         for lines in blocks if lines)
+def _join(blocks, width=None) -> str:
+    width = terminal_width(width)
+    text = "\n\n".join("\n".join(_lay_out(line, width) for line in lines) for lines in blocks if lines)
     return text.encode("ascii", "replace").decode("ascii")
+
+
+def _lay_out(line, width: int) -> str:
+    # A table's cells are cleaned one by one; every other line is cleaned whole here: names come from
+    # sessions people send each other, and may hold escape sequences or newlines.
+    if isinstance(line, TableSpec):
+        return line.render(width)
+    if isinstance(line, _Rule):
+        return line[:width]
+    return "\n".join(wrap_line(clean(line), width))
 
 
 def _if(condition: bool, *cells) -> list:
@@ -41,24 +55,35 @@ def _if(condition: bool, *cells) -> list:
     return list(cells) if condition else []
 
 
-def _table(title: str, headers: list, rows: list, **options) -> list:
-    return [title, table(rows, headers=headers, **options)]
+def _table(title: str, headers: list, rows: list, fit=None, **options) -> list:
+    """A titled table; ``fit`` says how columns give way to a narrow terminal (header -> WRAP, KEEP_END...)."""
+    return [title, TableSpec(rows, headers, dict(fit or {}), options)]
+
 
 
 # -- a scan -------------------------------------------------------------------------------------------
+class _Rule(str):
+    """A title's underline: cut to the width, never wrapped."""
+
+
+def _title(title: str) -> list:
+    return [title, _Rule("=" * len(title))]
+
+
 def _header(report: Report, top: int) -> list:
     run = report.run
     facts = [("device", _device(report)), ("torch", run.environment.torch_version or ""),
              ("run", _run_line(report)), ("timing", run.recording.timing or "")]
     if run.prediction is not None and run.prediction.table_version:
         facts.append(("op table", run.prediction.table_version))
-    if run.recording.structure_step:
-        facts.append(("recording", "one structure step through the dispatcher; measured steps timed by torch.profiler"))
-    facts += [("note", note) for note in run.notes]
     if run.partial:
         facts.append(("PARTIAL", f"stopped early: {run.partial_reason or ''}"))
     facts += _loss_fact(run.nonfinite_loss)
-    return [report.title, "=" * len(report.title), table(facts, tablefmt="plain")]
+    return _title(report.title) + [_facts(facts)]
+
+
+def _facts(facts: list) -> TableSpec:
+    return TableSpec(facts, fit={1: WRAP}, options={"tablefmt": "plain"})
 
 
 def _loss_fact(loss) -> list:
@@ -107,17 +132,18 @@ def _script_line(run) -> str:
 
 def _headline(report: Report, top: int) -> list:
     s = report.summary
-    lines = _if(report.device_unused_note is not None, report.device_unused_note)
+    lines = _if(report.replace is not None, "The patched run in detail:")
+    lines += _if(report.device_unused_note is not None, report.device_unused_note)
+    bookkeeping = f", {s.host_bookkeeping_calls} host bookkeeping" if s.host_bookkeeping_calls else ""
     lines += [f"{s.op_calls} op calls: {s.device_calls} on the device, "
-             f"{s.fallback_calls} fell back to the CPU, {s.cpu_calls} on CPU tensors"]
+              f"{s.fallback_calls} fell back to the CPU, {s.cpu_calls} on CPU tensors{bookkeeping}"]
     if report.timed:
         lines.append(f"device share: {fmt_share(s.device_call_share)} of calls, {fmt_share(s.device_time_share)} of time; "
                      f"fallback: {fmt_ms(s.fallback_time_ms)} = {fmt_share(s.fallback_time_share)} of op time "
                      f"({fmt_ms(s.time_ms)} total)")
     else:
         lines.append(f"device share: {fmt_share(s.device_call_share)} of calls (predicted: no times)")
-    lines += _step_time(report.run)
-    return lines
+    return lines + _step_time(report.run)
 
 
 def _verification(report: Report, top: int) -> list:
@@ -136,10 +162,13 @@ def _verification(report: Report, top: int) -> list:
 def _divergent(shown) -> list:
     if not shown:
         return []
-    rows = [[r.op, r.what, r.calls, _error(r.max_abs_error), _error(r.max_rel_error), _shape(r.output_shape),
-             r.output_dtype, r.phase, r.module or "-", r.source or "-"] for r in shown]
-    headers = ["op", "result", "calls", "max abs err", "max rel err", "shape", "dtype", "phase", "module", "source"]
-    return ([""] + _table("Ops whose device result differs from the CPU's (recomputed from the same inputs)", headers, rows)
+    rows = [[r.op, r.what, r.calls, f"{_error(r.max_abs_error)} / {_error(r.max_rel_error)}",
+             f"{_shape(r.output_shape)} {r.output_dtype}", r.phase, r.module or "-", r.source or "-"] for r in shown]
+    headers = ["op", "result", "calls", "max error abs / rel", "output", "phase", "module", "source"]
+    fit = {"op": WRAP, "result": WRAP, "max error abs / rel": WRAP, "output": WRAP, "module": KEEP_END,
+           "source": KEEP_END}
+    return ([""] + _table("Ops whose device result differs from the CPU's (recomputed from the same inputs)", headers,
+                          rows, fit)
             + [f"  {r.op} ({r.what}): {r.reason}" for r in shown if r.reason != "values differ beyond tolerance"])
 
 
@@ -148,7 +177,8 @@ def _lost_updates(shown) -> list:
         return []
     rows = [[r.parameter, _shape(r.shape), r.dtype, r.optimizer, r.steps, _error(r.max_abs_grad)] for r in shown]
     return [""] + _table("Lost updates: parameters unchanged by optimizer.step() although their gradient was non-zero",
-                         ["parameter", "shape", "dtype", "optimizer", "steps", "max |grad|"], rows)
+                         ["parameter", "shape", "dtype", "optimizer", "steps", "max |grad|"], rows,
+                         {"parameter": KEEP_END, "shape": WRAP})
 
 
 def _error(value) -> str:
@@ -160,6 +190,7 @@ def _shape(shape) -> str:
 
 
 def _fallbacks(report: Report, top: int) -> list:
+    """The fallback hotspots, each fix right under the table (what to change comes with what is wrong)."""
     hotspots = report.hotspots
     if not hotspots:
         if report.cpu_is_device:
@@ -168,16 +199,14 @@ def _fallbacks(report: Report, top: int) -> list:
     rows = [[_hotspot_name(h), h.calls] + _if(report.timed, fmt_ms(h.time_ms), fmt_share(h.share))
             + [fmt_bytes(h.bytes_moved), fmt_list(h.modules, 1), fmt_list(h.sources, 1)] for h in hotspots[:top]]
     headers = ["op (-> what fell back)", "calls"] + _if(report.timed, "time", "share") + ["moved", "module", "source"]
-    return _table(f"Fallback hotspots (top {min(top, len(hotspots))} of {len(hotspots)})", headers, rows)
+    fit = {"op (-> what fell back)": WRAP, "module": KEEP_END, "source": KEEP_END}
+    title = f"Fallback hotspots (top {min(top, len(hotspots))} of {len(hotspots)})"
+    return _table(title, headers, rows, fit) + [f"  fix {fix.op}: {fix.advice}" for fix in report.fixes]
 
 
 def _hotspot_name(hotspot) -> str:
     inner = ", ".join(hotspot.inner_ops)
     return hotspot.op if inner in ("", hotspot.op) else f"{hotspot.op} -> {inner}"
-
-
-def _fixes(report: Report, top: int) -> list:
-    return [f"  fix {fix.op}: {fix.advice}" for fix in report.fixes]
 
 
 def _transfers(report: Report, top: int) -> list:
@@ -186,7 +215,7 @@ def _transfers(report: Report, top: int) -> list:
     rows = [[r.op, r.transfer, r.calls, fmt_bytes(r.bytes_moved)] + _if(report.timed, fmt_ms(r.time_ms))
             + [fmt_list(r.phases, 2), fmt_list(r.sources, 1)] for r in report.transfers[:top]]
     headers = ["op", "direction", "calls", "moved"] + _if(report.timed, "time") + ["phase", "source"]
-    return _table("Host<->device copies and syncs", headers, rows)
+    return _table("Host<->device copies and syncs", headers, rows, {"op": WRAP, "phase": WRAP, "source": KEEP_END})
 
 
 def _host_calls(report: Report, top: int) -> list:
@@ -195,7 +224,21 @@ def _host_calls(report: Report, top: int) -> list:
     rows = [[r.op, r.calls] + _if(report.timed, fmt_ms(r.time_ms))
             + [fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)] for r in report.host_calls[:top]]
     headers = ["op", "calls"] + _if(report.timed, "time") + ["phase", "module", "source"]
-    return _table("Calls on CPU tensors inside the step (their tensors were not on the device)", headers, rows)
+    return _table("Calls on CPU tensors inside the step (their tensors were not on the device)", headers, rows,
+                  {"op": WRAP, "phase": WRAP, "module": KEEP_END, "source": KEEP_END})
+
+
+def _host_bookkeeping(report: Report, top: int) -> list:
+    """One quiet line: calls on CPU scalars only (optimizer step counters) are not findings."""
+    rows, s = report.host_bookkeeping, report.summary
+    if not rows:
+        return []
+    ops = fmt_list(sorted({r.op for r in rows}, key=lambda op: -sum(r.calls for r in rows if r.op == op)), 3)
+    spent = f", {fmt_ms(s.host_bookkeeping_time_ms)}" if report.timed else ""
+    calls = f"{s.host_bookkeeping_calls} call{'' if s.host_bookkeeping_calls == 1 else 's'}"
+    return [f"Host bookkeeping, not a finding: {calls} on CPU scalars only{spent} ({ops}), "
+            "such as an optimizer's step counters; they move no data and no work off the device and are left "
+            "out of the shares."]
 
 
 def _ops(report: Report, top: int) -> list:
@@ -206,7 +249,8 @@ def _ops(report: Report, top: int) -> list:
             + _if(timed, fmt_share(r.share)) for r in ops[:top]]
     headers = (["op", "verdict", "phase", "calls"] + _if(timed, "host time" if with_device else "time")
                + _if(with_device, "device time") + _if(timed, "share"))
-    return _table(f"Ops by {'time' if timed else 'calls'} (top {min(top, len(ops))} of {len(ops)})", headers, rows)
+    return _table(f"Ops by {'time' if timed else 'calls'} (top {min(top, len(ops))} of {len(ops)})", headers, rows,
+                  {"op": WRAP})
 
 
 def _phases(report: Report, top: int) -> list:
@@ -218,29 +262,45 @@ def _phases(report: Report, top: int) -> list:
 
 
 def _replace(report: Report, top: int) -> list:
-    """``scan --replace``: the same step before and after the replacements."""
+    """``scan --replace``, first: the same step before and after the replacements, counted as the plain scan counts."""
     data = report.replace
     if data is None:
         return []
     b, a = data.before, data.after
-    lines = [f"With dmlprof's replacements ({len(data.applied)} changes: dmlprof.patch(model, optimizer) + loss)",
-             f"  {'':24}{'before':>12}{'after':>12}"]
+    lines = [f"Before and after dmlprof's replacements ({len(data.applied)} changes: dmlprof.patch(model, optimizer)"
+             " + loss)"]
     if b.error:
         lines.append(f"  before: the unpatched step failed ({b.error[:160]}); numbers are up to the failure")
-    lines += [
-        f"  {'fallback calls':24}{b.fallback_calls:>12}{a.fallback_calls:>12}",
-        f"  {'fallback calls per step':24}{b.fallback_calls_per_step:>12.1f}{a.fallback_calls_per_step:>12.1f}",
-        f"  {'fallback time share':24}{b.fallback_time_share:>12.1%}{a.fallback_time_share:>12.1%}",
-        f"  {'fallback bytes per step':24}{fmt_bytes(b.fallback_bytes_moved_per_step):>12}"
-        f"{fmt_bytes(a.fallback_bytes_moved_per_step):>12}",
-        f"  {'step time (median)':24}{_step_ms(b.step_time_ms):>12}{_step_ms(a.step_time_ms):>12}"
-        + (f"   ({data.step_time_speedup:.2f}x)" if data.step_time_speedup else ""),
+    rows = [
+        ["calls that fell back", _fallen(b), _fallen(a)],
+        ["calls that fell back per step", f"{b.fallback_calls_per_step:.1f}", f"{a.fallback_calls_per_step:.1f}"],
+        ["fallback share of op time", f"{b.fallback_time_share:.1%}", f"{a.fallback_time_share:.1%}"],
+        ["bytes fallbacks moved per step", fmt_bytes(b.fallback_bytes_moved_per_step),
+         fmt_bytes(a.fallback_bytes_moved_per_step)],
+        ["step time (median)", _step_ms(b.step_time_ms), _step_ms(a.step_time_ms)],
     ]
-    if data.removed_ops:
-        lines.append("  removed: " + ", ".join(data.removed_ops))
+    lines.append(TableSpec(rows, ["", "before", "after patching"], {"": WRAP},
+                           {"colalign": ("left", "right", "right"), "disable_numparse": True}))
+    if data.step_time_speedup:  # none when a side has no step time
+        lines.append(f"  step time: {_ratio(data.step_time_speedup)} after patching")
+    lines += _if(report.host_cpu_times, "  (times on the emulated device are the host CPU's: they do not predict a "
+                                        "GPU's; the fallback counts and bytes carry over to real DirectML)")
+    lines += _if(bool(data.removed_ops), "  no longer falls back: " + ", ".join(data.removed_ops))
     lines += [f"  still falls back: {r.op} ({r.calls} calls): {r.replacement or 'no replacement known'}"
               for r in data.remaining_ops]
     return lines + _if(not data.remaining_ops, "  after patching: no fallback calls")
+
+
+def _fallen(side) -> str:
+    inner = side.inner_fallback_calls
+    return f"{side.fallback_calls}" + (f" ({inner} inner)" if inner is not None and inner != side.fallback_calls else "")
+
+
+def _ratio(speedup: float) -> str:
+    """Before / after as words: ``1.60x faster``, ``2.28x slower`` (never a bare ``0.44x``)."""
+    if speedup >= 1:
+        return f"{speedup:.2f}x faster"
+    return f"{1 / speedup:.2f}x slower"
 
 
 def _step_ms(value) -> str:
@@ -263,8 +323,17 @@ def _torch_paths(report: Report, top: int) -> list:
     return lines
 
 
-_SECTIONS = (_header, _headline, _verification, _fallbacks, _fixes, _transfers, _host_calls, _ops, _phases, _replace,
-             _torch_paths, _warnings)
+def _notes(report: Report, top: int) -> list:
+    """How the run was recorded, and what the run itself noted (after the findings: they qualify them)."""
+    run = report.run
+    facts = _if(bool(run.recording.structure_step),
+                ("recording", "one structure step through the dispatcher; measured steps timed by torch.profiler"))
+    facts += [("note", note) for note in run.notes]
+    return [_facts(facts)] if facts else []
+
+
+_SECTIONS = (_header, _replace, _headline, _verification, _fallbacks, _transfers, _host_calls, _ops, _phases,
+             _host_bookkeeping, _torch_paths, _notes, _warnings)
 
 
 # -- a sweep ------------------------------------------------------------------------------------------
@@ -275,7 +344,7 @@ def _sweep_header(report: Report) -> list:
             + (f", autocast {settings.amp}" if settings.amp else ""))
     facts = [("device", _device(report)), ("torch", report.run.environment.torch_version or ""),
              ("run", line), ("memory budget", sweep.memory_budget or "-")]
-    return [report.title, "=" * len(report.title), table(facts, tablefmt="plain")]
+    return _title(report.title) + [_facts(facts)]
 
 
 def _known(value) -> str:
@@ -283,12 +352,13 @@ def _known(value) -> str:
 
 
 def _sweep_table(sweep) -> list:
-    rows = [[row.batch_size, row.status, f"{row.samples_per_s:.1f}" if row.ok else "-", _growth(row),
+    rows = [[row.batch_size, f"{row.samples_per_s:.1f}" if row.ok else "-", _growth(row),
              fmt_ms(row.step_ms_p50) if row.ok else "-", fmt_ms(row.step_ms_p95) if row.ok else "-",
              "-" if row.peak_memory_bytes is None else fmt_bytes(row.peak_memory_bytes),
-             fmt_share(row.fallback_time_share) if row.ok else "-", "; ".join(_sweep_marks(row))] for row in sweep.rows]
-    headers = ["batch", "status", "samples/s", "per 2x", "step p50", "step p95", "peak memory", "fallback", ""]
-    return [table(rows, headers=headers, disable_numparse=True)]
+             fmt_share(row.fallback_time_share) if row.ok else "-", " ".join([row.status] + _sweep_marks(row))]
+            for row in sweep.rows]
+    headers = ["batch", "samples/s", "per 2x", "step p50", "step p95", "peak memory", "fallback", "status"]
+    return [TableSpec(rows, headers, {"status": WRAP, "peak memory": WRAP}, {"disable_numparse": True})]
 
 
 def _growth(row) -> str:
@@ -296,9 +366,9 @@ def _growth(row) -> str:
 
 
 def _sweep_marks(row) -> list:
-    marks = _if(row.recommended, "<- recommended") + _if(row.knee, "knee")
+    marks = _if(row.recommended, "<- recommended") + _if(row.knee, "<- knee")
     marks += _if(row.ok and not row.fits_budget, "over budget") + _if(row.noisy, "noisy")
-    return marks + _if(not row.ok and bool(row.error), _short(row.error or ""))
+    return marks + _if(not row.ok and bool(row.error), f"({_short(row.error or '')})")
 
 
 def _short(text: str, limit: int = 70) -> str:

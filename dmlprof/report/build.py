@@ -20,7 +20,7 @@ from dmlprof.report.model import (
     DivergentOp, Fix, HostCallRow, Hotspot, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
     ReplaceSide, Report, Summary, SweepReport, SweepRow, TorchPaths, TransferRow, Unchecked, Verification,
 )
-from dmlprof.schema import parse_fallback_ops
+from dmlprof.schema import HOST, parse_fallback_ops
 from dmlprof.tables.drift import path_drift, path_note
 
 #: a size whose step p95 exceeds this many times its p50 is marked noisy
@@ -30,7 +30,7 @@ NOISY_P95_OVER_P50 = 2.0
 def build_report(session) -> Report:
     """The report of a Session (live, predicted or sweep), every figure computed once."""
     run = session.meta
-    ops = session.ops
+    ops = analysis.with_host_bookkeeping(session.ops)  # decided once: every figure below reads it
     extras = session.extras if isinstance(session.extras, Mapping) else {}
     return Report(
         run=run,
@@ -40,14 +40,14 @@ def build_report(session) -> Report:
         phases=tuple(PhaseRow(str(r.phase), int(r.calls), float(r.time_ms), float(r.share), int(r.fallback_calls),
                               float(r.fallback_time_ms), int(r.cpu_calls)) for r in analysis.phase_split(ops).itertuples()),
         modules=tuple(ModuleRow(str(r.module), int(r.depth), int(r.calls), float(r.time_ms), float(r.device_share),
-                                int(r.fallback_calls), float(r.fallback_time_ms))
+                                int(r.fallback_calls), float(r.fallback_time_ms), float(r.host_bookkeeping_time_ms))
                       for r in analysis.module_summary(ops).itertuples()),
         # On the CPU every copy is host to host: nothing crosses a bus
         transfers=() if run.device.is_cpu else tuple(_transfer(r) for r in analysis.transfer_hotspots(ops).itertuples()),
-        host_calls=tuple(HostCallRow(str(r.op), int(r.calls), float(r.time_ms), _texts(r.phases), _texts(r.modules),
-                                     _texts(r.sources)) for r in analysis.cpu_hotspots(ops).itertuples()),
-        time_by_op=tuple(OpTime(str(r.op), float(r.device_ms), float(r.fallback_ms), float(r.cpu_ms), float(r.time_ms))
-                         for r in analysis.time_by_op(ops).itertuples()),
+        host_calls=_host_rows(analysis.cpu_hotspots(ops)),
+        host_bookkeeping=_host_rows(analysis.cpu_hotspots(ops, HOST)),
+        time_by_op=tuple(OpTime(str(r.op), float(r.device_ms), float(r.fallback_ms), float(r.cpu_ms), float(r.time_ms),
+                                float(r.host_ms)) for r in analysis.time_by_op(ops).itertuples()),
         verification=_verification(extras.get("verify")),
         replace=_replace(extras.get("replace")),
         sweep=_sweep(extras.get("sweep"), run),
@@ -71,6 +71,11 @@ def _torch_paths(run: RunMeta, ops) -> Optional[TorchPaths]:
                               for op in parse_fallback_ops(text)}
     differing = tuple(d.describe() for d in path_drift(names, version))
     return TorchPaths(path_note(version, differs=bool(differing)), differing)
+
+
+def _host_rows(frame) -> tuple:
+    return tuple(HostCallRow(str(r.op), int(r.calls), float(r.time_ms), _texts(r.phases), _texts(r.modules),
+                             _texts(r.sources)) for r in frame.itertuples())
 
 
 def _texts(values) -> tuple:
@@ -157,7 +162,8 @@ def _replace_side(side: Mapping) -> ReplaceSide:
         fallback_bytes_moved_per_step=float(side.get("fallback_bytes_moved_per_step") or 0.0),
         step_time_ms=None if step is None else float(step),
         fallback_ops=dict(ops) if isinstance(ops, Mapping) else {},
-        error=str(side["error"]) if side.get("error") else None)
+        error=str(side["error"]) if side.get("error") else None,
+        inner_fallback_calls=int(side["inner_fallback_calls"]) if "inner_fallback_calls" in side else None)
 
 
 def _sweep(raw, run: RunMeta) -> Optional[SweepReport]:

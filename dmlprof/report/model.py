@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Mapping, Optional, Tuple
 from dmlprof.meta import PREDICTED, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
 
+#: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
+HOST_TIMED_BACKENDS = ("emulated-dml",)
 #: the JSON report's version (docs/report_schema.md)
 SCHEMA_VERSION = 1
 #: the sweep document's format and version (docs/sweep_schema.md)
@@ -40,9 +42,12 @@ class Summary:
     op_calls: int
     device_calls: int
     fallback_calls: int
-    cpu_calls: int
+    cpu_calls: int  # calls on CPU tensors that are findings (host bookkeeping left out)
+    host_bookkeeping_calls: int  # calls on CPU scalars only: the host keeping its books, not findings
     inner_fallback_calls: int  # calls the backend sent to the CPU, each inner call of a composite counted
+    # shares leave host bookkeeping out of both sides
     device_call_share: float
+    fallback_call_share: float
     time_ms: float
     device_time_ms_on_device: Optional[float]  # kernel time the profiler joined to calls (CUDA)
     device_op_time_ms: float
@@ -50,6 +55,7 @@ class Summary:
     fallback_time_ms: float
     fallback_time_share: float
     cpu_time_ms: float
+    host_bookkeeping_time_ms: float
     bytes_moved: int
     distinct_ops: int
     distinct_fallback_ops: int
@@ -119,17 +125,23 @@ class ModuleRow:
     depth: int
     calls: int
     time_ms: float
-    device_share: float  # of this module's time
+    device_share: float  # of this module's work time (its time less host bookkeeping)
     fallback_calls: int
     fallback_time_ms: float
+    host_bookkeeping_time_ms: float = 0.0  # calls on CPU scalars only: left out of the shares
+
+    @property
+    def work_time_ms(self) -> float:
+        """The module's time less the host's bookkeeping: what its shares are of."""
+        return max(0.0, self.time_ms - self.host_bookkeeping_time_ms)
 
     @property
     def fallback_share(self) -> float:
-        return self.fallback_time_ms / self.time_ms if self.time_ms else 0.0
+        return self.fallback_time_ms / self.work_time_ms if self.work_time_ms else 0.0
 
     @property
     def cpu_share(self) -> float:
-        return max(0.0, 1.0 - self.device_share - self.fallback_share) if self.time_ms else 0.0
+        return max(0.0, 1.0 - self.device_share - self.fallback_share) if self.work_time_ms else 0.0
 
     @property
     def parent(self) -> str:
@@ -156,7 +168,8 @@ class TransferRow:
 
 @dataclass(frozen=True)
 class HostCallRow:
-    """Calls on CPU tensors inside an accelerator step, per op and source line (the JSON's ``cpu_calls``)."""
+    """Calls on CPU tensors inside an accelerator step, per op and source line (the JSON's ``cpu_calls``,
+    or, for the host's bookkeeping on CPU scalars, ``host_bookkeeping``)."""
 
     op: str
     calls: int
@@ -175,6 +188,7 @@ class OpTime:
     fallback_ms: float
     cpu_ms: float
     time_ms: float
+    host_ms: float = 0.0  # host bookkeeping
 
 
 # -- scan --verify ---------------------------------------------------------------------
@@ -249,13 +263,14 @@ class ReplaceSide:
     """One run of ``--replace``'s comparison (before or after patching)."""
 
     steps: int
-    fallback_calls: int
+    fallback_calls: int  # calls that fell back, counted as the plain scan counts them (a composite once)
     fallback_calls_per_step: float
     fallback_time_share: float
     fallback_bytes_moved_per_step: float
     step_time_ms: Optional[float]
     fallback_ops: Mapping[str, int]
     error: Optional[str]  # the unpatched step failed: numbers up to the failure
+    inner_fallback_calls: Optional[int] = None  # each inner call of a composite counted (None: an older session)
 
 
 @dataclass(frozen=True)
@@ -358,7 +373,8 @@ class Report:
     phases: Tuple[PhaseRow, ...]  # forward, backward, optimizer, other
     modules: Tuple[ModuleRow, ...]  # parents first, children in natural order
     transfers: Tuple[TransferRow, ...]  # empty when the CPU is the device
-    host_calls: Tuple[HostCallRow, ...]
+    host_calls: Tuple[HostCallRow, ...]  # findings: calls on CPU tensors that are not bookkeeping
+    host_bookkeeping: Tuple[HostCallRow, ...]  # calls on CPU scalars only (optimizer step counters): no finding
     time_by_op: Tuple[OpTime, ...]  # slowest first
     verification: Optional[Verification]
     replace: Optional[ReplaceComparison]
@@ -375,7 +391,13 @@ class Report:
     def title(self) -> str:
         if self.kind == SWEEP:
             return f"dmlprof batch-size sweep of {self.run.title_name}"
-        return f"dmlprof {self.kind} scan of {self.run.title_name}"
+        patched = ", before and after dmlprof's replacements" if self.replace is not None else ""
+        return f"dmlprof {self.kind} scan of {self.run.title_name}{patched}"
+
+    @property
+    def host_cpu_times(self) -> bool:
+        """Whether the device's times are the host CPU's (the emulated device runs its kernels there)."""
+        return self.run.device.backend in HOST_TIMED_BACKENDS
 
     @property
     def timed(self) -> bool:
@@ -428,6 +450,7 @@ class Report:
             "modules": plain(self.modules),
             "transfers": plain(self.transfers),
             "cpu_calls": plain(self.host_calls),
+            "host_bookkeeping": plain(self.host_bookkeeping),
             "warnings": plain(self.warnings),
             "verification": plain(self.verification),
             "torch_paths": plain(self.torch_paths),

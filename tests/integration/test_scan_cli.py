@@ -38,7 +38,8 @@ def test_scan_writes_report_session_and_json(cli, tmp_path):
     assert report["meta"]["mode"] == "live" and report["meta"]["run_mode"] == "contract"
     assert report["meta"]["batch_size"] == 4 and report["meta"]["steps"] == 2
     summary = report["summary"]
-    assert summary["op_calls"] == summary["device_calls"] + summary["fallback_calls"] + summary["cpu_calls"] > 0
+    assert summary["op_calls"] == (summary["device_calls"] + summary["fallback_calls"] + summary["cpu_calls"]
+                                   + summary["host_bookkeeping_calls"]) > 0
     assert {row["phase"] for row in report["ops"]} >= {"forward", "backward", "optimizer"}
     assert all(row["op"].startswith("aten::") for row in report["ops"])
     (session_file,) = _sessions(tmp_path / "runs")
@@ -47,7 +48,10 @@ def test_scan_writes_report_session_and_json(cli, tmp_path):
     again = cli("report", session_file, "--json", "again.json")
     assert again.returncode == 0, again.stderr
     assert json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))["summary"] == summary
-    assert again.stdout.split("session saved")[0].strip() in result.stdout
+    # the report, then the file it wrote, announced (as the scan announced its own)
+    assert again.stdout.rstrip().endswith("JSON report written to again.json")
+    assert "JSON report written to r.json" in result.stdout
+    assert again.stdout.split("JSON report written")[0].strip() in result.stdout
 
 
 def test_script_mode_records_the_whole_run_with_its_own_argv(cli, tmp_path):

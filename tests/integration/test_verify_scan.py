@@ -128,8 +128,12 @@ def test_cli_finds_a_fault_set_by_environment(tmp_path):
          "--warmup", "0", "--batch-size", "2", "--no-profiler", "--out", str(tmp_path), "--json", str(report)],
         capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr
+    # wrong results fail the run (exit 5, docs/exit_codes.md) after the report and the files are written
+    assert proc.returncode == 5, proc.stderr
     assert "diverged from the CPU" in proc.stdout
+    error = [line for line in proc.stderr.splitlines() if line.startswith("dmlprof: error:")]
+    assert len(error) == 1 and "diverged from the CPU" in error[0] and "session saved to" in error[0]
+    assert "Traceback" not in proc.stderr
     data = json.loads(report.read_text(encoding="utf-8"))["verification"]
     assert [r["op"] for r in data["divergent_ops"]] == ["aten::addmm"] * len(data["divergent_ops"])
     assert data["divergent_ops"] and not data["clean"]
@@ -191,7 +195,7 @@ def test_script_mode_names_lost_updates_from_the_modules_seen(tmp_path):
          "--out", str(tmp_path), "--json", str(report)],
         capture_output=True, text=True, cwd=str(tmp_path), timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 5, proc.stderr  # a lost update is a wrong result too
     data = json.loads(report.read_text(encoding="utf-8"))["verification"]
     assert [(r["parameter"], r["steps"]) for r in data["lost_updates"]] == [("Sequential.2.bias", 2)]
     assert data["divergent_ops"] == [] and data["optimizer_steps"] == 2
@@ -219,3 +223,13 @@ def test_fault_api_rejects_what_it_cannot_do(backend):
     with fault("corrupt", "aten::mul.Tensor") as t:
         assert t.current_fault() == ("corrupt", "aten::mul.Tensor")
     assert testing.current_fault() is None
+
+
+def test_a_clean_verification_exits_0(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "dmlprof", "scan", str(LENET), "--device", "cpu", "--verify", "--steps", "1",
+         "--warmup", "0", "--batch-size", "2", "--no-profiler", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=str(tmp_path), timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Verification: nothing diverged" in proc.stdout

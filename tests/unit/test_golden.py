@@ -39,17 +39,27 @@ def _json(value) -> str:
     return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+#: an 80-column console, and the 120 of a default Windows console (where most DirectML users are)
+WIDTHS = (80, 120)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("kind", OP_KINDS)
-def test_terminal_report_matches_golden(kind):
+def test_terminal_report_matches_golden(kind, width):
     from dmlprof.render.terminal import render_text
 
-    check_golden(f"terminal/{kind}.txt", render_text(KINDS[kind]()) + "\n")
+    text = render_text(KINDS[kind](), width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    check_golden(f"terminal/{width}/{kind}.txt", text + "\n")
 
 
-def test_sweep_text_matches_golden():
+@pytest.mark.parametrize("width", WIDTHS)
+def test_sweep_text_matches_golden(width):
     from dmlprof.render.terminal import render_sweep_text
 
-    check_golden("sweep/sweep.txt", render_sweep_text(KINDS["sweep"]()) + "\n")
+    text = render_sweep_text(KINDS["sweep"](), width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    check_golden(f"sweep/sweep-{width}.txt", text + "\n")
 
 
 def test_sweep_json_document_matches_golden():

@@ -1,0 +1,81 @@
+"""``dmlprof check MODEL``: a CI gate on fallbacks. Scans (or, with --target, predicts) the model's
+training step and exits 6 when a limit is passed.
+
+With GITHUB_ACTIONS set, each fallback hotspot becomes a GitHub Actions annotation on
+its source line; --junit FILE writes JUnit XML for any CI that reads test results.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+from dmlprof.backends import DEVICE_CHOICES
+from dmlprof.cli.arguments import at_least
+
+EXAMPLES = """examples:
+  dmlprof check models/resnet18.py --target dml --max-fallback-ops 0
+  dmlprof check models/groupnorm_net.py --device emulated-dml --max-fallback-share 1% --junit fallbacks.xml
+"""
+
+
+def share(text: str) -> float:
+    """A share from 0 to 1, written as a fraction (0.05) or a percentage (5%)."""
+    percent = text.strip().endswith("%")
+    try:
+        value = float(text.strip().rstrip("%")) / (100 if percent else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share (0.05 or 5%)") from None
+    if not math.isfinite(value) or not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a share from 0 to 1 (or 0% to 100%)")
+    return value
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("check", help="fail (exit 6) when a model's fallbacks pass a limit: a CI gate",
+                                 description=__doc__, epilog=EXAMPLES,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="a model file (build_model, make_batch) or a training script")
+    parser.add_argument("--target", choices=["dml"], help="predict the device's fallbacks (no device needed)")
+    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
+    parser.add_argument("--max-fallback-share", type=share, metavar="X",
+                        help="most fallback time may take of op time (of calls, with --target): 0.05 or 5%%")
+    parser.add_argument("--max-fallback-ops", type=at_least(0), metavar="N",
+                        help="most different ops that may fall back (default 0 when no limit is given)")
+    parser.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML")
+    parser.add_argument("--batch-size", type=at_least(1), help="batch size (default: the file's BATCH_SIZE, else 16)")
+    parser.add_argument("--steps", type=at_least(1), help="measured steps (default 3; 1 with --target)")
+    parser.add_argument("--warmup", type=at_least(0), help="unrecorded steps before measuring (default 1)")
+    parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
+    parser.add_argument("--json", metavar="FILE", help="also write the JSON report (- for standard output)")
+    parser.set_defaults(handler=run, html=None, tb=None, quiet=True, remap_from=None, run_to_end=False, sync=True,
+                        profiler=True, replace=False, verify=False)
+
+
+def run(args) -> int:
+    import os
+    import sys
+
+    from dmlprof.cli.output import emit, print_saved, write_output
+    from dmlprof.cli.scan import scan_and_save
+    from dmlprof.errors import LimitExceeded
+    from dmlprof.render.ci import github_annotations, junit_xml, render_check_text
+    from dmlprof.report.gate import check_limits
+
+    if args.max_fallback_share is None and args.max_fallback_ops is None:
+        args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
+    _session, report, written = scan_and_save(args)
+    result = check_limits(report, args.max_fallback_share, args.max_fallback_ops)
+    out = sys.stderr if args.json == "-" else sys.stdout
+    emit(render_check_text(result, args.model), out, kept=written.note())
+    if os.environ.get("GITHUB_ACTIONS") and result.hotspots:
+        emit(github_annotations(result), out, kept=written.note())
+    if args.junit:
+        write_output(written, args.junit, lambda: junit_xml(result, args.model), "JUnit XML")
+    print_saved(written, args)
+    written.raise_problems()
+    if not result.passed:
+        error = LimitExceeded("; ".join(check.describe() for check in result.failed),
+                              remedy="see the fallbacks above and their fixes")
+        error.kept = written.note()
+        raise error
+    return 0

@@ -1,0 +1,100 @@
+"""``dmlprof check``'s outputs for CI: a short text verdict, GitHub Actions annotations, JUnit XML.
+
+Annotations follow GitHub's workflow-command syntax
+(``::error file=F,line=L,title=T::message``), with its escapes: ``%``, CR and
+LF in the message, and also ``:`` and ``,`` in properties. JUnit XML is written
+with xml.etree, which escapes markup; control characters, which XML 1.0 cannot
+hold at all, are shown as ``\\xNN`` first (:func:`~dmlprof.render.format.clean`).
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Optional, Tuple
+
+from dmlprof.render.format import clean, fmt_list, fmt_share
+from dmlprof.report.gate import GateResult
+
+
+def render_check_text(result: GateResult, model: str) -> str:
+    """The verdict, one line per limit, then each hotspot with where it comes from and its fix."""
+    report = result.report
+    device = report.run.device.backend or "?"
+    lines = [f"dmlprof check {model} on {device} ({report.kind}): {'passed' if result.passed else 'FAILED'}"]
+    lines += [f"  {'ok  ' if check.passed else 'FAIL'}  {check.describe()}" for check in result.checks]
+    for hotspot in result.hotspots:
+        where = fmt_list(hotspot.sources, 2) or fmt_list(hotspot.modules, 1) or "no source line"
+        lines.append(f"  fell back: {_hotspot_line(hotspot, report.timed)} at {where}")
+        lines += [f"    fix: {fix.advice}" for fix in hotspot.fixes[:1]]
+    return "\n".join(clean(line) for line in lines)
+
+
+def _hotspot_line(hotspot, timed: bool) -> str:
+    inner = [op for op in hotspot.inner_ops if op != hotspot.op]
+    name = hotspot.op + (f" -> {', '.join(inner)}" if inner else "")
+    calls = f"{hotspot.calls} call{'' if hotspot.calls == 1 else 's'}"
+    inner = f", {hotspot.inner_calls} inner" if hotspot.inner_calls != hotspot.calls else ""
+    return f"{name} ({calls}{inner}" + (f", {fmt_share(hotspot.share)} of op time)" if timed else ")")
+
+
+def github_annotations(result: GateResult) -> str:
+    """One workflow command per fallback hotspot, on its source line where one is known.
+
+    ``error`` when the check failed, ``warning`` when the fallbacks stayed within the limits.
+    """
+    level = "warning" if result.passed else "error"
+    lines = [_annotation(level, _location(hotspot.sources), f"dmlprof: {hotspot.op} falls back to the CPU",
+                         _annotation_message(hotspot, result)) for hotspot in result.hotspots]
+    if not result.passed:
+        lines.append(_annotation("error", None, "dmlprof check failed",
+                                 "; ".join(check.describe() for check in result.failed)))
+    return "\n".join(lines)
+
+
+def _annotation_message(hotspot, result: GateResult) -> str:
+    text = f"{_hotspot_line(hotspot, result.report.timed)} in {fmt_list(hotspot.modules, 2) or 'no module'}."
+    return text + (f" Fix: {hotspot.fixes[0].advice}" if hotspot.fixes else "")
+
+
+def _location(sources) -> Optional[Tuple[str, int]]:
+    """(file, line) of the first ``file:line`` source, as a path relative to here when it is under here."""
+    for source in sources:
+        path, _, line = str(source).rpartition(":")
+        if path and line.isdigit():
+            return _relative(path), int(line)
+    return None
+
+
+def _relative(path: str) -> str:
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except (ValueError, OSError):
+        return Path(path).as_posix()
+
+
+def _annotation(level: str, location, title: str, message: str) -> str:
+    properties = ([f"file={_escape_property(location[0])}", f"line={location[1]}"] if location else [])
+    properties.append(f"title={_escape_property(title)}")
+    return f"::{level} {','.join(properties)}::{_escape_data(message)}"
+
+
+def _escape_data(text: str) -> str:
+    return clean(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def junit_xml(result: GateResult, model: str) -> str:
+    """A JUnit XML document: one test case per limit, failing with the hotspots behind it."""
+    suite = ET.Element("testsuite", name=clean(f"dmlprof check {model}"), tests=str(len(result.checks)),
+                       failures=str(len(result.failed)), errors="0")
+    for check in result.checks:
+        case = ET.SubElement(suite, "testcase", classname="dmlprof.check", name=clean(check.name))
+        if not check.passed:
+            failure = ET.SubElement(case, "failure", message=clean(check.describe()), type="LimitExceeded")
+            failure.text = render_check_text(result, model)
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
