@@ -299,3 +299,25 @@ def test_a_sparse_result_on_the_device_fails_as_on_torch_directml(tmp_path):
         """)
     with pytest.raises(DmlprofError, match="SparsePrivateUse1"):
         predict_scan(path, batch_size=2, steps=1, warmup=0)
+
+
+def test_checks_on_values_pass_as_they_do_on_real_data(tmp_path):
+    """A check written as allclose (linalg.eig's backward; users' own asserts) holds on placeholders."""
+    path = _model_file(tmp_path, """
+        class Checked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+            def forward(self, x):
+                out = self.lin(x)
+                if not torch.allclose(out, out.clone()):
+                    raise RuntimeError("the model's own check failed")
+                return out.sum(1)
+        def build_model():
+            return Checked()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=2, steps=1, warmup=0)
+    assert not session.meta.get("partial"), session.meta.get("partial_reason")
+    assert "aten::allclose" in _ops(session) and session.meta["placeholder_ops"].get("aten::allclose")
