@@ -100,7 +100,17 @@ def device_tensor(shape, stride, offset: int, dtype, device: torch.device) -> to
 
 
 def like(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
-    return device_tensor(meta.shape, meta.stride(), meta.storage_offset(), meta.dtype, device)
+    return _with_lazy_bits(device_tensor(meta.shape, meta.stride(), meta.storage_offset(), meta.dtype, device), meta)
+
+
+def _with_lazy_bits(tensor: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """``source``'s lazy conjugate and negative bits on ``tensor``: whether a later op materialises
+    them (``resolve_conj``'s clone) depends on them."""
+    if source.is_conj():
+        torch._C._set_conj(tensor, True)
+    if source.is_neg():
+        torch._C._set_neg(tensor, True)
+    return tensor
 
 
 def _strided(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -108,7 +118,7 @@ def _strided(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     offset = tensor.storage_offset()
     extent = 0 if 0 in tensor.shape else 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
     base = torch.zeros(offset + extent, dtype=tensor.dtype, device=device)
-    return base.as_strided(tuple(tensor.shape), tuple(tensor.stride()), offset)
+    return _with_lazy_bits(base.as_strided(tuple(tensor.shape), tuple(tensor.stride()), offset), tensor)
 
 
 def _meta_copy(tensor: torch.Tensor) -> torch.Tensor:

@@ -70,6 +70,19 @@ def reported_fallbacks(rows: list) -> dict:
     return dict(total)
 
 
+#: Checks on values a prediction does not have: on the sample's real values the check fails (on the
+#: device, with or without dmlprof), while the prediction takes it to hold, as it does for the
+#: working programs users profile (docs/prediction.md). Matched on the error, never on the op alone.
+FAILS_ON_ITS_VALUES = (
+    "linalg_eig_backward: The eigenvectors in the complex case are specified up to multiplication by e^{i phi}",
+)
+
+
+def _fails_on_its_values(outcome: dict, live_error) -> bool:
+    return (outcome["status"] != "ok" and any(check in str(outcome["status"]) for check in FAILS_ON_ITS_VALUES)
+            and any(check in str(live_error) for check in FAILS_ON_ITS_VALUES))
+
+
 def judge(bare: dict, live_status: dict, predicted_status: dict, live: dict, predicted: dict) -> dict:
     """Per sample key: ``None`` when the paths agree, else what differs; plus coverage counts."""
     problems, agreed, nowhere = {}, [], []
@@ -82,6 +95,8 @@ def judge(bare: dict, live_status: dict, predicted_status: dict, live: dict, pre
         live_rows, predicted_rows = sample_rows(live, key), sample_rows(predicted, key)
         if ran["bare"] and not ran["live"]:
             problems[key] = f"fails under dmlprof's live recording only: {live_status.get(key)}"
+        elif ran["predicted"] and not ran["live"] and _fails_on_its_values(outcome, live_status.get(key)):
+            agreed.append(key)
         elif ran["live"] != ran["predicted"]:
             failed = "predicted" if ran["live"] else "live"
             status = (predicted_status if failed == "predicted" else live_status).get(key)
