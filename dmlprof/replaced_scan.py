@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from dmlprof import progress
 from dmlprof.analysis.replace import replace_comparison, run_numbers
 from dmlprof.errors import DeviceError, ModelRaisedError
 from dmlprof.model_file import inspect_model_file
@@ -25,29 +26,35 @@ def scan_replaced(path, device: str = "auto", **options):
     contract = inspect_model_file(path).mode == "contract"
     before_error = None
     try:
-        try:
-            before = scan(path, device, **options)
-        except (ModelRaisedError, DeviceError):  # failed while warming up: record up to the failure instead
-            before = scan(path, device, **dict(options, warmup=0))
+        with progress.stage("plain scan"):
+            try:
+                before = scan(path, device, **options)
+            except (ModelRaisedError, DeviceError):  # failed while warming up: record up to the failure instead
+                before = scan(path, device, **dict(options, warmup=0))
     except ScanStopped as stopped:  # e.g. a fallback with no CPU kernel behind it: compare with what ran
         before, before_error = stopped.session, str(stopped.cause).splitlines()[0][:300]
     applied: list = []
-    if contract:
-        after = scan(path, device, prepare=lambda training: apply_to_training_step(training, applied), **options)
-    else:
-        # A script builds its own model and optimizer, out of reach: run all of it under the
-        # replacement mode instead, which covers functional calls, RNNs and the optimizer's lerp
-        # (not a fused optimizer, which needs the optimizer object).
-        from dmlprof.replacements.patching import ReplacementMode
-
-        applied.append({"target": "script", "what": "every torch call runs under the replacements"})
-        with ReplacementMode():
-            after = scan(path, device, **options)
+    with progress.stage("patched scan"):
+        after = _scan_patched(path, device, contract, options, applied)
     after.meta = after.meta.updated(replacements_applied=len(applied))
     after.extras["replace"] = replace_comparison(_numbers(before), _numbers(after), applied, advice_for)
     if before_error:
         after.extras["replace"]["before"]["error"] = before_error
     return after
+
+
+def _scan_patched(path, device: str, contract: bool, options: dict, applied: list):
+    """The second scan, under the replacements; what was replaced is appended to ``applied``."""
+    if contract:
+        return scan(path, device, prepare=lambda training: apply_to_training_step(training, applied), **options)
+    # A script builds its own model and optimizer, out of reach: run all of it under the
+    # replacement mode instead, which covers functional calls, RNNs and the optimizer's lerp
+    # (not a fused optimizer, which needs the optimizer object).
+    from dmlprof.replacements.patching import ReplacementMode
+
+    applied.append({"target": "script", "what": "every torch call runs under the replacements"})
+    with ReplacementMode():
+        return scan(path, device, **options)
 
 
 def apply_to_training_step(training, applied: Optional[list] = None):

@@ -26,7 +26,7 @@ import torch
 
 from dmlprof.backends import Backend, resolve_backend
 from dmlprof.backends.base import FALLBACK_WARNING
-from dmlprof import interrupts
+from dmlprof import interrupts, progress
 from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelFileError, ModelRaisedError, UsageError
 from dmlprof.meta import LIVE, DeviceUnused, run_facts
@@ -436,11 +436,13 @@ class _Run:
         with warnings.catch_warnings():
             # Fallback warnings print once per process; the measured steps record them call by call.
             warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)
-            for _ in range(warmup):
-                try:
-                    self._guarded(lambda: self._timed_step(training, None))
-                except (DeviceError, ModelRaisedError) as exc:
-                    return exc
+            with progress.phase("warm-up", total=warmup) as bar:
+                for _ in range(warmup):
+                    try:
+                        self._guarded(lambda: self._timed_step(training, None))
+                    except (DeviceError, ModelRaisedError) as exc:
+                        return exc
+                    bar.advance()
         return None
 
     def _record_every_step(self, training: "TrainingStep", steps: int) -> Session:
@@ -452,16 +454,19 @@ class _Run:
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
 
         def finish():
-            recording.close()
-            return self._finish(recorder, profiler)
+            with self._processing():
+                recording.close()
+                return self._finish(recorder, profiler)
 
         with Recording(recorder, profiler) as recording:
-            for step in range(steps):
-                recorder.step = step
-                recorder.modules.reset_nodes()
-                self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
-                self.meta["steps"] = step + 1
-        session = finish()
+            with progress.phase("verified steps" if self.verify else "steps", total=steps) as bar:
+                for step in range(steps):
+                    recorder.step = step
+                    recorder.modules.reset_nodes()
+                    self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
+                    self.meta["steps"] = step + 1
+                    bar.advance()
+            session = finish()  # inside: stopping the profiler is part of the processing shown
         if self.backend.is_accelerator():  # per-call recording and syncs slow a launch-bound step down
             self._report_unrecorded_step_time(session, training, steps)
         return session
@@ -475,14 +480,16 @@ class _Run:
         recorder = Recorder(self.backend, sync=False)
         recorder.modules.name_tree(training.model)
         structure_profiler = ProfilerAlongside(self.backend)
-        with structure_profiler:
-            with recorder:
-                with torch.profiler.record_function(f"{steady.STEP_RANGE}0"):
-                    started = time.perf_counter_ns()
-                    self._guarded(lambda: self._timed_step(training, recorder))
-                    self.meta["structure_step_ms"] = round((time.perf_counter_ns() - started) / 1e6, 3)
-        template = rows_to_frame(recorder.rows, recorder.evidence, self.backend)
-        structure = steady.Structure.from_template(template, structure_profiler.op_events())
+        with progress.phase("structure step", total=1) as bar:
+            with structure_profiler:
+                with recorder:
+                    with torch.profiler.record_function(f"{steady.STEP_RANGE}0"):
+                        started = time.perf_counter_ns()
+                        self._guarded(lambda: self._timed_step(training, recorder))
+                        self.meta["structure_step_ms"] = round((time.perf_counter_ns() - started) / 1e6, 3)
+            template = rows_to_frame(recorder.rows, recorder.evidence, self.backend)
+            structure = steady.Structure.from_template(template, structure_profiler.op_events())
+            bar.advance()
         if structure is None:
             self.meta["notes"] = self.meta.get("notes", []) + [
                 "the structure step's trace did not line up with its calls; every step was recorded instead"
@@ -497,17 +504,20 @@ class _Run:
         step_warnings = []
 
         def finish():
-            recording.close()
-            return self._finish_steady(structure, profiler, step_warnings, recorder)
+            with self._processing():
+                recording.close()
+                return self._finish_steady(structure, profiler, step_warnings, recorder)
 
         with Recording(warnings, profiler) as recording:
-            for step in range(steps):
-                first = len(warnings.messages)
-                with torch.profiler.record_function(f"{steady.STEP_RANGE}{step}"):
-                    self._guarded(lambda: self._timed_step(training, None, keep_time=True), finish=finish)
-                step_warnings.append(warnings.messages[first:])
-                self.meta["steps"] = step + 1
-        session = finish()
+            with progress.phase("steps", total=steps) as bar:
+                for step in range(steps):
+                    first = len(warnings.messages)
+                    with torch.profiler.record_function(f"{steady.STEP_RANGE}{step}"):
+                        self._guarded(lambda: self._timed_step(training, None, keep_time=True), finish=finish)
+                    step_warnings.append(warnings.messages[first:])
+                    self.meta["steps"] = step + 1
+                    bar.advance()
+            session = finish()  # inside: stopping the profiler is part of the processing shown
         # The profiler inflates a launch-bound step by a third or more (H200: 1.35x ResNet-18 bs 8,
         # 1.57x LeNet-5). (Pausing it between steps instead costs about 1 ms a resume: LeNet's
         # profiled steps took 1.40x a profiler-only step.)
@@ -520,8 +530,10 @@ class _Run:
         checked ones; a partial run stops where it broke)."""
         if self.meta.get("partial") or self.verify or self.backend.predicted:
             return
-        for _ in range(steps):
-            self._guarded(lambda: self._timed_step(training, None, keep_time="unrecorded"))
+        with progress.phase("unrecorded steps", total=steps) as bar:
+            for _ in range(steps):
+                self._guarded(lambda: self._timed_step(training, None, keep_time="unrecorded"))
+                bar.advance()
         session.meta = session.meta.updated(**self._step_time_facts())
 
     def _step_time_facts(self) -> dict:
@@ -605,10 +617,11 @@ class _Run:
                                                + (" (os._exit)" if isinstance(exc, HardExit) else "")) from None
 
         def finish():
-            recording.close()
-            self.meta["steps"] = recorder.step if recorder.window.taken >= warmup else 0
-            self.meta["script_window"] = recorder.window.describe()
-            return self._finish(recorder, profiler)
+            with self._processing():
+                recording.close()
+                self.meta["steps"] = recorder.step if recorder.window.taken >= warmup else 0
+                self.meta["script_window"] = recorder.window.describe()
+                return self._finish(recorder, profiler)
 
         self.meta["recording"] = ("every call of the script's optimizer steps through the dispatcher (and of its "
                                   "set-up before the first step)")
@@ -616,9 +629,11 @@ class _Run:
             self.meta["remapped_from"] = remap_from
         self.backend.reset_peak_memory()
         with Recording(recorder, profiler) as recording:
-            self._guarded(run_script, finish=finish)
-        self.meta["duration_s"] = round(time.perf_counter() - start, 3)
-        session = finish()
+            with progress.phase("optimizer steps", total=warmup + steps) as bar:
+                recorder.window.progress = bar
+                self._guarded(run_script, finish=finish)
+            self.meta["duration_s"] = round(time.perf_counter() - start, 3)
+            session = finish()  # inside: stopping the profiler is part of the processing shown
         if session.ops.empty:
             raise ModelFileError(
                 f"{self.path.name} is neither a model file (build_model, make_batch) "
@@ -651,6 +666,10 @@ class _Run:
                 f"--steps {window.steps}: the session holds {recorded}")
 
     # -- shared ------------------------------------------------------------------
+    def _processing(self):
+        """The phase after the steps: the profiler stops and its events are read, each call is judged."""
+        return progress.phase("processing the trace" if self.profiler_enabled else "processing the calls")
+
     def _new_verifier(self, model):
         if not self.verify:
             return None

@@ -11,6 +11,7 @@ import math
 
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import at_least
+from dmlprof.cli.output import add_progress_flag
 
 EXAMPLES = """examples:
   dmlprof check models/resnet18.py --target dml --max-fallback-ops 0
@@ -47,6 +48,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--warmup", type=at_least(0), help="unrecorded steps before measuring (default 1)")
     parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
     parser.add_argument("--json", metavar="FILE", help="also write the JSON report (- for standard output)")
+    add_progress_flag(parser)
     parser.set_defaults(handler=run, html=None, tb=None, quiet=True, remap_from=None, run_to_end=False, sync=True,
                         profiler=True, replace=False, verify=False)
 
@@ -55,7 +57,7 @@ def run(args) -> int:
     import os
     import sys
 
-    from dmlprof.cli.output import emit, print_saved, write_output
+    from dmlprof.cli.output import emit, print_saved, progress_bars, write_output
     from dmlprof.cli.scan import scan_and_save
     from dmlprof.errors import LimitExceeded
     from dmlprof.render.ci import github_annotations, junit_xml, render_check_text
@@ -63,7 +65,8 @@ def run(args) -> int:
 
     if args.max_fallback_share is None and args.max_fallback_ops is None:
         args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
-    _session, report, written = scan_and_save(args)
+    with progress_bars(args, quiet=False):  # check prints no report (args.quiet), yet shows its progress
+        _session, report, written = scan_and_save(args)
     result = check_limits(report, args.max_fallback_share, args.max_fallback_ops)
     out = sys.stderr if args.json == "-" else sys.stdout
     emit(render_check_text(result, args.model), out, kept=written.note())

@@ -10,6 +10,8 @@ failed (whose exit code it keeps).
 
 ``--json -`` / ``--html -`` write that report to standard output; the terminal
 report is then left out and the "session saved" line goes to stderr.
+
+Progress bars go to stderr, only when it is a terminal (:mod:`dmlprof.progress`).
 """
 from __future__ import annotations
 
@@ -48,6 +50,19 @@ class Written:
                                + (f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""))
             error.kept = f"session saved to {self.session_path}" if self.session_path else ""
             raise error
+
+
+def add_progress_flag(parser) -> None:
+    """``--no-progress``, the same for every command that runs a model."""
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="draw no progress bars on stderr (they are drawn only when stderr is a terminal)")
+
+
+def progress_bars(args, quiet: bool):
+    """The progress bars of the run inside, on stderr: off with ``quiet`` or --no-progress, or off a terminal."""
+    from dmlprof import progress
+
+    return progress.shown(sys.stderr, requested=getattr(args, "progress", True) and not quiet)
 
 
 def to_stdout(args) -> bool:
@@ -111,8 +126,11 @@ def write_reports(session, args, written: Optional[Written] = None, report=None,
     if getattr(args, "tb", None):
         from dmlprof.render.trace import write_tensorboard_run
 
+        from dmlprof import progress
+
         try:
-            trace = write_tensorboard_run(session, Path(args.tb))
+            with progress.phase("writing the TensorBoard trace"):
+                trace = write_tensorboard_run(session, Path(args.tb))
         except DmlprofError as err:
             written.problems.append(f"--tb {args.tb} ({err.one_line()})")
         else:

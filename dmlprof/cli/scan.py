@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import at_least
+from dmlprof.cli.output import add_progress_flag
 
 EXAMPLES = """examples:
   dmlprof scan models/resnet18.py --target dml          predict DirectML's fallbacks (no GPU needed)
@@ -39,7 +40,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--replace", action="store_true", help="scan again with dmlprof's replacements applied and compare")
     parser.add_argument("--verify", action="store_true", help="recompute each device op on the CPU and compare; check optimizer updates land (docs/verify.md)")
     parser.add_argument("--top", type=at_least(1), default=15, help="rows per table in the terminal report")
-    parser.add_argument("--quiet", action="store_true", help="print no report, only where files went")
+    parser.add_argument("--quiet", action="store_true", help="print no report nor progress, only where files went")
+    add_progress_flag(parser)
     group = parser.add_argument_group("distributed runs (docs/distributed.md)")
     group.add_argument("--nproc", type=int, metavar="N",
                        help="run N ranks through torch.distributed.run (torchrun) and merge them into one report")
@@ -51,7 +53,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from dmlprof.cli.output import print_report, print_saved
+    from dmlprof.cli.output import print_report, print_saved, progress_bars
     from dmlprof.distributed.env import rank_info
     from dmlprof.errors import UsageError
     from dmlprof.runner import loss_problem
@@ -73,7 +75,8 @@ def run(args) -> int:
         raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
     if args.verify and args.replace:
         raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
-    session, report, written = scan_and_save(args)
+    with progress_bars(args, quiet=args.quiet):
+        session, report, written = scan_and_save(args)
     print_report(report, args)
     print_saved(written, args)
     diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)

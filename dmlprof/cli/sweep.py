@@ -7,6 +7,7 @@ import sys
 
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import at_least, seconds
+from dmlprof.cli.output import add_progress_flag
 
 #: the child memory cap can also come from the environment (handy in CI)
 MEMORY_LIMIT_ENV = "DMLPROF_SWEEP_CHILD_MEMORY_LIMIT"
@@ -50,13 +51,13 @@ def add_parser(commands) -> None:
     parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
     parser.add_argument("--json", metavar="FILE", help="also write the sweep as JSON (docs/sweep_schema.md; - for standard output)")
     parser.add_argument("--html", metavar="FILE", help="also write the HTML report (- for standard output)")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar on stderr")
-    parser.add_argument("--quiet", action="store_true", help="print no table, only where files went")
+    parser.add_argument("--quiet", action="store_true", help="print no table nor progress, only where files went")
+    add_progress_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args) -> int:
-    from dmlprof.cli.output import check_paths
+    from dmlprof.cli.output import check_paths, progress_bars
     from dmlprof.sweep.driver import run_sweep
     from dmlprof.sweep.options import parse_batch_sizes, parse_bytes, parse_memory_budget
 
@@ -69,11 +70,12 @@ def run(args) -> int:
         batch_sizes=batch_sizes, auto=args.auto, start_batch_size=args.start_batch_size,
         max_batch_size=args.max_batch_size, steps=args.steps, warmup=args.warmup, amp=args.amp,
         memory_budget=budget, child_memory_limit=child_memory_limit,
-        time_budget_s=args.time_budget or None, child_timeout_s=args.child_timeout, progress=args.progress,
+        time_budget_s=args.time_budget or None, child_timeout_s=args.child_timeout,
     )
     if args.devices:
         return _run_devices(args, options)
-    result = run_sweep(args.model, args.device, **options)
+    with progress_bars(args, quiet=args.quiet):
+        result = run_sweep(args.model, args.device, **options)
     return _finish(args, result)
 
 

@@ -12,6 +12,8 @@ from typing import Callable, Optional
 
 import torch
 
+from dmlprof import progress
+
 
 class WindowClosed(BaseException):
     """Raised out of the script's ``optimizer.step()`` when the recorded steps are done.
@@ -29,12 +31,15 @@ class StepWindow:
         #: optimizer steps the script has taken
         self.taken = 0
         self.closed = False
+        #: the bar counting the script's steps (shows nothing unless the CLI draws bars)
+        self.progress: progress.Phase = progress.Phase()
 
     def after_step(self, recorder) -> None:
         """Called after each optimizer step of the script (on the thread that stepped)."""
         self.taken += 1
         if self.closed:
             return
+        self.progress.advance()
         if self.taken == 1 and self.warmup > 1:
             _set_recording(recorder, False)  # steps 2..N: warm-up, unrecorded
         if self.taken == self.warmup:

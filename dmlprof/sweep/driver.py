@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 import dmlprof
+from dmlprof import progress
 from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
 from dmlprof.meta import SWEEP, run_facts
@@ -57,7 +58,8 @@ class SweepResult:
 
     def summary(self) -> dict:
         """``Session.extras["sweep"]``: rows, recommendation, knee, budget (docs/sweep_schema.md)."""
-        from dmlprof.analysis.sweep import sweep_summary
+        from dmlprof import progress
+from dmlprof.analysis.sweep import sweep_summary
 
         return sweep_summary(self.rows(), self.memory_budget_bytes)
 
@@ -208,7 +210,6 @@ def run_sweep(
     time_budget_s: Optional[float] = DEFAULT_TIME_BUDGET_S,
     child_timeout_s: float = DEFAULT_CHILD_TIMEOUT_S,
     record: str = "auto",
-    progress: bool = True,
     runner: Callable[..., dict] = run_child,
     device_index: Optional[int] = None,
 ) -> SweepResult:
@@ -221,7 +222,6 @@ def run_sweep(
     past ``time_budget_s``. Raises UsageError/ModelFileError for bad input.
     """
     from dmlprof.backends import resolve_backend
-    from dmlprof.sweep.progress import Progress
 
     model_file = inspect_model_file(model)
     if model_file.mode != "contract":
@@ -254,51 +254,54 @@ def run_sweep(
         supported, why = memory_limit_supported()
         if not supported:
             result.notes.append(why)
-    bar = Progress(len(sizes), at_most=auto, enabled=progress)
+    label = f"batch sizes (up to {len(sizes)}, --auto)" if auto else "batch sizes"
     started = _clock()
     last_wall_s = None
-    try:
-        for index, size in enumerate(sizes):
-            if auto and time_budget_s and last_wall_s is not None:
-                # The next size is twice as large: expect up to twice the last child's time.
-                if _clock() - started + 2 * last_wall_s > time_budget_s:
-                    result.stop_reason = f"time budget: batch size {size} would likely end past {time_budget_s:.0f} s (--time-budget)"
+    last = ""
+    with progress.phase(label, total=len(sizes)) as bar:
+        try:
+            for index, size in enumerate(sizes):
+                if auto and time_budget_s and last_wall_s is not None:
+                    # The next size is twice as large: expect up to twice the last child's time.
+                    if _clock() - started + 2 * last_wall_s > time_budget_s:
+                        result.stop_reason = f"time budget: batch size {size} would likely end past {time_budget_s:.0f} s (--time-budget)"
+                        break
+                bar.describe(f"bs={size} running" + (f"; {last}" if last else ""))
+                child_started = _clock()
+                argv = child_command(model_file.path, size, device=backend_name, steps=steps, warmup=warmup, amp=amp,
+                                     memory_limit=child_memory_limit, record=record, device_index=device_index)
+                child = runner(argv, size, child_timeout_s, tick=bar.tick)
+                last_wall_s = _clock() - child_started
+                result.results.append(child)
+                for note in child.get("notes") or ():
+                    if note not in result.notes:
+                        result.notes.append(note)
+                last = f"bs={size}: {outcome_text(child)}"
+                bar.describe(last)
+                bar.advance()
+                if not auto:
+                    continue
+                if child["status"] == "oom":
+                    result.stop_reason = f"out of memory at batch size {size}"
                     break
-            bar.start(size)
-            child_started = _clock()
-            argv = child_command(model_file.path, size, device=backend_name, steps=steps, warmup=warmup, amp=amp,
-                                 memory_limit=child_memory_limit, record=record, device_index=device_index)
-            child = runner(argv, size, child_timeout_s, tick=lambda: bar.start(size))
-            last_wall_s = _clock() - child_started
-            result.results.append(child)
-            for note in child.get("notes") or ():
-                if note not in result.notes:
-                    result.notes.append(note)
-            bar.finish(size, outcome_text(child))
-            if not auto:
-                continue
-            if child["status"] == "oom":
-                result.stop_reason = f"out of memory at batch size {size}"
-                break
-            if child["status"] == "error":
-                result.stop_reason = f"error at batch size {size}"
-                break
-            limit = result.memory_budget_bytes
-            peak = child.get("peak_memory_bytes")
-            if limit is not None and peak is not None and peak > limit:
-                result.stop_reason = f"peak memory at batch size {size} is over the memory budget"
-                break
-        else:
-            if auto:
-                result.stop_reason = f"reached --max-batch-size {max_batch_size}"
+                if child["status"] == "error":
+                    result.stop_reason = f"error at batch size {size}"
+                    break
+                limit = result.memory_budget_bytes
+                peak = child.get("peak_memory_bytes")
+                if limit is not None and peak is not None and peak > limit:
+                    result.stop_reason = f"peak memory at batch size {size} is over the memory budget"
+                    break
             else:
-                result.stop_reason = "ran every listed size"
-    except KeyboardInterrupt:
-        result.interrupted = True
-        result.stop_reason = "interrupted"
-    finally:
-        bar.close()
-        result.duration_s = _clock() - started
+                if auto:
+                    result.stop_reason = f"reached --max-batch-size {max_batch_size}"
+                else:
+                    result.stop_reason = "ran every listed size"
+        except KeyboardInterrupt:
+            result.interrupted = True
+            result.stop_reason = "interrupted"
+        finally:
+            result.duration_s = _clock() - started
     return result
 
 
@@ -313,7 +316,10 @@ def run_sweep_devices(model, device: str, devices: List[int], **options) -> List
 
     if not devices or len(set(devices)) != len(devices) or any(d < 0 for d in devices):
         raise UsageError("--devices takes distinct device indices, e.g. --devices 0,1")
-    options["progress"] = False  # one bar per device would interleave; each device's table follows
+    def quietly(index: int) -> SweepResult:
+        with progress.off():  # one bar per device would interleave; each device's table follows
+            return run_sweep(model, device, device_index=index, **options)
+
     with ThreadPoolExecutor(max_workers=len(devices)) as pool:
-        futures = [pool.submit(run_sweep, model, device, device_index=index, **options) for index in devices]
+        futures = [pool.submit(quietly, index) for index in devices]
         return [future.result() for future in futures]

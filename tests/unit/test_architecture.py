@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dmlprof"
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 LAYERS = (
     ("foundation", ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
-                    "dmlprof.tables", "dmlprof.files", "dmlprof.session_check", "dmlprof.interrupts")),
+                    "dmlprof.tables", "dmlprof.files", "dmlprof.session_check", "dmlprof.interrupts",
+                    "dmlprof.progress")),
     ("data", ("dmlprof.session",)),
     ("analysis", ("dmlprof.analysis",)),
     ("library", ("dmlprof.replacements",)),

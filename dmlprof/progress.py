@@ -1,0 +1,219 @@
+"""Progress of a long run's phases (warm-up, steps, trace processing, sweep sizes) on stderr.
+
+The runner and the sweep driver say what they are doing, once a phase and
+once a step, never once an op::
+
+    with progress.phase("warm-up", total=warmup) as bar:
+        for _ in range(warmup):
+            run_step()
+            bar.advance()
+
+By default nothing is shown (the Python API and the tests print nothing); the
+CLI turns the bars on with :func:`shown` when stderr is a terminal and the
+user did not ask for ``--quiet`` or ``--no-progress``. Bars are drawn by tqdm,
+one line at a time (an inner phase replaces the outer one's line until it
+ends: no cursor movement, which old Windows consoles print as ``<-[A``), and
+are cleared when they end, so the report that follows starts on a clean line.
+Where stderr's encoding cannot take tqdm's block characters (a cp1252
+console) the bars are drawn in ASCII.
+
+The reporter is held in a context variable: a thread started while bars are
+shown (the sweep's ``--devices`` threads) sees none unless it is given one.
+"""
+from __future__ import annotations
+
+import contextvars
+import threading
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, TextIO
+
+#: how often an open bar redraws its clock while nothing advances (a 30 s step, the trace being read)
+TICK_S = 0.5
+#: the width and height assumed where a terminal reports none (a serial console, a fresh pseudo-terminal)
+FALLBACK_SIZE = (80, 24)
+#: tqdm's smooth bar characters; a stream that cannot encode them gets tqdm's ASCII bar
+_BAR_CHARACTERS = "\u2588\u258f"
+
+
+class Phase:
+    """One phase as the code running it sees it; this one shows nothing (the default)."""
+
+    def advance(self, steps: int = 1) -> None:
+        """``steps`` more of the phase's total are done."""
+
+    def describe(self, text: str) -> None:
+        """A few words after the bar (``bs=16 running``)."""
+
+    def tick(self) -> None:
+        """Redraw the clock (callers that wait on something else, like a child process)."""
+
+
+class Reporter:
+    """Opens phases; this one shows nothing."""
+
+    @contextmanager
+    def phase(self, name: str, total: Optional[int] = None) -> Iterator[Phase]:
+        yield _SILENT
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        yield
+
+
+_SILENT = Phase()
+_current: contextvars.ContextVar = contextvars.ContextVar("dmlprof_progress", default=Reporter())
+
+
+def phase(name: str, total: Optional[int] = None):
+    """A context manager yielding a :class:`Phase` named ``name`` (``total`` steps; None: open-ended)."""
+    return _current.get().phase(name, total)
+
+
+def stage(name: str):
+    """A context manager naming the larger task the phases inside belong to (``scan 2/2, patched``):
+    it prefixes their bars."""
+    return _current.get().stage(name)
+
+
+def wanted(stream: Optional[TextIO], requested: bool = True) -> bool:
+    """Bars are drawn only when asked for and ``stream`` is a terminal (never into a pipe, a file or a CI log)."""
+    if not requested or stream is None:
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed, or not a real stream
+        return False
+
+
+@contextmanager
+def shown(stream: Optional[TextIO], requested: bool = True) -> Iterator[bool]:
+    """Draw the phases opened inside on ``stream`` when :func:`wanted` says so; yields whether it does."""
+    if not wanted(stream, requested):
+        yield False
+        return
+    reporter = TerminalReporter(stream)
+    token = _current.set(reporter)
+    try:
+        yield True
+    finally:
+        _current.reset(token)
+        reporter.close()
+
+
+@contextmanager
+def off() -> Iterator[None]:
+    """No bars inside, whatever is shown outside (work that runs beside other work)."""
+    token = _current.set(Reporter())
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def ascii_only(stream: TextIO) -> bool:
+    """Whether ``stream``'s encoding cannot encode tqdm's block characters."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        _BAR_CHARACTERS.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return True
+    return False
+
+
+def terminal_size(stream: TextIO) -> Optional[tuple]:
+    """``(columns, lines)`` of the terminal behind ``stream`` when it reports a usable one, else None.
+
+    tqdm draws nothing at all on a terminal that reports 0 lines, so such a
+    terminal gets :data:`FALLBACK_SIZE` instead of tqdm's own reading.
+    """
+    import os
+
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, ValueError, OSError):
+        return None
+    return (size.columns, size.lines) if size.columns > 0 and size.lines > 0 else None
+
+
+class _Bar(Phase):
+    """A phase drawn as a tqdm bar."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def advance(self, steps: int = 1) -> None:
+        self.bar.update(steps)
+
+    def describe(self, text: str) -> None:
+        self.bar.set_postfix_str(text, refresh=True)
+
+    def tick(self) -> None:
+        self.bar.refresh()
+
+
+class TerminalReporter(Reporter):
+    """tqdm bars on a terminal stream, one line: the innermost open phase's."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.ascii = ascii_only(stream)
+        # tqdm follows a resized terminal; one that reports no size gets a fixed one
+        self.size = {} if terminal_size(stream) else {"ncols": FALLBACK_SIZE[0], "nrows": FALLBACK_SIZE[1]}
+        self._stages: List[str] = []
+        self._open: List[_Bar] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: Optional[threading.Thread] = None
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self._stages.append(name)
+        try:
+            yield
+        finally:
+            self._stages.pop()
+
+    @contextmanager
+    def phase(self, name: str, total: Optional[int] = None) -> Iterator[Phase]:
+        from tqdm import tqdm
+
+        if self._open:
+            self._open[-1].bar.clear()  # the inner phase takes the line until it ends
+        label = ", ".join(self._stages + [name])
+        bar = _Bar(tqdm(total=total, desc=label, file=self.stream, leave=False, position=0, ascii=self.ascii,
+                        dynamic_ncols=not self.size, **self.size, unit="step" if total else "it", mininterval=0.1,
+                        bar_format=None if total else "{desc}: {elapsed}{postfix}"))
+        with self._lock:
+            self._open.append(bar)
+        self._start_ticker()
+        try:
+            yield bar
+        finally:
+            with self._lock:
+                self._open.remove(bar)
+            bar.bar.close()
+            if self._open:
+                self._open[-1].bar.refresh()
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="dmlprof-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        """Redraw the innermost bar's clock now and then, so a long step or trace read shows it is alive."""
+        while not self._stop.wait(TICK_S):
+            with self._lock:
+                top = self._open[-1] if self._open else None
+                if top is not None:
+                    try:
+                        top.bar.refresh()
+                    except Exception:  # a closed or broken stream: progress is never worth an error
+                        pass
+
+    def close(self) -> None:
+        """Stop the clock thread (the bars close with their phases)."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
