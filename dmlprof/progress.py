@@ -92,20 +92,24 @@ def shown(stream: Optional[TextIO], requested: bool = True) -> Iterator[bool]:
         yield False
         return
     reporter = TerminalReporter(stream)
-    token = _current.set(reporter)
     try:
-        yield True
+        with using(reporter):
+            yield True
     finally:
-        _current.reset(token)
         reporter.close()
 
 
-@contextmanager
-def off() -> Iterator[None]:
+def off():
     """No bars inside, whatever is shown outside (work that runs beside other work)."""
-    token = _current.set(Reporter())
+    return using(Reporter())
+
+
+@contextmanager
+def using(reporter: Reporter) -> Iterator[Reporter]:
+    """Phases opened inside (in this thread or task) go to ``reporter``."""
+    token = _current.set(reporter)
     try:
-        yield
+        yield reporter
     finally:
         _current.reset(token)
 
@@ -180,9 +184,10 @@ class TerminalReporter(Reporter):
         if self._open:
             self._open[-1].bar.clear()  # the inner phase takes the line until it ends
         label = ", ".join(self._stages + [name])
+        # every advance is drawn (it comes once a step, never once an op); leave=False clears the line
         bar = _Bar(tqdm(total=total, desc=label, file=self.stream, leave=False, position=0, ascii=self.ascii,
-                        dynamic_ncols=not self.size, **self.size, unit="step" if total else "it", mininterval=0.1,
-                        bar_format=None if total else "{desc}: {elapsed}{postfix}"))
+                        dynamic_ncols=not self.size, **self.size, mininterval=0, miniters=1,
+                        unit="step" if total else "it", bar_format=None if total else "{desc}: {elapsed}{postfix}"))
         with self._lock:
             self._open.append(bar)
         self._start_ticker()

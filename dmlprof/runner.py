@@ -433,6 +433,8 @@ class _Run:
 
     def _warm_up(self, training: "TrainingStep", warmup: int) -> Optional[DmlprofError]:
         """Unrecorded steps; the error of one that failed (Ctrl-C is raised at once)."""
+        if not warmup:
+            return None
         with warnings.catch_warnings():
             # Fallback warnings print once per process; the measured steps record them call by call.
             warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)

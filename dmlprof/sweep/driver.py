@@ -58,8 +58,7 @@ class SweepResult:
 
     def summary(self) -> dict:
         """``Session.extras["sweep"]``: rows, recommendation, knee, budget (docs/sweep_schema.md)."""
-        from dmlprof import progress
-from dmlprof.analysis.sweep import sweep_summary
+        from dmlprof.analysis.sweep import sweep_summary
 
         return sweep_summary(self.rows(), self.memory_budget_bytes)
 

@@ -1,7 +1,6 @@
 """Sweep logic without running a model: analysis, option parsing, child results, the driver's stop rules."""
 from __future__ import annotations
 
-import io
 import json
 import math
 import signal
@@ -36,7 +35,6 @@ from dmlprof.sweep.options import (
     parse_bytes,
     parse_memory_budget,
 )
-from dmlprof.sweep.progress import Progress, bar_text
 from dmlprof.render.json_report import render_json as render_sweep_json
 from dmlprof.render.terminal import render_sweep_text
 
@@ -271,7 +269,7 @@ def fake_runner(outcomes, calls):
 
 def test_auto_doubles_from_a_quarter_of_batch_size_and_stops_at_oom(model_file):
     calls = []
-    result = run_sweep(model_file, "cpu", auto=True, progress=False, runner=fake_runner(
+    result = run_sweep(model_file, "cpu", auto=True, runner=fake_runner(
         lambda bs: row(bs, 10.0 * bs, peak=bs * 1000) if bs < 64 else row(bs, status="oom", error="DefaultCPUAllocator: can't allocate memory"),
         calls))
     assert calls == [8, 16, 32, 64]
@@ -285,7 +283,7 @@ def test_auto_doubles_from_a_quarter_of_batch_size_and_stops_at_oom(model_file):
 def test_auto_stops_over_the_memory_budget_and_keeps_that_row(model_file):
     calls = []
     result = run_sweep(model_file, "cpu", auto=True, start_batch_size=1, memory_budget=MemoryBudget(bytes=5000),
-                       progress=False, runner=fake_runner(lambda bs: row(bs, 10.0 * bs, peak=bs * 1000), calls))
+                       runner=fake_runner(lambda bs: row(bs, 10.0 * bs, peak=bs * 1000), calls))
     assert calls == [1, 2, 4, 8]
     assert "over the memory budget" in result.stop_reason
     assert result.summary()["recommended_batch_size"] == 4
@@ -293,11 +291,11 @@ def test_auto_stops_over_the_memory_budget_and_keeps_that_row(model_file):
 
 def test_auto_stops_at_the_first_error_and_at_the_max(model_file):
     calls = []
-    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=2, progress=False,
+    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=2,
                        runner=fake_runner(lambda bs: row(bs, 1.0) if bs < 8 else row(bs, status="error", error="boom"), calls))
     assert calls == [2, 4, 8] and result.stop_reason == "error at batch size 8"
     calls.clear()
-    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=2, max_batch_size=16, progress=False,
+    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=2, max_batch_size=16,
                        runner=fake_runner(lambda bs: row(bs, 1.0 * bs), calls))
     assert calls == [2, 4, 8, 16] and result.stop_reason == "reached --max-batch-size 16"
 
@@ -313,7 +311,7 @@ def test_auto_respects_the_time_budget(model_file, monkeypatch):
         clock["now"] += 10.0 * bs  # each child takes 10 s per sample
         return row(bs, 1.0 * bs)
 
-    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=1, time_budget_s=100, progress=False,
+    result = run_sweep(model_file, "cpu", auto=True, start_batch_size=1, time_budget_s=100,
                        runner=fake_runner(slow, calls))
     # 1, 2, 4 end at 70 s; 8 would take about 2 * 40 s more.
     assert calls == [1, 2, 4]
@@ -322,7 +320,7 @@ def test_auto_respects_the_time_budget(model_file, monkeypatch):
 
 def test_explicit_sizes_all_run_even_after_an_oom(model_file):
     calls = []
-    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], progress=False, runner=fake_runner(
+    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], runner=fake_runner(
         lambda bs: row(bs, status="oom", error="x") if bs == 16 else row(bs, 1.0 * bs), calls))
     assert calls == [8, 16, 32]
     assert [r["status"] for r in result.summary()["rows"]] == ["ok", "oom", "ok"]
@@ -330,15 +328,15 @@ def test_explicit_sizes_all_run_even_after_an_oom(model_file):
 
 def test_sweep_rejects_bad_input(model_file, tmp_path):
     with pytest.raises(UsageError):
-        run_sweep(model_file, "cpu", progress=False)  # neither sizes nor --auto
+        run_sweep(model_file, "cpu")  # neither sizes nor --auto
     with pytest.raises(UsageError):
-        run_sweep(model_file, "cpu", batch_sizes=[8], steps=0, progress=False)
+        run_sweep(model_file, "cpu", batch_sizes=[8], steps=0)
     script = tmp_path / "script.py"
     script.write_text("print('training')\n")
     with pytest.raises(ModelFileError):
-        run_sweep(script, "cpu", batch_sizes=[8], progress=False)
+        run_sweep(script, "cpu", batch_sizes=[8])
     with pytest.raises(ModelFileError):
-        run_sweep(tmp_path / "missing.py", "cpu", batch_sizes=[8], progress=False)
+        run_sweep(tmp_path / "missing.py", "cpu", batch_sizes=[8])
 
 
 def test_interrupt_keeps_what_ran(model_file):
@@ -347,7 +345,7 @@ def test_interrupt_keeps_what_ran(model_file):
             raise KeyboardInterrupt
         return row(batch_size, 1.0)
 
-    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], progress=False, runner=runner)
+    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], runner=runner)
     assert result.interrupted and result.stop_reason == "interrupted"
     assert [r["batch_size"] for r in result.summary()["rows"]] == [8]
     assert result.to_session().meta["partial"] is True
@@ -356,7 +354,7 @@ def test_interrupt_keeps_what_ran(model_file):
 # -- session, text, JSON ------------------------------------------------------------
 def test_session_round_trip_and_renderers(model_file, tmp_path):
     calls = []
-    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], progress=False, runner=fake_runner(
+    result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], runner=fake_runner(
         lambda bs: row(bs, status="oom", error="not enough GPU video memory available!") if bs == 32
         else row(bs, 100.0 * bs, peak=bs * GiB), calls))
     session = result.to_session()
@@ -381,37 +379,6 @@ def test_text_says_when_nothing_fits():
     session = Session(meta={"model_name": "m", "memory_budget": "1 B"},
                       extras={"sweep": sweep_summary([row(8, 100, peak=GiB)], 1)})
     assert "recommended batch size: none" in render_sweep_text(session)
-
-
-# -- progress -------------------------------------------------------------------------
-def test_progress_bar_text():
-    assert bar_text(1, 4, "bs=8 ok", width=8) == "[##......] 1/4 bs=8 ok"
-    assert bar_text(3, 3, "done", width=4, at_most=True) == "[####] 3/<=3 done"
-
-
-def test_progress_writes_one_line_per_size_when_not_a_terminal():
-    stream = io.StringIO()
-    bar = Progress(2, stream=stream)
-    bar.start(8)
-    bar.finish(8, "ok 10 samples/s")
-    bar.finish(16, "out of memory")
-    bar.close()
-    lines = stream.getvalue().splitlines()
-    assert len(lines) == 2 and "\r" not in stream.getvalue()
-    assert "1/2 bs=8 ok 10 samples/s" in lines[0] and "2/2 bs=16 out of memory" in lines[1]
-
-
-def test_progress_redraws_in_a_terminal():
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    stream = Tty()
-    bar = Progress(2, stream=stream)
-    bar.start(8)
-    bar.finish(8, "ok")
-    bar.close()
-    assert stream.getvalue().count("\r") == 2 and stream.getvalue().endswith("\n")
 
 
 # -- the child's memory cap ---------------------------------------------------------
