@@ -8,9 +8,10 @@ while :func:`saving` is active Ctrl-C only says that saving goes on.
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from contextlib import contextmanager
+
+from dmlprof import progress
 
 #: recordings at least this long say they are being saved (below, saving takes well under a second)
 ANNOUNCE_CALLS = 20_000
@@ -19,8 +20,8 @@ ANNOUNCE_CALLS = 20_000
 def announce(calls: int) -> None:
     """Say, once Ctrl-C stopped a long recording, that it is being saved (short ones stay quiet)."""
     if calls >= ANNOUNCE_CALLS:
-        print(f"dmlprof: interrupted; saving the {calls:,} op calls recorded so far "
-              "(Ctrl-C again will not stop this)...", file=sys.stderr, flush=True)
+        progress.say(f"dmlprof: interrupted; saving the {calls:,} op calls recorded so far "
+                     "(Ctrl-C again will not stop this)...")
 
 
 @contextmanager
@@ -34,7 +35,7 @@ def saving():
     def hold_on(signum, frame):
         if not told:
             told.append(True)
-            print("dmlprof: still saving what was recorded; it will be kept", file=sys.stderr, flush=True)
+            progress.say("dmlprof: still saving what was recorded; it will be kept")
 
     try:
         previous = signal.signal(signal.SIGINT, hold_on)

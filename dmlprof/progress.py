@@ -23,6 +23,7 @@ shown (the sweep's ``--devices`` threads) sees none unless it is given one.
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator, List, Optional, TextIO
@@ -59,6 +60,10 @@ class Reporter:
     def stage(self, name: str) -> Iterator[None]:
         yield
 
+    def say(self, line: str) -> None:
+        """Print ``line`` on stderr."""
+        print(line, file=sys.stderr, flush=True)
+
 
 _SILENT = Phase()
 _current: contextvars.ContextVar = contextvars.ContextVar("dmlprof_progress", default=Reporter())
@@ -73,6 +78,11 @@ def stage(name: str):
     """A context manager naming the larger task the phases inside belong to (``scan 2/2, patched``):
     it prefixes their bars."""
     return _current.get().stage(name)
+
+
+def say(line: str) -> None:
+    """Print ``line`` on stderr, above the bar being drawn if there is one (never into its line)."""
+    _current.get().say(line)
 
 
 def wanted(stream: Optional[TextIO], requested: bool = True) -> bool:
@@ -165,7 +175,7 @@ class TerminalReporter(Reporter):
         self.size = {} if terminal_size(stream) else {"ncols": FALLBACK_SIZE[0], "nrows": FALLBACK_SIZE[1]}
         self._stages: List[str] = []
         self._open: List[_Bar] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: a Ctrl-C handler may say() while a bar is drawn
         self._stop = threading.Event()
         self._ticker: Optional[threading.Thread] = None
 
@@ -199,6 +209,16 @@ class TerminalReporter(Reporter):
             bar.bar.close()
             if self._open:
                 self._open[-1].bar.refresh()
+
+    def say(self, line: str) -> None:
+        with self._lock:
+            top = self._open[-1].bar if self._open else None
+            if top is not None:
+                top.clear()
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            if top is not None:
+                top.refresh()
 
     def _start_ticker(self) -> None:
         if self._ticker is None:

@@ -224,3 +224,16 @@ def test_the_sweep_counts_sizes_and_says_how_each_went(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stderr", quiet)
     run_sweep(model, "cpu", batch_sizes=[8], runner=runner)  # the library alone draws nothing
     assert quiet.getvalue() == ""
+
+
+def test_a_message_during_a_bar_gets_its_own_line_and_the_bar_comes_back(capsys):
+    terminal = FakeTerminal()
+    with progress.shown(terminal):
+        with progress.phase("steps", total=2) as bar:
+            bar.advance()
+            progress.say("dmlprof: interrupted; saving")
+    before, after = terminal.getvalue().split("dmlprof: interrupted; saving\n")
+    assert before.split("\r")[-1] == ""  # the bar's line was wiped first: the message starts a clean line
+    assert "steps:" in after and "1/2" in after  # then the bar is drawn again below it
+    progress.say("no bars: plain stderr")
+    assert capsys.readouterr().err == "no bars: plain stderr\n"
