@@ -698,7 +698,14 @@ class _Run:
         known = self.backend.known_error(exc)
         if known is not None:
             return DeviceError(f"{what}: {known.explanation}", remedy=known.remedy)
-        return ModelRaisedError(f"{what} raised {describe_exception(exc)}")
+        remedy = None
+        if self.run_mode == "script" and not self.meta.get("remapped_from"):
+            # A script that checks for its own device ("assert torch.cuda.is_available()") fails in
+            # its own words; where it names a device this scan does not have, say how to scan it.
+            hint = _remap_hint(self.path)
+            if hint and hint.split()[-1] != self.backend.name:
+                remedy = f"if the script fails for want of {hint.split()[-1]}, scan it with {hint}"
+        return ModelRaisedError(f"{what} raised {describe_exception(exc)}", remedy=remedy)
 
     def _guarded(self, body, *, finish=None):
         """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""

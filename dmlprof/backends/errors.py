@@ -61,6 +61,14 @@ KNOWN_ERRORS = (
         "scan it with --from cuda: its CUDA requests then run on the scanned device; or fix the CUDA install",
     ),
     KnownError(
+        "script_wants_directml",
+        re.compile(r"No module named 'torch_directml'"),
+        "the script imports torch_directml, which is not installed here",
+        "scan it with --target dml to predict DirectML, or --device emulated-dml to emulate it on the CPU: "
+        "dmlprof stands in for torch_directml either way; on Windows or WSL with a DirectML GPU, "
+        "pip install torch-directml",
+    ),
+    KnownError(
         "script_wants_mps",
         re.compile(r"MPS backend is not available|The MPS backend is supported on MacOS"),
         "the script asks for Apple's MPS device, which this machine does not have",

@@ -66,6 +66,26 @@ def test_a_cuda_script_without_from_cuda_is_told_how(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_directml_script_on_a_machine_without_torch_directml_is_told_how(tmp_path):
+    done, _ = _report(tmp_path, FIXTURES / "dml_style_train.py", "--device", "cpu", "--steps", "1")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "torch_directml" in done.stderr and "--target dml" in done.stderr and "--device emulated-dml" in done.stderr
+
+
+def test_a_script_that_checks_for_cuda_itself_is_told_about_from_cuda(tmp_path):
+    script = tmp_path / "needs_cuda.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        assert torch.cuda.is_available(), "this script needs a CUDA GPU"
+        x = torch.ones(2, device="cuda")
+        """), encoding="utf-8")
+    done, _ = _report(tmp_path, script, "--device", "cpu", "--steps", "1")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "this script needs a CUDA GPU" in done.stderr and "--from cuda" in done.stderr
+    done, _ = _report(tmp_path, script, "--device", "cpu", "--from", "cuda", "--steps", "1")
+    assert "scan it with --from cuda" not in done.stderr, "no --from advice to a scan that already has it"
+
+
 def test_a_script_that_never_used_the_device_says_so(tmp_path):
     script = tmp_path / "cpu_only.py"
     script.write_text(textwrap.dedent("""

@@ -18,6 +18,8 @@ from dmlprof.units import fmt_bytes
 CASES = [
     (AssertionError("Torch not compiled with CUDA enabled"),
      "script_wants_cuda", ["CUDA"], ["--from cuda"], False),
+    (ModuleNotFoundError("No module named 'torch_directml'"),
+     "script_wants_directml", ["torch_directml"], ["--target dml", "--device emulated-dml"], False),
     (RuntimeError("The MPS backend is supported on MacOS 12.3+."),
      "script_wants_mps", ["MPS"], ["--from mps"], False),
     (RuntimeError("The GPU device does not support Double (Float64) operations!"),
