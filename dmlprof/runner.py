@@ -529,8 +529,9 @@ class _Run:
     def _report_unrecorded_step_time(self, session: Session, training: "TrainingStep", steps: int) -> None:
         """The step time users read: as many steps as were measured, run after recording stopped,
         with nothing recording or profiling them (a prediction has no times; --verify's steps are
-        checked ones; a partial run stops where it broke)."""
-        if self.meta.get("partial") or self.verify or self.backend.predicted:
+        checked ones; a partial run stops where it broke). Not on a DirectML stand-in: its times are
+        host-CPU times, and its fallback counters must hold the recorded steps alone."""
+        if self.meta.get("partial") or self.verify or self.backend.stands_in_for_directml:
             return
         with progress.phase("unrecorded steps", total=steps) as bar:
             for _ in range(steps):
