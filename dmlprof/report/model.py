@@ -129,6 +129,7 @@ class ModuleRow:
     fallback_calls: int
     fallback_time_ms: float
     host_bookkeeping_time_ms: float = 0.0  # calls on CPU scalars only: left out of the shares
+    class_name: Optional[str] = None  # what the module is (``BasicBlock``), where the recorder kept it
 
     @property
     def work_time_ms(self) -> float:
@@ -353,6 +354,43 @@ class SweepReport:
         return max(known, default=None)
 
 
+# -- the timeline ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepSpan:
+    """Where one step lies on the timeline (ns from the first call)."""
+
+    step: int
+    start_ns: int
+    end_ns: int
+    calls: int
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every timed call on one axis (ns from the first recorded call), as columns: call ``i`` starts at
+    ``start_ns[i]``, lasts ``time_ns[i]`` and runs in ``lanes[lane[i]]`` (device, fallback, host)."""
+
+    lanes: Tuple[str, ...]
+    start_ns: Tuple[int, ...]
+    time_ns: Tuple[int, ...]
+    lane: Tuple[int, ...]
+    op: Tuple[str, ...]
+    module: Tuple[str, ...]
+    source: Tuple[str, ...]
+    phase: Tuple[str, ...]
+    step: Tuple[int, ...]
+    steps: Tuple[StepSpan, ...]
+
+    @property
+    def calls(self) -> int:
+        return len(self.start_ns)
+
+    @property
+    def end_ns(self) -> int:
+        """Where the last call ends: the axis's length."""
+        return max((s + t for s, t in zip(self.start_ns, self.time_ns)), default=0)
+
+
 # -- the report ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TorchPaths:
@@ -382,6 +420,9 @@ class Report:
     extras: Mapping[str, Any]  # what other commands attached, as saved
     #: a DirectML stand-in's session (predicted or emulated): the torch whose code paths it shows
     torch_paths: Optional[TorchPaths] = None
+    #: the timed calls on one axis (None without per-call times: a prediction, a sweep, an empty run);
+    #: not in the JSON report, whose rows are per op (a trace file holds every call: ``--trace``)
+    timeline: Optional[Timeline] = None
 
     @property
     def kind(self) -> str:
