@@ -2,17 +2,19 @@
 
 What the HTML report's timeline draws. Times are nanoseconds from the first
 recorded call; a call's lane is where it ran (``device``, ``fallback``, or
-``host`` for calls on CPU tensors inside the step).
+``host`` for every other call: calls on CPU tensors inside the step, the
+host's own bookkeeping).
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from dmlprof.schema import CPU, DEVICE, FALLBACK
+from dmlprof.schema import DEVICE, FALLBACK
 
-#: the timeline's lanes, top to bottom, and the verdict each one holds
+#: the timeline's lanes, top to bottom; a verdict not named here runs on the host
 LANES = ("device", "fallback", "host")
-_LANE_OF = {DEVICE: 0, FALLBACK: 1, CPU: 2}
+_LANE_OF = {DEVICE: 0, FALLBACK: 1}
+_HOST_LANE = 2
 
 TIMELINE_COLUMNS = ["start_ns", "time_ns", "lane", "op", "module", "source", "phase", "step"]
 STEP_COLUMNS = ["step", "start_ns", "end_ns", "calls"]
@@ -30,7 +32,7 @@ def timeline(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "start_ns": (start - int(start.min())).to_numpy(),
         "time_ns": frame["time_ns"].clip(lower=0).astype("int64").to_numpy(),
-        "lane": frame["verdict"].map(_LANE_OF).fillna(0).astype("int64").to_numpy(),
+        "lane": frame["verdict"].map(_LANE_OF).fillna(_HOST_LANE).astype("int64").to_numpy(),
         "op": frame["op"].astype(str).to_numpy(),
         "module": frame["module"].astype(str).to_numpy(),
         "source": frame["source"].astype(str).to_numpy(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional, Tuple
 
-from dmlprof.meta import PREDICTED, SWEEP, RunMeta, WarningRecord
+from dmlprof.meta import BLOCK, PREDICTED, SCRIPT, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
 
 #: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
@@ -20,6 +20,15 @@ SCHEMA_VERSION = 1
 #: the sweep document's format and version (docs/sweep_schema.md)
 SWEEP_FORMAT = "dmlprof-sweep"
 SWEEP_SCHEMA_VERSION = 1
+#: What made a session, as every report names it (``Report.session_kind``), and the title's words for it
+SCAN, PREDICTION, SCRIPT_SCAN, BLOCK_SCAN, SWEEP_RUN, REPLACE, VERIFY = (
+    "scan", "prediction", "script", "block", "sweep", "replace", "verify")
+SESSION_KINDS = (SCAN, PREDICTION, SCRIPT_SCAN, BLOCK_SCAN, SWEEP_RUN, REPLACE, VERIFY)
+_TITLE_WORDS = {SCAN: "live scan", PREDICTION: "predicted scan", SCRIPT_SCAN: "script scan",
+                BLOCK_SCAN: "profile() block scan", SWEEP_RUN: "batch-size sweep", REPLACE: "live scan",
+                VERIFY: "verified scan"}
+#: what a title adds after the name, for the kinds whose name alone does not say what was compared
+_TITLE_TAILS = {REPLACE: ", before and after dmlprof's replacements", VERIFY: ", results checked against the CPU"}
 #: run facts the JSON report's ``meta`` carries, in this order
 REPORT_META_KEYS = (
     "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
@@ -150,7 +159,9 @@ class ModuleRow:
 
     @property
     def label(self) -> str:
-        return self.module.rsplit(".", 1)[-1]
+        """The path's last part, with the module's class where it says more: ``0 (BasicBlock)``."""
+        name = self.module.rsplit(".", 1)[-1]
+        return f"{name} ({self.class_name})" if self.class_name and self.class_name != name else name
 
 
 @dataclass(frozen=True)
@@ -347,6 +358,17 @@ class SweepReport:
         return max((row.samples_per_s for row in self.ok_rows), default=0.0)
 
     @property
+    def oom_batch_size(self) -> Optional[int]:
+        """The smallest size that ran out of memory: the sweep's memory edge (None: none did)."""
+        return min((row.batch_size for row in self.rows if row.status == "oom"), default=None)
+
+    @property
+    def largest_ok_batch_size(self) -> Optional[int]:
+        """The largest size that ran to the end below the memory edge (None: none did)."""
+        edge = self.oom_batch_size
+        return max((row.batch_size for row in self.ok_rows if edge is None or row.batch_size < edge), default=None)
+
+    @property
     def largest_memory_bytes(self) -> Optional[int]:
         """The largest peak memory of any size, or the budget if higher (None: neither known)."""
         known = [row.peak_memory_bytes for row in self.rows if row.peak_memory_bytes]
@@ -429,11 +451,24 @@ class Report:
         return self.run.kind
 
     @property
-    def title(self) -> str:
+    def session_kind(self) -> str:
+        """What made this session, one of :data:`SESSION_KINDS`: what a check of results (``--verify``) or a
+        comparison (``--replace``) found comes before how the code ran (a script, a ``profile()`` block)."""
         if self.kind == SWEEP:
-            return f"dmlprof batch-size sweep of {self.run.title_name}"
-        patched = ", before and after dmlprof's replacements" if self.replace is not None else ""
-        return f"dmlprof {self.kind} scan of {self.run.title_name}{patched}"
+            return SWEEP_RUN
+        if self.kind == PREDICTED:
+            return PREDICTION
+        if self.verification is not None:
+            return VERIFY
+        if self.replace is not None:
+            return REPLACE
+        return {SCRIPT: SCRIPT_SCAN, BLOCK: BLOCK_SCAN}.get(self.run.run_mode or "", SCAN)
+
+    @property
+    def title(self) -> str:
+        """``dmlprof live scan of net``: every renderer's first line, naming the kind of session."""
+        kind = self.session_kind
+        return f"dmlprof {_TITLE_WORDS[kind]} of {self.run.title_name}{_TITLE_TAILS.get(kind, '')}"
 
     @property
     def host_cpu_times(self) -> bool:

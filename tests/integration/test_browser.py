@@ -121,7 +121,7 @@ def test_report_loads_sorts_filters_and_keeps_names_as_text(driver, report):
     driver.find_element(By.ID, "tree-open").click()
     assert driver.execute_script(rows_shown) == total
 
-    assert driver.find_elements(By.ID, "chart-sweep") and driver.find_elements(By.ID, "chart-ops")
+    assert driver.find_elements(By.ID, "plot-throughput") and driver.find_elements(By.ID, "chart-ops")
     assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
 
     # a screenshot as a test artifact (the whole page)
@@ -144,7 +144,128 @@ def test_a_sweep_page_shows_the_sweep_without_scan_sections_or_script_errors(dri
     driver.get(path.as_uri())
     from selenium.webdriver.common.by import By
 
-    assert driver.find_elements(By.ID, "chart-sweep")
+    assert driver.find_elements(By.ID, "plot-throughput")
     assert not driver.find_elements(By.ID, "ops-table") and not driver.find_elements(By.ID, "hotspots")
     assert "batch-size sweep" in driver.find_element(By.TAG_NAME, "h1").text
     assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
+
+
+# -- every kind of session, as a user first sees it ----------------------------------------------------------------
+#: a synthetic session (tests/session_kinds.py) for each kind a report names
+KIND_SESSIONS = {"scan": "live_dml", "prediction": "predicted", "script": "script_mode", "block": "profile_block",
+                 "sweep": "sweep", "replace": "replaced", "verify": "verified"}
+#: the words each kind's title starts with
+TITLE_WORDS = {"scan": "live scan", "prediction": "predicted scan", "script": "script scan",
+               "block": "profile() block scan", "sweep": "batch-size sweep", "replace": "replacement scan",
+               "verify": "verified scan"}
+#: the verdict's colour on the first screen: red only for wrong results, amber for work that left the device
+#: (or fallbacks left after replacing), green for a sweep that found a size to use
+FIRST_SCREEN_TONE = {"scan": "warn", "prediction": "warn", "script": "warn", "block": "warn", "sweep": "good",
+                     "replace": "warn", "verify": "bad"}
+#: the page's colours for each tone (report.css: --bad, --warn, --good, --info)
+TONE_RGB = {"bad": (0xd1, 0x24, 0x2f), "warn": (0x9a, 0x67, 0x00), "good": (0x1a, 0x7f, 0x37), "info": (0x09, 0x69, 0xda)}
+FIRST_SCREEN = (1280, 800)
+
+
+def _load(driver, path):
+    driver.set_window_size(*FIRST_SCREEN)
+    driver.get(path.resolve().as_uri())
+    assert driver.execute_script("return document.readyState") == "complete"
+    assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
+    # nothing was fetched: the page is all there is
+    assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0
+
+
+def _tone_in_screenshot(driver, element, name: str) -> str:
+    """The tone whose colour is nearest the element's commonest pixel in a screenshot of the first screen."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    png = driver.get_screenshot_as_png()
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"first_screen_{name}.png").write_bytes(png)
+    shot = Image.open(BytesIO(png)).convert("RGB")
+    scale = shot.width / driver.execute_script("return window.innerWidth")
+    box = driver.execute_script("var r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom];",
+                                element)
+    assert box[3] <= driver.execute_script("return window.innerHeight"), "the verdict is below the first screen"
+    crop = shot.crop(tuple(int(v * scale) for v in box))
+    colour = max(crop.getcolors(crop.width * crop.height), key=lambda pair: pair[0])[1]
+    distance = {tone: sum((a - b) ** 2 for a, b in zip(colour, rgb)) for tone, rgb in TONE_RGB.items()}
+    tone = min(distance, key=distance.get)
+    assert distance[tone] < 30 ** 2, f"the verdict's colour {colour} is none of the page's tones"
+    return tone
+
+
+@pytest.mark.parametrize("kind", list(KIND_SESSIONS))
+def test_each_kind_of_session_renders_as_itself_on_the_first_screen(driver, tmp_path, kind):
+    from selenium.webdriver.common.by import By
+
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from session_kinds import KINDS
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    # GIVEN the report of one kind of session, opened from disk in a 1280x800 window
+    path = tmp_path / f"{kind}.html"
+    path.write_text(render_html(KINDS[KIND_SESSIONS[kind]]()), encoding="utf-8")
+    _load(driver, path)
+    # THEN the title and the badge name the kind
+    assert driver.title.startswith(f"dmlprof {TITLE_WORDS[kind]} of ")
+    assert driver.find_element(By.CSS_SELECTOR, "header.top h1 .mode").get_attribute("data-kind") == kind
+    # and the first screen's verdict is in the colour of what the run found, as the screenshot shows it
+    verdict = driver.find_element(By.ID, "verdict")
+    assert _tone_in_screenshot(driver, verdict, kind) == FIRST_SCREEN_TONE[kind]
+    # no kind reads as an empty scan
+    assert not driver.find_elements(By.CSS_SELECTOR, "[data-flag='Empty']")
+    # what the kind is about is the first section after the headline figures
+    first = driver.execute_script("return document.querySelector('main > section:not(#overview)').id")
+    assert first == {"sweep": "sweep", "verify": "verify", "replace": "replace"}.get(kind, "charts")
+
+
+def _knee_sweep_session():
+    """A sweep whose throughput flattens past 32 and that ran out of memory at 128."""
+    import copy
+
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from session_kinds import sweep
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    from dmlprof.session import Session
+
+    base = sweep()
+    data = copy.deepcopy(SWEEP)
+    ok = data["rows"][0]
+    data["rows"] = [dict(ok, batch_size=b, samples_per_s=r, step_ms_p95=p, peak_memory_bytes=m << 20)
+                    for b, r, p, m in ((8, 100.0, 90.0, 1), (16, 180.0, 95.0, 2), (32, 300.0, 120.0, 4),
+                                       (64, 305.0, 230.0, 8))]
+    data["rows"].append(dict(SWEEP["rows"][2], batch_size=128))
+    data.update(recommended_batch_size=32, knee_batch_size=32, memory_budget_bytes=None)
+    return Session(meta=base.meta.to_dict(), extras={"sweep": data})
+
+
+def test_a_sweep_page_leads_with_its_recommendation_and_plots_the_knee_and_the_memory_edge(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path = tmp_path / "sweep.html"
+    path.write_text(render_html(_knee_sweep_session()), encoding="utf-8")
+    _load(driver, path)
+    assert driver.find_element(By.ID, "verdict").text.startswith("Use batch size 32")
+    cards = {c.get_attribute("data-card"): c.find_element(By.CLASS_NAME, "value").text
+             for c in driver.find_elements(By.CSS_SELECTOR, ".card")}
+    assert cards["recommended"] == "32" and cards["knee"] == "32" and cards["oom"] == "128"
+    for key in ("throughput", "p95", "memory"):
+        plot = driver.find_element(By.ID, f"plot-{key}")
+        # four sizes ran: four points, the recommended one marked; 128 ran out of memory: the OOM zone starts
+        # between 64 and 128, and the knee's line stands at 32
+        circles = plot.find_elements(By.TAG_NAME, "circle")
+        assert len(circles) == 4 and len(plot.find_elements(By.CSS_SELECTOR, "circle.recommended")) == 1
+        ticks = {t.text: float(t.get_attribute("x")) for t in plot.find_elements(By.TAG_NAME, "text")
+                 if t.text in ("8", "16", "32", "64", "128")}
+        edge = float(plot.find_element(By.CSS_SELECTOR, "line.oom-edge").get_attribute("x1"))
+        assert ticks["64"] < edge < ticks["128"]
+        assert float(plot.find_element(By.CSS_SELECTOR, "line.knee").get_attribute("x1")) == ticks["32"]
+        assert "OOM" in plot.text and "knee" in plot.text
+    assert not driver.find_elements(By.ID, "ops-table") and not driver.find_elements(By.ID, "hotspots")
