@@ -498,7 +498,8 @@ def script_json(value) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def _environment():
+def environment():
+    """The Jinja2 environment of the report templates: autoescaping on for every template, and the unit filters."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(
@@ -597,5 +598,5 @@ def render_html(source) -> str:
                        for row in data["modules"]]
     page["module_fields"] = list(MODULE_ROW_FIELDS)
     page["timeline"] = data["timeline"]
-    template = _environment().get_template("report.html.j2")
+    template = environment().get_template("report.html.j2")
     return template.render(data=data, page_json=script_json(page), section_names=SECTION_NAMES)

@@ -450,6 +450,18 @@ class Report:
     def kind(self) -> str:
         return self.run.kind
 
+    def __repr__(self) -> str:
+        """One line: the title and the finding that matters most (a notebook shows the whole report beside it)."""
+        title = f"{self.title} (on {self.run.device.backend or 'an unknown device'})"
+        if self.kind == SWEEP:
+            best = self.sweep.recommended_batch_size if self.sweep else None
+            return f"<{title}: " + (f"use batch size {best}>" if best else "no size recommended>")
+        head = self.summary
+        share = f" ({100 * head.fallback_time_share:.1f}% of op time)" if self.timed and head.time_ms else ""
+        found = self.verification
+        wrong = f", {found.divergent_calls:,} calls diverged from the CPU" if found and found.divergent_calls else ""
+        return f"<{title}: {head.op_calls:,} op calls, {head.fallback_calls:,} fell back to the CPU{share}{wrong}>"
+
     @property
     def session_kind(self) -> str:
         """What made this session, one of :data:`SESSION_KINDS`: what a check of results (``--verify``) or a
