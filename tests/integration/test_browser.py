@@ -6,6 +6,7 @@ screenshot under test-artifacts/.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -269,3 +270,96 @@ def test_a_sweep_page_leads_with_its_recommendation_and_plots_the_knee_and_the_m
         assert float(plot.find_element(By.CSS_SELECTOR, "line.knee").get_attribute("x1")) == ticks["32"]
         assert "OOM" in plot.text and "knee" in plot.text
     assert not driver.find_elements(By.ID, "ops-table") and not driver.find_elements(By.ID, "hotspots")
+
+
+# -- a real scan: its --trace file, and its page's timeline and module tree ----------------------------------------
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory):
+    """``dmlprof scan`` of a model file on the emulated DirectML device (GroupNorm's backward falls back)."""
+    from conftest import run_cli
+
+    folder = tmp_path_factory.mktemp("scan")
+    done = run_cli("scan", REPO / "models" / "groupnorm_net.py", "--device", "emulated-dml", "--steps", "2",
+                   "--warmup", "0", "--trace", "trace.json", "--html", "report.html", "--out", "reports", "--quiet",
+                   cwd=folder)
+    assert done.returncode == 0, done.stderr
+    (session_path,) = (folder / "reports").glob("*.session.json")
+    from dmlprof.session import Session
+
+    return folder, Session.load(session_path)
+
+
+def test_the_trace_file_is_plain_json_with_every_call_on_its_thread_lane(scanned):
+    folder, session = scanned
+    trace = json.loads((folder / "trace.json").read_text(encoding="utf-8"))
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert "main thread" in lanes.values()
+    calls = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and not e["name"].startswith("fallback::")]
+    marks = [e["name"] for e in trace["traceEvents"] if e["name"].startswith("fallback::")]
+    assert len(calls) == len(session.ops)
+    assert len(marks) == int((session.ops["verdict"] == "fallback").sum())
+    assert "fallback::aten::native_group_norm_backward" in marks
+    assert all((e["pid"], e["tid"]) in lanes for e in calls)
+    assert [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"
+            and e["name"].startswith("ProfilerStep#")] == ["ProfilerStep#0", "ProfilerStep#1"]
+    # nothing measured kernel time on the emulated device: no kernel lane is made up
+    assert not [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def test_the_timeline_draws_every_lane_and_hover_names_the_call(driver, scanned):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    folder, session = scanned
+    _load(driver, folder / "report.html")
+    canvas = driver.find_element(By.ID, "timeline-canvas")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
+    # THEN the device and fallback lanes hold pixels of their colours (the canvas, read back)
+    counts = driver.execute_script("""
+        var c = arguments[0], g = c.getContext('2d'), d = g.getImageData(0, 0, c.width, c.height).data, n = {device: 0, fallback: 0};
+        for (var i = 0; i < d.length; i += 4) {
+          if (d[i] === 0x2f && d[i + 1] === 0x81 && d[i + 2] === 0xf7) n.device++;
+          if (d[i] === 0xd1 && d[i + 1] === 0x24 && d[i + 2] === 0x2f) n.fallback++;
+        }
+        return n;""", canvas)
+    assert counts["device"] > 500 and counts["fallback"] > 20
+    # WHEN the pointer rests on the middle of the longest fallback call
+    page = driver.execute_script("return JSON.parse(document.getElementById('dmlprof-data').textContent).timeline")
+    fallback = max((i for i, lane in enumerate(page["lane"]) if page["lanes"][lane] == "fallback"),
+                   key=lambda i: page["time_ns"][i])
+    middle_ns = page["start_ns"][fallback] + page["time_ns"][fallback] / 2
+    start, end = float(canvas.get_attribute("data-view-start-ns")), float(canvas.get_attribute("data-view-end-ns"))
+    width = canvas.size["width"]
+    gutter, step_h, lane_h = 74, 18, 36  # report.js: the lane labels' gutter, the step row, a lane's height
+    x = gutter + (middle_ns - start) / (end - start) * (width - gutter - 6)
+    y = step_h + 1.5 * lane_h  # the middle of the fallback lane
+    ActionChains(driver).move_to_element_with_offset(canvas, int(x - width / 2), int(y - canvas.size["height"] / 2)).perform()
+    tip = driver.find_element(By.ID, "tl-tip")
+    assert tip.is_displayed()
+    assert tip.text.splitlines()[0] == page["names"][page["op"][fallback]]
+    assert tip.text.splitlines()[0] in set(session.ops.loc[session.ops["verdict"] == "fallback", "op"])
+    assert "fallback" in tip.text.splitlines()[1]
+    # WHEN zoomed in, the view narrows around its middle
+    driver.find_element(By.ID, "tl-in").click()
+    narrow = float(canvas.get_attribute("data-view-end-ns")) - float(canvas.get_attribute("data-view-start-ns"))
+    assert narrow == pytest.approx((end - start) / 2, rel=0.01)
+    assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
+
+
+def test_the_module_tree_names_each_module_s_class(driver, scanned):
+    from selenium.webdriver.common.by import By
+
+    folder, session = scanned
+    _load(driver, folder / "report.html")
+    driver.find_element(By.ID, "tree-open").click()
+    # each row: the open/close button's arrow, then the label
+    labels = [cell.text.lstrip("\u25be\u25b8") for cell in driver.find_elements(By.CSS_SELECTOR, "#module-tree tbody td.name")]
+    shown = [row[0] for row in driver.execute_script(
+        "return JSON.parse(document.getElementById('dmlprof-data').textContent).modules")]
+    classes = session.meta.module_classes
+    assert "GroupNorm" in classes.values() and len(labels) == len(shown)
+    for path, label in zip(shown, labels):
+        last, name = path.rsplit(".", 1)[-1], classes.get(path)
+        assert label == (f"{last} ({name})" if name and name != last else last)
+    assert sum(label.endswith(" (GroupNorm)") for label in labels) >= 1
