@@ -12,6 +12,9 @@ from typing import Callable, Optional
 
 from dmlprof.render.format import fmt_bytes, fmt_ms, fmt_rate
 
+#: sizes a plot holds (the smallest; a real sweep has about ten) and sizes it labels on its axis
+PLOT_SIZES = 100
+LABELLED_SIZES = 12
 #: one plot's box (SVG user units) and the plotting area inside it
 WIDTH, HEIGHT = 340, 210
 LEFT, RIGHT, TOP, BOTTOM = 62, 326, 18, 170
@@ -26,8 +29,12 @@ METRICS = (
 
 
 def sweep_plots(sweep) -> list:
-    """One dict per metric (see :data:`METRICS`); empty when no size has a batch size to place."""
-    rows = [r for r in sweep.rows if r.batch_size > 0]
+    """One dict per metric (see :data:`METRICS`); empty when no size has a batch size to place.
+
+    A sweep file with thousands of sizes (hostile, or broken) plots its first :data:`PLOT_SIZES`; the table
+    below the plots says what the page left out.
+    """
+    rows = [r for r in sweep.rows if r.batch_size > 0][:PLOT_SIZES]
     if not rows:
         return []
     x_of = _x_axis([r.batch_size for r in rows])
@@ -81,7 +88,9 @@ def _budget(budget: Optional[int], y_of) -> dict:
 
 
 def _ticks(rows, x_of) -> list:
-    return [{"x": _r(x_of(r.batch_size)), "text": str(r.batch_size)} for r in rows]
+    """Labels under the axis: every size, or every n-th when there are too many to read."""
+    every = -(-len(rows) // LABELLED_SIZES)
+    return [{"x": _r(x_of(r.batch_size)), "text": str(r.batch_size)} for r in rows[::every]]
 
 
 def _y_axis(top: float) -> Callable[[float], float]:

@@ -6,6 +6,7 @@ exact text, these check the meaning that must hold for every kind.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -59,6 +60,8 @@ def test_html_title_and_flags_fit_the_kind(name):
     assert ("Partial session" in labels) == (name == "partial")
     html = render_html(session)
     assert f"<title>{data['title']}" in html or data["title"] in html
+    # self-contained: no address of anything outside the page, no element that fetches
+    assert "://" not in html and not re.search(r"<(script|link|img|iframe|object|embed)[^>]+(src|href|data)=", html)
     assert ('id="plot-throughput"' in html) == (name == "sweep")
     assert ('id="timeline"' in html) == (name not in ("sweep", "predicted", "empty"))
     assert ('id="ops-table"' in html) == (name != "sweep")
