@@ -133,15 +133,19 @@ SECTION_NAMES = {"verify": "Verification", "replace": "With replacements", "char
 def _sections(report) -> list:
     """The page's sections in reading order: what this kind of session is about comes first
     (a sweep's sizes; wrong results; a before/after comparison), sections with nothing to show left out."""
-    if report.kind == SWEEP:
-        return ["sweep", "run"]
+    sweep = ["sweep"] if report.sweep is not None and report.sweep.rows else []
+    # a sweep file without sizes still has run details to show
+    return sweep + ["run"] if report.kind == SWEEP else _scan_sections(report) + sweep + ["run"]
+
+
+def _scan_sections(report) -> list:
     found = report.verification
     wrong = found is not None and not found.clean
     shown = {"verify": found is not None and not wrong, "timeline": report.timeline is not None,
-             "transfers": bool(report.transfers), "sweep": report.sweep is not None}
+             "transfers": bool(report.transfers)}
     lead = [name for name, first in (("verify", wrong), ("replace", report.replace is not None)) if first]
-    return lead + [name for name in ("charts", "hotspots", "verify", "timeline", "transfers", "phases", "modules", "ops",
-                                     "sweep", "run") if shown.get(name, True)]
+    return lead + [name for name in ("charts", "hotspots", "verify", "timeline", "transfers", "phases", "modules", "ops")
+                   if shown.get(name, True)]
 
 
 def _flags(report, timed: bool) -> list:
