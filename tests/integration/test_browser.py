@@ -157,7 +157,7 @@ KIND_SESSIONS = {"scan": "live_dml", "prediction": "predicted", "script": "scrip
                  "sweep": "sweep", "replace": "replaced", "verify": "verified"}
 #: the words each kind's title starts with
 TITLE_WORDS = {"scan": "live scan", "prediction": "predicted scan", "script": "script scan",
-               "block": "profile() block scan", "sweep": "batch-size sweep", "replace": "replacement scan",
+               "block": "profile() block scan", "sweep": "batch-size sweep", "replace": "live scan",
                "verify": "verified scan"}
 #: the verdict's colour on the first screen: red only for wrong results, amber for work that left the device
 #: (or fallbacks left after replacing), green for a sweep that found a size to use

@@ -22,7 +22,7 @@ from session_kinds import KINDS, OP_KINDS
 SESSION_KIND = {"script_mode": "script", "script_device_unused": "script", "profile_block": "block",
                 "predicted": "prediction", "verified": "verify", "replaced": "replace", "sweep": "sweep"}
 TITLE = {"scan": "live scan of", "prediction": "predicted scan of", "script": "script scan of",
-         "block": "profile() block scan of", "sweep": "batch-size sweep of", "replace": "replacement scan of",
+         "block": "profile() block scan of", "sweep": "batch-size sweep of", "replace": "live scan of",
          "verify": "verified scan of"}
 
 

@@ -33,7 +33,7 @@ def test_a_notebook_shows_sessions_and_reports_as_their_report():
     assert report_html.startswith('<div class="dmlprof-report" data-kind="sweep"')
     assert "Use batch size 16" in report_html and 'class="dmlprof-sweep"' in report_html
     # the plain views are one line each
-    assert session_text == "<dmlprof live session of net on dml: 11 op calls, 3 fell back to the CPU>"
+    assert session_text == "<dmlprof live session of net on dml: 12 op calls, 3 fell back to the CPU>"
     assert report_text == "<dmlprof batch-size sweep of net (on dml): use batch size 16>"
 
 
