@@ -206,6 +206,8 @@ class RunMeta(_MappingABC):
     distributed: Optional[Mapping[str, Any]] = None  # one rank of a distributed run (docs/distributed.md)
     prediction: Optional[Prediction] = None
     sweep: Optional[SweepRun] = None
+    #: module path -> class name, as the recorder named them (``Net.layer1.0`` -> ``BasicBlock``)
+    module_classes: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     #: keys this dmlprof does not know (a newer one wrote them): kept as read, written back
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
@@ -283,7 +285,7 @@ class RunMeta(_MappingABC):
             failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
             remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
             nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")), distributed=read.mapping("distributed"),
-            prediction=_prediction(read), sweep=_sweep(read),
+            prediction=_prediction(read), sweep=_sweep(read), module_classes=read.text_pairs("module_classes"),
         )
         return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN_KEYS}))
 
@@ -303,6 +305,7 @@ class RunMeta(_MappingABC):
         if not self.recorded_step_times_ms:
             out["recorded_step_times_ms"] = None
         out["warnings"] = [plain(w) for w in self.warnings] if self.warnings else None
+        out["module_classes"] = dict(self.module_classes) if self.module_classes else None
         out.update(_prediction_dict(self.prediction))
         out.update(_sweep_dict(self.sweep))
         out = {key: value for key, value in out.items() if value is not None}
@@ -328,7 +331,7 @@ _SWEEP_KEYS = {"stop_reason": "sweep_stop_reason", "memory_budget": "memory_budg
                "details": "sweep_details"}
 _KNOWN_KEYS = frozenset(
     ("mode", "run_mode", "model", "model_name", "backend", "device", "device_name", "backend_versions", "memory",
-     "partial", "notes", "warnings") + _ENVIRONMENT_KEYS + _PLAIN_FIELDS
+     "partial", "notes", "warnings", "module_classes") + _ENVIRONMENT_KEYS + _PLAIN_FIELDS
     + tuple(_RECORDING_KEYS.values()) + tuple(_PREDICTION_KEYS.values()) + tuple(_SWEEP_KEYS.values()))
 
 
@@ -378,6 +381,13 @@ class _Reader:
         if isinstance(value, Mapping):
             return MappingProxyType({str(k): str(v) for k, v in value.items()})
         return MappingProxyType({"backend": value}) if isinstance(value, str) and value else _EMPTY
+
+    def text_pairs(self, key: str) -> Mapping[str, str]:
+        """A mapping of text to text; pairs of another type are left out."""
+        value = self.data.get(key)
+        if not isinstance(value, Mapping):
+            return _EMPTY
+        return MappingProxyType({k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)})
 
     def count_map(self, key: str) -> Optional[Mapping[str, int]]:
         value = self.data.get(key)

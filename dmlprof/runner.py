@@ -787,6 +787,7 @@ class _Run:
             step_times_ms=[round(t, 3) for t in self.step_times_ms],
             memory=vars(memory) if memory is not None else {},
             warnings=_other_warnings(recorder, self.backend),
+            module_classes=recorder.modules.classes(),
         )
         if profiler_ops is not None:
             self.meta["profiler_check"] = _profiler_check(ops, profiler_ops, synced=bool(self.meta.get("sync")))

@@ -19,7 +19,7 @@ from dmlprof.errors import SessionFileError
 from dmlprof.files import write_atomic, write_new
 from dmlprof.meta import RunMeta, run_meta
 from dmlprof.plain import plain
-from dmlprof.schema import empty_ops_frame, typed_ops_frame
+from dmlprof.schema import FALLBACK, empty_ops_frame, typed_ops_frame
 from dmlprof.session_check import check_session_dict
 
 FORMAT = "dmlprof-session"
@@ -42,6 +42,16 @@ class Session:
     def __post_init__(self):
         # The one place run metadata gets its types, for live, predicted and sweep runs alike.
         self.meta = run_meta(self.meta)
+
+    def __repr__(self) -> str:
+        """One line: what ran where, and how many calls fell back (a notebook shows the report beside it)."""
+        run = self.meta
+        where = f"{run.kind} session of {run.title_name} on {run.device.backend or 'an unknown device'}"
+        if run.sweep is not None or not len(self.ops):
+            rows = self.extras.get("sweep", {}).get("rows") if isinstance(self.extras.get("sweep"), dict) else None
+            return f"<dmlprof {where}: " + (f"{len(rows)} batch sizes>" if isinstance(rows, list) else "no op calls>")
+        fell_back = int((self.ops["verdict"] == FALLBACK).sum())
+        return f"<dmlprof {where}: {len(self.ops):,} op calls, {fell_back:,} fell back to the CPU>"
 
     # -- persistence ---------------------------------------------------------
     def to_dict(self) -> dict:

@@ -138,6 +138,7 @@ META = record({
     "memory": record({"peak_bytes": optional(count), "total_bytes": optional(count),
                       "allocated_bytes": optional(count), "source": optional(text)}),
     "backend_versions": dict_of(_scalar),
+    "module_classes": dict_of(text),
     "profiler_check": record({"matched_ops": count, "time_ms": number, "profiler_time_ms": number,
                               "ratio": optional(number), "note": text}),
     "nonfinite_loss": record({"step": count, "steps_run": count, "value": text}),

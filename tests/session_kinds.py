@@ -76,7 +76,10 @@ def live_dml() -> Session:
                 backend_versions={"torch-directml": "0.2.5.dev240914"},
                 memory={"allocated_bytes": 1 << 20, "peak_bytes": 3 << 20, "total_bytes": 1 << 30, "source": "test"},
                 profiler_check={"matched_ops": 6, "time_ms": 1.6, "profiler_time_ms": 1.5, "ratio": 1.0667},
-                warnings=[{"category": "UserWarning", "message": "a user warning\nsecond line", "count": 3}])
+                warnings=[{"category": "UserWarning", "message": "a user warning\nsecond line", "count": 3}],
+                module_classes={"Net": "Net", "Net.features": "Sequential", "Net.features.0": "Conv2d",
+                                 "Net.features.1": "GroupNorm", "Net.features.2": "Conv2d",
+                                 "Net.features.3": "GroupNorm", "Net.head": "Linear"})
     return make_session(_dml_calls(), meta=meta)
 
 

@@ -66,18 +66,20 @@ def progress_bars(args, quiet: bool):
 
 
 def to_stdout(args) -> bool:
-    return STDOUT in (getattr(args, "json", None), getattr(args, "html", None))
+    return STDOUT in (getattr(args, "json", None), getattr(args, "html", None), getattr(args, "trace", None))
 
 
 def check_paths(args, inputs=()) -> None:
     """Refuse, before anything runs, outputs that would clobber an input, each other, or share stdout."""
-    outputs = [(f"--{name}", getattr(args, name, None)) for name in ("json", "html")]
+    outputs = [(f"--{name}", getattr(args, name, None)) for name in ("json", "html", "trace")]
     outputs = [(option, value) for option, value in outputs if value]
     if [value for _, value in outputs].count(STDOUT) > 1:
-        raise UsageError("only one of --json and --html can go to standard output (-)")
+        raise UsageError("only one of --json, --html and --trace can go to standard output (-)")
     files = [(option, Path(value)) for option, value in outputs if value != STDOUT]
-    if len(files) == 2 and _same_path(files[0][1], files[1][1]):
-        raise UsageError(f"--json and --html name the same file ({files[0][1]}); each report needs its own")
+    for i, (option, path) in enumerate(files):
+        for other, other_path in files[i + 1:]:
+            if _same_path(path, other_path):
+                raise UsageError(f"{option} and {other} name the same file ({path}); each report needs its own")
     for option, path in files:
         if path.is_dir():
             raise UsageError(f"{option} {path} is a folder; give a file name")
@@ -123,6 +125,13 @@ def write_reports(session, args, written: Optional[Written] = None, report=None,
         from dmlprof.render.html import render_html
 
         write_output(written, args.html, lambda: render_html(report), "HTML report")
+    if getattr(args, "trace", None):
+        from dmlprof.render.trace import trace_json
+
+        try:
+            write_output(written, args.trace, lambda: trace_json(session), "Chrome/Perfetto trace")
+        except DmlprofError as err:  # a session without timed calls has no trace
+            written.problems.append(f"--trace {args.trace} ({err.one_line()})")
     if getattr(args, "tb", None):
         from dmlprof.render.trace import write_tensorboard_run
 

@@ -10,6 +10,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the JSON report (- for standard output)")
     parser.add_argument("--html", metavar="FILE", help="write the HTML report (- for standard output)")
     parser.add_argument("--tb", metavar="DIR", help="write a TensorBoard profiler run under DIR")
+    parser.add_argument("--trace", metavar="FILE", help="write every call as a Chrome/Perfetto trace (JSON) to FILE")
     parser.add_argument("--top", type=at_least(1), default=15, help="rows per table in the terminal report")
     parser.add_argument("--quiet", action="store_true", help="print no terminal report")
     parser.set_defaults(handler=run)

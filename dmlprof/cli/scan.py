@@ -37,6 +37,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the JSON report (- for standard output)")
     parser.add_argument("--html", metavar="FILE", help="also write the HTML report (- for standard output)")
     parser.add_argument("--tb", metavar="DIR", help="also write a TensorBoard profiler run under DIR")
+    parser.add_argument("--trace", metavar="FILE", help="also write every call as a Chrome/Perfetto trace (JSON) to FILE")
     parser.add_argument("--replace", action="store_true", help="scan again with dmlprof's replacements applied and compare")
     parser.add_argument("--verify", action="store_true", help="recompute each device op on the CPU and compare; check optimizer updates land (docs/verify.md)")
     parser.add_argument("--top", type=at_least(1), default=15, help="rows per table in the terminal report")

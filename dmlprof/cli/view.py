@@ -23,8 +23,8 @@ HOST = "127.0.0.1"
 #: how long TensorBoard may take to start listening
 START_TIMEOUT_S = 120
 #: said before the page is opened: torch-tb-profiler's pages draw with Google Charts, fetched from the internet
-OFFLINE_NOTE = ("note: the profiler plugin's pages load Google Charts from the internet; offline its views stay "
-                "blank (the --html report works offline)")
+OFFLINE_NOTE = ("note: the profiler plugin's pages load Google Charts from the internet, so the browser needs "
+                "internet access; offline its views stay blank (the --html report and a --trace file work offline)")
 
 
 def add_parser(commands) -> None:

@@ -124,6 +124,14 @@ class ModuleTracker:
             owner = param_name.rpartition(".")[0]
             self.param_owner.setdefault(id(param), f"{root_name}.{owner}" if owner else root_name)
 
+    def classes(self) -> dict:
+        """Module path -> its class name (``Net.layer1.0`` -> ``BasicBlock``), for every module named so far.
+
+        The paths say where a module sits, its class says what it is: a report's
+        module tree reads ``layer1.0 (BasicBlock)`` rather than a bare index.
+        """
+        return {name: type(module).__name__ for module, name in self.names.items()}
+
     def _name_of(self, module: torch.nn.Module) -> str:
         name = self.names.get(module)
         if name is None:

@@ -196,6 +196,11 @@ def fmt_ms(ms) -> str:
     return f"{ms * 1000:.1f} us"
 
 
+def fmt_rate(samples_per_s: float) -> str:
+    """A throughput: whole numbers from 100 up, two decimals below."""
+    return f"{samples_per_s:,.0f}" if samples_per_s >= 100 else f"{samples_per_s:,.2f}"
+
+
 def fmt_share(share) -> str:
     return "-" if share is None else f"{100 * float(share):.1f}%"
 

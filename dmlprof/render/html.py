@@ -20,12 +20,14 @@ from typing import Optional
 
 from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
 from dmlprof.plain import plain
-from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_share
+from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_rate, fmt_share
+from dmlprof.render.sweep_plots import sweep_plots
+from dmlprof.render.verdict import verdict_of
 from dmlprof.report import report_of
 from dmlprof.schema import CPU, DEVICE, FALLBACK, PHASES, VERDICTS
 
 #: bump when report_data's shape changes (the page's script reads it)
-DATA_VERSION = 1
+DATA_VERSION = 2
 #: ops drawn in the "time by op" chart
 CHART_TOP_OPS = 15
 #: module tree rows below this depth start collapsed when the tree is large
@@ -37,14 +39,16 @@ _TREE_LARGE = 60
 def report_data(source) -> dict:
     """Everything the HTML report shows, as plain JSON-able data, formatted from the Report.
 
-    Keys: ``meta`` (run facts), ``flags`` (partial / predicted / cpu notes),
-    ``cards`` (headline figures), ``summary`` (the report's summary), ``hotspots``
+    Keys: ``session_kind`` (scan, prediction, script, block, sweep, replace,
+    verify), ``verdict`` (the first sentence, and its tone), ``meta`` (run
+    facts), ``flags`` (partial / predicted / cpu notes), ``cards`` (headline figures), ``summary`` (the report's summary), ``hotspots``
     (fallbacks ranked by time, each with its replacement or None),
     ``transfers``, ``ops`` (one row per op, verdict and phase: the sortable
     table), ``modules`` (the module tree), ``phases``, ``charts`` (bar
     geometry for the inline SVG charts), ``sweep`` (None without a sweep),
     ``replace`` and ``verify`` (``scan --verify``'s divergent ops and lost
-    updates; None without one), ``verdicts`` and ``phase_names`` (the schema's
+    updates; None without one), ``timeline`` (every timed call, for the page's
+    timeline; None without times), ``verdicts`` and ``phase_names`` (the schema's
     vocabulary, for the page's script and filters).
     """
     report = report_of(source)
@@ -53,6 +57,8 @@ def report_data(source) -> dict:
         "data_version": DATA_VERSION,
         "title": report.title,
         "kind": report.kind,
+        "session_kind": report.session_kind,
+        "verdict": plain(verdict_of(report)),
         "is_sweep": report.kind == SWEEP,
         "cpu_is_device": report.cpu_is_device,
         "verdicts": list(VERDICTS),
@@ -62,7 +68,7 @@ def report_data(source) -> dict:
         "summary": plain(report.summary),
         "timed": timed,
         "cards": _cards(report, timed),
-        "hotspots": [_hotspot(rank, h) for rank, h in enumerate(report.hotspots, start=1)],
+        "hotspots": [_hotspot(rank, h, report.run.module_classes) for rank, h in enumerate(report.hotspots, start=1)],
         "transfers": [_transfer(r) for r in report.transfers],
         "ops": [_op_row(r) for r in report.ops],
         "modules": _module_rows(report.modules),
@@ -71,6 +77,8 @@ def report_data(source) -> dict:
         "sweep": _sweep(report.sweep),
         "replace": _replace(report.replace),
         "verify": _verify(report.verification),
+        "timeline": _timeline(report.timeline, report.run.module_classes),
+        "sections": _sections(report),
         "warnings": [{"category": w.category, "count": w.count, "message": (w.message.splitlines() or [""])[0][:300]}
                      for w in report.warnings],
     }
@@ -91,6 +99,7 @@ def _meta_facts(report) -> dict:
         **{key: value or "" for key, value in texts.items()},
         "backend_versions": dict(run.device.versions),
         "mode": report.kind,
+        "session_kind": report.session_kind,
         "batch_size": run.batch_size,
         "warmup_steps": run.warmup_steps,
         "steps": run.steps,
@@ -112,6 +121,31 @@ def _profiler_check(check) -> str:
         return ""
     return (f"{check.matched_ops} ops timed by both: dmlprof {fmt_ms(check.time_ms)}, "
             f"torch.profiler {fmt_ms(check.profiler_time_ms)} (ratio {check.ratio:.2f})")
+
+
+#: the page's sections, as the contents bar names them
+SECTION_NAMES = {"verify": "Verification", "replace": "With replacements", "charts": "Where the time went",
+                 "hotspots": "Fallback hotspots", "timeline": "Timeline", "transfers": "Copies & syncs",
+                 "phases": "Phases", "modules": "Modules", "ops": "All ops", "sweep": "Batch-size sweep",
+                 "run": "Run details"}
+
+
+def _sections(report) -> list:
+    """The page's sections in reading order: what this kind of session is about comes first
+    (a sweep's sizes; wrong results; a before/after comparison), sections with nothing to show left out."""
+    sweep = ["sweep"] if report.sweep is not None and report.sweep.rows else []
+    # a sweep file without sizes still has run details to show
+    return sweep + ["run"] if report.kind == SWEEP else _scan_sections(report) + sweep + ["run"]
+
+
+def _scan_sections(report) -> list:
+    found = report.verification
+    wrong = found is not None and not found.clean
+    shown = {"verify": found is not None and not wrong, "timeline": report.timeline is not None,
+             "transfers": bool(report.transfers)}
+    lead = [name for name, first in (("verify", wrong), ("replace", report.replace is not None)) if first]
+    return lead + [name for name in ("charts", "hotspots", "verify", "timeline", "transfers", "phases", "modules", "ops")
+                   if shown.get(name, True)]
 
 
 def _flags(report, timed: bool) -> list:
@@ -176,9 +210,12 @@ def _card(key: str, label: str, value: str, detail: str, tone: str = "") -> dict
 
 def _cards(report, timed: bool) -> list:
     """The headline figures, one card each."""
+    if report.kind == SWEEP:
+        return [_device_card(report)] + _sweep_cards(report.sweep)
     head = report.summary
     cards = [_device_card(report),
-             _card("mode", "Mode", report.kind, _mode_detail(report), "info" if report.kind == PREDICTED else ""),
+             _card("mode", "Session", report.session_kind, _mode_detail(report),
+                   "info" if report.kind == PREDICTED else ""),
              _card("coverage_calls", "On device, by calls", fmt_share(head.device_call_share),
                    f"{head.device_calls:,} of {head.op_calls:,} op calls",
                    _coverage_tone(head.device_call_share, head.op_calls))]
@@ -188,6 +225,34 @@ def _cards(report, timed: bool) -> list:
               f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops",
               "bad" if head.fallback_calls else "good")]
     return cards + _step_card(report)
+
+
+def _sweep_cards(sweep) -> list:
+    """A sweep's headline: the size to use, the best throughput, the knee, the memory edge."""
+    if sweep is None or not sweep.rows:
+        return [_card("recommended", "Recommended batch size", "none", "no size was measured", "warn")]
+    best = next((r for r in sweep.rows if r.recommended), None)
+    recommended = (_card("recommended", "Recommended batch size", str(best.batch_size),
+                         f"{fmt_rate(best.samples_per_s)} samples/s \u00b7 p95 {fmt_ms(best.step_ms_p95)}", "good")
+                   if best else _card("recommended", "Recommended batch size", "none", "no size ran to the end", "warn"))
+    rate = fmt_rate(sweep.best_samples_per_s) if sweep.ok_rows else "n/a"
+    return [recommended,
+            _card("best_rate", "Best throughput", rate,
+                  f"samples/s over {len(sweep.ok_rows)} of {len(sweep.rows)} sizes that ran"),
+            _knee_card(sweep.knee_batch_size), _oom_card(sweep)]
+
+
+def _knee_card(knee: Optional[int]) -> dict:
+    if knee is None:
+        return _card("knee", "Knee", "none", "throughput still grew at the largest size that ran")
+    return _card("knee", "Knee", str(knee), "throughput grows little past it")
+
+
+def _oom_card(sweep) -> dict:
+    edge = sweep.oom_batch_size
+    if edge is None:
+        return _card("oom", "Out of memory at", "none", "no size ran out of memory")
+    return _card("oom", "Out of memory at", str(edge), f"largest size that fit: {sweep.largest_ok_batch_size}", "warn")
 
 
 def _device_card(report) -> dict:
@@ -222,8 +287,6 @@ def _mode_detail(report) -> str:
     run = report.run
     if report.kind == PREDICTED:
         return f"op table {_table_version(report) or 'unknown'}"
-    if report.kind == SWEEP:
-        return f"{len(report.sweep.rows) if report.sweep else 0} batch sizes"
     if run.run_mode == SCRIPT:
         return f"script mode \u00b7 {run.steps or 0} optimizer steps"
     return (f"batch {run.batch_size} \u00b7 {run.steps or 0} steps"
@@ -236,13 +299,20 @@ def _coverage_tone(share: float, calls: int) -> str:
     return "good" if share >= 0.99 else "warn" if share >= 0.9 else "bad"
 
 
-def _hotspot(rank: int, h) -> dict:
+def _hotspot(rank: int, h, classes) -> dict:
     return {
         "rank": rank, "op": h.op, "inner_ops": list(h.inner_ops), "calls": h.calls, "inner_calls": h.inner_calls,
         "time_ms": h.time_ms, "time": fmt_ms(h.time_ms), "share": h.share, "share_text": fmt_share(h.share),
         "bytes_moved": h.bytes_moved, "moved": fmt_bytes(h.bytes_moved), "phases": list(h.phases),
-        "modules": list(h.modules), "sources": list(h.sources), "replacement": h.replacement,
+        "modules": [_with_class(m, classes) for m in h.modules], "sources": list(h.sources),
+        "replacement": h.replacement, "fixes": [{"op": f.op, "advice": f.advice} for f in h.fixes],
     }
+
+
+def _with_class(module: str, classes) -> str:
+    """``Net.layer1.0 (BasicBlock)``: a module path with its class, where the recorder kept it."""
+    name = classes.get(module)
+    return f"{module} ({name})" if name and name != module.rsplit(".", 1)[-1] else module
 
 
 def _transfer(r) -> dict:
@@ -316,37 +386,29 @@ def _verdict_split(head) -> dict:
 
 
 def _sweep(sweep) -> Optional[dict]:
-    """The sweep chart's geometry (None without a sweep)."""
+    """The sweep's plots and table rows (None without a sweep)."""
     if sweep is None or not sweep.rows:
         return None
-    best_rate = sweep.best_samples_per_s or 1.0
-    top_memory = sweep.largest_memory_bytes or 1  # the top of the memory axis
+    budget = sweep.memory_budget_bytes
     return {
-        "rows": [_sweep_row(r, best_rate, top_memory) for r in sweep.rows],
+        "rows": [_sweep_row(r) for r in sweep.rows],
+        "plots": sweep_plots(sweep),
+        "oom_batch_size": sweep.oom_batch_size,
+        "largest_ok_batch_size": sweep.largest_ok_batch_size,
         "recommended_batch_size": sweep.recommended_batch_size,
         "knee_batch_size": sweep.knee_batch_size,
-        **_budget(sweep.memory_budget_bytes, top_memory),
-        "best_rate": best_rate,
-        "best_rate_text": _rate(best_rate),
-        "memory_top": fmt_bytes(top_memory) if sweep.largest_memory_bytes else "",
+        "memory_budget_bytes": budget,
+        "budget": fmt_bytes(budget) if budget else "",
     }
 
 
-def _budget(budget: Optional[int], top_memory: int) -> dict:
-    if not budget:
-        return {"memory_budget_bytes": budget, "budget_bar": None, "budget": ""}
-    return {"memory_budget_bytes": budget, "budget_bar": budget / top_memory, "budget": fmt_bytes(budget)}
-
-
-def _sweep_row(r, best_rate: float, top_memory: int) -> dict:
-    """One batch size: the schema's row, its bar lengths and its figures as text ('' unless it ran)."""
-    texts = {"rate": _rate(r.samples_per_s), "step_p50": fmt_ms(r.step_ms_p50), "step_p95": fmt_ms(r.step_ms_p95),
+def _sweep_row(r) -> dict:
+    """One batch size: the schema's row and its figures as text ('' unless it ran)."""
+    texts = {"rate": fmt_rate(r.samples_per_s), "step_p50": fmt_ms(r.step_ms_p50), "step_p95": fmt_ms(r.step_ms_p95),
              "fallback": fmt_share(r.fallback_time_share)}
     return {
         **plain(r),
         **{key: text if r.ok else "" for key, text in texts.items()},
-        "rate_bar": r.samples_per_s / best_rate if r.ok else 0.0,
-        "memory_bar": (r.peak_memory_bytes or 0) / top_memory,
         "memory": fmt_bytes(r.peak_memory_bytes) if r.peak_memory_bytes else "?",
         "recommended": r.recommended,
         "knee": r.knee,
@@ -372,10 +434,37 @@ def _replace(data) -> Optional[dict]:
                                      ("step time (median)", "step_time_ms", "ms"))]
     return {
         "rows": rows,
-        "speedup": f"{data.step_time_speedup:.2f}x" if data.step_time_speedup else "",
+        "speedup": _speedup(data.step_time_speedup),
         "applied": len(data.applied),
         "removed_ops": list(data.removed_ops),
         "remaining_ops": [{"op": r.op, "calls": r.calls, "replacement": r.replacement} for r in data.remaining_ops],
+    }
+
+
+def _speedup(ratio: Optional[float]) -> str:
+    """A before/after step-time ratio, with its direction in words."""
+    if not ratio:
+        return ""
+    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+
+
+def _timeline(line, classes) -> Optional[dict]:
+    """The timeline as columns the page's script draws: names once each in ``names``, calls indexing them."""
+    if line is None or not line.calls:
+        return None
+    names: dict = {}
+
+    def index(values) -> list:
+        return [names.setdefault(value, len(names)) for value in values]
+
+    return {
+        "lanes": list(line.lanes), "end_ns": line.end_ns,
+        "start_ns": list(line.start_ns), "time_ns": list(line.time_ns), "lane": list(line.lane),
+        "op": index(line.op), "module": index(_with_class(m, classes) for m in line.module),
+        "source": index(line.source),
+        "phase": index(line.phase), "step": list(line.step),
+        "steps": [plain(span) for span in line.steps],
+        "names": list(names),
     }
 
 
@@ -405,10 +494,6 @@ def _shape(shape) -> str:
     return "x".join(str(n) for n in shape)
 
 
-def _rate(samples_per_s: float) -> str:
-    return f"{samples_per_s:,.0f}" if samples_per_s >= 100 else f"{samples_per_s:,.2f}"
-
-
 # -- markup --------------------------------------------------------------------
 def script_json(value) -> str:
     """JSON safe to inline in a ``<script>`` element: no ``</script>``, ``<!--`` or ``]]>`` can form."""
@@ -417,7 +502,8 @@ def script_json(value) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def _environment():
+def environment():
+    """The Jinja2 environment of the report templates: autoescaping on for every template, and the unit filters."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(
@@ -440,6 +526,8 @@ def _environment():
 PAGE_ROWS = 2_000
 #: names listed per hotspot (its modules, its source lines)
 PAGE_NAMES = 50
+#: calls the page's timeline holds (about 40 bytes each in the page)
+TIMELINE_CALLS = 100_000
 
 
 def page_data(data: dict) -> dict:
@@ -469,11 +557,24 @@ def page_data(data: dict) -> dict:
         data["verify"] = dict(data["verify"],
                               divergent_ops=cut(data["verify"]["divergent_ops"], "divergent ops"),
                               lost_updates=cut(data["verify"]["lost_updates"], "lost updates"))
+    if data.get("timeline") and len(data["timeline"]["start_ns"]) > TIMELINE_CALLS:
+        line = data["timeline"]
+        left_out.append(f"{len(line['start_ns']) - TIMELINE_CALLS:,} of {len(line['start_ns']):,} timeline calls "
+                        "(the last; dmlprof scan --trace FILE writes them all)")
+        data["timeline"] = _first_calls(line, TIMELINE_CALLS)
     if left_out:
         data["flags"] = data["flags"] + [{"tone": "warn", "label": "Trimmed",
                                           "text": "This page leaves out " + "; ".join(left_out)
                                                   + ". The JSON report (--json) holds every row."}]
     return data
+
+
+def _first_calls(line: dict, limit: int) -> dict:
+    """The timeline cut to its first ``limit`` calls (in time order), and the steps they reach."""
+    kept = {key: values[:limit] for key, values in line.items()
+            if key in ("start_ns", "time_ns", "lane", "op", "module", "source", "phase", "step")}
+    end_ns = max(s + t for s, t in zip(kept["start_ns"], kept["time_ns"]))
+    return dict(line, **kept, end_ns=end_ns, steps=[span for span in line["steps"] if span["start_ns"] < end_ns])
 
 
 def _top_modules(rows: list, limit: int) -> list:
@@ -500,5 +601,6 @@ def render_html(source) -> str:
     page["modules"] = [[round(row[f], 6) if isinstance(row[f], float) else row[f] for f in MODULE_ROW_FIELDS]
                        for row in data["modules"]]
     page["module_fields"] = list(MODULE_ROW_FIELDS)
-    template = _environment().get_template("report.html.j2")
-    return template.render(data=data, page_json=script_json(page))
+    page["timeline"] = data["timeline"]
+    template = environment().get_template("report.html.j2")
+    return template.render(data=data, page_json=script_json(page), section_names=SECTION_NAMES)

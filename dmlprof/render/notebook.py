@@ -1,16 +1,25 @@
-"""The notebook view: a Session or Report as HTML for Jupyter (IPython's ``text/html``).
+"""The notebook view: a Session or Report as an HTML fragment for Jupyter (IPython's ``text/html``).
 
 Registered with IPython by the top-level package (:mod:`dmlprof`), so that the
-Session, which sits below every renderer, never imports one.
+Session, which sits below every renderer, never imports one. It formats the
+same data as the HTML page (:func:`dmlprof.render.html.report_data`): the
+verdict, the cards, the fallback hotspots with their fixes and the top ops,
+inline and escaped, with inline styles only (a notebook may drop ``<style>``
+and never runs a script of an untrusted output).
 """
 from __future__ import annotations
 
-import html
+from dmlprof.render.html import OP_ROW_FIELDS, environment, report_data
 
-from dmlprof.render.terminal import render_text
-from dmlprof.report import report_of
+#: rows the notebook shows (the page and the JSON report hold them all)
+NOTEBOOK_HOTSPOTS = 10
+NOTEBOOK_OPS = 10
+_VERDICT_COLOUR = {"device": "#2f81f7", "fallback": "#d1242f", "cpu": "#6e7781"}
 
 
 def notebook_html(source) -> str:
     """The report of a Session or Report as an HTML fragment for a notebook cell."""
-    return f"<pre>{html.escape(render_text(report_of(source)))}</pre>"
+    data = report_data(source)
+    ops = [dict(zip(OP_ROW_FIELDS, row)) for row in data["ops"][:NOTEBOOK_OPS]]
+    return environment().get_template("notebook.html.j2").render(
+        data=data, hotspots=data["hotspots"][:NOTEBOOK_HOTSPOTS], ops=ops, verdict_colour=_VERDICT_COLOUR)

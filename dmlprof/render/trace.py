@@ -20,6 +20,14 @@ What goes in (all ``ph: "X"`` complete events, times in microseconds):
   from its Operator view, and there a ``fallback::`` row with its call count and
   total time is exactly what a reader needs. Its self time is zero (the op call
   inside covers it), so no time is counted twice in self-time totals.
+
+:func:`trace_json` is the same trace as one plain file (``scan --trace FILE``)
+for Perfetto or chrome://tracing, plus, where torch.profiler measured kernel
+time (CUDA), a ``device kernels`` lane: each call's kernel time as one range.
+The recorder keeps a call's kernel time, not when each kernel ran, so the range
+is drawn at the end of its call: with the device synchronised after every call
+(the default) the call ends when its kernels do. Under ``--no-sync`` kernels
+queue: each range starts when its call did or when the one before it ended.
 """
 from __future__ import annotations
 
@@ -43,6 +51,9 @@ FALLBACK_PREFIX = "fallback::"
 PHASE_PREFIX = "dmlprof::"
 #: pid for every event: one process, as in a torch.profiler trace of one worker
 PID = 1
+#: the pid and tid of the device kernels' lane in a --trace file
+KERNEL_PID, KERNEL_TID = 2, 1
+KERNEL_LANE = "device kernels"
 _SAFE = re.compile(r"[^A-Za-z0-9_-]+")
 # Consumers add ts + dur in floating-point microseconds, so ranges that share an
 # end would intersect by a rounding error: phase ranges end 1 ns, step ranges
@@ -52,8 +63,9 @@ _PHASE_PAD_NS = 1
 _STEP_PAD_NS = 2
 
 
-def trace_dict(session) -> dict:
-    """The trace as a dict (``traceEvents`` and the metadata the plugin reads).
+def trace_dict(session, kernels: bool = False) -> dict:
+    """The trace as a dict (``traceEvents`` and the metadata the plugin reads); ``kernels``: with the
+    device kernels' lane where kernel time was measured (the --trace file).
 
     Raises :class:`~dmlprof.errors.UsageError` when the session has no timed
     calls (a prediction without times, an empty run): there is nothing to draw.
@@ -68,6 +80,7 @@ def trace_dict(session) -> dict:
     events += _step_events(frame)
     events += _phase_events(frame)
     events += _op_events(frame)
+    events += _kernel_events(run, frame) if kernels else []
     return {
         "schemaVersion": SCHEMA_VERSION,
         # no CUDA device properties: torch writes [] for a CPU-only trace too
@@ -95,7 +108,7 @@ def _laid_out(ops: pd.DataFrame) -> pd.DataFrame:
     clock hiccup) must not make them.
     """
     frame = ops[["seq", "step", "phase", "op", "verdict", "fallback_ops", "fallback_calls", "module", "source",
-                 "dtypes", "shapes", "start_ns", "time_ns", "bytes_moved", "transfer", "thread"]].copy()
+                 "dtypes", "shapes", "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread"]].copy()
     frame = frame.sort_values(["thread", "start_ns", "seq"], kind="stable").reset_index(drop=True)
     start = frame["start_ns"].astype("int64")
     end = start + frame["time_ns"].clip(lower=0).astype("int64")
@@ -234,6 +247,37 @@ def _op_events(frame) -> list:
                                     "module": module, "source": source, "bytes moved": moved}})
         events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args})
     return events
+
+
+def _kernel_events(run: RunMeta, frame) -> list:
+    """Each call's measured kernel time as a range on the device kernels' lane (see the module docstring)."""
+    timed = frame[frame["device_time_ns"].notna() & (frame["device_time_ns"] > 0)].sort_values("start_ns", kind="stable")
+    if timed.empty:
+        return []
+    device = f"{run.device.backend or 'device'}" + (f" ({run.device.name})" if run.device.name else "")
+    events = [{"ph": "M", "name": "process_name", "pid": KERNEL_PID, "tid": 0, "ts": 0, "args": {"name": device}},
+              {"ph": "M", "name": "thread_name", "pid": KERNEL_PID, "tid": KERNEL_TID, "ts": 0,
+               "args": {"name": KERNEL_LANE}}]
+    synced = run.recording.sync is not False
+    free_ns = 0  # without a sync after each call, kernels queue: one starts when launched or when the last ends
+    for call in timed.itertuples():
+        kernel_ns = int(call.device_time_ns)
+        start = int(call.end_ns) - kernel_ns if synced else max(int(call.start_ns), free_ns)
+        free_ns = start + kernel_ns
+        events.append({"ph": "X", "cat": "kernel", "name": call.op, "pid": KERNEL_PID, "tid": KERNEL_TID,
+                       "ts": _us(start), "dur": _us(kernel_ns),
+                       "args": {"External id": int(call.seq) + 1, "kernel time ns": kernel_ns,
+                                "placed": _PLACED[synced]}})
+    return events
+
+
+_PLACED = {True: "ending with its call (the device was synchronised after each call)",
+           False: "queued after the previous call's kernels (kernel start times are not recorded)"}
+
+
+def trace_json(session) -> str:
+    """The session as one Chrome/Perfetto trace file (``scan --trace FILE``), with the device kernels' lane."""
+    return json.dumps(trace_dict(session, kernels=True), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _dims(shapes: str) -> list:

@@ -12,13 +12,15 @@ from typing import Mapping, Optional
 import pandas as pd
 
 from dmlprof import analysis
+from dmlprof.analysis.timeline import LANES, step_spans, timeline
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
 from dmlprof.analysis.verification import summary as verification_summary
 from dmlprof.meta import PREDICTED, SWEEP, RunMeta
 from dmlprof.replacements.catalog import advice_for
 from dmlprof.report.model import (
     DivergentOp, Fix, HostCallRow, Hotspot, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
-    ReplaceSide, Report, Summary, SweepReport, SweepRow, TorchPaths, TransferRow, Unchecked, Verification,
+    ReplaceSide, Report, StepSpan, Summary, SweepReport, SweepRow, Timeline, TorchPaths, TransferRow, Unchecked,
+    Verification,
 )
 from dmlprof.schema import HOST, parse_fallback_ops
 from dmlprof.tables.drift import path_drift, path_note
@@ -40,7 +42,8 @@ def build_report(session) -> Report:
         phases=tuple(PhaseRow(str(r.phase), int(r.calls), float(r.time_ms), float(r.share), int(r.fallback_calls),
                               float(r.fallback_time_ms), int(r.cpu_calls)) for r in analysis.phase_split(ops).itertuples()),
         modules=tuple(ModuleRow(str(r.module), int(r.depth), int(r.calls), float(r.time_ms), float(r.device_share),
-                                int(r.fallback_calls), float(r.fallback_time_ms), float(r.host_bookkeeping_time_ms))
+                                int(r.fallback_calls), float(r.fallback_time_ms), float(r.host_bookkeeping_time_ms),
+                                run.module_classes.get(str(r.module)))
                       for r in analysis.module_summary(ops).itertuples()),
         # On the CPU every copy is host to host: nothing crosses a bus
         transfers=() if run.device.is_cpu else tuple(_transfer(r) for r in analysis.transfer_hotspots(ops).itertuples()),
@@ -53,7 +56,18 @@ def build_report(session) -> Report:
         sweep=_sweep(extras.get("sweep"), run),
         extras=extras,
         torch_paths=_torch_paths(run, ops),
+        timeline=_timeline(ops) if run.kind != PREDICTED else None,
     )
+
+
+def _timeline(ops) -> Optional[Timeline]:
+    calls = timeline(ops)
+    if calls.empty:
+        return None
+    columns = {name: tuple(calls[name].tolist()) for name in calls.columns}
+    steps = tuple(StepSpan(int(r.step), int(r.start_ns), int(r.end_ns), int(r.calls))
+                  for r in step_spans(calls).itertuples())
+    return Timeline(lanes=LANES, steps=steps, **columns)
 
 
 #: sessions whose calls stand for torch-directml's, which runs on torch 2.4.1 only

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional, Tuple
 
-from dmlprof.meta import PREDICTED, SWEEP, RunMeta, WarningRecord
+from dmlprof.meta import BLOCK, PREDICTED, SCRIPT, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
 
 #: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
@@ -20,6 +20,15 @@ SCHEMA_VERSION = 1
 #: the sweep document's format and version (docs/sweep_schema.md)
 SWEEP_FORMAT = "dmlprof-sweep"
 SWEEP_SCHEMA_VERSION = 1
+#: What made a session, as every report names it (``Report.session_kind``), and the title's words for it
+SCAN, PREDICTION, SCRIPT_SCAN, BLOCK_SCAN, SWEEP_RUN, REPLACE, VERIFY = (
+    "scan", "prediction", "script", "block", "sweep", "replace", "verify")
+SESSION_KINDS = (SCAN, PREDICTION, SCRIPT_SCAN, BLOCK_SCAN, SWEEP_RUN, REPLACE, VERIFY)
+_TITLE_WORDS = {SCAN: "live scan", PREDICTION: "predicted scan", SCRIPT_SCAN: "script scan",
+                BLOCK_SCAN: "profile() block scan", SWEEP_RUN: "batch-size sweep", REPLACE: "live scan",
+                VERIFY: "verified scan"}
+#: what a title adds after the name, for the kinds whose name alone does not say what was compared
+_TITLE_TAILS = {REPLACE: ", before and after dmlprof's replacements", VERIFY: ", results checked against the CPU"}
 #: run facts the JSON report's ``meta`` carries, in this order
 REPORT_META_KEYS = (
     "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
@@ -129,6 +138,7 @@ class ModuleRow:
     fallback_calls: int
     fallback_time_ms: float
     host_bookkeeping_time_ms: float = 0.0  # calls on CPU scalars only: left out of the shares
+    class_name: Optional[str] = None  # what the module is (``BasicBlock``), where the recorder kept it
 
     @property
     def work_time_ms(self) -> float:
@@ -149,7 +159,9 @@ class ModuleRow:
 
     @property
     def label(self) -> str:
-        return self.module.rsplit(".", 1)[-1]
+        """The path's last part, with the module's class where it says more: ``0 (BasicBlock)``."""
+        name = self.module.rsplit(".", 1)[-1]
+        return f"{name} ({self.class_name})" if self.class_name and self.class_name != name else name
 
 
 @dataclass(frozen=True)
@@ -346,11 +358,59 @@ class SweepReport:
         return max((row.samples_per_s for row in self.ok_rows), default=0.0)
 
     @property
+    def oom_batch_size(self) -> Optional[int]:
+        """The smallest size that ran out of memory: the sweep's memory edge (None: none did)."""
+        return min((row.batch_size for row in self.rows if row.status == "oom"), default=None)
+
+    @property
+    def largest_ok_batch_size(self) -> Optional[int]:
+        """The largest size that ran to the end below the memory edge (None: none did)."""
+        edge = self.oom_batch_size
+        return max((row.batch_size for row in self.ok_rows if edge is None or row.batch_size < edge), default=None)
+
+    @property
     def largest_memory_bytes(self) -> Optional[int]:
         """The largest peak memory of any size, or the budget if higher (None: neither known)."""
         known = [row.peak_memory_bytes for row in self.rows if row.peak_memory_bytes]
         known += [self.memory_budget_bytes] if self.memory_budget_bytes else []
         return max(known, default=None)
+
+
+# -- the timeline ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepSpan:
+    """Where one step lies on the timeline (ns from the first call)."""
+
+    step: int
+    start_ns: int
+    end_ns: int
+    calls: int
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every timed call on one axis (ns from the first recorded call), as columns: call ``i`` starts at
+    ``start_ns[i]``, lasts ``time_ns[i]`` and runs in ``lanes[lane[i]]`` (device, fallback, host)."""
+
+    lanes: Tuple[str, ...]
+    start_ns: Tuple[int, ...]
+    time_ns: Tuple[int, ...]
+    lane: Tuple[int, ...]
+    op: Tuple[str, ...]
+    module: Tuple[str, ...]
+    source: Tuple[str, ...]
+    phase: Tuple[str, ...]
+    step: Tuple[int, ...]
+    steps: Tuple[StepSpan, ...]
+
+    @property
+    def calls(self) -> int:
+        return len(self.start_ns)
+
+    @property
+    def end_ns(self) -> int:
+        """Where the last call ends: the axis's length."""
+        return max((s + t for s, t in zip(self.start_ns, self.time_ns)), default=0)
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -382,17 +442,45 @@ class Report:
     extras: Mapping[str, Any]  # what other commands attached, as saved
     #: a DirectML stand-in's session (predicted or emulated): the torch whose code paths it shows
     torch_paths: Optional[TorchPaths] = None
+    #: the timed calls on one axis (None without per-call times: a prediction, a sweep, an empty run);
+    #: not in the JSON report, whose rows are per op (a trace file holds every call: ``--trace``)
+    timeline: Optional[Timeline] = None
 
     @property
     def kind(self) -> str:
         return self.run.kind
 
+    def __repr__(self) -> str:
+        """One line: the title and the finding that matters most (a notebook shows the whole report beside it)."""
+        title = f"{self.title} (on {self.run.device.backend or 'an unknown device'})"
+        if self.kind == SWEEP:
+            best = self.sweep.recommended_batch_size if self.sweep else None
+            return f"<{title}: " + (f"use batch size {best}>" if best else "no size recommended>")
+        head = self.summary
+        share = f" ({100 * head.fallback_time_share:.1f}% of op time)" if self.timed and head.time_ms else ""
+        found = self.verification
+        wrong = f", {found.divergent_calls:,} calls diverged from the CPU" if found and found.divergent_calls else ""
+        return f"<{title}: {head.op_calls:,} op calls, {head.fallback_calls:,} fell back to the CPU{share}{wrong}>"
+
+    @property
+    def session_kind(self) -> str:
+        """What made this session, one of :data:`SESSION_KINDS`: what a check of results (``--verify``) or a
+        comparison (``--replace``) found comes before how the code ran (a script, a ``profile()`` block)."""
+        if self.kind == SWEEP:
+            return SWEEP_RUN
+        if self.kind == PREDICTED:
+            return PREDICTION
+        if self.verification is not None:
+            return VERIFY
+        if self.replace is not None:
+            return REPLACE
+        return {SCRIPT: SCRIPT_SCAN, BLOCK: BLOCK_SCAN}.get(self.run.run_mode or "", SCAN)
+
     @property
     def title(self) -> str:
-        if self.kind == SWEEP:
-            return f"dmlprof batch-size sweep of {self.run.title_name}"
-        patched = ", before and after dmlprof's replacements" if self.replace is not None else ""
-        return f"dmlprof {self.kind} scan of {self.run.title_name}{patched}"
+        """``dmlprof live scan of net``: every renderer's first line, naming the kind of session."""
+        kind = self.session_kind
+        return f"dmlprof {_TITLE_WORDS[kind]} of {self.run.title_name}{_TITLE_TAILS.get(kind, '')}"
 
     @property
     def host_cpu_times(self) -> bool:

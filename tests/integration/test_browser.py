@@ -6,6 +6,7 @@ screenshot under test-artifacts/.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -121,7 +122,7 @@ def test_report_loads_sorts_filters_and_keeps_names_as_text(driver, report):
     driver.find_element(By.ID, "tree-open").click()
     assert driver.execute_script(rows_shown) == total
 
-    assert driver.find_elements(By.ID, "chart-sweep") and driver.find_elements(By.ID, "chart-ops")
+    assert driver.find_elements(By.ID, "plot-throughput") and driver.find_elements(By.ID, "chart-ops")
     assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
 
     # a screenshot as a test artifact (the whole page)
@@ -144,7 +145,221 @@ def test_a_sweep_page_shows_the_sweep_without_scan_sections_or_script_errors(dri
     driver.get(path.as_uri())
     from selenium.webdriver.common.by import By
 
-    assert driver.find_elements(By.ID, "chart-sweep")
+    assert driver.find_elements(By.ID, "plot-throughput")
     assert not driver.find_elements(By.ID, "ops-table") and not driver.find_elements(By.ID, "hotspots")
     assert "batch-size sweep" in driver.find_element(By.TAG_NAME, "h1").text
     assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
+
+
+# -- every kind of session, as a user first sees it ----------------------------------------------------------------
+#: a synthetic session (tests/session_kinds.py) for each kind a report names
+KIND_SESSIONS = {"scan": "live_dml", "prediction": "predicted", "script": "script_mode", "block": "profile_block",
+                 "sweep": "sweep", "replace": "replaced", "verify": "verified"}
+#: the words each kind's title starts with
+TITLE_WORDS = {"scan": "live scan", "prediction": "predicted scan", "script": "script scan",
+               "block": "profile() block scan", "sweep": "batch-size sweep", "replace": "live scan",
+               "verify": "verified scan"}
+#: the verdict's colour on the first screen: red only for wrong results, amber for work that left the device
+#: (or fallbacks left after replacing), green for a sweep that found a size to use
+FIRST_SCREEN_TONE = {"scan": "warn", "prediction": "warn", "script": "warn", "block": "warn", "sweep": "good",
+                     "replace": "warn", "verify": "bad"}
+#: the page's colours for each tone (report.css: --bad, --warn, --good, --info)
+TONE_RGB = {"bad": (0xd1, 0x24, 0x2f), "warn": (0x9a, 0x67, 0x00), "good": (0x1a, 0x7f, 0x37), "info": (0x09, 0x69, 0xda)}
+FIRST_SCREEN = (1280, 800)
+
+
+def _load(driver, path):
+    driver.set_window_size(*FIRST_SCREEN)
+    driver.get(path.resolve().as_uri())
+    assert driver.execute_script("return document.readyState") == "complete"
+    assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
+    # nothing was fetched: the page is all there is
+    assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0
+
+
+def _tone_in_screenshot(driver, element, name: str) -> str:
+    """The tone whose colour is nearest the element's commonest pixel in a screenshot of the first screen."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    png = driver.get_screenshot_as_png()
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"first_screen_{name}.png").write_bytes(png)
+    shot = Image.open(BytesIO(png)).convert("RGB")
+    scale = shot.width / driver.execute_script("return window.innerWidth")
+    box = driver.execute_script("var r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom];",
+                                element)
+    assert box[3] <= driver.execute_script("return window.innerHeight"), "the verdict is below the first screen"
+    crop = shot.crop(tuple(int(v * scale) for v in box))
+    colour = max(crop.getcolors(crop.width * crop.height), key=lambda pair: pair[0])[1]
+    distance = {tone: sum((a - b) ** 2 for a, b in zip(colour, rgb)) for tone, rgb in TONE_RGB.items()}
+    tone = min(distance, key=distance.get)
+    assert distance[tone] < 30 ** 2, f"the verdict's colour {colour} is none of the page's tones"
+    return tone
+
+
+@pytest.mark.parametrize("kind", list(KIND_SESSIONS))
+def test_each_kind_of_session_renders_as_itself_on_the_first_screen(driver, tmp_path, kind):
+    from selenium.webdriver.common.by import By
+
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from session_kinds import KINDS
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    # GIVEN the report of one kind of session, opened from disk in a 1280x800 window
+    path = tmp_path / f"{kind}.html"
+    path.write_text(render_html(KINDS[KIND_SESSIONS[kind]]()), encoding="utf-8")
+    _load(driver, path)
+    # THEN the title and the badge name the kind
+    assert driver.title.startswith(f"dmlprof {TITLE_WORDS[kind]} of ")
+    assert driver.find_element(By.CSS_SELECTOR, "header.top h1 .mode").get_attribute("data-kind") == kind
+    # and the first screen's verdict is in the colour of what the run found, as the screenshot shows it
+    verdict = driver.find_element(By.ID, "verdict")
+    assert _tone_in_screenshot(driver, verdict, kind) == FIRST_SCREEN_TONE[kind]
+    # no kind reads as an empty scan
+    assert not driver.find_elements(By.CSS_SELECTOR, "[data-flag='Empty']")
+    # what the kind is about is the first section after the headline figures
+    first = driver.execute_script("return document.querySelector('main > section:not(#overview)').id")
+    assert first == {"sweep": "sweep", "verify": "verify", "replace": "replace"}.get(kind, "charts")
+
+
+def _knee_sweep_session():
+    """A sweep whose throughput flattens past 32 and that ran out of memory at 128."""
+    import copy
+
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from session_kinds import sweep
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    from dmlprof.session import Session
+
+    base = sweep()
+    data = copy.deepcopy(SWEEP)
+    ok = data["rows"][0]
+    data["rows"] = [dict(ok, batch_size=b, samples_per_s=r, step_ms_p95=p, peak_memory_bytes=m << 20)
+                    for b, r, p, m in ((8, 100.0, 90.0, 1), (16, 180.0, 95.0, 2), (32, 300.0, 120.0, 4),
+                                       (64, 305.0, 230.0, 8))]
+    data["rows"].append(dict(SWEEP["rows"][2], batch_size=128))
+    data.update(recommended_batch_size=32, knee_batch_size=32, memory_budget_bytes=None)
+    return Session(meta=base.meta.to_dict(), extras={"sweep": data})
+
+
+def test_a_sweep_page_leads_with_its_recommendation_and_plots_the_knee_and_the_memory_edge(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path = tmp_path / "sweep.html"
+    path.write_text(render_html(_knee_sweep_session()), encoding="utf-8")
+    _load(driver, path)
+    assert driver.find_element(By.ID, "verdict").text.startswith("Use batch size 32")
+    cards = {c.get_attribute("data-card"): c.find_element(By.CLASS_NAME, "value").text
+             for c in driver.find_elements(By.CSS_SELECTOR, ".card")}
+    assert cards["recommended"] == "32" and cards["knee"] == "32" and cards["oom"] == "128"
+    for key in ("throughput", "p95", "memory"):
+        plot = driver.find_element(By.ID, f"plot-{key}")
+        # four sizes ran: four points, the recommended one marked; 128 ran out of memory: the OOM zone starts
+        # between 64 and 128, and the knee's line stands at 32
+        circles = plot.find_elements(By.TAG_NAME, "circle")
+        assert len(circles) == 4 and len(plot.find_elements(By.CSS_SELECTOR, "circle.recommended")) == 1
+        ticks = {t.text: float(t.get_attribute("x")) for t in plot.find_elements(By.TAG_NAME, "text")
+                 if t.text in ("8", "16", "32", "64", "128")}
+        edge = float(plot.find_element(By.CSS_SELECTOR, "line.oom-edge").get_attribute("x1"))
+        assert ticks["64"] < edge < ticks["128"]
+        assert float(plot.find_element(By.CSS_SELECTOR, "line.knee").get_attribute("x1")) == ticks["32"]
+        assert "OOM" in plot.text and "knee" in plot.text
+    assert not driver.find_elements(By.ID, "ops-table") and not driver.find_elements(By.ID, "hotspots")
+
+
+# -- a real scan: its --trace file, and its page's timeline and module tree ----------------------------------------
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory):
+    """``dmlprof scan`` of a model file on the emulated DirectML device (GroupNorm's backward falls back)."""
+    from conftest import run_cli
+
+    folder = tmp_path_factory.mktemp("scan")
+    done = run_cli("scan", REPO / "models" / "groupnorm_net.py", "--device", "emulated-dml", "--steps", "2",
+                   "--warmup", "0", "--trace", "trace.json", "--html", "report.html", "--out", "reports", "--quiet",
+                   cwd=folder)
+    assert done.returncode == 0, done.stderr
+    (session_path,) = (folder / "reports").glob("*.session.json")
+    from dmlprof.session import Session
+
+    return folder, Session.load(session_path)
+
+
+def test_the_trace_file_is_plain_json_with_every_call_on_its_thread_lane(scanned):
+    folder, session = scanned
+    trace = json.loads((folder / "trace.json").read_text(encoding="utf-8"))
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert "main thread" in lanes.values()
+    calls = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and not e["name"].startswith("fallback::")]
+    marks = [e["name"] for e in trace["traceEvents"] if e["name"].startswith("fallback::")]
+    assert len(calls) == len(session.ops)
+    assert len(marks) == int((session.ops["verdict"] == "fallback").sum())
+    assert "fallback::aten::native_group_norm_backward" in marks
+    assert all((e["pid"], e["tid"]) in lanes for e in calls)
+    assert [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"
+            and e["name"].startswith("ProfilerStep#")] == ["ProfilerStep#0", "ProfilerStep#1"]
+    # nothing measured kernel time on the emulated device: no kernel lane is made up
+    assert not [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def test_the_timeline_draws_every_lane_and_hover_names_the_call(driver, scanned):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    folder, session = scanned
+    _load(driver, folder / "report.html")
+    canvas = driver.find_element(By.ID, "timeline-canvas")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
+    # THEN the device and fallback lanes hold pixels of their colours (the canvas, read back)
+    counts = driver.execute_script("""
+        var c = arguments[0], g = c.getContext('2d'), d = g.getImageData(0, 0, c.width, c.height).data, n = {device: 0, fallback: 0};
+        for (var i = 0; i < d.length; i += 4) {
+          if (d[i] === 0x2f && d[i + 1] === 0x81 && d[i + 2] === 0xf7) n.device++;
+          if (d[i] === 0xd1 && d[i + 1] === 0x24 && d[i + 2] === 0x2f) n.fallback++;
+        }
+        return n;""", canvas)
+    assert counts["device"] > 500 and counts["fallback"] > 20
+    # WHEN the pointer rests on the middle of the longest fallback call
+    page = driver.execute_script("return JSON.parse(document.getElementById('dmlprof-data').textContent).timeline")
+    fallback = max((i for i, lane in enumerate(page["lane"]) if page["lanes"][lane] == "fallback"),
+                   key=lambda i: page["time_ns"][i])
+    middle_ns = page["start_ns"][fallback] + page["time_ns"][fallback] / 2
+    start, end = float(canvas.get_attribute("data-view-start-ns")), float(canvas.get_attribute("data-view-end-ns"))
+    width = canvas.size["width"]
+    gutter, step_h, lane_h = 74, 18, 36  # report.js: the lane labels' gutter, the step row, a lane's height
+    x = gutter + (middle_ns - start) / (end - start) * (width - gutter - 6)
+    y = step_h + 1.5 * lane_h  # the middle of the fallback lane
+    ActionChains(driver).move_to_element_with_offset(canvas, int(x - width / 2), int(y - canvas.size["height"] / 2)).perform()
+    tip = driver.find_element(By.ID, "tl-tip")
+    assert tip.is_displayed()
+    assert tip.text.splitlines()[0] == page["names"][page["op"][fallback]]
+    assert tip.text.splitlines()[0] in set(session.ops.loc[session.ops["verdict"] == "fallback", "op"])
+    assert "fallback" in tip.text.splitlines()[1]
+    # WHEN zoomed in, the view narrows around its middle
+    driver.find_element(By.ID, "tl-in").click()
+    narrow = float(canvas.get_attribute("data-view-end-ns")) - float(canvas.get_attribute("data-view-start-ns"))
+    assert narrow == pytest.approx((end - start) / 2, rel=0.01)
+    assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
+
+
+def test_the_module_tree_names_each_module_s_class(driver, scanned):
+    from selenium.webdriver.common.by import By
+
+    folder, session = scanned
+    _load(driver, folder / "report.html")
+    driver.find_element(By.ID, "tree-open").click()
+    # each row: the open/close button's arrow, then the label
+    labels = [cell.text.lstrip("\u25be\u25b8") for cell in driver.find_elements(By.CSS_SELECTOR, "#module-tree tbody td.name")]
+    shown = [row[0] for row in driver.execute_script(
+        "return JSON.parse(document.getElementById('dmlprof-data').textContent).modules")]
+    classes = session.meta.module_classes
+    assert "GroupNorm" in classes.values() and len(labels) == len(shown)
+    for path, label in zip(shown, labels):
+        last, name = path.rsplit(".", 1)[-1], classes.get(path)
+        assert label == (f"{last} ({name})" if name and name != last else last)
+    assert sum(label.endswith(" (GroupNorm)") for label in labels) >= 1

@@ -30,8 +30,12 @@ def test_profile_records_every_call_of_the_block_with_phases_and_modules():
     assert set(ops["phase"]) >= {"forward", "backward", "optimizer"}
     assert "Sequential.0" in set(ops.loc[ops["phase"] == "forward", "module"])
     assert "Sequential.0" in set(ops.loc[ops["phase"] == "backward", "module"])  # backward found its module
+    # the recorder kept what each module is, for reports that name classes rather than bare indices
+    assert session.meta.module_classes["Sequential.0"] == "Linear"
+    assert session.meta.module_classes["Sequential.1"] == "ReLU"
+    assert dmlprof.session.Session.from_dict(session.to_dict()).meta.module_classes == session.meta.module_classes
     assert "dmlprof.profile() block" in render_text(session)
-    assert "<pre>" in run._repr_html_()
+    assert run._repr_html_().startswith('<div class="dmlprof-report" data-kind="block"')
 
 
 def test_an_exception_in_the_block_keeps_the_partial_session():

@@ -6,6 +6,7 @@ exact text, these check the meaning that must hold for every kind.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -17,18 +18,33 @@ from dmlprof.render.trace import write_tensorboard_run
 from dmlprof.report import build_report
 from session_kinds import KINDS, OP_KINDS
 
-#: the words a title uses for each kind
-TITLE = {"live": "live scan of", "predicted": "predicted scan of", "sweep": "batch-size sweep of"}
+#: what made each synthetic session (Report.session_kind), and the words its title uses
+SESSION_KIND = {"script_mode": "script", "script_device_unused": "script", "profile_block": "block",
+                "predicted": "prediction", "verified": "verify", "replaced": "replace", "sweep": "sweep"}
+TITLE = {"scan": "live scan of", "prediction": "predicted scan of", "script": "script scan of",
+         "block": "profile() block scan of", "sweep": "batch-size sweep of", "replace": "live scan of",
+         "verify": "verified scan of"}
 
 
 def kind_of(name: str) -> str:
     return {"predicted": "predicted", "sweep": "sweep"}.get(name, "live")
 
 
+def session_kind(name: str) -> str:
+    return SESSION_KIND.get(name, "scan")
+
+
+def test_every_session_kind_has_a_synthetic_session():
+    from dmlprof.report.model import SESSION_KINDS
+
+    assert {session_kind(name) for name in KINDS} == set(SESSION_KINDS)
+
+
 @pytest.mark.parametrize("name", list(KINDS))
 def test_terminal_title_names_the_kind_of_session(name):
     text = render_text(KINDS[name]())
-    assert text.splitlines()[0].startswith(f"dmlprof {TITLE[kind_of(name)]} ")
+    assert build_report(KINDS[name]()).session_kind == session_kind(name)
+    assert text.splitlines()[0].startswith(f"dmlprof {TITLE[session_kind(name)]} ")
     assert text.isascii()
 
 
@@ -36,14 +52,18 @@ def test_terminal_title_names_the_kind_of_session(name):
 def test_html_title_and_flags_fit_the_kind(name):
     session = KINDS[name]()
     data = report_data(session)
-    assert TITLE[kind_of(name)] in data["title"] and data["meta"]["mode"] == kind_of(name)
+    assert data["title"].startswith(f"dmlprof {TITLE[session_kind(name)]} ") and data["meta"]["mode"] == kind_of(name)
+    assert data["session_kind"] == session_kind(name)
     labels = {flag["label"] for flag in data["flags"]}
     assert ("Empty" in labels) == (name == "empty")  # a sweep holds sizes, not op calls: it is not empty
     assert ("Predicted" in labels) == (name == "predicted")
     assert ("Partial session" in labels) == (name == "partial")
     html = render_html(session)
     assert f"<title>{data['title']}" in html or data["title"] in html
-    assert ('id="chart-sweep"' in html) == (name == "sweep")
+    # self-contained: no address of anything outside the page, no element that fetches
+    assert "://" not in html and not re.search(r"<(script|link|img|iframe|object|embed)[^>]+(src|href|data)=", html)
+    assert ('id="plot-throughput"' in html) == (name == "sweep")
+    assert ('id="timeline"' in html) == (name not in ("sweep", "predicted", "empty"))
     assert ('id="ops-table"' in html) == (name != "sweep")
 
 

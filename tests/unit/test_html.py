@@ -38,7 +38,7 @@ def test_cards_show_coverage_by_calls_and_time_and_fallback_share():
     data = report_data(fallback_mix())
     cards = {c["key"]: c for c in data["cards"]}
     assert cards["device"]["value"] == "dml" and "torch-directml 0.2.5.dev240914" in cards["device"]["detail"]
-    assert cards["mode"]["value"] == "live"
+    assert cards["mode"]["value"] == "scan"
     assert cards["coverage_calls"]["value"] == "33.3%"  # 2 of 6 calls on the device
     assert cards["coverage_time"]["value"] == f"{100 * 10_000 / 151_000:.1f}%"
     assert cards["fallback_time"]["value"] == f"{100 * 140_000 / 151_000:.1f}%"
@@ -92,17 +92,39 @@ def test_phase_split_follows_forward_backward_optimizer():
     assert max(p["bar"] for p in phases) == 1.0
 
 
-def test_sweep_chart_only_with_a_sweep():
+def test_sweep_plots_only_with_a_sweep():
     assert report_data(fallback_mix())["sweep"] is None
-    assert 'id="chart-sweep"' not in render_html(fallback_mix())
+    assert 'id="plot-throughput"' not in render_html(fallback_mix())
 
     session = make_session([{"op": "aten::mm", "time_ns": 10}], extras={"sweep": SWEEP})
     sweep = report_data(session)["sweep"]
     assert [r["batch_size"] for r in sweep["rows"]] == [8, 16, 32]
     assert [r["recommended"] for r in sweep["rows"]] == [False, True, False]
-    assert sweep["rows"][1]["rate_bar"] == 1.0 and sweep["rows"][2]["rate_bar"] == 0.0
+    assert sweep["oom_batch_size"] == 32 and sweep["largest_ok_batch_size"] == 16
     html = render_html(session)
-    assert 'id="chart-sweep"' in html and "OOM" in html
+    assert all(f'id="plot-{key}"' in html for key in ("throughput", "p95", "memory")) and "OOM" in html
+
+
+def test_sweep_plots_put_sizes_on_a_log_axis_and_mark_the_knee_and_the_memory_edge():
+    from dmlprof.render.sweep_plots import LEFT, RIGHT, TOP
+
+    rows = [dict(SWEEP["rows"][0], batch_size=b, samples_per_s=r, step_ms_p95=p, peak_memory_bytes=m)
+            for b, r, p, m in ((8, 100.0, 90.0, 1 << 20), (16, 180.0, 95.0, 2 << 20), (32, 185.0, 180.0, 4 << 20))]
+    rows.append(dict(SWEEP["rows"][2], batch_size=64))
+    sweep = {"rows": rows, "recommended_batch_size": 16, "knee_batch_size": 16, "memory_budget_bytes": None}
+    plots = {p["key"]: p for p in report_data(make_session([], extras={"sweep": sweep}))["sweep"]["plots"]}
+    throughput = plots["throughput"]
+    # doublings are evenly spaced, from the left edge to the right
+    xs = [t["x"] for t in throughput["x_ticks"]]
+    assert xs[0] == LEFT and xs[-1] == RIGHT and xs[1] - xs[0] == pytest.approx(xs[2] - xs[1])
+    # the OOM size has no point; the edge lies between the last size that fit (32) and the first that did not (64)
+    assert [p["batch_size"] for p in throughput["points"]] == [8, 16, 32]
+    assert throughput["oom"] == 64 and throughput["oom_x"] == pytest.approx((xs[2] + xs[3]) / 2)
+    assert throughput["knee"] == 16 and throughput["knee_x"] == xs[1]
+    # each plot's best value sits below the top of its axis; the recommended point is marked
+    assert min(p["y"] for p in plots["p95"]["points"]) > TOP
+    assert [p["recommended"] for p in plots["memory"]["points"]] == [False, True, False]
+    assert plots["memory"]["points"][2]["text"] == "4.0 MiB" and plots["p95"]["points"][2]["text"] == "180.0 ms"
 
 
 def test_partial_and_predicted_sessions_are_flagged():
@@ -114,7 +136,7 @@ def test_partial_and_predicted_sessions_are_flagged():
     data = report_data(predicted)
     assert any(f["label"] == "Predicted" and "dml-0.2.5-t7" in f["text"] for f in data["flags"])
     cards = {c["key"]: c for c in data["cards"]}
-    assert cards["mode"]["value"] == "predicted" and "dml-0.2.5-t7" in cards["mode"]["detail"]
+    assert cards["mode"]["value"] == "prediction" and "dml-0.2.5-t7" in cards["mode"]["detail"]
     assert cards["coverage_time"]["value"] == "n/a"  # no per-call times: no share by time
     assert "dml-0.2.5-t7" in render_html(predicted)
 
@@ -186,6 +208,6 @@ def test_replace_comparison_only_when_scanned_with_replace():
     session = make_session([{"op": "aten::mm", "time_ns": 10}], extras={"replace": compare})
     data = report_data(session)["replace"]
     assert data["rows"][0] == {"label": "fallback calls", "before": "152", "after": "0"}
-    assert data["rows"][2]["before"] == "20.0%" and data["speedup"] == "1.50x" and data["applied"] == 2
+    assert data["rows"][2]["before"] == "20.0%" and data["speedup"] == "1.50x faster" and data["applied"] == 2
     html = render_html(session)
     assert 'id="replace-table"' in html and "aten::lerp.Scalar_out" in html and "<script>alert(1)" not in html

@@ -124,3 +124,47 @@ def test_untimed_session_is_a_one_line_error(tmp_path):
     predicted = make_session([{"op": "aten::mm", "time_ns": 0}], meta={"mode": "predicted"})
     with pytest.raises(UsageError, match="no timed op calls"):
         write_tensorboard_run(predicted, tmp_path)
+
+
+# -- the --trace file -------------------------------------------------------------------------------------
+def _lanes(trace: dict) -> dict:
+    """{(pid, tid): lane name} from the trace's metadata events."""
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "thread_name"}
+
+
+def test_a_trace_file_has_a_kernel_lane_where_kernel_time_was_measured():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from session_kinds import KINDS
+    from dmlprof.render.trace import KERNEL_LANE, KERNEL_PID, KERNEL_TID, trace_json
+
+    # GIVEN a CUDA session whose two addmm calls have kernel times and whose relu has none
+    session = KINDS["live_cuda"]()
+    trace = json.loads(trace_json(session))
+    assert _lanes(trace)[(KERNEL_PID, KERNEL_TID)] == KERNEL_LANE
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    calls = {e["args"]["External id"]: e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"}
+    assert [k["name"] for k in kernels] == ["aten::addmm", "aten::addmm"]
+    assert [k["dur"] for k in kernels] == [30.0, 25.0]  # us, as measured
+    # the device was synchronised after each call: each kernel range ends with the call that launched it
+    for kernel in kernels:
+        call = calls[kernel["args"]["External id"]]
+        assert kernel["ts"] + kernel["dur"] == pytest.approx(call["ts"] + call["dur"], abs=0.002)
+    # a DirectML session has no kernel times: no kernel lane
+    dml = json.loads(trace_json(KINDS["live_dml"]()))
+    assert KERNEL_LANE not in _lanes(dml).values() and not [e for e in dml["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def test_without_a_sync_kernels_queue_one_after_another():
+    from dmlprof.render.trace import trace_json
+
+    session = make_session([{"op": "aten::mm", "time_ns": 1_000, "device_time_ns": 50_000},
+                            {"op": "aten::relu", "time_ns": 1_000, "device_time_ns": 10_000}],
+                           meta={"backend": "cuda", "sync": False})
+    kernels = [e for e in json.loads(trace_json(session))["traceEvents"] if e.get("cat") == "kernel"]
+    (mm, relu) = kernels
+    assert mm["ts"] == 0.0 and mm["dur"] == 50.0
+    assert relu["ts"] == pytest.approx(50.0) and relu["dur"] == 10.0  # launched at 1.1 us, ran when mm was done

@@ -187,4 +187,168 @@
     document.getElementById("tree-close").addEventListener("click", function () { nodes.forEach(function (n) { n.open = false; }); drawTree(); });
     drawTree();
   }
+  // ---- timeline -----------------------------------------------------------------
+  // Every timed call on one canvas, one lane per place it ran. The view is a
+  // window [v0, v1] of the run in ns: the wheel zooms around the pointer, a drag
+  // pans, a click on a step zooms to it. Hover finds the call under the pointer
+  // by binary search in its lane (calls sorted by start), so 100,000 calls stay smooth.
+  var line = page.timeline;
+  var canvas = document.getElementById("timeline-canvas");
+  if (line && canvas) {
+    var GUTTER = 74, STEP_H = 18, LANE_H = 36, AXIS_H = 18, PAD = 6;
+    var COLORS = ["#2f81f7", "#d1242f", "#9aa4ae"];
+    var LABELS = {device: "device", fallback: "fallback", host: "host"};
+    var n = line.start_ns.length, total = Math.max(1, line.end_ns);
+    var tip = document.getElementById("tl-tip"), box = document.getElementById("tl-box");
+    var lanes = line.lanes.map(function () { return []; });
+    for (var i = 0; i < n; i++) lanes[line.lane[i]].push(i);
+    lanes.forEach(function (calls) { calls.sort(function (a, b) { return line.start_ns[a] - line.start_ns[b]; }); });
+    // per lane, the longest call: how far back a call starting before t can still cover t
+    var longest = lanes.map(function (calls) {
+      return calls.reduce(function (most, i) { return Math.max(most, line.time_ns[i]); }, 0);
+    });
+    var v0 = 0, v1 = total, drag = null;
+    var height = STEP_H + line.lanes.length * LANE_H + AXIS_H + PAD;
+    canvas.style.height = height + "px";
+    document.getElementById("tl-count").textContent =
+      n.toLocaleString("en-US") + " calls, " + line.steps.length + " step" + (line.steps.length === 1 ? "" : "s") + ", " + fmtMs(total / 1e6);
+
+    function plotWidth() { return Math.max(1, canvas.clientWidth - GUTTER - PAD); }
+    function xOf(ns) { return GUTTER + (ns - v0) / (v1 - v0) * plotWidth(); }
+    function nsAt(x) { return v0 + (x - GUTTER) / plotWidth() * (v1 - v0); }
+    function laneTop(lane) { return STEP_H + lane * LANE_H; }
+
+    function drawTimeline() {
+      var ratio = window.devicePixelRatio || 1, width = canvas.clientWidth;
+      canvas.width = Math.round(width * ratio);
+      canvas.height = Math.round(height * ratio);
+      var g = canvas.getContext("2d");
+      g.setTransform(ratio, 0, 0, ratio, 0, 0);
+      g.clearRect(0, 0, width, height);
+      g.font = "12px sans-serif";
+      g.textBaseline = "middle";
+      // steps: alternating bands across every lane, numbered on top
+      line.steps.forEach(function (span, k) {
+        var a = Math.max(GUTTER, xOf(span.start_ns)), b = Math.min(GUTTER + plotWidth(), xOf(span.end_ns));
+        if (b <= a) return;
+        g.fillStyle = k % 2 ? "#f6f8fa" : "#eef1f4";
+        g.fillRect(a, 0, b - a, height - PAD);
+        if (b - a > 46) { g.fillStyle = "#59636e"; g.fillText("step " + span.step, a + 4, STEP_H / 2); }
+      });
+      var drawn = 0;
+      lanes.forEach(function (calls, lane) {
+        var top = laneTop(lane) + 4, h = LANE_H - 8;
+        g.fillStyle = "#1f2328";
+        g.fillText(LABELS[line.lanes[lane]] || line.lanes[lane], 8, top + h / 2);
+        g.fillStyle = COLORS[lane] || "#6e7781";
+        var lastX = -1;
+        for (var j = 0; j < calls.length; j++) {
+          var c = calls[j], s = line.start_ns[c], e = s + line.time_ns[c];
+          if (e < v0 || s > v1) continue;
+          var a = Math.max(GUTTER, xOf(s)), b = Math.min(GUTTER + plotWidth(), xOf(e));
+          if (b - a < 1) { if (Math.floor(a) === lastX) continue; b = a + 1; }  // one pixel holds many short calls
+          lastX = Math.floor(a);
+          g.fillRect(a, top, b - a > 4 ? b - a - 1 : b - a, h);  // a hairline between neighbours wide enough to see
+          drawn++;
+        }
+      });
+      g.strokeStyle = "#d8dee4";
+      g.beginPath(); g.moveTo(GUTTER - 0.5, 0); g.lineTo(GUTTER - 0.5, height); g.stroke();
+      drawAxis(g, laneTop(lanes.length));
+      canvas.setAttribute("data-view-start-ns", String(v0));
+      canvas.setAttribute("data-view-end-ns", String(v1));
+      canvas.setAttribute("data-drawn", String(drawn));
+      document.getElementById("tl-range").textContent = "showing " + fmtMs(v0 / 1e6) + " to " + fmtMs(v1 / 1e6) + " of " + fmtMs(total / 1e6);
+    }
+
+    function drawAxis(g, y) {
+      // about one tick per 120 px, at a round step (1, 2 or 5 x 10^k ns)
+      var want = (v1 - v0) / Math.max(1, plotWidth() / 120), step = Math.pow(10, Math.floor(Math.log10(want)));
+      step *= want / step > 5 ? 10 : want / step > 2 ? 5 : want / step > 1 ? 2 : 1;
+      g.fillStyle = "#59636e"; g.strokeStyle = "#8c959f"; g.textAlign = "center";
+      for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+        var x = xOf(t);
+        g.beginPath(); g.moveTo(x + 0.5, y); g.lineTo(x + 0.5, y + 4); g.stroke();
+        g.fillText(fmtMs(t / 1e6), x, y + 11);
+      }
+      g.textAlign = "start";
+    }
+
+    function setView(a, b) {
+      var span = Math.max(1000, b - a);  // no closer than 1 us across the plot
+      a = Math.max(0, Math.min(a, total - span));
+      v0 = a; v1 = Math.min(total, a + span);
+      if (v1 - v0 < span) v0 = Math.max(0, v1 - span);
+      drawTimeline();
+    }
+    function zoom(factor, atX) {
+      var at = atX === undefined ? (v0 + v1) / 2 : nsAt(atX);
+      setView(at - (at - v0) * factor, at + (v1 - at) * factor);
+    }
+
+    function callAt(x, y) {
+      var lane = Math.floor((y - STEP_H) / LANE_H);
+      if (lane < 0 || lane >= lanes.length || x < GUTTER) return null;
+      var calls = lanes[lane], t = nsAt(x), slack = 3 / plotWidth() * (v1 - v0);
+      var lo = 0, hi = calls.length;  // first call starting after t + slack
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (line.start_ns[calls[mid]] <= t + slack) lo = mid + 1; else hi = mid; }
+      var best = null, bestGap = Infinity;
+      for (var j = lo - 1; j >= 0; j--) {
+        var c = calls[j], s = line.start_ns[c], e = s + line.time_ns[c];
+        if (s < t - slack - longest[lane]) break;
+        var gap = t < s ? s - t : t > e ? t - e : 0;
+        if (gap < bestGap || (gap === bestGap && gap === 0)) { best = c; bestGap = gap; if (gap === 0) break; }
+      }
+      return bestGap <= slack ? best : null;
+    }
+    function name(k) { return line.names[k] || ""; }
+    function showTip(c, x, y) {
+      if (c === null) { tip.hidden = true; return; }
+      tip.textContent = name(line.op[c]) + "\n" + line.lanes[line.lane[c]] + " \u00b7 " + fmtMs(line.time_ns[c] / 1e6) +
+        " \u00b7 step " + line.step[c] + " \u00b7 " + name(line.phase[c]) +
+        (name(line.module[c]) ? "\nmodule " + name(line.module[c]) : "") + (name(line.source[c]) ? "\n" + name(line.source[c]) : "");
+      tip.hidden = false;
+      var left = Math.min(x + 14, box.clientWidth - tip.offsetWidth - 4);
+      tip.style.left = Math.max(4, left) + "px";
+      tip.style.top = (y + 16) + "px";
+    }
+    function point(e) { var r = canvas.getBoundingClientRect(); return {x: e.clientX - r.left, y: e.clientY - r.top}; }
+
+    canvas.addEventListener("wheel", function (e) {
+      e.preventDefault();
+      zoom(e.deltaY > 0 ? 1.25 : 0.8, point(e).x);
+    }, {passive: false});
+    canvas.addEventListener("mousedown", function (e) {
+      drag = {x: point(e).x, v0: v0, v1: v1, moved: false};
+      canvas.classList.add("dragging");
+    });
+    window.addEventListener("mouseup", function (e) {
+      if (!drag) return;
+      var p = point(e), wasClick = !drag.moved;
+      drag = null;
+      canvas.classList.remove("dragging");
+      if (wasClick && p.y < STEP_H) {  // a click on the step row zooms to that step
+        var t = nsAt(p.x);
+        line.steps.forEach(function (span) { if (t >= span.start_ns && t <= span.end_ns) setView(span.start_ns, span.end_ns); });
+      }
+    });
+    canvas.addEventListener("mousemove", function (e) {
+      var p = point(e);
+      if (drag) {
+        var dx = p.x - drag.x;
+        if (Math.abs(dx) > 2) drag.moved = true;
+        var shift = dx / plotWidth() * (drag.v1 - drag.v0);
+        setView(drag.v0 - shift, drag.v1 - shift);
+        tip.hidden = true;
+        return;
+      }
+      showTip(callAt(p.x, p.y), p.x, p.y);
+    });
+    canvas.addEventListener("mouseleave", function () { tip.hidden = true; });
+    document.getElementById("tl-in").addEventListener("click", function () { zoom(0.5); });
+    document.getElementById("tl-out").addEventListener("click", function () { zoom(2); });
+    document.getElementById("tl-reset").addEventListener("click", function () { setView(0, total); });
+    window.addEventListener("resize", drawTimeline);
+    drawTimeline();
+  }
 })();

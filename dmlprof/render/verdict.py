@@ -1,0 +1,112 @@
+"""The verdict a report leads with: one sentence in the colour of what the run found.
+
+Shared by the HTML page and the notebook view, so that both say the same
+first thing. Tones: ``bad`` (results are wrong), ``warn`` (the step works but
+work left the device, or the run says less than it should), ``good`` (every
+call ran where it should), ``info`` (nothing to judge: the CPU was the device).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dmlprof.render.format import fmt_bytes, fmt_ms, fmt_rate, fmt_share
+
+
+@dataclass(frozen=True)
+class Verdict:
+    tone: str  # bad, warn, good, info
+    headline: str
+    detail: str = ""
+
+
+def verdict_of(report) -> Verdict:
+    """What the first screen says about ``report``, most serious finding first."""
+    if report.session_kind == "sweep":
+        return _sweep_verdict(report.sweep)
+    found = report.verification
+    if found is not None and not found.clean:
+        return Verdict("bad", "Wrong results: " + _wrong_results(found),
+                       "The device computed values the CPU does not: fix these before trusting any figure below.")
+    if report.device_unused_note:
+        return Verdict("warn", report.device_unused_note, "The figures below describe calls on other devices.")
+    head = report.summary
+    if not head.op_calls:
+        return Verdict("warn", "No op calls were recorded.", "Nothing ran under dmlprof: there is nothing to judge.")
+    if report.replace is not None:
+        return _replace_verdict(report)
+    if report.cpu_is_device:
+        return Verdict("info", "The CPU was the device, so nothing can fall back.",
+                       "Scan with --device, or predict with --target dml, to check an accelerator.")
+    checked = " Results match the CPU's." if found is not None else ""
+    return _fallback_verdict(report, checked)
+
+
+def _wrong_results(found) -> str:
+    parts = []
+    if found.divergent_calls:
+        ops = len({r.op for r in found.divergent_ops})
+        parts.append(f"{found.divergent_calls:,} device op call{_s(found.divergent_calls)} ({ops} op{_s(ops)}) "
+                     "gave results that differ from the CPU's")
+    if found.lost_updates:
+        count = len({r.parameter for r in found.lost_updates})
+        parts.append(f"{count} parameter{_s(count)} never changed although {'its' if count == 1 else 'their'} "
+                     "gradient was non-zero")
+    return "; ".join(parts) + "."
+
+
+def _fallback_verdict(report, checked: str) -> Verdict:
+    head = report.summary
+    predicted = report.kind == "predicted"
+    where = report.run.device.backend or "the device"
+    if not head.fallback_calls:
+        verb = "would run" if predicted else "ran"
+        return Verdict("good", f"Every op call on device tensors {verb} on {where}.{checked}",
+                       "Predicted from the op table: no device ran this." if predicted else "")
+    verb = "would fall" if predicted else "fell"
+    ops = head.distinct_fallback_ops
+    headline = (f"{head.fallback_calls:,} op call{_s(head.fallback_calls)} ({ops} op{_s(ops)}) {verb} back to the CPU"
+                + (f": {fmt_share(head.fallback_time_share)} of op time." if report.timed and head.time_ms else ".")
+                + checked)
+    return Verdict("warn", headline, _fallback_detail(report, predicted))
+
+
+def _fallback_detail(report, predicted: bool) -> str:
+    moved = report.summary.bytes_moved
+    fixes = len(report.fixes)
+    detail = f"{fmt_bytes(moved)} moved between host and device. " if moved and not predicted else ""
+    return detail + (f"{fixes} known replacement{_s(fixes)} below (dmlprof scan --replace tries them)." if fixes
+                     else "No known replacement yet: the hotspots below say where each call came from.")
+
+
+def _replace_verdict(report) -> Verdict:
+    data = report.replace
+    before, after = data.before, data.after
+    speed = ""
+    if data.step_time_speedup:
+        ratio = data.step_time_speedup
+        speed = (f" A step took {fmt_ms(before.step_time_ms)} before and {fmt_ms(after.step_time_ms)} after: "
+                 + (f"{ratio:.2f}x faster." if ratio >= 1 else f"{1 / ratio:.2f}x slower."))
+    if not after.fallback_calls:
+        return Verdict("good", f"With dmlprof's replacements nothing falls back (before: {before.fallback_calls:,} "
+                               f"fallback call{_s(before.fallback_calls)}).", speed.strip())
+    return Verdict("warn", f"With dmlprof's replacements {after.fallback_calls:,} fallback call"
+                           f"{_s(after.fallback_calls)} remain (before: {before.fallback_calls:,}).", speed.strip())
+
+
+def _sweep_verdict(sweep) -> Verdict:
+    if sweep is None or not sweep.ok_rows:
+        return Verdict("warn", "No batch size ran to the end, so none is recommended.",
+                       "The table below says how each size failed.")
+    edge = (f" Out of memory from batch size {sweep.oom_batch_size}; the largest that fit is "
+            f"{sweep.largest_ok_batch_size}." if sweep.oom_batch_size is not None else "")
+    knee = (f" Throughput stops growing past {sweep.knee_batch_size} (the knee)."
+            if sweep.knee_batch_size is not None else "")
+    best = next((r for r in sweep.rows if r.recommended), None)
+    if best is None:
+        return Verdict("warn", "No batch size is recommended.", (edge + knee).strip())
+    return Verdict("good", f"Use batch size {best.batch_size}: {fmt_rate(best.samples_per_s)} samples/s, step p95 {fmt_ms(best.step_ms_p95)}.",
+                   (edge + knee).strip())
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
