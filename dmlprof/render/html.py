@@ -24,7 +24,7 @@ from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_rate, fmt_sha
 from dmlprof.render.sweep_plots import sweep_plots
 from dmlprof.render.verdict import verdict_of
 from dmlprof.report import report_of
-from dmlprof.schema import CPU, DEVICE, FALLBACK, PHASES, VERDICTS
+from dmlprof.schema import CPU, DEVICE, FALLBACK, PHASES, REPORT_VERDICTS
 
 #: bump when report_data's shape changes (the page's script reads it)
 DATA_VERSION = 2
@@ -61,7 +61,7 @@ def report_data(source) -> dict:
         "verdict": plain(verdict_of(report)),
         "is_sweep": report.kind == SWEEP,
         "cpu_is_device": report.cpu_is_device,
-        "verdicts": list(VERDICTS),
+        "verdicts": list(REPORT_VERDICTS),
         "phase_names": list(PHASES),
         "meta": _meta_facts(report),
         "flags": _flags(report, timed),
@@ -217,7 +217,8 @@ def _cards(report, timed: bool) -> list:
              _card("mode", "Session", report.session_kind, _mode_detail(report),
                    "info" if report.kind == PREDICTED else ""),
              _card("coverage_calls", "On device, by calls", fmt_share(head.device_call_share),
-                   f"{head.device_calls:,} of {head.op_calls:,} op calls",
+                   f"{head.device_calls:,} of {head.op_calls - head.host_bookkeeping_calls:,} op calls"
+                   + (f" (and {head.host_bookkeeping_calls:,} host bookkeeping)" if head.host_bookkeeping_calls else ""),
                    _coverage_tone(head.device_call_share, head.op_calls))]
     cards += _time_cards(head) if timed else [
         _card("coverage_time", "On device, by time", "n/a", "no per-call times"),
@@ -366,12 +367,15 @@ def _time_by_op_chart(times) -> dict:
     biggest = top[0].time_ms or 1.0
     bars = [{"op": t.op, "time_ms": t.time_ms, "time": fmt_ms(t.time_ms),
              "segments": [{"verdict": v, "length": round(getattr(t, f"{v}_ms") / biggest, 6), "time_ms": getattr(t, f"{v}_ms")}
-                          for v in VERDICTS if getattr(t, f"{v}_ms") > 0]} for t in top]
+                          for v in REPORT_VERDICTS if getattr(t, f"{v}_ms") > 0]} for t in top]
     return {"bars": bars, "other_ms": sum(t.time_ms for t in rest), "other_ops": len(rest)}
 
 
 def _verdict_split(head) -> dict:
-    """Device / fallback / CPU shares of calls and of time (each list sums to 1 or is empty)."""
+    """Device / fallback / CPU shares of calls and of time (each list sums to 1 or is empty).
+
+    Host bookkeeping (optimizer step counters) is no finding: out of both wholes, as in every share.
+    """
     def parts(values, whole):
         if not whole:
             return []
@@ -379,9 +383,9 @@ def _verdict_split(head) -> dict:
 
     return {
         "calls": parts([(DEVICE, head.device_calls), (FALLBACK, head.fallback_calls), (CPU, head.cpu_calls)],
-                       head.op_calls),
+                       head.device_calls + head.fallback_calls + head.cpu_calls),
         "time": parts([(DEVICE, head.device_op_time_ms), (FALLBACK, head.fallback_time_ms), (CPU, head.cpu_time_ms)],
-                      head.time_ms),
+                      head.device_op_time_ms + head.fallback_time_ms + head.cpu_time_ms),
     }
 
 
