@@ -221,24 +221,6 @@ def _view_sources(overload) -> tuple:
     return known
 
 
-def _sharing_storage(overload, args: tuple, out):
-    """A view's outputs on their base's storage, as on the device (the Meta kernel's come back on fresh
-    storage): what counts a storage's users (the autograd engine, deciding whether it may add a
-    gradient in place) sees what it sees on the device."""
-    outs = out if isinstance(out, tuple) else (out,)
-    for ret_index, arg_index in _view_sources(overload):
-        source = args[arg_index] if arg_index < len(args) else None
-        if not isinstance(source, torch.Tensor) or ret_index >= len(outs):
-            continue
-        views = outs[ret_index] if isinstance(outs[ret_index], (list, tuple)) else (outs[ret_index],)
-        for view in views:
-            if isinstance(view, torch.Tensor) and view.device == source.device:
-                torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
-                    _META_KEYS, view, source.untyped_storage(), view.storage_offset(), list(view.shape),
-                    list(view.stride()))
-    return out
-
-
 def _tensor_slots(overload) -> tuple:
     """Positions of the schema's ``Tensor`` arguments (wrapped numbers arrive there as Python numbers)."""
     return tuple(index for index, argument in enumerate(overload._schema.arguments)
@@ -355,7 +337,7 @@ class StandIn:
             special = _SPECIAL[name]
             run = lambda args, kwargs: special(self, overload, args, kwargs)  # noqa: E731
         elif _view_sources(overload):
-            run = lambda args, kwargs: _sharing_storage(overload, args, self.compute(overload, args, kwargs))  # noqa: E731
+            run = lambda args, kwargs: self.view(overload, args, kwargs)  # noqa: E731
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
 
@@ -382,6 +364,20 @@ class StandIn:
             if found is not _FAILED:
                 return found
         return self.compute(overload, args, kwargs)
+
+    def view(self, overload, args, kwargs):
+        """A view op: its output shares its base's storage, as on the device.
+
+        The Meta kernel of a view op is the generic one every backend shares: run on the device
+        tensor itself it makes a view of it (no Python storage object either, which would stay
+        alive as one more user of the storage). The autograd engine adds a gradient in place only
+        when nothing else holds its storage (``add_`` against ``add``), so views on fresh storage
+        would take another path. Where it cannot, the output comes as from any other kernel.
+        """
+        try:
+            return overload.redispatch(_META_KEYS, *args, **kwargs)
+        except Exception:  # no generic kernel for this view: its geometry, on fresh storage
+            return self.compute(overload, args, kwargs)
 
     def compute(self, overload, args, kwargs):
         """Outputs from the Meta kernel, else from the CPU kernel on placeholder values."""
