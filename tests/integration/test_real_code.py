@@ -10,6 +10,7 @@ THEN  they run unmodified, stop cleanly after the requested steps, and report
 """
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -67,7 +68,15 @@ def test_a_cuda_script_without_from_cuda_is_told_how(tmp_path):
 
 
 def test_a_directml_script_on_a_machine_without_torch_directml_is_told_how(tmp_path):
-    done, _ = _report(tmp_path, FIXTURES / "dml_style_train.py", "--device", "cpu", "--steps", "1")
+    # A machine without torch_directml, wherever the test runs (the torch 2.4.1 lane has it installed):
+    # a package of that name found first that fails to import as a missing one does.
+    shadow = tmp_path / "shadow" / "torch_directml"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'torch_directml'\", name='torch_directml')\n", encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(shadow.parent), os.environ.get("PYTHONPATH")]))
+    done, _ = _report(tmp_path, FIXTURES / "dml_style_train.py", "--device", "cpu", "--steps", "1",
+                      env={"PYTHONPATH": path})
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "torch_directml" in done.stderr and "--target dml" in done.stderr and "--device emulated-dml" in done.stderr
 
