@@ -129,6 +129,10 @@ def test_rank_traces_carry_distributed_info_and_the_collectives(contract_run):
         assert names.count("gloo:all_reduce") == 4 and names.count("c10d::allreduce_") == 4
 
 
+@pytest.mark.xfail(__import__("torch").__version__.startswith("2.4."), strict=False,
+                   reason="torch 2.4.1: a rank of a 2-rank gloo run under torch.profiler dies by SIGABRT now and "
+                          "then (1 run in 3 on this machine; the other rank then loses its peer); "
+                          "torch 2.13 has never shown it")
 def test_no_sync_times_the_ddp_steps_with_the_profiler_alone(cli, tmp_path):
     # DDP's bucket rebuild happens in warm-up, so every measured step has the structure step's calls
     result = cli("scan", MODELS / "lenet5.py", "--nproc", "2", "--batch-size", "8", "--steps", "2", "--no-sync",
