@@ -65,7 +65,9 @@ def trace_figures(path: Path, after_first_step: bool = False) -> dict:
     only, with ``after_first_step``: a script's set-up and warm-up step are not recorded by dmlprof)."""
     trace = json.loads(Path(path).read_text(encoding="utf-8"))
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    ends = optimizer_ends(events)
+    # On CUDA each host range is also drawn on the GPU timeline (``gpu_user_annotation``, same name):
+    # steps are read from the host's ranges only, or every step would count twice.
+    ends = optimizer_ends([e for e in events if not str(e.get("cat", "")).startswith("gpu_")])
     periods = [(b - a) / 1000 for a, b in zip(ends, ends[1:])]
     since = ends[0] if after_first_step and ends else float("-inf")
     comm = [e["dur"] / 1000 for e in events if e["name"].startswith(("gloo:", "nccl:")) and e["ts"] >= since]
