@@ -206,7 +206,9 @@ def test_prediction_equals_emulation(entry, work):
     assert not differences, ("prediction and emulation differ call for call"
                              + compare.meta_differences(emulated, session) + ":\n" + compare.shorten(differences, 60))
     assert predicted["returncode"] == 0, predicted["stderr"][-1500:]
-    assert compare.session_steps(emulated) == compare.session_steps(session)
+    # the steps of the calls compared above: host calls (a DataLoader rebuilding its workers' batches)
+    # land in whichever step their timing decides
+    assert compare.session_steps(emulated, device_only=True) == compare.session_steps(session, device_only=True)
 
 
 def test_runs_end_cleanly(entry, work):

@@ -73,9 +73,14 @@ def session_rows(session: dict, device_only: bool = False) -> list:
             if not device_only or verdict != "cpu"]
 
 
-def session_steps(session: dict) -> list:
+def session_steps(session: dict, device_only: bool = False) -> list:
+    """Each recorded call's step (``device_only``: of the calls :func:`session_rows` keeps with it)."""
     ops = session.get("ops") or {}
-    return list(ops.get("step") or [])
+    steps = list(ops.get("step") or [])
+    if not device_only:
+        return steps
+    verdicts = ops.get("verdict") or [""] * len(steps)
+    return [step for step, verdict in zip(steps, verdicts) if verdict != "cpu"]
 
 
 def _parse_fallbacks(text) -> tuple:
