@@ -288,7 +288,7 @@ class StandIn:
         autograd = table.registrations.get("AutogradPrivateUse1", ())
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
-                                      wanted=lambda name: name in autograd and name.startswith("aten::"))
+                                      wanted=lambda name: name in autograd)
 
     # -- registration ---------------------------------------------------------------
     def install(self) -> None:
@@ -306,6 +306,7 @@ class StandIn:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._kernels.refresh()
+            self._autograd.refresh()
 
     def remove(self) -> None:
         self._kernels.remove()
@@ -344,9 +345,13 @@ class StandIn:
         return lambda keyset, *args, **kwargs: run(args, kwargs)
 
     def _autograd_kernel_for(self, overload):
-        # torch-directml's own autograd-key kernels (reshape) do what torch's composite does,
-        # through the dispatcher, so autograd records the views and copies it makes.
-        return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
+        # torch-directml's own autograd-key kernels: reshape does what torch's composite does, through
+        # the dispatcher, so autograd records the views and copies it makes; torchvision::nms (no
+        # gradient) runs the device's kernel below autograd.
+        if op_name(overload).startswith("aten::"):
+            return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
+        below = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+        return lambda keyset, *args, **kwargs: overload.redispatch(below, *args, **kwargs)
 
     # -- kernels ------------------------------------------------------------------------
     def fallback(self, overload, name: str, args, kwargs):

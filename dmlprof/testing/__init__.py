@@ -239,11 +239,10 @@ def _install(module) -> None:
 
     table = load_table("dml")
     skipped = module.register_kernels(table.registrations["PrivateUse1"], "PrivateUse1")
-    # torch-directml also puts reshape on AutogradPrivateUse1 (so autograd
-    # does not decompose it); the same names, where they are aten ops.
-    skipped += module.register_kernels(
-        [name for name in table.registrations["AutogradPrivateUse1"] if name.startswith("aten::")],
-        "AutogradPrivateUse1")
+    # torch-directml also puts reshape on AutogradPrivateUse1 (so autograd does not decompose it)
+    # and torchvision::nms (without it, nms on the device has no autograd kernel on torch 2.4.1 and
+    # every detection model fails): the same names.
+    skipped += module.register_kernels(table.registrations["AutogradPrivateUse1"], "AutogradPrivateUse1")
     _state["skipped"] = sorted(skipped)
     if torch_version_tuple() >= (2, 6):
         # Backward needs the backend name registered and hooks; the name stays
