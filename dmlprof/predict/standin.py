@@ -575,9 +575,16 @@ def _convolution_overrideable(standin, overload, args, kwargs):
 def _convolution_backward_overrideable(standin, overload, args, kwargs):
     (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask) = args
     channels = weight.shape[1] * groups if transposed else weight.shape[0]
-    return standin.compute(torch.ops.aten.convolution_backward.default,
-                           (grad_output, input, weight, [channels], stride, padding, dilation, transposed,
-                            output_padding, groups, output_mask), {})
+    call = (torch.ops.aten.convolution_backward.default,
+            (grad_output, input, weight, [channels], stride, padding, dilation, transposed, output_padding, groups,
+             output_mask), {})
+    if _elements(args) <= CPU_SHAPES_MAX_ELEMENTS:
+        # The CPU kernel's gradient strides, as the device's (newer torch's Meta kernel lays the weight's
+        # gradient out otherwise, and AccumulateGrad would then copy it to the weight's layout)
+        found = standin._on_cpu(*call)
+        if found is not _FAILED:
+            return found
+    return standin.compute(*call)
 
 
 _SPECIAL = {
