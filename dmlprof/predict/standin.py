@@ -339,6 +339,8 @@ class StandIn:
             run = lambda args, kwargs: special(self, overload, args, kwargs)  # noqa: E731
         elif _view_sources(overload):
             run = lambda args, kwargs: self.view(overload, args, kwargs)  # noqa: E731
+        elif name in _CPU_LAYOUT:
+            run = lambda args, kwargs: self.with_cpu_layout(overload, args, kwargs)  # noqa: E731
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
 
@@ -383,6 +385,14 @@ class StandIn:
             return overload.redispatch(_META_KEYS, *args, **kwargs)
         except Exception:  # no generic kernel for this view: its geometry, on fresh storage
             return self.compute(overload, args, kwargs)
+
+    def with_cpu_layout(self, overload, args, kwargs):
+        """Outputs laid out as the CPU kernel lays them out (on placeholders, where small enough)."""
+        if _elements(args) + _elements(kwargs.values()) <= CPU_SHAPES_MAX_ELEMENTS:
+            found = self._on_cpu(overload, args, kwargs)
+            if found is not _FAILED:
+                return found
+        return self.compute(overload, args, kwargs)
 
     def compute(self, overload, args, kwargs):
         """Outputs from the Meta kernel, else from the CPU kernel on placeholder values."""
@@ -601,6 +611,10 @@ _SPECIAL = {
     "aten::convolution_overrideable": _convolution_overrideable,
     "aten::convolution_backward_overrideable": _convolution_backward_overrideable,
 }
+#: Device kernels whose outputs newer torch's Meta kernels lay out otherwise than the CPU kernel the
+#: device's results follow (what later calls do depends on it: a view or a copy, a gradient accumulated
+#: in place or copied to the parameter's layout).
+_CPU_LAYOUT = frozenset({"aten::native_layer_norm_backward"})
 #: Composite ops whose whole answer is a value read from the device: answered here, in one call,
 #: instead of by torch's composite reading placeholder values.
 _ANSWERED = {"aten::allclose": _allclose}
