@@ -193,7 +193,18 @@ def test_reported_ops_are_the_programs(entry, work):
                              + compare.shorten(differences))
 
 
-def test_prediction_equals_emulation(entry, work):
+#: Entries whose prediction cannot equal emulation, and why: a gap, tracked (strict: the day one
+#: starts to agree this fails, and the entry leaves the list). Not a verdict of the product's.
+PREDICTION_GAPS = {
+    "faster_rcnn": ("which proposals survive the RPN's filters depends on values a prediction does not "
+                    "have (on placeholders every box is empty, and batched_nms returns early)"),
+}
+
+
+def test_prediction_equals_emulation(entry, work, request):
+    gap = PREDICTION_GAPS.get(entry.path.stem)
+    if gap:
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=gap))
     scanned = _scanned(entry, work)
     predicted = _predict_run(entry, work)
     session = predicted["session"]
