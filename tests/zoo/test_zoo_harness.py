@@ -104,6 +104,16 @@ def test_nested_redispatch_and_mode_ranges_are_explained_and_nothing_else():
                          ("redispatch", "aten::sum"): 1}
 
 
+def test_a_recall_below_a_custom_ops_autograd_range_is_the_recorders():
+    wrapper = "GeneratedBackwardFor_torchvision_roi_align_default"
+    bare = [["torchvision::roi_align", ""], [wrapper, "torchvision::roi_align"]]
+    scanned = bare + [["torchvision::roi_align", wrapper]]
+    missing, extra, explained = compare.window_difference(bare, scanned)
+    assert not missing and not extra and explained == {("redispatch", "torchvision::roi_align"): 1}
+    other = bare + [["torchvision::nms", wrapper]]
+    assert compare.window_difference(bare, other)[1] == {"torchvision::nms": 1}, "only the same op is explained"
+
+
 def test_an_op_missing_under_dmlprof_is_never_explained():
     bare = [["aten::_ctc_loss", ""], ["aten::add_", ""]]
     scanned = [["aten::_ctc_loss", ""], ["aten::_ctc_loss", "aten::_ctc_loss"], ["aten::add", ""]]

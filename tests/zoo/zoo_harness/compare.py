@@ -157,7 +157,14 @@ def _worker_batch_calls(events) -> Counter:
 
 
 def _self_nested(events) -> Counter:
-    return Counter(name for name, parent in events if parent in (name, f"<mode>/{name}"))
+    """Calls nested in a call of the same op: directly, through a dispatch mode's range, or through the
+    autograd range torch.library gives a custom op (``GeneratedBackwardFor_torchvision_roi_align_default``)."""
+    return Counter(name for name, parent in events
+                   if parent in (name, f"<mode>/{name}") or parent.startswith(_autograd_range(name)))
+
+
+def _autograd_range(name: str) -> str:
+    return "GeneratedBackwardFor_" + name.replace("::", "_").replace(".", "_") + "_"
 
 
 def _used_mode(scanned: dict, windows: int) -> bool:
