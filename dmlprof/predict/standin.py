@@ -284,7 +284,6 @@ class StandIn:
         self.device_type = device_type
         self.placeholder_ops: Counter = Counter()
         self._natives = frozenset(table.registrations.get("PrivateUse1", ())) - _LEFT_TO_TORCH
-        self._answered = frozenset(_ANSWERED)
         autograd = table.registrations.get("AutogradPrivateUse1", ())
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
@@ -314,7 +313,7 @@ class StandIn:
         _refused.clear()
 
     def _wanted(self, name: str) -> bool:
-        if name in self._natives or name in self._answered:
+        if name in self._natives or name in _ANSWERED:
             return True
         if name in _LEFT_TO_TORCH or is_composite(name) or _has_kernel(name, "PrivateUse1"):
             return False  # torch's generic kernel runs it, or torch registered one of its own (c10d)
@@ -329,7 +328,7 @@ class StandIn:
         return self._kernel_for_unwrapped(overload, name)
 
     def _kernel_for_unwrapped(self, overload, name: str):
-        if name in self._answered:
+        if name in _ANSWERED:
             answer = _ANSWERED[name]
             run = lambda args, kwargs: answer(self, overload, args, kwargs)  # noqa: E731
         elif name not in self._natives:
