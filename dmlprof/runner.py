@@ -440,6 +440,9 @@ class _Run:
             warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)
             with progress.phase("warm-up", total=warmup) as bar:
                 for _ in range(warmup):
+                    # Ops an extension defined since the run began (torchvision's, imported with the
+                    # model file): the recorder covers them for measured steps, this for warm-up ones.
+                    self.backend.refresh()
                     try:
                         self._guarded(lambda: self._timed_step(training, None))
                     except (DeviceError, ModelRaisedError) as exc:

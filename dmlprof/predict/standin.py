@@ -17,7 +17,8 @@ placeholder values and is listed in :attr:`StandIn.placeholder_ops`: its name is
 certain, shapes after it may not be. Values read back to the host are 0, and
 1.0 for a floating-point scalar (so that checks such as ``min() > 0`` pass); a
 bool read is False and ``equal`` says "not equal" (so that ATen's guards on edge
-cases, written ``if (is_scalar_tensor_true(...))``, are not taken).
+cases, written ``if (is_scalar_tensor_true(...))``, are not taken); an output
+whose size depends on values keeps every element (a filter passes everything).
 
 The "fallback" kernel logs the op (the prediction's evidence) and, like the real
 fallback, runs the CPU kernel when the tensors are small enough (to learn its
@@ -270,6 +271,29 @@ def _placeholder(tensor: torch.Tensor) -> torch.Tensor:
         return _strided(tensor, _CPU)
 
 
+def _ones(tensor: torch.Tensor) -> torch.Tensor:
+    """A placeholder of ones (True for bool): every element passes a filter."""
+    placeholder = _placeholder(tensor)
+    with torch._C._DisableTorchDispatch():
+        return placeholder.fill_(1) if placeholder.numel() else placeholder
+
+
+def _masks_all_true(tensor: torch.Tensor) -> torch.Tensor:
+    """Boolean masks all True, other tensors zeros (an index of 0 is in range wherever one is)."""
+    return _ones(tensor) if tensor.dtype == torch.bool else _placeholder(tensor)
+
+
+#: Ops whose output size depends on values, and the placeholders that keep every element. A working
+#: program's filters keep elements (proposals survive, some labels are set): on zeros every filter
+#: would return nothing, and code after it would take its rare empty-input path (torchvision's
+#: batched_nms returns early on no boxes) instead of the one a real run takes.
+_SIZED_BY_DATA = {
+    **dict.fromkeys(("aten::nonzero", "aten::nonzero.out", "aten::nonzero_numpy", "aten::argwhere"), _ones),
+    **dict.fromkeys(("aten::masked_select", "aten::masked_select.out", "aten::index.Tensor",
+                     "aten::index.Tensor_out"), _masks_all_true),
+}
+
+
 class StandIn:
     """torch-directml's kernel registrations, in Python, computing shapes only (see the module docstring)."""
 
@@ -348,11 +372,11 @@ class StandIn:
     def _autograd_kernel_for(self, overload):
         # torch-directml's own autograd-key kernels: reshape does what torch's composite does, through
         # the dispatcher, so autograd records the views and copies it makes; torchvision::nms (no
-        # gradient) runs the device's kernel below autograd.
+        # gradient) runs the device's kernel below autograd, where a recorder sees it as any device op.
         if op_name(overload).startswith("aten::"):
             return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
-        below = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
-        return lambda keyset, *args, **kwargs: overload.redispatch(below, *args, **kwargs)
+        below = torch._C._after_autograd_keyset
+        return lambda keyset, *args, **kwargs: overload.redispatch(keyset & below, *args, **kwargs)
 
     # -- kernels ------------------------------------------------------------------------
     def fallback(self, overload, name: str, args, kwargs):
@@ -398,10 +422,11 @@ class StandIn:
         try:
             return self._on_meta(overload, args, kwargs)
         except Exception as exc:  # no Meta kernel, or the output depends on the data
-            found = self._on_cpu(overload, args, kwargs)
+            name = op_name(overload)
+            found = self._on_cpu(overload, args, kwargs, _SIZED_BY_DATA.get(name, _placeholder))
             if found is _FAILED:
                 raise exc
-            self.placeholder_ops[op_name(overload)] += 1
+            self.placeholder_ops[name] += 1
             return found
 
     def _on_meta(self, overload, args, kwargs):
@@ -418,8 +443,8 @@ class StandIn:
             _remember(key, out, args, kwargs, converted.target)
         return out
 
-    def _on_cpu(self, overload, args, kwargs):
-        converted = _Converted(self.device_type, _placeholder, "cpu")
+    def _on_cpu(self, overload, args, kwargs, make=None):
+        converted = _Converted(self.device_type, make or _placeholder, "cpu")
         cpu_args = converted.convert(args)
         cpu_kwargs = converted.convert_kwargs(kwargs)
         try:

@@ -321,3 +321,57 @@ def test_checks_on_values_pass_as_they_do_on_real_data(tmp_path):
     session = predict_scan(path, batch_size=2, steps=1, warmup=0)
     assert not session.meta.get("partial"), session.meta.get("partial_reason")
     assert "aten::allclose" in _ops(session) and session.meta["placeholder_ops"].get("aten::allclose")
+
+
+def test_a_filter_keeps_elements_so_the_path_after_it_is_the_working_programs(tmp_path):
+    """Which elements a filter keeps depends on values; on zeros it would keep none, and code after
+    it would take its empty-input exit (torchvision's batched_nms returns early on no boxes)."""
+    path = _model_file(tmp_path, """
+        class Filtered(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+            def forward(self, x):
+                out = self.lin(x)
+                keep = torch.where(out[:, 0] > 0)[0]
+                if keep.numel() == 0:
+                    return out.sum(1)
+                return out.sum(1) + out[keep].logsumexp(0).sum() * 0 + out[out > 0].sum() * 0
+        def build_model():
+            return Filtered()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=3, steps=1, warmup=0)
+    ops = session.ops
+    assert "aten::logsumexp" in set(ops["op"]), "the prediction took the empty-filter exit"
+    # every row kept (3 of 3), and every element of the masked selection summed after it (12 of 12)
+    assert "[[3, 4], [3]]" in ops[ops["op"] == "aten::index.Tensor"]["shapes"].tolist()
+    assert "[[12]]" in ops[ops["op"] == "aten::sum"]["shapes"].tolist(), ops[ops["op"] == "aten::sum"]["shapes"]
+
+
+def test_ops_an_extension_defines_at_import_are_covered_in_warm_up_steps(tmp_path):
+    """A model file that imports an extension (torchvision) defines ops after the stand-in is installed:
+    the warm-up steps must find their kernels too, not fail and lose a measured step."""
+    path = _model_file(tmp_path, """
+        library = torch.library.Library("dmlprof_test_import", "FRAGMENT")
+        try:
+            library.define("twice(Tensor x) -> Tensor")
+            library.impl("twice", lambda x: x * 2, "CPU")
+        except RuntimeError:  # defined by an earlier import in this process
+            pass
+        class Twice(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+            def forward(self, x):
+                return self.lin(torch.ops.dmlprof_test_import.twice(x)).sum(1)
+        def build_model():
+            return Twice()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=2, steps=2, warmup=1)
+    assert session.meta["steps"] == 2, session.meta.get("notes")
+    assert not any("warm-up step failed" in note for note in session.meta.get("notes") or [])
+    assert "dmlprof_test_import::twice" in fallback_op_set(session.ops)

@@ -193,18 +193,18 @@ def test_reported_ops_are_the_programs(entry, work):
                              + compare.shorten(differences))
 
 
-#: Entries whose prediction cannot equal emulation, and why: a gap, tracked (strict: the day one
-#: starts to agree this fails, and the entry leaves the list). Not a verdict of the product's.
+#: Entries whose prediction cannot equal emulation call for call, the only calls it may miss, and why.
+#: Not a verdict of the product's; any other difference, or one more op, still fails.
 PREDICTION_GAPS = {
-    "faster_rcnn": ("which proposals survive the RPN's filters depends on values a prediction does not "
-                    "have (on placeholders every box is empty, and batched_nms returns early)"),
+    "faster_rcnn": (frozenset({"aten::view", "aten::sum.dim_IntList"}),
+                    "an FPN level that receives exactly one proposal: `result[idx] = v` strips v's leading unit "
+                    "dimension (a view) and its backward sums it back (sum, 2 views); which level gets how many "
+                    "proposals depends on values, and a prediction keeps every element"),
 }
 
 
-def test_prediction_equals_emulation(entry, work, request):
-    gap = PREDICTION_GAPS.get(entry.path.stem)
-    if gap:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=gap))
+def test_prediction_equals_emulation(entry, work):
+    gap_ops, gap = PREDICTION_GAPS.get(entry.path.stem, (frozenset(), ""))
     scanned = _scanned(entry, work)
     predicted = _predict_run(entry, work)
     session = predicted["session"]
@@ -213,13 +213,17 @@ def test_prediction_equals_emulation(entry, work, request):
                     f"{predicted['returncode']}): {_error_lines(predicted['stderr'])}")
     emulated = _session(scanned)
     differences = compare.row_differences(compare.session_rows(emulated, device_only=True),
-                                          compare.session_rows(session, device_only=True))
+                                          compare.session_rows(session, device_only=True), emulated_only=gap_ops)
     assert not differences, ("prediction and emulation differ call for call"
-                             + compare.meta_differences(emulated, session) + ":\n" + compare.shorten(differences, 60))
+                             + compare.meta_differences(emulated, session) + (f" beyond the known gap ({gap})" if gap else "")
+                             + ":\n" + compare.shorten(differences, 60))
     assert predicted["returncode"] == 0, predicted["stderr"][-1500:]
     # the steps of the calls compared above: host calls (a DataLoader rebuilding its workers' batches)
     # land in whichever step their timing decides
-    assert compare.session_steps(emulated, device_only=True) == compare.session_steps(session, device_only=True)
+    if not gap_ops:
+        assert compare.session_steps(emulated, device_only=True) == compare.session_steps(session, device_only=True)
+    else:
+        assert emulated["meta"]["steps"] == session["meta"]["steps"]
 
 
 def test_runs_end_cleanly(entry, work):

@@ -559,6 +559,13 @@ torch::Library& library_for(const std::string& ns, c10::DispatchKey key) {
   return *found->second;
 }
 
+// torch-directml's autograd-key kernel for an op without a gradient (torchvision::nms): the
+// device's kernel, reached below autograd like any device op's. A recorder between autograd and
+// the backend then sees the op itself, not the copies its CPU stand-in makes.
+void below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* s) {
+  op.redispatchBoxed(keys & c10::after_autograd_keyset, s);
+}
+
 template <BoxedFn Fn>
 torch::CppFunction checked_kernel() {
   return torch::CppFunction::makeFromBoxedFunction<&dtype_checked<Fn>>();
@@ -601,8 +608,12 @@ std::vector<std::string> register_kernels(const std::vector<std::string>& names,
       continue;
     }
     auto real = real_kernels().find(full);
-    BoxedFn fn = real == real_kernels().end() ? &native_kernel : real->second;
-    library_for(ns, key).impl(rest.c_str(), boxed(fn));
+    if (key == c10::DispatchKey::AutogradPrivateUse1 && real == real_kernels().end()) {
+      library_for(ns, key).impl(rest.c_str(), torch::CppFunction::makeFromBoxedFunction<&below_autograd>());
+    } else {
+      BoxedFn fn = real == real_kernels().end() ? &native_kernel : real->second;
+      library_for(ns, key).impl(rest.c_str(), boxed(fn));
+    }
     g_registered.push_back(key_name + ":" + full);
   }
   return skipped;
