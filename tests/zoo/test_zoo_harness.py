@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from zoo_harness import compare
-from zoo_harness.entries import read_entry
+from zoo_harness.entries import STRICT_ENV, read_entry, strict
 
 
 def _write(folder, name, source):
@@ -191,3 +191,12 @@ def test_meta_differences_point_at_the_step_window():
 @pytest.mark.parametrize("lines, limit, tail", [(["a"] * 3, 5, "a"), (["a"] * 7, 5, "... and 2 more")])
 def test_shorten_keeps_messages_readable(lines, limit, tail):
     assert compare.shorten(lines, limit).splitlines()[-1] == tail
+
+
+@pytest.mark.parametrize("setting, missing, fails", [
+    ("", ["torchvision"], False), ("0", ["torchvision"], False), ("1", ["torchvision"], True),
+    ("transformers,lightning", ["torchvision"], False), ("transformers, lightning", ["lightning"], True),
+    ("transformers", ["timm", "transformers"], True)])
+def test_strictness_names_the_packages_that_must_be_there(monkeypatch, setting, missing, fails):
+    monkeypatch.setenv(STRICT_ENV, setting)
+    assert strict(missing) is fails

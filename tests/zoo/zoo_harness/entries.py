@@ -91,8 +91,20 @@ def read_entry(path: Path) -> Entry:
     return Entry(path.resolve(), kind, requires, from_device)
 
 
-def strict() -> bool:
-    return os.environ.get(STRICT_ENV, "") not in ("", "0")
+def strict(missing: list) -> bool:
+    """Whether an entry missing these packages fails rather than skips.
+
+    ``DMLPROF_ZOO_STRICT=1``: every entry must run. A comma-separated list of packages: entries
+    missing one of them fail, others skip (CI's torch 2.13 lane installs transformers, while no
+    torchvision imports beside that CPU build).
+    """
+    value = os.environ.get(STRICT_ENV, "").strip()
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    required = {name.strip() for name in value.split(",") if name.strip()}
+    return any(name in required for name in missing)
 
 
 # -- reading the syntax tree ---------------------------------------------------------------------
