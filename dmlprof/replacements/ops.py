@@ -504,16 +504,19 @@ def count_nonzero(input, dim=None):
     return nonzero.sum(dim)
 
 
-def interpolate_nearest1d(input, size=None, scale_factor=None, recompute_scale_factor=None):
-    """``F.interpolate(x, mode='nearest')`` on 3-D input through upsample_nearest2d (native, with its backward)."""
+def _interpolate_as_2d(input, size, scale_factor, **options):
+    """A 1-D ``F.interpolate`` on 3-D input, run as the 2-D one on a height of 1 (whose kernels are native)."""
     size2 = None if size is None else (1, size if isinstance(size, int) else int(size[0]))
     scale2 = None
     if scale_factor is not None:
         scale = scale_factor if isinstance(scale_factor, numbers.Number) else scale_factor[0]
         scale2 = (1.0, float(scale))
-    out = F.interpolate(input.unsqueeze(2), size=size2, scale_factor=scale2, mode="nearest",
-                        recompute_scale_factor=recompute_scale_factor)
-    return out.squeeze(2)
+    return F.interpolate(input.unsqueeze(2), size=size2, scale_factor=scale2, **options).squeeze(2)
+
+
+def interpolate_nearest1d(input, size=None, scale_factor=None, recompute_scale_factor=None):
+    """``F.interpolate(x, mode='nearest')`` on 3-D input through upsample_nearest2d (native, with its backward)."""
+    return _interpolate_as_2d(input, size, scale_factor, mode="nearest", recompute_scale_factor=recompute_scale_factor)
 
 
 def _variance_args(args, kwargs):
@@ -709,14 +712,8 @@ def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
 
 def interpolate_linear1d(input, size=None, scale_factor=None, align_corners=None, recompute_scale_factor=None):
     """``F.interpolate(x, mode='linear')`` on 3-D input through upsample_bilinear2d (native, with its backward)."""
-    size2 = None if size is None else (1, size if isinstance(size, int) else int(size[0]))
-    scale2 = None
-    if scale_factor is not None:
-        scale = scale_factor if isinstance(scale_factor, numbers.Number) else scale_factor[0]
-        scale2 = (1.0, float(scale))
-    out = F.interpolate(input.unsqueeze(2), size=size2, scale_factor=scale2, mode="bilinear",
-                        align_corners=align_corners, recompute_scale_factor=recompute_scale_factor)
-    return out.squeeze(2)
+    return _interpolate_as_2d(input, size, scale_factor, mode="bilinear", align_corners=align_corners,
+                              recompute_scale_factor=recompute_scale_factor)
 
 
 def roll(input, shifts, dims=None):
