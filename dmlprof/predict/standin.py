@@ -271,9 +271,18 @@ def _placeholder(tensor: torch.Tensor) -> torch.Tensor:
         return _strided(tensor, _CPU)
 
 
+#: Set on a mask that tests floating-point values for an exact value (``x == 0``, ``isnan``): on a
+#: working program's values such a test matches nothing, so a filter on it keeps nothing (ATen's
+#: prod backward asks ``(input == 0).nonzero()`` and takes its no-zeros path on real data).
+_MATCHES_NOTHING = "_dmlprof_matches_nothing"
+
+
 def _ones(tensor: torch.Tensor) -> torch.Tensor:
-    """A placeholder of ones (True for bool): every element passes a filter."""
+    """A placeholder of ones (True for bool): every element passes a filter, unless it is a mask
+    that matches nothing (zeros then)."""
     placeholder = _placeholder(tensor)
+    if getattr(tensor, _MATCHES_NOTHING, False):
+        return placeholder
     with torch._C._DisableTorchDispatch():
         return placeholder.fill_(1) if placeholder.numel() else placeholder
 
@@ -594,6 +603,15 @@ def _allclose(standin, overload, args, kwargs):
     return True
 
 
+def _exact_match(standin, overload, args, kwargs):
+    out = standin.compute(overload, args, kwargs)
+    tested = args[0] if args else kwargs.get("self")
+    if isinstance(out, torch.Tensor) and isinstance(tested, torch.Tensor) and (
+            tested.is_floating_point() or tested.is_complex()):
+        setattr(out, _MATCHES_NOTHING, True)  # kept with the tensor while C++ holds it (PyObject preservation)
+    return out
+
+
 def _set_(standin, overload, args, kwargs):
     # Storage-level: the tensor takes another device tensor's (memoryless) storage; Meta's kernel
     # does exactly the bookkeeping, on the device tensor itself.
@@ -627,6 +645,9 @@ _SPECIAL = {
     "aten::_copy_from_and_resize": _copy_from_and_resize,
     "aten::_local_scalar_dense": _local_scalar_dense,
     "aten::equal": _equal,
+    # ``x == c`` reaches the out= kernels through torch's structured wrappers; isnan/isinf are direct
+    **dict.fromkeys(("aten::eq.Scalar_out", "aten::eq.Tensor_out", "aten::isnan", "aten::isnan.out",
+                     "aten::isinf", "aten::isinf.out"), _exact_match),
     "aten::set_.source_Storage": _set_,
     "aten::set_.source_Storage_storage_offset": _set_,
     "aten::set_.source_Tensor": _set_,

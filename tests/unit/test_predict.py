@@ -375,3 +375,26 @@ def test_ops_an_extension_defines_at_import_are_covered_in_warm_up_steps(tmp_pat
     assert session.meta["steps"] == 2, session.meta.get("notes")
     assert not any("warm-up step failed" in note for note in session.meta.get("notes") or [])
     assert "dmlprof_test_import::twice" in fallback_op_set(session.ops)
+
+
+def test_a_test_for_an_exact_float_value_matches_nothing(tmp_path):
+    """prod's backward asks ``(input == 0).nonzero()``: on a working program's values no input is exactly
+    zero, and the gradient is ``grad * result / input``, not the zero-handling path."""
+    path = _model_file(tmp_path, """
+        class Product(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+            def forward(self, x):
+                out = self.lin(x)
+                return torch.prod(out).expand(x.shape[0]) + out[torch.isnan(out)].sum()
+        def build_model():
+            return Product()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=3, steps=1, warmup=0)
+    ops = session.ops
+    backward = set(ops[ops["phase"] == "backward"]["op"])
+    assert "aten::div.Tensor" in backward and "aten::zeros_like" not in backward, sorted(backward)
+    assert "[[0]]" in ops[ops["op"] == "aten::sum"]["shapes"].tolist()  # no NaN selected
