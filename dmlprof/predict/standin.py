@@ -100,6 +100,72 @@ def device_tensor(shape, stride, offset: int, dtype, device: torch.device) -> to
         return husk.data
 
 
+# -- values a prediction does know: constants ------------------------------------------------
+#: Set on a device tensor that is not a view, to the one value all of it holds: filled with a
+#: constant (``torch.ones(..., device=dml)``, ``new_zeros``, a CPU tensor of one value moved over) and
+#: not written since. Reading such a value is no guess: transformers builds an all-ones attention mask
+#: and asks ``mask.all()`` before it leaves the causal mask to SDPA. Views read their base's; a write
+#: through any alias forgets it. (An attribute on the tensor, not a table keyed by storage: a Python
+#: storage object would stay alive as one more user of the storage, and the autograd engine adds a
+#: gradient in place only when nothing else holds it.)
+_CONSTANT = "_dmlprof_constant"
+#: CPU tensors up to this many elements moved to the device are checked for being one value.
+_CONSTANT_CHECK_MAX_ELEMENTS = 1 << 16
+
+
+def _root(tensor: torch.Tensor) -> torch.Tensor:
+    base = tensor._base
+    return tensor if base is None else base
+
+
+def constant_of(tensor) -> Optional[object]:
+    """The value every element of a device tensor holds, where the prediction knows it; else None."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type in ("cpu", "meta"):
+        return None
+    return getattr(_root(tensor), _CONSTANT, None)
+
+
+def _forget_constant(tensor: torch.Tensor) -> None:
+    root = _root(tensor)
+    if _CONSTANT in root.__dict__:
+        delattr(root, _CONSTANT)
+
+
+def _as_dtype(value, dtype: torch.dtype):
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_complex:
+        return complex(value)
+    return float(value) if dtype.is_floating_point else int(value)
+
+
+def _set_constant(tensor: torch.Tensor, value) -> None:
+    """``tensor`` was written with ``value`` everywhere (None: with something unknown)."""
+    root = _root(tensor)
+    covers = (value is not None and tensor.dtype == root.dtype and tensor.numel() == root.numel()
+              and tensor.is_contiguous() and root.is_contiguous()
+              and tensor.storage_offset() == root.storage_offset() == 0)
+    if covers:
+        setattr(root, _CONSTANT, _as_dtype(value, tensor.dtype))  # kept while C++ holds it (PyObject preservation)
+    else:
+        _forget_constant(tensor)
+
+
+def _value_of(source):
+    """A constant a source holds: a number, a device tensor's known constant, or a small CPU tensor's one value."""
+    if isinstance(source, (bool, int, float, complex)):
+        return source
+    if not isinstance(source, torch.Tensor):
+        return None
+    if source.device.type != "cpu":
+        return constant_of(source)
+    if source.numel() == 0 or source.numel() > _CONSTANT_CHECK_MAX_ELEMENTS or source.layout != torch.strided:
+        return None
+    with torch._C._DisableTorchDispatch():
+        first = source.reshape(-1)[0]
+        return first.item() if bool((source == first).all()) else None
+
+
 def like(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
     return _with_lazy_bits(device_tensor(meta.shape, meta.stride(), meta.storage_offset(), meta.dtype, device), meta)
 
@@ -266,9 +332,12 @@ def _no_sparse_kernel(layout) -> str:
 
 
 def _placeholder(tensor: torch.Tensor) -> torch.Tensor:
-    """Zeros on the CPU in the device tensor's geometry: a kernel's output strides follow its inputs'."""
+    """The device tensor's known constant, else zeros, on the CPU in its geometry (a kernel's output
+    strides follow its inputs')."""
     with torch._C._DisableTorchDispatch():
-        return _strided(tensor, _CPU)
+        placeholder = _strided(tensor, _CPU)
+        value = constant_of(tensor)
+        return placeholder.fill_(value) if value is not None and placeholder.numel() else placeholder
 
 
 #: Set on a mask that tests floating-point values for an exact value (``x == 0``, ``isnan``): on a
@@ -281,7 +350,7 @@ def _ones(tensor: torch.Tensor) -> torch.Tensor:
     """A placeholder of ones (True for bool): every element passes a filter, unless it is a mask
     that matches nothing (zeros then)."""
     placeholder = _placeholder(tensor)
-    if getattr(tensor, _MATCHES_NOTHING, False):
+    if getattr(tensor, _MATCHES_NOTHING, False) or constant_of(tensor) is not None:
         return placeholder
     with torch._C._DisableTorchDispatch():
         return placeholder.fill_(1) if placeholder.numel() else placeholder
@@ -375,7 +444,17 @@ class StandIn:
             run = lambda args, kwargs: self.with_cpu_layout(overload, args, kwargs)  # noqa: E731
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
-
+        written = () if name in _CONSTANT_AWARE else _written_arguments(overload)
+        if written:
+            def run_and_forget(args, kwargs, run=run):
+                out = run(args, kwargs)
+                for index, key in written:
+                    target = kwargs.get(key) if key in kwargs else (args[index] if index < len(args) else None)
+                    for tensor in (target if isinstance(target, (list, tuple)) else (target,)):
+                        if isinstance(tensor, torch.Tensor) and tensor.device.type == self.device_type:
+                            _forget_constant(tensor)
+                return out
+            return lambda keyset, *args, **kwargs: run_and_forget(args, kwargs)
         return lambda keyset, *args, **kwargs: run(args, kwargs)
 
     def _autograd_kernel_for(self, overload):
@@ -556,10 +635,14 @@ _BF16_ERROR = "Invalid or unsupported data type BFloat16."
 
 # -- kernels whose work is not a shape computation -----------------------------------------
 def _copy_into(standin: StandIn, destination: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    value = _value_of(source)
     if destination.device.type != standin.device_type:  # read back to the host: placeholder values
-        standin.placeholder_ops["aten::copy_"] += 1
+        if value is None:
+            standin.placeholder_ops["aten::copy_"] += 1
         with torch._C._DisableTorchDispatch():
-            destination.zero_()
+            destination.fill_(value) if value is not None else destination.zero_()
+    else:
+        _set_constant(destination, value)
     return destination
 
 
@@ -581,8 +664,11 @@ def _copy_from_and_resize(standin, overload, args, kwargs):
 
 
 def _local_scalar_dense(standin, overload, args, kwargs):
-    standin.placeholder_ops["aten::_local_scalar_dense"] += 1
     tensor = args[0]
+    value = constant_of(tensor)
+    if value is not None:
+        return value  # known, not made up
+    standin.placeholder_ops["aten::_local_scalar_dense"] += 1
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
         return 1.0
     return False if tensor.dtype == torch.bool else 0
@@ -603,8 +689,27 @@ def _allclose(standin, overload, args, kwargs):
     return True
 
 
+def _fill(standin, overload, args, kwargs):
+    out = standin.compute(overload, args, kwargs)
+    _set_constant(out, 0 if op_name(overload) == "aten::zero_" else _value_of(args[1]))
+    return out
+
+
+def _reduce_all_any(standin, overload, args, kwargs):
+    out = standin.compute(overload, args, kwargs)
+    value = constant_of(args[0])
+    if value is not None and len(args) == 1:  # the whole tensor: known when its values are
+        _set_constant(out, (value != 0) if args[0].numel() else op_name(overload).startswith("aten::all"))
+    else:
+        _set_constant(out, None)
+    return out
+
+
 def _exact_match(standin, overload, args, kwargs):
     out = standin.compute(overload, args, kwargs)
+    known = constant_of(args[0])
+    other = _value_of(args[1]) if known is not None and op_name(overload).startswith("aten::eq.") else None
+    _set_constant(out, (known == other) if other is not None else None)
     tested = args[0] if args else kwargs.get("self")
     if isinstance(out, torch.Tensor) and isinstance(tested, torch.Tensor) and (
             tested.is_floating_point() or tested.is_complex()):
@@ -648,6 +753,8 @@ _SPECIAL = {
     # ``x == c`` reaches the out= kernels through torch's structured wrappers; isnan/isinf are direct
     **dict.fromkeys(("aten::eq.Scalar_out", "aten::eq.Tensor_out", "aten::isnan", "aten::isnan.out",
                      "aten::isinf", "aten::isinf.out"), _exact_match),
+    **dict.fromkeys(("aten::fill_.Scalar", "aten::fill_.Tensor", "aten::zero_"), _fill),
+    **dict.fromkeys(("aten::all.all_out", "aten::any.all_out"), _reduce_all_any),
     "aten::set_.source_Storage": _set_,
     "aten::set_.source_Storage_storage_offset": _set_,
     "aten::set_.source_Tensor": _set_,
@@ -656,6 +763,18 @@ _SPECIAL = {
     "aten::convolution_overrideable": _convolution_overrideable,
     "aten::convolution_backward_overrideable": _convolution_backward_overrideable,
 }
+#: Kernels that keep the known constants themselves (the others forget those of the tensors they write).
+_CONSTANT_AWARE = frozenset({"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::fill_.Scalar",
+                             "aten::fill_.Tensor", "aten::zero_", "aten::all.all_out", "aten::any.all_out",
+                             "aten::eq.Scalar_out", "aten::eq.Tensor_out"})
+
+
+def _written_arguments(overload) -> tuple:
+    """(position, name) of the arguments an op writes (``self`` of an in-place op, ``out=``)."""
+    return tuple((index, argument.name) for index, argument in enumerate(overload._schema.arguments)
+                 if argument.alias_info is not None and argument.alias_info.is_write)
+
+
 #: Device kernels whose outputs newer torch's Meta kernels lay out otherwise than the CPU kernel the
 #: device's results follow (what later calls do depends on it: a view or a copy, a gradient accumulated
 #: in place or copied to the parameter's layout).

@@ -398,3 +398,32 @@ def test_a_test_for_an_exact_float_value_matches_nothing(tmp_path):
     backward = set(ops[ops["phase"] == "backward"]["op"])
     assert "aten::div.Tensor" in backward and "aten::zeros_like" not in backward, sorted(backward)
     assert "[[0]]" in ops[ops["op"] == "aten::sum"]["shapes"].tolist()  # no NaN selected
+
+
+@pytest.mark.parametrize("written, known", [(False, True), (True, False)])
+def test_a_value_filled_in_is_known_until_something_writes_it(tmp_path, written, known):
+    """transformers builds an all-ones attention mask and asks ``mask.all()`` before leaving the causal
+    mask to SDPA: a constant filled in on the device is read as what it is, not made up; once anything
+    writes into it (here through a view) its value is unknown again."""
+    path = _model_file(tmp_path, f"""
+        class Masked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+            def forward(self, x):
+                out = self.lin(x)
+                mask = torch.ones(x.shape[0], 4, device=x.device)
+                if {written}:
+                    mask[:, 0] = out[:, 0].detach()
+                if mask.bool().all():
+                    return out.logsumexp(1)
+                return out.sum(1)
+        def build_model():
+            return Masked()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=3, steps=1, warmup=0)
+    assert ("aten::logsumexp" in _ops(session)) is known
+    made_up = (session.meta["placeholder_ops"] or {}).get("aten::_local_scalar_dense", 0)
+    assert (made_up == 0) is known, session.meta["placeholder_ops"]
