@@ -14,7 +14,8 @@ Kernels compute only shapes, strides and dtypes, with torch's Meta kernels on
 meta copies of their arguments. Where no Meta kernel exists, or the output
 depends on values (``nonzero``, ``.item()``), the op runs on the CPU on
 placeholder values and is listed in :attr:`StandIn.placeholder_ops`: its name is
-certain, shapes after it may not be. Values read back to the host are 0, and
+certain, shapes after it may not be. A constant the program filled in is known
+(see ``constant_of``); other values read back to the host are 0, and
 1.0 for a floating-point scalar (so that checks such as ``min() > 0`` pass); a
 bool read is False and ``equal`` says "not equal" (so that ATen's guards on edge
 cases, written ``if (is_scalar_tensor_true(...))``, are not taken); an output
