@@ -133,11 +133,17 @@ def _forget_constant(tensor: torch.Tensor) -> None:
 
 
 def _as_dtype(value, dtype: torch.dtype):
-    if dtype == torch.bool:
-        return bool(value)
-    if dtype.is_complex:
-        return complex(value)
-    return float(value) if dtype.is_floating_point else int(value)
+    """``value`` as a tensor of ``dtype`` holds it, or None where it cannot be said (NaN as an integer)."""
+    if isinstance(value, complex) and not dtype.is_complex:
+        value = value.real  # what copying a complex value into a real tensor keeps
+    try:
+        if dtype == torch.bool:
+            return bool(value)
+        if dtype.is_complex:
+            return complex(value)
+        return float(value) if dtype.is_floating_point else int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _set_constant(tensor: torch.Tensor, value) -> None:
@@ -146,8 +152,9 @@ def _set_constant(tensor: torch.Tensor, value) -> None:
     covers = (value is not None and tensor.dtype == root.dtype and tensor.numel() == root.numel()
               and tensor.is_contiguous() and root.is_contiguous()
               and tensor.storage_offset() == root.storage_offset() == 0)
-    if covers:
-        setattr(root, _CONSTANT, _as_dtype(value, tensor.dtype))  # kept while C++ holds it (PyObject preservation)
+    value = _as_dtype(value, tensor.dtype) if covers else None
+    if value is not None:
+        setattr(root, _CONSTANT, value)  # kept while C++ holds it (PyObject preservation)
     else:
         _forget_constant(tensor)
 
