@@ -27,6 +27,16 @@ def _model_file(tmp_path: Path, body: str, name: str = "model.py", extra: str = 
     return path
 
 
+def _linear_model(tmp_path: Path, forward: str, before: str = "") -> Path:
+    """A model file of one ``nn.Linear(8, 4)`` (``self.lin``) whose ``forward(self, x)`` body is ``forward``;
+    ``before`` goes above the class (an op defined at import)."""
+    body = textwrap.indent(textwrap.dedent(forward).strip() + "\n", " " * 8)
+    return _model_file(tmp_path, textwrap.dedent(before) + "class Model(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n        self.lin = nn.Linear(8, 4)\n    def forward(self, x):\n"
+                       + body + "def build_model():\n    return Model()\ndef make_batch(batch_size):\n"
+                       "    return torch.randn(batch_size, 8), torch.randn(batch_size)\n")
+
+
 LINEAR_BATCH = """
 def make_batch(batch_size):
     return torch.randn(batch_size, 8), torch.randint(0, 4, (batch_size,))
@@ -142,19 +152,10 @@ def test_lstm_cell_falls_back_to_a_cpu_without_a_kernel_and_the_step_would_fail(
 
 
 def test_data_dependent_ops_run_on_placeholders_and_are_listed(tmp_path):
-    path = _model_file(tmp_path, """
-        class Masked(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = nn.Linear(8, 4)
-            def forward(self, x):
+    path = _linear_model(tmp_path, """
                 out = self.lin(x)
                 keep = out[out > 0]          # shape decided by the data
                 return out.sum(1) + keep.sum() * 0
-        def build_model():
-            return Masked()
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 8), torch.randn(batch_size)
         """)
     session = predict_scan(path, batch_size=3)
     assert session.meta["placeholder_ops"], session.meta
@@ -285,17 +286,8 @@ def test_views_share_their_base_storage_and_placeholders_keep_strides():
 
 
 def test_a_sparse_result_on_the_device_fails_as_on_torch_directml(tmp_path):
-    path = _model_file(tmp_path, """
-        class Sparse(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = nn.Linear(8, 4)
-            def forward(self, x):
+    path = _linear_model(tmp_path, """
                 return self.lin(x).to_sparse().to_dense().sum(1)
-        def build_model():
-            return Sparse()
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 8), torch.randn(batch_size)
         """)
     with pytest.raises(DmlprofError, match="SparsePrivateUse1"):
         predict_scan(path, batch_size=2, steps=1, warmup=0)
@@ -303,20 +295,11 @@ def test_a_sparse_result_on_the_device_fails_as_on_torch_directml(tmp_path):
 
 def test_checks_on_values_pass_as_they_do_on_real_data(tmp_path):
     """A check written as allclose (linalg.eig's backward; users' own asserts) holds on placeholders."""
-    path = _model_file(tmp_path, """
-        class Checked(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = nn.Linear(8, 4)
-            def forward(self, x):
+    path = _linear_model(tmp_path, """
                 out = self.lin(x)
                 if not torch.allclose(out, out.clone()):
                     raise RuntimeError("the model's own check failed")
                 return out.sum(1)
-        def build_model():
-            return Checked()
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 8), torch.randn(batch_size)
         """)
     session = predict_scan(path, batch_size=2, steps=1, warmup=0)
     assert not session.meta.get("partial"), session.meta.get("partial_reason")
@@ -326,21 +309,12 @@ def test_checks_on_values_pass_as_they_do_on_real_data(tmp_path):
 def test_a_filter_keeps_elements_so_the_path_after_it_is_the_working_programs(tmp_path):
     """Which elements a filter keeps depends on values; on zeros it would keep none, and code after
     it would take its empty-input exit (torchvision's batched_nms returns early on no boxes)."""
-    path = _model_file(tmp_path, """
-        class Filtered(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = nn.Linear(8, 4)
-            def forward(self, x):
+    path = _linear_model(tmp_path, """
                 out = self.lin(x)
                 keep = torch.where(out[:, 0] > 0)[0]
                 if keep.numel() == 0:
                     return out.sum(1)
                 return out.sum(1) + out[keep].logsumexp(0).sum() * 0 + out[out > 0].sum() * 0
-        def build_model():
-            return Filtered()
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 8), torch.randn(batch_size)
         """)
     session = predict_scan(path, batch_size=3, steps=1, warmup=0)
     ops = session.ops
@@ -353,23 +327,15 @@ def test_a_filter_keeps_elements_so_the_path_after_it_is_the_working_programs(tm
 def test_ops_an_extension_defines_at_import_are_covered_in_warm_up_steps(tmp_path):
     """A model file that imports an extension (torchvision) defines ops after the stand-in is installed:
     the warm-up steps must find their kernels too, not fail and lose a measured step."""
-    path = _model_file(tmp_path, """
+    path = _linear_model(tmp_path, """
+                return self.lin(torch.ops.dmlprof_test_import.twice(x)).sum(1)
+        """, before="""
         try:  # a CPU kernel only, and the autograd kernel custom_op gives every op (torch 2.4 needs one)
             @torch.library.custom_op("dmlprof_test_import::twice", mutates_args=(), device_types="cpu")
             def twice(x: torch.Tensor) -> torch.Tensor:
                 return x * 2
         except RuntimeError:  # defined by an earlier import in this process
             pass
-        class Twice(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = nn.Linear(8, 4)
-            def forward(self, x):
-                return self.lin(torch.ops.dmlprof_test_import.twice(x)).sum(1)
-        def build_model():
-            return Twice()
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 8), torch.randn(batch_size)
         """)
     session = predict_scan(path, batch_size=2, steps=2, warmup=1)
     assert session.meta["steps"] == 2, session.meta.get("notes")
@@ -380,18 +346,9 @@ def test_ops_an_extension_defines_at_import_are_covered_in_warm_up_steps(tmp_pat
 def test_a_test_for_an_exact_float_value_matches_nothing(tmp_path):
     """prod's backward asks ``(input == 0).nonzero()``: on a working program's values no input is exactly
     zero, and the gradient is ``grad * result / input``, not the zero-handling path."""
-    path = _model_file(tmp_path, """
-        class Product(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = nn.Linear(8, 4)
-            def forward(self, x):
+    path = _linear_model(tmp_path, """
                 out = self.lin(x)
                 return torch.prod(out).expand(x.shape[0]) + out[torch.isnan(out)].sum()
-        def build_model():
-            return Product()
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 8), torch.randn(batch_size)
         """)
     session = predict_scan(path, batch_size=3, steps=1, warmup=0)
     ops = session.ops
@@ -405,12 +362,7 @@ def test_a_value_filled_in_is_known_until_something_writes_it(tmp_path, written,
     """transformers builds an all-ones attention mask and asks ``mask.all()`` before leaving the causal
     mask to SDPA: a constant filled in on the device is read as what it is, not made up; once anything
     writes into it (here through a view) its value is unknown again."""
-    path = _model_file(tmp_path, f"""
-        class Masked(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lin = nn.Linear(8, 4)
-            def forward(self, x):
+    path = _linear_model(tmp_path, f"""
                 out = self.lin(x)
                 mask = torch.ones(x.shape[0], 4, device=x.device)
                 if {written}:
@@ -418,10 +370,6 @@ def test_a_value_filled_in_is_known_until_something_writes_it(tmp_path, written,
                 if mask.bool().all():
                     return out.logsumexp(1)
                 return out.sum(1)
-        def build_model():
-            return Masked()
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 8), torch.randn(batch_size)
         """)
     session = predict_scan(path, batch_size=3, steps=1, warmup=0)
     assert ("aten::logsumexp" in _ops(session)) is known
