@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,16 @@ def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProce
         [sys.executable, "-m", "dmlprof", *map(str, args)],
         cwd=cwd, env=full_env, capture_output=True, text=True, encoding="utf-8", timeout=timeout,
     )
+
+
+def _sigint_as_by_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+#: Popen arguments for a child that a test sends Ctrl-C (SIGINT) to. A shell's background job
+#: (``pytest &`` without job control) ignores SIGINT, and ignoring survives exec into every child:
+#: such a test would then measure how its runner was started (a lost Ctrl-C, a script left running).
+CTRL_C_REACHES = {"preexec_fn": _sigint_as_by_default} if os.name == "posix" else {}
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from dmlprof.analysis.core import (
     op_summary,
     phase_split,
     profiler_crosscheck,
+    split_fixed_cost,
     summary,
     time_by_op,
     transfer_hotspots,
@@ -18,5 +19,5 @@ from dmlprof.analysis.core import (
 )
 
 __all__ = ["cpu_hotspots", "summary", "op_summary", "fallback_hotspots", "fallback_op_set", "phase_split",
-           "module_summary", "transfer_hotspots", "profiler_crosscheck", "time_by_op",
+           "module_summary", "transfer_hotspots", "profiler_crosscheck", "split_fixed_cost", "time_by_op",
            "with_host_bookkeeping"]

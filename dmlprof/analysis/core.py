@@ -315,3 +315,26 @@ def profiler_crosscheck(ops: pd.DataFrame, profiler_ops: pd.DataFrame) -> pd.Dat
     joined["profiler_time_ms"] = joined["profiler_time_ns"] / _NS_PER_MS
     joined["ratio"] = joined["time_ns"] / joined["profiler_time_ns"]
     return joined.sort_values("time_ms", ascending=False, kind="stable")[columns].reset_index(drop=True)
+
+
+SUBSTANTIAL_CALL_MS = 0.2
+
+
+def split_fixed_cost(check: pd.DataFrame) -> tuple[float, pd.DataFrame]:
+    """The per-call fixed cost of our timer, and the ops that take real time with it taken off.
+
+    Each timer costs something per call beyond torch.profiler's range (calling the op from
+    Python, tens of microseconds on a loaded machine). On the small ops (under
+    ``SUBSTANTIAL_CALL_MS`` a call by the profiler) that difference is all there is, so its mean
+    per call there is the fixed cost; the ops at or above the line get
+    ``ratio_less_fixed_cost`` = (ours - calls x fixed cost) / profiler's. ``check`` is
+    :func:`profiler_crosscheck`'s frame, rows without a profiler time dropped.
+    """
+    per_call_ms = check["profiler_time_ms"] / check["profiler_calls"]
+    small = check[per_call_ms < SUBSTANTIAL_CALL_MS]
+    excess_ms = (small["time_ms"] - small["profiler_time_ms"]).sum()
+    fixed_cost_ms = max(float(excess_ms) / max(int(small["calls"].sum()), 1), 0.0)
+    substantial = check[per_call_ms >= SUBSTANTIAL_CALL_MS]
+    work_ms = substantial["time_ms"] - substantial["calls"] * fixed_cost_ms
+    return fixed_cost_ms, substantial.assign(work_ms=work_ms,
+                                             ratio_less_fixed_cost=work_ms / substantial["profiler_time_ms"])

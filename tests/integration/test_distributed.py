@@ -19,8 +19,11 @@ from conftest import FIXTURES, MODELS, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 TIMEOUT_S = 900
-#: per-rank figures of the merged report against torch.profiler's trace of the same run (see _trace_figures)
-TOLERANCE = 0.10
+#: per-rank figures of the merged report against torch.profiler's trace of the same run (see _trace_figures).
+#: Wide enough for two ranks sharing a loaded 2-core machine with other work (one run read 1.13 on two of
+#: three steps beside another test lane); narrow enough to catch timing the wrong steps or ranges (the
+#: 2.35x of counting kineto's GPU copies). How close they agree is measured by benchmarks/distributed.py.
+TOLERANCE = 0.25
 
 
 def _run_folder(out: Path) -> Path:

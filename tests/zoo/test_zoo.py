@@ -32,11 +32,11 @@ from pathlib import Path
 import pytest
 
 from zoo_harness import compare
-from zoo_harness.entries import WINDOW, discover, strict
+from zoo_harness.entries import WINDOW, discover, selected, strict
 
 REPO = Path(__file__).resolve().parents[2]
 ZOO = Path(__file__).resolve().parent
-ENTRIES = discover()
+ENTRIES = selected(discover())
 TIMEOUT_S = 900
 
 pytestmark = [pytest.mark.zoo, pytest.mark.slow]

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from zoo_harness import compare
-from zoo_harness.entries import STRICT_ENV, read_entry, strict
+from zoo_harness.entries import REQUIRING_ENV, STRICT_ENV, discover, read_entry, selected, strict
 
 
 def _write(folder, name, source):
@@ -200,3 +200,16 @@ def test_shorten_keeps_messages_readable(lines, limit, tail):
 def test_strictness_names_the_packages_that_must_be_there(monkeypatch, setting, missing, fails):
     monkeypatch.setenv(STRICT_ENV, setting)
     assert strict(missing) is fails
+
+
+def test_an_entry_list_can_be_narrowed_to_those_requiring_a_package(monkeypatch, tmp_path):
+    (tmp_path / "vision.py").write_text("import torchvision\nimport torch\n")
+    (tmp_path / "text.py").write_text("import transformers\n")
+    (tmp_path / "plain.py").write_text("import torch\n")
+    entries = discover([tmp_path])
+    monkeypatch.delenv(REQUIRING_ENV, raising=False)
+    assert [e.name for e in selected(entries)] == ["plain", "text", "vision"]
+    monkeypatch.setenv(REQUIRING_ENV, "timm, torchvision")
+    assert [e.name for e in selected(entries)] == ["vision"]
+    monkeypatch.setenv(REQUIRING_ENV, "transformers,torchvision")
+    assert [e.name for e in selected(entries)] == ["text", "vision"]

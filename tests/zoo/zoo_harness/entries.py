@@ -34,6 +34,9 @@ DEFAULT_DIRS = (ZOO / "models", ZOO / "scripts")
 DIRS_ENV = "DMLPROF_ZOO_DIRS"
 #: Set to 1 (CI does) and a missing package fails the entry's tests instead of skipping them.
 STRICT_ENV = "DMLPROF_ZOO_STRICT"
+#: A comma-separated list of packages: only the entries that require one of them run (CI's newest-torch
+#: lane runs the torchvision and timm entries; the rest already run on a current torch in lane 1).
+REQUIRING_ENV = "DMLPROF_ZOO_REQUIRING"
 #: Provided by dmlprof for scripts, never a requirement.
 PROVIDED = frozenset({"torch_directml"})
 _OPTIONAL_HANDLERS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -79,6 +82,14 @@ def discover(dirs=None) -> list:
             if not path.name.startswith("_"):
                 found.append(read_entry(path))
     return found
+
+
+def selected(entries: list) -> list:
+    """``entries``, or only those requiring one of the packages named in ``DMLPROF_ZOO_REQUIRING``."""
+    wanted = {name.strip() for name in os.environ.get(REQUIRING_ENV, "").split(",") if name.strip()}
+    if not wanted:
+        return list(entries)
+    return [entry for entry in entries if wanted & set(entry.requires)]
 
 
 def read_entry(path: Path) -> Entry:
