@@ -15,7 +15,8 @@ meta copies of their arguments. Where no Meta kernel exists, or the output
 depends on values (``nonzero``, ``.item()``), the op runs on the CPU on
 placeholder values and is listed in :attr:`StandIn.placeholder_ops`: its name is
 certain, shapes after it may not be. A constant the program filled in is known
-(see ``constant_of``); other values read back to the host are 0, and
+(see ``constant_of``), and so are the indices a filter found (see ``_VALUES``); other values read
+back to the host are 0, and
 1.0 for a floating-point scalar (so that checks such as ``min() > 0`` pass); a
 bool read is False and ``equal`` says "not equal" (so that ATen's guards on edge
 cases, written ``if (is_scalar_tensor_true(...))``, are not taken); an output
@@ -112,6 +113,13 @@ def device_tensor(shape, stride, offset: int, dtype, device: torch.device) -> to
 _CONSTANT = "_dmlprof_constant"
 #: CPU tensors up to this many elements moved to the device are checked for being one value.
 _CONSTANT_CHECK_MAX_ELEMENTS = 1 << 16
+#: Set on a device tensor that is not a view, made by an op whose output size depends on values
+#: (``nonzero``, ``argwhere``): the values the prediction computed for it, a flat CPU copy of its
+#: storage. They follow from the prediction's own rule (every element passes the filter), so code
+#: that loops over the indices a filter found visits each in turn as a real run visits the ones it
+#: found (Mixtral's ``for expert in expert_hit: self.experts[expert]``), instead of index 0 each time.
+#: Read by ``.item()`` and copies to the host; forgotten, like a constant, on any write.
+_VALUES = "_dmlprof_values"
 
 
 def _root(tensor: torch.Tensor) -> torch.Tensor:
@@ -127,9 +135,39 @@ def constant_of(tensor) -> Optional[object]:
 
 
 def _forget_constant(tensor: torch.Tensor) -> None:
+    """``tensor`` was written: what the prediction knew of its values (a constant, computed values) is gone."""
     root = _root(tensor)
-    if _CONSTANT in root.__dict__:
-        delattr(root, _CONSTANT)
+    for known in (_CONSTANT, _VALUES):
+        if known in root.__dict__:
+            delattr(root, known)
+
+
+def _known_values(tensor: torch.Tensor) -> Optional[torch.Tensor]:
+    """A device tensor's values on the CPU, in its geometry, where the prediction computed them; else None."""
+    values = getattr(_root(tensor), _VALUES, None)
+    if values is None or not isinstance(tensor, torch.Tensor) or tensor.device.type in ("cpu", "meta"):
+        return None
+    extent = 0 if 0 in tensor.shape else 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    if tensor.storage_offset() + extent > values.numel() or tensor.dtype != values.dtype:
+        return None
+    with torch._C._DisableTorchDispatch():
+        return values.as_strided(tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset()).clone()
+
+
+def _remember_values(device_out, cpu_out) -> None:
+    """Keep the values an op sized by data computed on the CPU with the device tensors it returned."""
+    if isinstance(device_out, (list, tuple)) and isinstance(cpu_out, (list, tuple)):
+        for device_value, cpu_value in zip(device_out, cpu_out):
+            _remember_values(device_value, cpu_value)
+        return
+    if not (isinstance(device_out, torch.Tensor) and isinstance(cpu_out, torch.Tensor)):
+        return
+    _forget_constant(device_out)
+    if (device_out._base is None and device_out.storage_offset() == 0 and device_out.is_contiguous()
+            and cpu_out.is_contiguous() and cpu_out.shape == device_out.shape
+            and cpu_out.numel() <= _CONSTANT_CHECK_MAX_ELEMENTS):
+        with torch._C._DisableTorchDispatch():
+            setattr(device_out, _VALUES, cpu_out.detach().reshape(-1).clone())
 
 
 def _as_dtype(value, dtype: torch.dtype):
@@ -149,14 +187,13 @@ def _as_dtype(value, dtype: torch.dtype):
 def _set_constant(tensor: torch.Tensor, value) -> None:
     """``tensor`` was written with ``value`` everywhere (None: with something unknown)."""
     root = _root(tensor)
+    _forget_constant(tensor)
     covers = (value is not None and tensor.dtype == root.dtype and tensor.numel() == root.numel()
               and tensor.is_contiguous() and root.is_contiguous()
               and tensor.storage_offset() == root.storage_offset() == 0)
     value = _as_dtype(value, tensor.dtype) if covers else None
     if value is not None:
         setattr(root, _CONSTANT, value)  # kept while C++ holds it (PyObject preservation)
-    else:
-        _forget_constant(tensor)
 
 
 def _value_of(source):
@@ -340,8 +377,11 @@ def _no_sparse_kernel(layout) -> str:
 
 
 def _placeholder(tensor: torch.Tensor) -> torch.Tensor:
-    """The device tensor's known constant, else zeros, on the CPU in its geometry (a kernel's output
-    strides follow its inputs')."""
+    """The device tensor's known values or constant, else zeros, on the CPU in its geometry (a
+    kernel's output strides follow its inputs')."""
+    known = _known_values(tensor)
+    if known is not None:
+        return known
     with torch._C._DisableTorchDispatch():
         placeholder = _strided(tensor, _CPU)
         value = constant_of(tensor)
@@ -358,7 +398,7 @@ def _ones(tensor: torch.Tensor) -> torch.Tensor:
     """A placeholder of ones (True for bool): every element passes a filter, unless it is a mask
     that matches nothing (zeros then)."""
     placeholder = _placeholder(tensor)
-    if getattr(tensor, _MATCHES_NOTHING, False) or constant_of(tensor) is not None:
+    if getattr(tensor, _MATCHES_NOTHING, False) or constant_of(tensor) is not None or _known_values(tensor) is not None:
         return placeholder
     with torch._C._DisableTorchDispatch():
         return placeholder.fill_(1) if placeholder.numel() else placeholder
@@ -378,6 +418,9 @@ _SIZED_BY_DATA = {
     **dict.fromkeys(("aten::masked_select", "aten::masked_select.out", "aten::index.Tensor",
                      "aten::index.Tensor_out"), _masks_all_true),
 }
+#: Of those, the ops whose values follow from that rule alone (the indices of the elements kept):
+#: the prediction knows them (``_VALUES``).
+_FINDS_INDICES = frozenset({"aten::nonzero", "aten::nonzero.out", "aten::nonzero_numpy", "aten::argwhere"})
 
 
 class StandIn:
@@ -482,14 +525,11 @@ class StandIn:
             raise NotImplementedError(
                 f"Could not run '{name}' with arguments from the 'CPU' backend. This could be because the operator "
                 "doesn't exist for this backend (predicted: torch-directml's CPU fallback has no kernel to run)")
-        if _cache_kind(overload) != "inplace" and _elements(args) + _elements(kwargs.values()) <= CPU_SHAPES_MAX_ELEMENTS:
-            # The CPU kernel's fresh outputs can differ in shape from the Meta kernel's (the CPU's
-            # _embedding_bag returns an empty offset2bag for mode "sum"): small enough, ask the CPU.
-            # (What an in-place or out= call returns is its arguments: nothing to learn.)
-            found = self._on_cpu(overload, args, kwargs)
-            if found is not _FAILED:
-                return found
-        return self.compute(overload, args, kwargs)
+        if _cache_kind(overload) == "inplace":  # what it returns is its arguments: nothing to learn
+            return self.compute(overload, args, kwargs)
+        # The CPU kernel's fresh outputs can differ in shape from the Meta kernel's (the CPU's
+        # _embedding_bag returns an empty offset2bag for mode "sum"): it is the CPU kernel that runs.
+        return self.with_cpu_layout(overload, args, kwargs)
 
     def view(self, overload, args, kwargs):
         """A view op: its output shares its base's storage, as on the device.
@@ -519,7 +559,8 @@ class StandIn:
             return self._on_meta(overload, args, kwargs)
         except Exception as exc:  # no Meta kernel, or the output depends on the data
             name = op_name(overload)
-            found = self._on_cpu(overload, args, kwargs, _SIZED_BY_DATA.get(name, _placeholder))
+            found = self._on_cpu(overload, args, kwargs, _SIZED_BY_DATA.get(name, _placeholder),
+                                 values_known=name in _FINDS_INDICES)
             if found is _FAILED:
                 raise exc
             self.placeholder_ops[name] += 1
@@ -539,7 +580,7 @@ class StandIn:
             _remember(key, out, args, kwargs, converted.target)
         return out
 
-    def _on_cpu(self, overload, args, kwargs, make=None):
+    def _on_cpu(self, overload, args, kwargs, make=None, values_known: bool = False):
         converted = _Converted(self.device_type, make or _placeholder, "cpu")
         cpu_args = converted.convert(args)
         cpu_kwargs = converted.convert_kwargs(kwargs)
@@ -547,7 +588,10 @@ class StandIn:
             out = overload(*cpu_args, **cpu_kwargs)
         except Exception:
             return _FAILED
-        return converted.back(out)
+        device_out = converted.back(out)
+        if values_known:
+            _remember_values(device_out, out)
+        return device_out
 
 
 _FAILED = object()
@@ -644,6 +688,10 @@ _BF16_ERROR = "Invalid or unsupported data type BFloat16."
 # -- kernels whose work is not a shape computation -----------------------------------------
 def _copy_into(standin: StandIn, destination: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     value = _value_of(source)
+    known = _known_values(source) if value is None and isinstance(source, torch.Tensor) else None
+    if known is not None and destination.device.type != standin.device_type:
+        with torch._C._DisableTorchDispatch():
+            return destination.copy_(known)  # the indices a filter found, read back to the host
     if destination.device.type != standin.device_type:  # read back to the host: placeholder values
         if value is None:
             standin.placeholder_ops["aten::copy_"] += 1
@@ -676,6 +724,9 @@ def _local_scalar_dense(standin, overload, args, kwargs):
     value = constant_of(tensor)
     if value is not None:
         return value  # known, not made up
+    known = _known_values(tensor)
+    if known is not None and known.numel() == 1:
+        return known.item()
     standin.placeholder_ops["aten::_local_scalar_dense"] += 1
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
         return 1.0
@@ -733,8 +784,32 @@ def _set_(standin, overload, args, kwargs):
 
 def _convolution_overrideable(standin, overload, args, kwargs):
     (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups) = args
-    return standin.compute(torch.ops.aten.convolution.default,
-                           (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
+    out = standin.compute(torch.ops.aten.convolution.default,
+                          (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
+    wanted = _cpu_convolution_layout(input, weight)
+    if wanted is None or out.is_contiguous(memory_format=wanted):
+        return out
+    laid_out = torch.empty(out.shape, dtype=out.dtype, device=_META, memory_format=wanted)
+    return device_tensor(out.shape, laid_out.stride(), 0, out.dtype, out.device)
+
+
+def _cpu_convolution_layout(input: torch.Tensor, weight: torch.Tensor) -> Optional[torch.memory_format]:
+    """The channels-last layout the CPU's convolution gives its output, where it gives one.
+
+    ATen's CPU backends (oneDNN, and the slow kernels for 2-D) lay the output out channels-last when
+    the input or the weight is channels-last (``_determine_backend_memory_format``); newer torch's
+    Meta kernel answers contiguous there (ConvNeXt's and SegFormer's convolutions on permuted
+    activations), and whether the next ``reshape`` is a view or an alias, and what pooling does,
+    follows from it.
+    """
+    channels_last = {4: torch.channels_last, 5: torch.channels_last_3d}.get(input.dim())
+    if channels_last is None:
+        return None
+    from torch._prims_common import suggest_memory_format
+
+    if channels_last in (suggest_memory_format(input), suggest_memory_format(weight)):
+        return channels_last
+    return None
 
 
 def _convolution_backward_overrideable(standin, overload, args, kwargs):
@@ -774,7 +849,7 @@ _SPECIAL = {
 #: Kernels that keep the known constants themselves (the others forget those of the tensors they write).
 _CONSTANT_AWARE = frozenset({"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::fill_.Scalar",
                              "aten::fill_.Tensor", "aten::zero_", "aten::all.all_out", "aten::any.all_out",
-                             "aten::eq.Scalar_out", "aten::eq.Tensor_out"})
+                             "aten::eq.Scalar_out", "aten::eq.Tensor_out", "aten::nonzero.out"})
 
 
 def _written_arguments(overload) -> tuple:

@@ -375,3 +375,60 @@ def test_a_value_filled_in_is_known_until_something_writes_it(tmp_path, written,
     assert ("aten::logsumexp" in _ops(session)) is known
     made_up = (session.meta["placeholder_ops"] or {}).get("aten::_local_scalar_dense", 0)
     assert (made_up == 0) is known, session.meta["placeholder_ops"]
+
+
+def test_the_indices_a_filter_found_are_read_as_found(tmp_path):
+    """Mixture-of-experts layers loop over the experts a router hit (``for i in hit.nonzero():
+    self.experts[i]``): each index read back must be the one the filter found, in turn, not index 0
+    every time (which trains one expert four times: extra gradient accumulations in backward)."""
+    path = _model_file(tmp_path, """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.experts = nn.ModuleList(nn.Linear(8, 4, bias=False) for _ in range(4))
+                self.router = nn.Linear(8, 4)
+            def forward(self, x):
+                hit = self.router(x).sum(0) > 0
+                out = x.new_zeros(x.shape[0], 4)
+                visited = []
+                for index in hit.nonzero():
+                    out = out + self.experts[index](x)
+                    visited.append(int(index))
+                if visited != list(range(4)) or hit.nonzero().flatten().tolist() != visited:
+                    raise RuntimeError(f"read back as {visited}")
+                return out.sum(1)
+        def build_model():
+            return Model()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 8), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=3, steps=1, warmup=0)
+    assert not session.meta.get("partial"), session.meta.get("partial_reason")
+    ops = session.ops
+    # one weight gradient per expert, none accumulated into another's
+    backward_mm = ops[(ops["phase"] == "backward") & (ops["op"] == "aten::mm")]
+    assert backward_mm["module"].str.contains("experts").sum() == 4, backward_mm[["module", "shapes"]]
+    assert "aten::add_.Tensor" not in set(ops[ops["module"].str.contains("experts", na=False)]["op"])
+
+
+def test_a_convolution_on_channels_last_activations_is_laid_out_as_the_devices(tmp_path):
+    """ConvNeXt and SegFormer convolve permuted (channels-last) activations; the device's convolution
+    answers channels-last there, and ``flatten`` of it is then an alias of strides, not a view, and
+    adaptive pooling restrides its mean."""
+    path = _model_file(tmp_path, """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(4, 6, 3, padding=1)
+            def forward(self, x):
+                y = self.conv(x.permute(0, 3, 1, 2))
+                if not y.is_contiguous(memory_format=torch.channels_last):
+                    raise RuntimeError("the convolution's output is not channels-last")
+                return y.flatten(2).sum((1, 2))
+        def build_model():
+            return Model()
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 5, 5, 4), torch.randn(batch_size)
+        """)
+    session = predict_scan(path, batch_size=2, steps=1, warmup=0)
+    assert not session.meta.get("partial"), session.meta.get("partial_reason")
