@@ -524,7 +524,7 @@ RISKY_SETTINGS = (
         "bf16", "bfloat16",
         re.compile(r"\bbfloat16\b|\bbf16\b"),
         "bfloat16 fails on DirectML (\"Invalid or unsupported data type\")",
-        "use float16 (autocast(dtype=torch.float16)) or float32",
+        "use float16 (model.half(); torch.autocast has no DirectML kernels) or float32",
     ),
     RiskySetting(
         "float64", "float64",

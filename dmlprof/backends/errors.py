@@ -85,7 +85,18 @@ KNOWN_ERRORS = (
         "dml_unsupported_dtype",
         re.compile(r"Invalid or unsupported data type"),
         "the DirectML device does not support this data type, usually bfloat16",
-        "use float16 or float32 instead of bfloat16 on DirectML, e.g. autocast(dtype=torch.float16)",
+        "use float16 (model.half() and half inputs) or float32 instead of bfloat16 on DirectML",
+    ),
+    # torch.autocast on a PrivateUse1 device needs autocast kernels of the backend's own; torch-directml
+    # registers none (its registrations are PrivateUse1 and AutogradPrivateUse1 only), so the first op
+    # under autocast finds no kernel (seen with a CUDA AMP script scanned --from cuda).
+    KnownError(
+        "privateuse1_autocast",
+        re.compile(r"Could not run '(?P<op>[\w:.]+)' with arguments from the 'AutocastPrivateUse1' backend"),
+        "mixed precision (torch.autocast) does not run on this device: torch-directml registers no autocast "
+        "kernels, so {op} under autocast has none",
+        "run the step in float32 on DirectML: leave out torch.autocast and GradScaler (GradScaler also needs "
+        "float64, which DirectML lacks), or cast the model and inputs to float16 yourself",
     ),
     KnownError(
         "dml_out_of_memory",
