@@ -527,6 +527,13 @@ RISKY_SETTINGS = (
         "use float16 (model.half(); torch.autocast has no DirectML kernels) or float32",
     ),
     RiskySetting(
+        "autocast", "autocast",
+        re.compile(r"\bautocast\b|\bGradScaler\b"),
+        "mixed precision fails on DirectML: torch-directml registers no autocast kernels (\"Could not run ... "
+        "'AutocastPrivateUse1'\"), and GradScaler's unscale_ needs float64",
+        "train in float32 on DirectML (no torch.autocast, no GradScaler), or cast model and inputs to float16 yourself",
+    ),
+    RiskySetting(
         "float64", "float64",
         re.compile(r"\bfloat64\b|\.double\(\s*\)|\btorch\.double\b"),
         "float64 fails on DirectML devices without double support",
@@ -583,6 +590,10 @@ def check_bf16(snap: Snapshot) -> Optional[Check]:
     return _setting_check(snap, "bf16")
 
 
+def check_autocast(snap: Snapshot) -> Optional[Check]:
+    return _setting_check(snap, "autocast")
+
+
 def check_float64(snap: Snapshot) -> Optional[Check]:
     return _setting_check(snap, "float64")
 
@@ -631,6 +642,7 @@ CHECKS: Tuple[Callable[[Snapshot], Optional[Check]], ...] = (
     check_with_stack,
     check_inference_mode,
     check_bf16,
+    check_autocast,
     check_float64,
     check_placebo_env,
     check_dml_visible_devices,

@@ -409,7 +409,8 @@ def test_scan_device_rows():
 
 
 # -- settings known to fail on DirectML ------------------------------------------------------------
-SETTING_CHECKS = [doctor.check_with_stack, doctor.check_inference_mode, doctor.check_bf16, doctor.check_float64]
+SETTING_CHECKS = [doctor.check_with_stack, doctor.check_inference_mode, doctor.check_bf16, doctor.check_autocast,
+                  doctor.check_float64]
 
 
 @pytest.mark.parametrize("check", SETTING_CHECKS)
@@ -465,6 +466,8 @@ def test_find_settings_reads_text_and_skips_comments():
             "z = torch.zeros(3, dtype=torch.float64)",
             "w = torch.zeros(3, dtype=torch.float32)  # not float64",
             "autocast_dtype = 'bf16'",
+            "scaler = torch.cuda.amp.GradScaler()",
+            "with torch.autocast(device_type='cuda', dtype=torch.float16):",
         ]),
     }
     found = doctor.find_settings(["train.py"], read=sources.__getitem__)
@@ -473,6 +476,7 @@ def test_find_settings_reads_text_and_skips_comments():
         "bf16": ["train.py:3", "train.py:9"],
         "with_stack": ["train.py:5"],
         "float64": ["train.py:6", "train.py:7"],
+        "autocast": ["train.py:10", "train.py:11"],
     }
 
 
