@@ -529,8 +529,8 @@ RISKY_SETTINGS = (
     RiskySetting(
         "autocast", "autocast",
         re.compile(r"\bautocast\b|\bGradScaler\b"),
-        "mixed precision fails on DirectML: torch-directml registers no autocast kernels (\"Could not run ... "
-        "'AutocastPrivateUse1'\"), and GradScaler's unscale_ needs float64",
+        "mixed precision fails on DirectML: torch-directml registers no autocast kernels, and GradScaler's "
+        "unscale_ needs float64",
         "train in float32 on DirectML (no torch.autocast, no GradScaler), or cast model and inputs to float16 yourself",
     ),
     RiskySetting(

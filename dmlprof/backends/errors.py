@@ -92,9 +92,11 @@ KNOWN_ERRORS = (
     # under autocast finds no kernel (seen with a CUDA AMP script scanned --from cuda).
     KnownError(
         "privateuse1_autocast",
-        re.compile(r"Could not run '(?P<op>[\w:.]+)' with arguments from the 'AutocastPrivateUse1' backend"),
+        re.compile(r"Could not run '[\w:.]+' with arguments from the 'AutocastPrivateUse1' backend"
+                   r"|Tried to use AMP with the `privateuseone` backend"
+                   r"|autocast device_type must be 'cuda' or 'cpu'"),
         "mixed precision (torch.autocast) does not run on this device: torch-directml registers no autocast "
-        "kernels, so {op} under autocast has none",
+        "kernels",
         "run the step in float32 on DirectML: leave out torch.autocast and GradScaler (GradScaler also needs "
         "float64, which DirectML lacks), or cast the model and inputs to float16 yourself",
     ),

@@ -38,7 +38,10 @@ CASES = [
      "fallback_no_cpu_kernel", ["nn.LSTM", "aten::_thnn_fused_lstm_cell"], ["dmlprof.patch", "--replace"], False),
     (NotImplementedError("Could not run 'aten::conv2d' with arguments from the 'AutocastPrivateUse1' backend. "
                          "This could be because the operator doesn't exist for this backend"),
-     "privateuse1_autocast", ["torch.autocast", "aten::conv2d"], ["float32", "GradScaler"], False),
+     "privateuse1_autocast", ["torch.autocast"], ["float32", "GradScaler"], False),
+    (RuntimeError("Tried to use AMP with the `privateuseone` backend, but the backend has not registered a module "
+                  "or  the module miss some necessary funcs."),
+     "privateuse1_autocast", ["torch.autocast"], ["float32", "GradScaler"], False),
     (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total capacity)"),
      "gpu_out_of_memory", ["CUDA", "2.00 GiB"], ["batch size"], True),
     (torch.OutOfMemoryError("HIP out of memory. Tried to allocate 512.00 MiB (GPU 0; 63.98 GiB total capacity)"),
