@@ -237,7 +237,7 @@ def _first(kind: str):
     return next((e for e in ENTRIES if e.kind == kind and not e.missing()), None)
 
 
-@pytest.mark.parametrize("kind", ["contract", "script"])
+@pytest.mark.parametrize("kind", sorted({entry.kind for entry in ENTRIES}))  # the kinds selected
 def test_the_bare_run_repeats_exactly(kind, work):
     """Two bare runs agree bit for bit and call for call, so every difference above is dmlprof's.
 
