@@ -144,11 +144,12 @@ def _forget_constant(tensor: torch.Tensor) -> None:
 
 def _known_values(tensor: torch.Tensor) -> Optional[torch.Tensor]:
     """A device tensor's values on the CPU, in its geometry, where the prediction computed them; else None."""
-    values = getattr(_root(tensor), _VALUES, None)
-    if values is None or not isinstance(tensor, torch.Tensor) or tensor.device.type in ("cpu", "meta"):
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type in ("cpu", "meta"):
         return None
-    extent = 0 if 0 in tensor.shape else 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
-    if tensor.storage_offset() + extent > values.numel() or tensor.dtype != values.dtype:
+    values = getattr(_root(tensor), _VALUES, None)
+    if values is None:
+        return None
+    if tensor.storage_offset() + _extent(tensor) > values.numel() or tensor.dtype != values.dtype:
         return None
     with torch._C._DisableTorchDispatch():
         return values.as_strided(tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset()).clone()
@@ -225,11 +226,15 @@ def _with_lazy_bits(tensor: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def _extent(tensor: torch.Tensor) -> int:
+    """How many elements of its storage, from its offset on, a tensor's geometry reaches."""
+    return 0 if 0 in tensor.shape else 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+
+
 def _strided(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A tensor on ``device`` with ``tensor``'s shape, strides and storage offset (zeros where it has memory)."""
     offset = tensor.storage_offset()
-    extent = 0 if 0 in tensor.shape else 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
-    base = torch.zeros(offset + extent, dtype=tensor.dtype, device=device)
+    base = torch.zeros(offset + _extent(tensor), dtype=tensor.dtype, device=device)
     return _with_lazy_bits(base.as_strided(tuple(tensor.shape), tuple(tensor.stride()), offset), tensor)
 
 
@@ -688,15 +693,15 @@ _BF16_ERROR = "Invalid or unsupported data type BFloat16."
 # -- kernels whose work is not a shape computation -----------------------------------------
 def _copy_into(standin: StandIn, destination: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     value = _value_of(source)
-    known = _known_values(source) if value is None and isinstance(source, torch.Tensor) else None
-    if known is not None and destination.device.type != standin.device_type:
-        with torch._C._DisableTorchDispatch():
-            return destination.copy_(known)  # the indices a filter found, read back to the host
-    if destination.device.type != standin.device_type:  # read back to the host: placeholder values
-        if value is None:
+    if destination.device.type != standin.device_type:  # read back to the host: what is known, else zeros
+        known = _known_values(source) if value is None and isinstance(source, torch.Tensor) else None
+        if value is None and known is None:
             standin.placeholder_ops["aten::copy_"] += 1
         with torch._C._DisableTorchDispatch():
-            destination.fill_(value) if value is not None else destination.zero_()
+            if known is not None:
+                destination.copy_(known)  # the indices a filter found
+            else:
+                destination.fill_(value) if value is not None else destination.zero_()
     else:
         _set_constant(destination, value)
     return destination
