@@ -402,15 +402,25 @@ def check_directml_adapters(snap: Snapshot) -> Optional[Check]:
         status = "warn" if "no adapter" in probe.reason else "fail"
         return Check(name, status, probe.reason or "torch-directml reports no adapter",
                      "update the GPU driver (on WSL2, the Windows driver with WSL support)" + hint)
-    shown = []
+    from dmlprof.backends.dml import software_adapter
+
+    shown, software = [], []
     for adapter in probe.adapters:
-        text = f"[{adapter.get('index', len(shown))}] {adapter.get('name') or 'unnamed'}"
+        adapter_name = str(adapter.get("name") or "unnamed").replace("\x00", "").strip()
+        text = f"[{adapter.get('index', len(shown))}] {adapter_name}"
         used = adapter.get("memory_used_mb")
         if used is not None:
             text += f", {float(used):.0f} MiB in use"
+        emulation = software_adapter(adapter_name)
+        if emulation:
+            text += f" (a software adapter: {emulation})"
+            software.append(emulation)
         shown.append(text)
-    return Check(name, "ok", _join(shown) if shown else "available",
-                 "torch-directml reports memory in use, not capacity" if shown else "")
+    notes = ["torch-directml reports memory in use, not capacity"] if shown else []
+    if software:
+        notes.insert(0, "on a software adapter DirectML itself runs (its verdicts, errors and numerics are real), "
+                        "but times are the CPU's, never a GPU's (docs/realdml.md)")
+    return Check(name, "ok", _join(shown) if shown else "available", "; ".join(notes))
 
 
 def check_directml_float64(snap: Snapshot) -> Optional[Check]:
@@ -523,7 +533,7 @@ RISKY_SETTINGS = (
     RiskySetting(
         "bf16", "bfloat16",
         re.compile(r"\bbfloat16\b|\bbf16\b"),
-        "bfloat16 fails on DirectML (\"Invalid or unsupported data type\")",
+        "bfloat16 ends the process on DirectML (a fatal check: \"Invalid or unsupported data type BFloat16\")",
         "use float16 (model.half(); torch.autocast has no DirectML kernels) or float32",
     ),
     RiskySetting(

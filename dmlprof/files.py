@@ -10,6 +10,8 @@ Every file dmlprof writes (sessions, reports, traces) goes through here:
 - :func:`write_new` publishes under a name nobody holds yet (``name.ext``,
   then ``name-2.ext``, ...), so scans started in the same second never
   overwrite each other's sessions.
+- :func:`make_new_dir` creates a run folder nobody holds yet (``name``, then ``name-2``, ...), and
+  :func:`own_dir` checks a folder a whole job shares is this user's own.
 - :func:`fit_name` keeps generated names within what file systems allow.
 """
 from __future__ import annotations
@@ -158,6 +160,23 @@ def make_new_dir(path) -> Path:
     raise FileExistsError(errno.EEXIST, "every numbered name is taken", str(path))
 
 
+def own_dir(path) -> Path:
+    """The folder ``path``, created if missing, refused (``PermissionError``) when it is a symlink or another user's.
+
+    For a folder several processes of one job must share (the ranks of a bare ``torchrun`` job), which
+    :func:`make_new_dir` cannot give them: whoever created it first must be this user, or files written
+    there could be read, replaced or redirected by someone else.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise PermissionError(errno.EPERM, "not a folder of its own (a symlink or a file)", str(path))
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        raise PermissionError(errno.EPERM, "the folder belongs to another user", str(path))
+    return path
+
+
 _NOT_IN_NAMES = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
 
 
@@ -185,5 +204,5 @@ def same_file(a, b) -> bool:
         return False
 
 
-__all__ = ["fit_name", "make_new_dir", "name_part", "numbered", "same_file", "write_atomic", "write_new"]
+__all__ = ["fit_name", "make_new_dir", "name_part", "numbered", "own_dir", "same_file", "write_atomic", "write_new"]
 

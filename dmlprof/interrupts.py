@@ -1,9 +1,12 @@
-"""Ctrl-C while dmlprof saves what a stopped run recorded.
+"""Signals that end a run, and the saving of what a stopped run recorded.
 
-The first Ctrl-C stops the user's steps; turning a long recording into a
-session then takes a while (torch.profiler's stop alone is seconds per 50,000
-calls). A second Ctrl-C in that window must not throw the recording away, so
-while :func:`saving` is active Ctrl-C only says that saving goes on.
+Ctrl-C (SIGINT), ``kill``/``timeout``/a CI job's cancel (SIGTERM) and a closed
+terminal or SSH session (SIGHUP) all end a scan the same way: the steps stop and
+what was recorded is saved as a partial session (:func:`stopping` turns the last
+two into :class:`Stopped`, a KeyboardInterrupt, as Python turns the first).
+Turning a long recording into a session then takes a while (torch.profiler's stop
+alone is seconds per 50,000 calls); another signal in that window must not throw
+the recording away, so while :func:`saving` is active they only wait for it.
 """
 from __future__ import annotations
 
@@ -12,37 +15,113 @@ import threading
 from contextlib import contextmanager
 
 from dmlprof import progress
+from dmlprof.errors import Interrupted
 
 #: recordings at least this long say they are being saved (below, saving takes well under a second)
 ANNOUNCE_CALLS = 20_000
+#: signals that end a run as Ctrl-C does (SIGHUP does not exist on Windows)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread: the run ends as on Ctrl-C, keeping what it recorded."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def exit_code(stop: BaseException) -> int:
+    """The exit status a run ended by ``stop`` has: 130 for Ctrl-C, 128 + the signal's number for the others."""
+    return 128 + stop.signum if isinstance(stop, Stopped) else 130
+
+
+def cause_of(stop: BaseException, what: str = "interrupted") -> Interrupted:
+    """The one-line error of a run ended by ``stop`` (a KeyboardInterrupt): ``interrupted``, or
+    ``stopped by SIGTERM`` with that signal's exit status."""
+    if isinstance(stop, Stopped):
+        error = Interrupted(what.replace("interrupted", f"stopped by {signal_name(stop.signum)}", 1))
+        error.exit_code = exit_code(stop)
+        return error
+    return Interrupted(what)
 
 
 def announce(calls: int) -> None:
     """Say, once Ctrl-C stopped a long recording, that it is being saved (short ones stay quiet)."""
     if calls >= ANNOUNCE_CALLS:
-        progress.say(f"dmlprof: interrupted; saving the {calls:,} op calls recorded so far "
-                     "(Ctrl-C again will not stop this)...")
+        _say(f"dmlprof: interrupted; saving the {calls:,} op calls recorded so far "
+             "(Ctrl-C again will not stop this)...")
+
+
+def _say(line: str) -> None:
+    try:
+        progress.say(line)
+    except (OSError, ValueError):  # no terminal left to say it on (SIGHUP): saving matters more
+        pass
+
+
+def _install(signums, handler) -> dict:
+    """{signal: previous handler} for the signals a handler could be set for (main thread only)."""
+    previous = {}
+    for signum in signums:
+        try:
+            previous[signum] = signal.signal(signum, handler)
+        except (ValueError, OSError, AttributeError):  # not the main thread, or no signals here
+            continue
+    return previous
+
+
+def _restore(previous: dict) -> None:
+    for signum, handler in previous.items():
+        try:
+            signal.signal(signum, handler)
+        except (ValueError, OSError, TypeError):
+            pass
+
+
+@contextmanager
+def stopping():
+    """For the length of the block, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread (a no-op
+    elsewhere), so they end a run the way Ctrl-C does: with its partial session saved."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    previous = _install(STOP_SIGNALS, stop)
+    try:
+        yield
+    finally:
+        _restore(previous)
 
 
 @contextmanager
 def saving():
-    """Defer Ctrl-C for the length of the block (main thread only; elsewhere a no-op)."""
+    """Defer Ctrl-C, SIGTERM and SIGHUP for the length of the block (main thread only; elsewhere a no-op).
+
+    Ctrl-C says once that saving goes on; the others wait silently (nobody may be there to read it).
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     told = []
 
     def hold_on(signum, frame):
-        if not told:
+        if signum == signal.SIGINT and not told:
             told.append(True)
-            progress.say("dmlprof: still saving what was recorded; it will be kept")
+            _say("dmlprof: still saving what was recorded; it will be kept")
 
-    try:
-        previous = signal.signal(signal.SIGINT, hold_on)
-    except (ValueError, OSError, AttributeError):  # no signals here (embedded interpreter)
-        yield
-        return
+    previous = _install((signal.SIGINT,) + STOP_SIGNALS, hold_on)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _restore(previous)

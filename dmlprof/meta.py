@@ -59,6 +59,10 @@ class Device:
     device: Optional[str] = None  # as torch prints it: privateuseone:0
     name: Optional[str] = None
     versions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # e.g. torch-directml -> 0.2.5.dev240914
+    #: whether the adapter runs float64 (DirectML: a property of the adapter; what fails depends on it)
+    float64: Optional[bool] = None
+    #: a software adapter, in words ("lavapipe, Mesa's Vulkan on the CPU"): its times are not a GPU's
+    emulation: Optional[str] = None
 
     @property
     def is_cpu(self) -> bool:
@@ -108,6 +112,17 @@ class Recording:
 
 
 @dataclass(frozen=True)
+class Guess:
+    """Where a prediction first made a value up: every call from ``first_seq`` on may follow a path a run
+    on the device would not (a branch read the value, or a shape came from it)."""
+
+    first_seq: int  # the first call (op frame ``seq``) recorded after or during it; 0 when it came before them
+    op: str  # the call that made it up (``aten::_local_scalar_dense``: a value read back to the host)
+    why: str  # why the prediction had no value there (a sentence)
+    source: str = ""  # the user's line that asked for it, where known
+
+
+@dataclass(frozen=True)
 class Prediction:
     """``--target``: the op table the verdicts came from, and what it could not say."""
 
@@ -120,6 +135,7 @@ class Prediction:
     placeholder_ops: Optional[Mapping[str, int]] = None
     drift_ops: Optional[Tuple[str, ...]] = None
     failure_op: Optional[str] = None
+    guess: Optional[Guess] = None  # the first value made up (None: every value the step read was computed)
 
 
 @dataclass(frozen=True)
@@ -155,6 +171,21 @@ class DeviceUnused:
 
     devices_used: Tuple[str, ...] = ()
     hint: Optional[str] = None  # the --from that would put its work on the scanned device
+
+
+@dataclass(frozen=True)
+class DeviceFailure:
+    """The call a run stopped at because the device does not run it (DirectML raises, or ends the process)."""
+
+    op: str
+    kind: str  # "raises" | "aborts" (directml_failures.RAISES / ABORTS)
+    message: str  # the backend's own words
+    dtypes: str = ""
+    source: str = ""  # the user's line
+    explanation: str = ""  # in words, for the user: what fails and why
+    remedy: str = ""
+    #: True when the run itself stopped there (live); False for a call a prediction says fails
+    observed: bool = True
 
 
 @dataclass(frozen=True)
@@ -203,6 +234,7 @@ class RunMeta(_MappingABC):
     #: a loss that went NaN or infinite: at which training step (warm-up included) and its value
     nonfinite_loss: Optional[Mapping[str, Any]] = None
     device_unused: Optional[DeviceUnused] = None
+    device_failure: Optional[DeviceFailure] = None
     distributed: Optional[Mapping[str, Any]] = None  # one rank of a distributed run (docs/distributed.md)
     prediction: Optional[Prediction] = None
     sweep: Optional[SweepRun] = None
@@ -266,7 +298,8 @@ class RunMeta(_MappingABC):
             model_name=read.text("model_name"),
             environment=Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS)),
             device=Device(read.text("backend"), read.text("device"), read.text("device_name"),
-                          read.text_map("backend_versions")),
+                          read.text_map("backend_versions"), read.flag("device_float64"),
+                          read.text("device_emulation")),
             recording=Recording(
                 sync=read.flag("sync"), profiler=read.flag("profiler"), timing=read.text("timing"),
                 description=read.text("recording"), steady_state=read.mapping("steady_state"),
@@ -284,7 +317,8 @@ class RunMeta(_MappingABC):
             warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
             failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
             remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
-            nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")), distributed=read.mapping("distributed"),
+            nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")),
+            device_failure=_device_failure(read.mapping("device_failure")), distributed=read.mapping("distributed"),
             prediction=_prediction(read), sweep=_sweep(read), module_classes=read.text_pairs("module_classes"),
         )
         return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN_KEYS}))
@@ -294,7 +328,8 @@ class RunMeta(_MappingABC):
         out = {"mode": self.kind, "run_mode": self.run_mode, "model": self.model, "model_name": self.model_name,
                **{k: getattr(self.environment, k) for k in _ENVIRONMENT_KEYS},
                "backend": self.device.backend, "device": self.device.device, "device_name": self.device.name,
-               "backend_versions": dict(self.device.versions) if self.device.backend is not None else None}
+               "backend_versions": dict(self.device.versions) if self.device.backend is not None else None,
+               "device_float64": self.device.float64, "device_emulation": self.device.emulation}
         out.update(_recording_dict(self.recording))
         out.update({name: plain(getattr(self, name)) for name in _PLAIN_FIELDS})
         out["memory"] = plain(self.memory)
@@ -318,19 +353,20 @@ _PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "opti
                  "script_args", "started_at", "duration_s", "step_times_ms", "recorded_step_times_ms", "partial_reason",
                  "replacements_applied",
                  "failed_op", "failed_source", "remapped_from", "script_window", "nonfinite_loss", "device_unused",
-                 "distributed")
+                 "device_failure", "distributed")
 _RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",
                    "steady_state": "steady_state", "structure_step_ms": "structure_step_ms",
                    "profiler_check": "profiler_check", "device_time_check": "device_time_check", "verify": "verify"}
 _PREDICTION_KEYS = {"target": "target", "table_version": "table_version", "table_torch_version": "table_torch_version",
                     "stand_in_device": "stand_in_device", "unknown_ops": "unknown_ops",
                     "unknown_op_calls": "unknown_op_calls", "placeholder_ops": "placeholder_ops",
-                    "drift_ops": "drift_ops", "failure_op": "predicted_failure_op"}
+                    "drift_ops": "drift_ops", "failure_op": "predicted_failure_op", "guess": "predicted_guess"}
 _SWEEP_KEYS = {"stop_reason": "sweep_stop_reason", "memory_budget": "memory_budget",
                "memory_total_bytes": "memory_total_bytes", "settings": "sweep_settings", "notes": "sweep_notes",
                "details": "sweep_details"}
 _KNOWN_KEYS = frozenset(
-    ("mode", "run_mode", "model", "model_name", "backend", "device", "device_name", "backend_versions", "memory",
+    ("mode", "run_mode", "model", "model_name", "backend", "device", "device_name", "backend_versions",
+     "device_float64", "device_emulation", "memory",
      "partial", "notes", "warnings", "module_classes") + _ENVIRONMENT_KEYS + _PLAIN_FIELDS
     + tuple(_RECORDING_KEYS.values()) + tuple(_PREDICTION_KEYS.values()) + tuple(_SWEEP_KEYS.values()))
 
@@ -418,6 +454,18 @@ def _notes(value) -> Tuple[str, ...]:
     return tuple(str(note) for note in value) if isinstance(value, list) else ()
 
 
+def _device_failure(data: Optional[Mapping]) -> Optional[DeviceFailure]:
+    if data is None:
+        return None
+    read = _Reader(data)
+    op, kind = read.text("op"), read.choice("kind", ("raises", "aborts"), None)
+    if op is None or kind is None:
+        return None
+    return DeviceFailure(op, kind, read.text("message") or "", read.text("dtypes") or "", read.text("source") or "",
+                         read.text("explanation") or "", read.text("remedy") or "",
+                         read.flag("observed") is not False)
+
+
 def _device_unused(data: Optional[Mapping]) -> Optional[DeviceUnused]:
     if data is None:
         return None
@@ -445,7 +493,17 @@ def _prediction(read: _Reader) -> Optional[Prediction]:
         table_torch_version=read.text("table_torch_version"), stand_in_device=read.text("stand_in_device"),
         unknown_ops=read.texts("unknown_ops"), unknown_op_calls=read.count_map("unknown_op_calls"),
         placeholder_ops=read.count_map("placeholder_ops"), drift_ops=read.texts("drift_ops"),
-        failure_op=read.text("predicted_failure_op"))
+        failure_op=read.text("predicted_failure_op"), guess=_guess(read.mapping("predicted_guess")))
+
+
+def _guess(data: Optional[Mapping]) -> Optional[Guess]:
+    if data is None:
+        return None
+    read = _Reader(data)
+    first_seq, op = read.integer("first_seq"), read.text("op")
+    if first_seq is None or op is None:
+        return None
+    return Guess(first_seq, op, read.text("why") or "", read.text("source") or "")
 
 
 def _sweep(read: _Reader) -> Optional[SweepRun]:

@@ -43,7 +43,9 @@ def inspect_model_file(path) -> ModelFile:
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise ModelFileError(f"{path} is not a Python file: syntax error at line {exc.lineno}: {exc.msg}") from None
+        # a Python file with a mistake in it, not some other file: say where, as Python would
+        raise ModelFileError(f"syntax error in {path} at line {exc.lineno}: {exc.msg}",
+                             remedy=f"python {path} shows the same; fix that line") from None
     defines, unread = _top_level_names(tree, [path.parent], 0)
     present = [name for name in REQUIRED if name in defines]
     if len(present) == len(REQUIRED):
@@ -105,6 +107,22 @@ def _star_names(node: ast.ImportFrom, search: list, depth: int):
     return None if unread else {name for name in names if not name.startswith("_")}
 
 
+def module_file(name: str) -> Path:
+    """The file ``python -m name`` runs (``name.py``, or a package's ``__main__.py``), looked up as Python
+    does, from the current folder first and then sys.path, without importing anything; ModelFileError
+    when there is none."""
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise ModelFileError(f"-m {name}: not a module name (dotted Python names, such as package.train)")
+    for folder in ["", *sys.path]:
+        base = Path(folder or ".").joinpath(*parts)
+        for candidate in (base / "__main__.py", base.with_suffix(".py")):
+            if candidate.is_file():
+                return candidate
+    raise ModelFileError(f"no module named {name} (looked in the current folder and on sys.path)",
+                         remedy="run from the folder that holds the package, or give the file's path")
+
+
 def _module_source(module: str, search: list):
     """The .py file ``import module`` would load, looked up on the model's folder and sys.path (not imported)."""
     parts = module.split(".")
@@ -145,7 +163,10 @@ def import_model_module(path: Path) -> ModuleType:
         raise
     except BaseException as exc:
         sys.modules.pop(name, None)
-        raise ModelRaisedError(f"importing {path} raised {describe_exception(exc)}") from exc
+        from dmlprof.record.attribution import raised_at  # torch is imported by now: the model file imported it
+
+        at = raised_at(exc)
+        raise ModelRaisedError(f"importing {path} raised {describe_exception(exc)}" + (f" (at {at})" if at else "")) from exc
     finally:
         if added and directory in sys.path:
             sys.path.remove(directory)

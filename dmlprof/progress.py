@@ -53,7 +53,7 @@ class Reporter:
     """Opens phases; this one shows nothing."""
 
     @contextmanager
-    def phase(self, name: str, total: Optional[int] = None) -> Iterator[Phase]:
+    def phase(self, name: str, total: Optional[int] = None, unit: str = "step") -> Iterator[Phase]:
         yield _SILENT
 
     @contextmanager
@@ -69,9 +69,9 @@ _SILENT = Phase()
 _current: contextvars.ContextVar = contextvars.ContextVar("dmlprof_progress", default=Reporter())
 
 
-def phase(name: str, total: Optional[int] = None):
-    """A context manager yielding a :class:`Phase` named ``name`` (``total`` steps; None: open-ended)."""
-    return _current.get().phase(name, total)
+def phase(name: str, total: Optional[int] = None, unit: str = "step"):
+    """A context manager yielding a :class:`Phase` named ``name`` (``total`` of ``unit``; None: open-ended)."""
+    return _current.get().phase(name, total, unit)
 
 
 def stage(name: str):
@@ -188,7 +188,7 @@ class TerminalReporter(Reporter):
             self._stages.pop()
 
     @contextmanager
-    def phase(self, name: str, total: Optional[int] = None) -> Iterator[Phase]:
+    def phase(self, name: str, total: Optional[int] = None, unit: str = "step") -> Iterator[Phase]:
         from tqdm import tqdm
 
         if self._open:
@@ -197,7 +197,7 @@ class TerminalReporter(Reporter):
         # every advance is drawn (it comes once a step, never once an op); leave=False clears the line
         bar = _Bar(tqdm(total=total, desc=label, file=self.stream, leave=False, position=0, ascii=self.ascii,
                         dynamic_ncols=not self.size, **self.size, mininterval=0, miniters=1,
-                        unit="step" if total else "it", bar_format=None if total else "{desc}: {elapsed}{postfix}"))
+                        unit=unit if total else "it", bar_format=None if total else "{desc}: {elapsed}{postfix}"))
         with self._lock:
             self._open.append(bar)
         self._start_ticker()

@@ -9,6 +9,8 @@ session, which says it is partial.
 """
 from __future__ import annotations
 
+import bisect
+
 import itertools
 import operator
 import os
@@ -34,9 +36,11 @@ from dmlprof.model_file import describe_exception, import_model_module, inspect_
 import pandas as pd
 
 from dmlprof.record import steady
+from dmlprof.record.attribution import raised_at
+from dmlprof.record.forks import forked_child_ends_here
 from dmlprof.record.frame import rows_to_frame
-from dmlprof.record.profiler import ProfilerAlongside, join_device_times, profiler_op_totals
-from dmlprof.record.recorder import Recorder
+from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside, join_device_times, profiler_op_totals
+from dmlprof.record.recorder import Recorder, refusals
 from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.record.warning_capture import WarningCapture
 from dmlprof.session import Session
@@ -110,6 +114,27 @@ def _cwd_kept():
             pass
 
 
+@contextmanager
+def _streams_kept():
+    """The user's code may replace ``sys.stdout``/``sys.stderr`` (a script that logs to a file) or close
+    them; dmlprof's report goes to the streams it was started with, reopened if they were closed."""
+    saved = sys.stdout, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = (_open_again(stream, fd) for stream, fd in zip(saved, (1, 2)))
+
+
+def _open_again(stream, fd: int):
+    """``stream`` or, when the user's code closed it, a new text stream on its descriptor."""
+    if stream is not None and not getattr(stream, "closed", False):
+        return stream
+    try:
+        return open(fd, "w", encoding="utf-8", errors="replace", closefd=False, buffering=1)
+    except (OSError, ValueError):
+        return open(os.devnull, "w", encoding="utf-8")
+
+
 def default_loss(output, target):
     """Cross-entropy for integer targets, mean squared error otherwise."""
     if isinstance(output, (tuple, list)):
@@ -138,6 +163,7 @@ def scan(
     prepare: Optional[Callable[["TrainingStep"], None]] = None,
     run_to_end: bool = False,
     remap_from: Optional[str] = None,
+    module: Optional[str] = None,
 ) -> Session:
     """Scan a model file (the model contract) or a script; returns the Session.
 
@@ -146,7 +172,8 @@ def scan(
     ``session`` is the partial result. ``verify`` recomputes every device op
     on the CPU and checks optimizer updates land (``session.extras['verify']``,
     see docs/verify.md). ``prepare(training_step)`` may change a contract
-    file's model, optimizer or loss before any step runs (``scan --replace``).
+    file's model, optimizer or loss before any step runs (``scan --replace``). ``module``: the
+    script is that module, run as ``python -m module`` runs it (``path`` is its file).
     """
     if steps < 1:
         raise DmlprofError("--steps must be at least 1")
@@ -159,14 +186,16 @@ def scan(
     run = _Run(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode, verify=verify)
     if model_file.notes:
         run.meta["notes"] = list(model_file.notes)
-    with backend.run_context(), _cwd_kept(), _hard_exit_trapped():
+    if module:
+        run.meta["model_name"] = module  # a package's __main__.py is named by its package
+    with backend.run_context(), _cwd_kept(), _streams_kept(), _hard_exit_trapped():
         if model_file.mode == "contract":
             return run.contract(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)
         if batch_size is not None:
             raise UsageError(f"--batch-size applies to model files; {model_file.path.name} is a script, "
                              "which makes its own batches")
         return run.script(script_args=list(script_args), steps=steps, warmup=warmup, run_to_end=run_to_end,
-                          remap_from=remap_from)
+                          remap_from=remap_from, module=module)
 
 
 def scan_training_step(training: "TrainingStep", backend: Backend, path, *, steps: int = DEFAULT_STEPS,
@@ -197,7 +226,16 @@ class Recording:
         except BaseException:
             self.profiler.__exit__(None, None, None)
             raise
+        if isinstance(self.capture, Recorder):  # the profiler's cost is bounded by the calls it sees
+            rows = self.capture.rows
+            self.profiler.calls_so_far = lambda: len(rows)
+            self.capture.when_rows_reach(PROFILED_CALLS_MAX, self._profiler_full)
         return self
+
+    def _profiler_full(self) -> None:
+        if not self.profiler.stop_early(f"it stops past {PROFILED_CALLS_MAX:,} calls, at about 35 KB a call"):
+            # reached on another thread (autograd's, on a GPU): the thread that started it stops it soon after
+            self.capture.when_rows_reach(len(self.capture.rows) + 100, self._profiler_full)
 
     def close(self) -> None:
         if not self._closed:
@@ -221,6 +259,15 @@ class Profiled:
         from dmlprof.render.notebook import notebook_html
 
         return notebook_html(self.session) if self.session is not None else "<p>dmlprof: still recording</p>"
+
+    def table(self, top: int = 15, width: Optional[int] = None) -> str:
+        """The block's report as text, as torch.profiler's ``key_averages().table()`` is read
+        (:func:`dmlprof.render_text`)."""
+        if self.session is None:
+            raise RuntimeError("dmlprof.profile: the block is still recording; call table() after it")
+        from dmlprof.render.terminal import render_text
+
+        return render_text(self.session, top=top, width=width)
 
 
 @contextmanager
@@ -399,6 +446,8 @@ class _Run:
         #: the rows of the recording under way (how much a Ctrl-C has to save)
         self.live_rows: list = []
         self.interrupted = False
+        #: the exception that stopped the run, as the user's code or the device raised it
+        self.raised: Optional[BaseException] = None
 
     # -- contract ------------------------------------------------------------
     def contract(self, *, batch_size, steps: int, warmup: int, training: "Optional[TrainingStep]" = None,
@@ -422,7 +471,7 @@ class _Run:
             # The step is taken again under the recorder, so the session shows the call that
             # fails and who asked for it rather than only the error.
             self.meta["notes"] = self.meta.get("notes", []) + [
-                f"a warm-up step failed ({failed.one_line()}); the step was taken again, recorded"]
+                "the warm-up step failed; the step was taken again, recorded, to show the call that fails"]
             session = self._record_every_step(training, 1)
         elif self.sync or not self.profiler_enabled or self.verify:  # --verify checks every call
             session = self._record_every_step(training, steps)
@@ -438,7 +487,7 @@ class _Run:
         with warnings.catch_warnings():
             # Fallback warnings print once per process; the measured steps record them call by call.
             warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)
-            with progress.phase("warm-up", total=warmup) as bar:
+            with progress.phase("warm-up", total=warmup) as bar, refusals(self.backend):
                 for _ in range(warmup):
                     # Ops an extension defined since the run began (torchvision's, imported with the
                     # model file): the recorder covers them for measured steps, this for warm-up ones.
@@ -601,7 +650,7 @@ class _Run:
 
     # -- script ----------------------------------------------------------------
     def script(self, *, script_args: list, steps: int, warmup: int, run_to_end: bool = False,
-               remap_from: Optional[str] = None) -> Session:
+               remap_from: Optional[str] = None, module: Optional[str] = None) -> Session:
         self.meta.update(script_args=script_args, steps=0, batch_size=None)
         recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(None))
         self.live_rows = recorder.rows
@@ -612,9 +661,13 @@ class _Run:
         start = time.perf_counter()
 
         def run_script():
-            with _script_context(self.path, script_args), self._script_devices(remap_from):
+            with _script_context(self.path, script_args, module), self._script_devices(remap_from):
                 try:
-                    runpy.run_path(str(self.path), run_name="__main__")
+                    with forked_child_ends_here(exits=(SystemExit, HardExit)):
+                        if module:
+                            runpy.run_module(module, run_name="__main__", alter_sys=True)
+                        else:
+                            runpy.run_path(str(self.path), run_name="__main__")
                 except WindowClosed:
                     pass  # the recorded steps are done: the script is stopped, cleanly
                 except (SystemExit, HardExit) as exc:
@@ -640,6 +693,11 @@ class _Run:
                 self._guarded(run_script, finish=finish)
             self.meta["duration_s"] = round(time.perf_counter() - start, 3)
             session = finish()  # inside: stopping the profiler is part of the processing shown
+        if session.ops.empty and recorder.window.taken:  # it ran ops, all in steps left unrecorded
+            raise ModelFileError(
+                f"{self.path.name} took {recorder.window.taken} optimizer step(s), all of them unrecorded warm-up "
+                f"(--warmup {warmup}): nothing was recorded",
+                remedy="scan with --warmup 0, or let the script take more steps (its own arguments go after --)")
         if session.ops.empty:
             raise ModelFileError(
                 f"{self.path.name} is neither a model file (build_model, make_batch) "
@@ -672,9 +730,13 @@ class _Run:
                 f"--steps {window.steps}: the session holds {recorded}")
 
     # -- shared ------------------------------------------------------------------
+    @contextmanager
     def _processing(self):
-        """The phase after the steps: the profiler stops and its events are read, each call is judged."""
-        return progress.phase("processing the trace" if self.profiler_enabled else "processing the calls")
+        """The phase after the steps: the profiler stops and its events are read, each call is judged.
+        Signals wait meanwhile: what was recorded is being saved (dmlprof.interrupts)."""
+        with interrupts.saving(), progress.phase("processing the trace" if self.profiler_enabled
+                                                 else "processing the calls"):
+            yield
 
     def _new_verifier(self, model):
         if not self.verify:
@@ -689,8 +751,8 @@ class _Run:
     def _user_call(self, what: str, fn, *args):
         try:
             return fn(*args)
-        except KeyboardInterrupt:
-            raise Interrupted("interrupted before any step ran") from None
+        except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
+            raise interrupts.cause_of(stop, "interrupted before any step ran") from None
         except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
             raise ModelRaisedError(f"{what} called {_exit_call(exc)} before any step ran") from None
         except DmlprofError:
@@ -709,15 +771,16 @@ class _Run:
             hint = _remap_hint(self.path)
             if hint and hint.split()[-1] != self.backend.name:
                 remedy = f"if the script fails for want of {hint.split()[-1]}, scan it with {hint}"
-        return ModelRaisedError(f"{what} raised {describe_exception(exc)}", remedy=remedy)
+        at = raised_at(exc)  # the user's line, so nobody has to run the script again without dmlprof to find it
+        return ModelRaisedError(f"{what} raised {describe_exception(exc)}" + (f" (at {at})" if at else ""), remedy=remedy)
 
     def _guarded(self, body, *, finish=None):
         """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""
         where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
         try:
             body()
-        except KeyboardInterrupt:
-            cause: DmlprofError = Interrupted("interrupted")
+        except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
+            cause: DmlprofError = interrupts.cause_of(stop)
         except (SystemExit, HardExit) as exc:  # from a contract step (a script's own exit is handled in script())
             cause = ModelRaisedError(f"{where} called {_exit_call(exc)}")
         except ModelRaisedError as exc:
@@ -726,6 +789,7 @@ class _Run:
             raise
         except Exception as exc:
             cause = self._explain(exc, where)
+            self.raised = exc
         else:
             return
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
@@ -734,24 +798,31 @@ class _Run:
         if isinstance(cause, Interrupted):
             # Ctrl-C: saving a long recording takes a while; say so, and let no second Ctrl-C lose it
             self.interrupted = True
-            interrupts.announce(len(self.live_rows))
             with interrupts.saving():
+                interrupts.announce(len(self.live_rows))
                 session = finish()
         else:
             session = finish()
+        if session.ops.empty:  # failed before any call was recorded: an empty session would keep nothing
+            raise cause
         failed = session.meta.failed_op
         if failed and failed not in str(cause):
             # Which call failed, and the user's line that made it.
             where = session.meta.failed_source or ""
-            cause = type(cause)(f"{cause} (at {failed}{', ' + where if where else ''})", remedy=cause.remedy)
+            text = str(cause)
+            if where and text.endswith(f" (at {where})"):  # the line _explain found: the call joins it
+                text = text[: -len(f" (at {where})")]
+            located = type(cause)(f"{text} (at {failed}{', ' + where if where else ''})", remedy=cause.remedy)
+            located.exit_code, cause = cause.exit_code, located  # SIGTERM's 143 is the instance's own
             session.meta = session.meta.updated(partial_reason=cause.one_line())
         raise ScanStopped(cause, session)
 
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> Session:
         ops = rows_to_frame(recorder.rows, recorder.evidence, self.backend)
         if recorder.failed_row is not None and self.meta.get("partial"):
-            self.meta["failed_op"] = ops["op"].iloc[recorder.failed_row]
-            self.meta["failed_source"] = ops["source"].iloc[recorder.failed_row]
+            failed = ops.iloc[recorder.failed_row]
+            self.meta["failed_op"], self.meta["failed_source"] = failed["op"], failed["source"]
+            self._note_device_failure(failed)
         events = None
         if self.interrupted and profiler is not None and profiler.profile is not None:
             # reading the profiler's events is most of the time a long run takes to save
@@ -762,6 +833,18 @@ class _Run:
             if self.backend.profiler_device_activity:
                 ops = join_device_times(ops, events)
         return self._session(ops, events, recorder, profiler)
+
+    def _note_device_failure(self, failed) -> None:
+        """The failing call is the device's refusal (DirectML raises or would end the process): say so first."""
+        on_device = self.backend.device_type in failed["input_devices"] + failed["output_devices"]
+        found = self.backend.failure_in(self.raised, on_device) if self.raised is not None else None
+        if found is None:  # the user's code failed: not the device's refusal
+            return
+        known = self.backend.known_error(self.raised)
+        self.meta["device_failure"] = {
+            "op": failed["op"], "kind": found.kind, "message": found.message, "dtypes": failed["dtypes"],
+            "source": failed["source"], "explanation": known.explanation if known else "",
+            "remedy": known.remedy if known else "", "observed": not self.backend.predicted}
 
     def _check_losses(self) -> None:
         """Note the first step whose loss was NaN or infinite (after recording: the check reads the device)."""
@@ -792,12 +875,16 @@ class _Run:
             warnings=_other_warnings(recorder, self.backend),
             module_classes=recorder.modules.classes(),
         )
+        seen = ops.iloc[:profiler.covered_calls] if profiler is not None and profiler.covered_calls is not None else ops
         if profiler_ops is not None:
-            self.meta["profiler_check"] = _profiler_check(ops, profiler_ops, synced=bool(self.meta.get("sync")))
+            self.meta["profiler_check"] = _profiler_check(seen, profiler_ops, synced=bool(self.meta.get("sync")))
         if events is not None and self.backend.profiler_device_activity:
-            self.meta["device_time_check"] = _device_time_check(ops, events)
+            self.meta["device_time_check"] = _device_time_check(seen, events)
+        left_out = _recording_notes(recorder, profiler)
+        if left_out:
+            self.meta["notes"] = self.meta.get("notes", []) + left_out
         if self.backend.predicted:
-            ops = _predicted_frame(ops, self.backend, self.meta)
+            ops = _predicted_frame(ops, self.backend, self.meta, recorder.rows)
         session = Session(meta=dict(self.meta), ops=ops)
         # in a launched job: rank metadata, per-collective times, torch.profiler's own trace of this rank
         annotate_distributed(session, events, profiler)
@@ -808,12 +895,24 @@ class _Run:
         return session
 
 
-PLACEHOLDER_NOTE = ("these ops have no meta kernel or their output depends on tensor data; they ran on the CPU "
-                    "on placeholder values, so shapes and values after them may differ from a real run "
-                    "(the op names recorded are still the ones the step calls)")
+def _recording_notes(recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> list:
+    """What a bounded recording left out, in words (dmlprof.record.recorder.MAX_RECORDED_CALLS,
+    dmlprof.record.profiler.PROFILED_CALLS_MAX)."""
+    notes = []
+    if recorder.full:
+        notes.append(f"the recording holds the first {recorder.filled_at[-1]:,} calls, its most (about 2 KB a call "
+                     "until saved); the calls after them ran unrecorded")
+    if profiler is not None and profiler.note():
+        notes.append(profiler.note())
+    return notes
 
 
-def _predicted_frame(ops, backend: Backend, meta: dict):
+PLACEHOLDER_NOTE = ("these ops read values the prediction did not have (beyond its budget for real values, or "
+                    "from tensors made on the meta device) and made them up: a value read back, or an output sized "
+                    "by the data; the calls after the first may differ from a real run (the report marks them)")
+
+
+def _predicted_frame(ops, backend: Backend, meta: dict, rows: list):
     """A prediction has calls, not times: the host time spent predicting is nobody's cost."""
     ops = ops.copy()
     ops["evidence"] = backend.fallback_evidence  # every verdict rests on the table's registrations
@@ -821,9 +920,22 @@ def _predicted_frame(ops, backend: Backend, meta: dict):
     ops["start_ns"] = 0
     placeholders = backend.placeholder_ops()
     meta.update(step_times_ms=[], memory={}, placeholder_ops=placeholders)
+    guess = backend.first_guess()
+    if guess is not None:
+        first_seq = _first_call_after(rows, guess.time_ns)
+        during = bool(rows) and rows[first_seq][5] <= guess.time_ns  # made up inside that call, not before it
+        meta["predicted_guess"] = {"first_seq": first_seq, "op": guess.op, "why": guess.why,
+                                   "source": rows[first_seq][10] if during else ""}
     if placeholders:
         meta["notes"] = meta.get("notes", []) + [PLACEHOLDER_NOTE]
     return ops
+
+
+def _first_call_after(rows: list, time_ns: int) -> int:
+    """The first recorded call that may follow a value made up at ``time_ns``: the call that was running
+    then (a value is made up inside a call), or the first call when it came before every recorded one."""
+    starts = [row[5] for row in rows]
+    return max(bisect.bisect_right(starts, time_ns) - 1, 0)
 
 
 def _with_device_use(session: Session, backend: Backend, remap_from: Optional[str]) -> Session:
@@ -915,11 +1027,11 @@ def _safe(fn, default):
 
 
 @contextmanager
-def _script_context(path: Path, script_args: list):
-    """Run a script as ``python path args...`` would: argv and sys.path[0]."""
+def _script_context(path: Path, script_args: list, module: Optional[str] = None):
+    """Run a script as ``python path args...`` (or ``python -m module args...``) would: argv and sys.path[0]."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [str(path)] + script_args
-    sys.path.insert(0, str(path.resolve().parent))
+    sys.argv = [str(path.resolve() if module else path)] + script_args
+    sys.path.insert(0, os.getcwd() if module else str(path.resolve().parent))
     try:
         yield
     finally:

@@ -20,7 +20,7 @@ from dmlprof.files import write_atomic, write_new
 from dmlprof.meta import RunMeta, run_meta
 from dmlprof.plain import plain
 from dmlprof.schema import FALLBACK, empty_ops_frame, typed_ops_frame
-from dmlprof.session_check import check_session_dict
+from dmlprof.session_check import MAX_NAME_CHARS, MAX_TEXT_CHARS, NAME_COLUMNS, check_session_dict
 
 FORMAT = "dmlprof-session"
 FORMAT_VERSION = 1
@@ -55,13 +55,14 @@ class Session:
 
     # -- persistence ---------------------------------------------------------
     def to_dict(self) -> dict:
+        """The session file's content; strings longer than a session may hold are cut (see ``clip``)."""
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "meta": self.meta.to_dict(),
-            "ops": _frame_to_columns(self.ops),
-            "profiler_ops": _frame_to_columns(self.profiler_ops),
-            "extras": self.extras,
+            "meta": clip(self.meta.to_dict()),
+            "ops": _frame_to_columns(self.ops, names=NAME_COLUMNS),
+            "profiler_ops": _frame_to_columns(self.profiler_ops, names=("op",)),
+            "extras": clip(self.extras),
         }
 
     def save(self, path, *, new: bool = False) -> Path:
@@ -147,7 +148,28 @@ def _why(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _frame_to_columns(frame: Optional[pd.DataFrame]) -> dict:
+def _frame_to_columns(frame: Optional[pd.DataFrame], names=()) -> dict:
     if frame is None or frame.empty and not len(frame.columns):
         return {}
-    return {column: frame[column].astype(object).where(frame[column].notna(), None).tolist() for column in frame.columns}
+    return {column: _clip_column(frame[column].astype(object).where(frame[column].notna(), None).tolist(),
+                                 MAX_NAME_CHARS if column in names else MAX_TEXT_CHARS)
+            for column in frame.columns}
+
+
+def clip(value, limit: int = MAX_TEXT_CHARS):
+    """``value`` with every string cut to ``limit`` characters (the most a loaded session may hold, see
+    :mod:`dmlprof.session_check`: what dmlprof saves always loads again). A cut string ends with ``...``."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit - 3] + "..."
+    if isinstance(value, dict):
+        return {key: clip(item, limit) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clip(item, limit) for item in value]
+    return value
+
+
+def _clip_column(values: list, limit: int) -> list:
+    # a million short strings are measured in one pass and left as they are
+    if max((len(v) for v in values if isinstance(v, str)), default=0) <= limit:
+        return values
+    return [clip(v, limit) for v in values]

@@ -22,6 +22,20 @@ INT64_MAX = 2**63 - 1
 MAX_DEPTH = 64
 #: a session holds at most this many op rows (a very long script records a few million)
 MAX_ROWS = 50_000_000
+#: a string in a session holds at most this many characters (Session.save clips longer ones, so every session
+#: dmlprof writes loads again): one 100 MB module name must not become a 400 MB page
+MAX_TEXT_CHARS = 65_536
+#: an op, module or source name holds at most this many (a path's longest, PATH_MAX): the module tree has a
+#: row per parent of each name, and the page one per row, so a long dotted name costs its length squared
+MAX_NAME_CHARS = 4_096
+#: the op frame's columns that hold names (at most MAX_NAME_CHARS each)
+NAME_COLUMNS = ("op", "module", "source")
+#: the longest time a session may hold, in milliseconds (about 31 years): 1e308 passes as finite, and sums
+#: of such times are not
+MAX_DURATION_MS = 1e12
+#: the most ranks a distributed session may claim: far above any job dmlprof merges, low enough that a
+#: forged world size cannot exhaust memory where the ranks are listed
+MAX_WORLD_SIZE = 1 << 20
 
 
 class _Bad(Exception):
@@ -43,6 +57,8 @@ def _expect(ok: bool, value, where: str, what: str) -> None:
 
 def text(value, where: str) -> None:
     _expect(isinstance(value, str), value, where, "a string")
+    if len(value) > MAX_TEXT_CHARS:
+        raise _Bad(f"{where} is {len(value):,} characters long, more than the {MAX_TEXT_CHARS:,} a session holds")
 
 
 def boolean(value, where: str) -> None:
@@ -61,6 +77,15 @@ def count(value, where: str) -> None:
         raise _Bad(f"{where} should not be negative")
 
 
+def below(limit: int) -> Check:
+    """A count under ``limit``."""
+    def run(value, where):
+        count(value, where)
+        if value >= limit:
+            raise _Bad(f"{where} is {value:,}, past the most dmlprof reads ({limit - 1:,})")
+    return run
+
+
 def number(value, where: str) -> None:
     # json.loads with parse_constant rejects NaN/Infinity; a huge literal like 1e400 still reads as inf
     _expect(isinstance(value, (int, float)) and not isinstance(value, bool), value, where, "a number")
@@ -68,6 +93,23 @@ def number(value, where: str) -> None:
         raise _Bad(f"{where} is not a finite number")
     if isinstance(value, int):
         integer(value, where)
+
+
+def name(value, where: str) -> None:
+    text(value, where)
+    if len(value) > MAX_NAME_CHARS:
+        raise _Bad(f"{where} is {len(value):,} characters long, more than the {MAX_NAME_CHARS:,} a name holds")
+
+
+def duration_ms(value, where: str) -> None:
+    """A time in milliseconds: from 0 to :data:`MAX_DURATION_MS`."""
+    number(value, where)
+    if not 0 <= value <= MAX_DURATION_MS:
+        raise _Bad(f"{where} is {value:g} ms, not a time from 0 to {MAX_DURATION_MS:g} ms")
+
+
+def duration_s(value, where: str) -> None:
+    duration_ms(value * 1000 if isinstance(value, (int, float)) and not isinstance(value, bool) else value, where)
 
 
 def anything(value, where: str) -> None:
@@ -129,8 +171,10 @@ META = record({
     **{key: optional(count) for key in (
         "batch_size", "steps", "warmup_steps", "steps_requested", "parameters", "memory_total_bytes",
         "replacements_applied")},
-    "duration_s": optional(number),
-    "step_times_ms": list_of(number),
+    "duration_s": optional(duration_s),
+    "step_times_ms": list_of(duration_ms),
+    "recorded_step_times_ms": optional(list_of(duration_ms)),
+    "structure_step_ms": optional(duration_ms),
     "notes": list_of(text),
     "sweep_notes": list_of(text),
     "script_args": list_of(text),
@@ -144,7 +188,11 @@ META = record({
     "nonfinite_loss": record({"step": count, "steps_run": count, "value": text}),
     "sweep_settings": record({"steps": optional(count), "warmup_steps": optional(count), "amp": optional(text)}),
     "sweep_details": list_of(record({"fallback_ops": list_of(text), "fallback_recorded": boolean,
-                                     "step_times_ms": list_of(number)})),
+                                     "step_times_ms": list_of(duration_ms)})),
+    "distributed": record({"rank": below(MAX_WORLD_SIZE), "local_rank": below(MAX_WORLD_SIZE),
+                           "world_size": optional(below(MAX_WORLD_SIZE + 1)), "local_world_size": below(MAX_WORLD_SIZE + 1),
+                           "node_rank": below(MAX_WORLD_SIZE), "backend": optional(text), "run_id": text,
+                           "collective_calls": count, "comm_timing": text}),
 })
 
 _DIVERGENT = record({
@@ -185,7 +233,16 @@ REPLACE = requiring(("before", "after", "removed_ops", "remaining_ops"), record(
         {"op": text, "calls": count, "replacement": optional(text)}))),
     "applied": list_of(anything),
 }))
-EXTRAS = record({"verify": VERIFY, "sweep": SWEEP, "replace": REPLACE})
+_COLLECTIVES = {**{c: optional(integer) for c in ("seq", "step", "start_ns", "comm_start_ns", "thread")},
+                **{c: optional(count) for c in ("bytes", "call_time_ns", "comm_time_ns")},
+                **{c: optional(text) for c in ("op", "collective", "comm_source", "module", "source")}}
+
+
+def _collectives(value, where: str) -> None:
+    _columns(value, where, _COLLECTIVES)
+
+
+EXTRAS = record({"verify": VERIFY, "sweep": SWEEP, "replace": REPLACE, "collectives": _collectives})
 
 # The op frame: integer, text and nullable-number columns (dmlprof.record.frame.OP_COLUMNS).
 _OP_INT = ("seq", "step", "fallback_calls", "start_ns", "time_ns", "bytes_moved", "thread")
@@ -220,6 +277,8 @@ def _fallback_ops(value, where: str) -> None:
 
 
 _OPS = {**{c: optional(integer) for c in _OP_INT}, **{c: optional(text) for c in _OP_TEXT},
+        **{c: optional(count) for c in ("time_ns", "bytes_moved", "fallback_calls")},
+        **{c: optional(name) for c in NAME_COLUMNS},
         "fallback_ops": optional(_fallback_ops), "device_time_ns": optional(number)}
 
 

@@ -12,6 +12,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 MODELS = REPO / "models"
 FIXTURES = REPO / "tests" / "fixtures"
+UNIT = REPO / "tests" / "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every unit test is part of the quick subset (``pytest -m quick``, README), beside the few end-to-end
+    tests marked ``quick`` that check an install: the CLI, a prediction, the emulated device's build."""
+    for item in items:
+        if UNIT in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.quick)
 
 
 def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -23,6 +32,27 @@ def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProce
         [sys.executable, "-m", "dmlprof", *map(str, args)],
         cwd=cwd, env=full_env, capture_output=True, text=True, encoding="utf-8", timeout=timeout,
     )
+
+
+#: set where Chromium is installed for the tests (CI): a browser test that cannot find it fails instead of skipping
+BROWSER_STRICT_ENV = "DMLPROF_BROWSER_STRICT"
+
+
+def require_chromium() -> None:
+    """Skip, saying why in pytest's summary, where Chromium or chromedriver is missing (a fresh machine:
+    the rest of the suite still checks the install); fail instead where DMLPROF_BROWSER_STRICT is set."""
+    import shutil
+
+    missing = [name for name, found in (
+        ("Chromium", shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")),
+        ("chromedriver", shutil.which("chromedriver"))) if not found]
+    if not missing:
+        return
+    reason = (f"{' and '.join(missing)} not installed: the HTML report's browser tests need them "
+              "(apt-get install chromium chromium-driver; .ci/run does it)")
+    if os.environ.get(BROWSER_STRICT_ENV):
+        pytest.fail(f"{reason}; {BROWSER_STRICT_ENV} is set")
+    pytest.skip(reason)
 
 
 def _sigint_as_by_default() -> None:

@@ -155,8 +155,11 @@ def partial() -> Session:
 
 
 def predicted() -> Session:
-    """``--target dml``: verdicts from the op table, no times."""
-    calls = [dict(call, time_ns=0, start_ns=0, evidence="table") for call in _dml_calls()]
+    """``--target dml``: verdicts from the op table, no times; a value made up beyond the budget (the calls
+    from the sixth on are guesses), and a fallback only its torch (2.13) reaches."""
+    attention = {"op": "aten::_safe_softmax", "verdict": "fallback", "module": "Net.attn", "source": "models/net.py:30",
+                 "fallback_ops": "aten::isneginf.out=1", "fallback_calls": 1, "bytes_moved": 2048}
+    calls = [dict(call, time_ns=0, start_ns=0, evidence="table") for call in _dml_calls() + [attention]]
     meta = dict(ENVIRONMENT, run_mode="contract", backend="dml", device="privateuseone:0",
                 device_name="torch-directml (predicted, no device)", mode="predicted", target="dml",
                 model="models/net.py", model_name="net", torch_version="2.13.0",
@@ -165,7 +168,9 @@ def predicted() -> Session:
                 timing="none: a predicted session has no times (time columns are 0)",
                 table_version="torch-directml 0.2.5.dev240914 (torch 2.4.1)", table_torch_version="2.4.1",
                 step_times_ms=[], memory={}, warnings=[], unknown_ops=["aten::new_op"],
-                unknown_op_calls={"aten::new_op": 2}, placeholder_ops={}, drift_ops=[],
+                unknown_op_calls={"aten::new_op": 2}, placeholder_ops={"aten::_local_scalar_dense": 1}, drift_ops=[],
+                predicted_guess={"first_seq": 6, "op": "aten::_local_scalar_dense", "source": "models/net.py:44",
+                                 "why": "beyond the prediction's budget of 2,048 MiB of values"},
                 notes=["ops unknown to the table: this torch (2.13.0) differs from the table's (2.4.1)"])
     return make_session(calls, meta=meta)
 

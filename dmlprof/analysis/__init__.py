@@ -4,7 +4,9 @@ No printing, plotting or I/O here; the report (:mod:`dmlprof.report`) calls
 these once and every renderer formats what it computed.
 """
 from dmlprof.analysis.core import (
+    calls_after,
     cpu_hotspots,
+    device_calls_by_op,
     fallback_hotspots,
     fallback_op_set,
     module_summary,
@@ -18,6 +20,6 @@ from dmlprof.analysis.core import (
     with_host_bookkeeping,
 )
 
-__all__ = ["cpu_hotspots", "summary", "op_summary", "fallback_hotspots", "fallback_op_set", "phase_split",
+__all__ = ["calls_after", "cpu_hotspots", "device_calls_by_op", "summary", "op_summary", "fallback_hotspots", "fallback_op_set", "phase_split",
            "module_summary", "transfer_hotspots", "profiler_crosscheck", "split_fixed_cost", "time_by_op",
            "with_host_bookkeeping"]

@@ -1,6 +1,8 @@
 """Headline numbers, per-op and per-phase tables, fallback hotspots."""
 from __future__ import annotations
 
+from typing import Optional
+
 import pandas as pd
 
 from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, REPORT_VERDICTS, parse_fallback_ops
@@ -133,19 +135,30 @@ def _join_unique_inner(values) -> str:
     return ";".join(f"{n}={c}" for n, c in names.items())
 
 
+def calls_after(ops: pd.DataFrame, first_seq: Optional[int]) -> pd.DataFrame:
+    """The calls from ``first_seq`` on (a prediction's calls after a value it made up); none for None."""
+    if first_seq is None:
+        return ops.iloc[0:0]
+    return ops[ops["seq"] >= first_seq]
+
+
 def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
     """Calls that fell back, grouped by op, ranked by time.
 
     ``inner_ops`` names what the backend actually sent to the CPU when the
     call was a composite (``_foreach_lerp_`` -> ``lerp.Scalar_out`` per tensor).
     ``modules`` and ``sources`` are ranked by the time spent under each, most
-    first: the module and line to look at come first.
+    first: the module and line to look at come first. The optimizer step's
+    calls of an op are a hotspot apart from the same op's other calls: an
+    exponential moving average's ``_foreach_lerp_`` is not AdamW's, and the
+    fix for one leaves the other.
     """
     columns = ["op", "inner_ops", "calls", "inner_calls", "time_ms", "share", "bytes_moved", "phases", "modules", "sources"]
     fallen = ops[ops["verdict"] == FALLBACK]
     if fallen.empty:
         return pd.DataFrame(columns=columns)
     total = ops.loc[ops["verdict"] != HOST, "time_ns"].sum()
+    fallen = fallen.assign(op=fallen["op"].where(fallen["phase"] != "optimizer", fallen["op"] + _IN_OPTIMIZER))
     grouped = (
         fallen.groupby("op", sort=False)
         .agg(
@@ -164,7 +177,26 @@ def fallback_hotspots(ops: pd.DataFrame) -> pd.DataFrame:
     grouped["time_ms"] = grouped["time_ns"] / _NS_PER_MS
     grouped["share"] = grouped["time_ns"] / total if total else 0.0  # of the work: shares add up to the summary's
     grouped["inner_ops"] = grouped["inner_ops"].map(lambda s: sorted(parse_fallback_ops(s)))
+    grouped["op"] = grouped["op"].str.replace(_IN_OPTIMIZER, "", regex=False)
     return grouped.sort_values("time_ns", ascending=False, kind="stable")[columns].reset_index(drop=True)
+
+
+def device_calls_by_op(ops: pd.DataFrame) -> pd.DataFrame:
+    """Calls the device's own kernels ran, grouped by op and dtypes: how many, and where they came from."""
+    columns = ["op", "dtypes", "calls", "modules", "sources"]
+    on_device = ops[ops["verdict"] == DEVICE]
+    if on_device.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = (
+        on_device.groupby(["op", "dtypes"], sort=False)
+        .agg(calls=("seq", "size"), modules=("module", _join_unique), sources=("source", _join_unique))
+        .reset_index()
+    )
+    return grouped.sort_values("calls", ascending=False, kind="stable")[columns].reset_index(drop=True)
+
+
+#: a key suffix, for as long as a hotspot's calls are grouped: no op name holds a space
+_IN_OPTIMIZER = " (optimizer)"
 
 
 def cpu_hotspots(ops: pd.DataFrame, verdict: str = CPU) -> pd.DataFrame:

@@ -128,6 +128,34 @@ class Backend:
     def versions(self) -> dict:
         return {}
 
+    def flagged_ops(self) -> frozenset:
+        """Ops (dispatcher names) whose calls a report points at by the user's line: for DirectML, those whose
+        results were wrong on the real torch-directml (the measured table)."""
+        return frozenset()
+
+    def failure_rule(self):
+        """``rule(func, args, kwargs) -> failure or None``: how a call fails on this device, judged from its
+        arguments before it runs (the rules measured on the device, dmlprof.backends.directml_failures);
+        ``None`` for a device without rules. The recorder asks it for every call it records."""
+        return None
+
+    #: whether :meth:`refusal_for` refuses any call (then warm-up steps, which nothing records, are guarded too)
+    refuses_calls: bool = False
+
+    def refusal_for(self, failure) -> Optional[BaseException]:
+        """The error to raise in place of a call its rule says fails (only where running it would end the
+        process: the real torch-directml's fatal checks); ``None`` to run the call."""
+        return None
+
+    def note_failure(self, exc: BaseException, failure) -> None:
+        """A call failed as its rule said: keep that with ``exc``, whatever words it came in."""
+
+    def failure_in(self, exc: BaseException, touched_device: bool = True):
+        """The device's own refusal of a call, where ``exc`` is one (a
+        :class:`~dmlprof.backends.directml_failures.Failure`), else ``None``: the call fails on this
+        device, not in the user's code (``touched_device``: the call's tensors were on the device)."""
+        return None
+
     def known_error(self, exc: BaseException):
         """Map a device error to a one-line explanation, or ``None``."""
         from dmlprof.backends.errors import explain_device_error

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -39,15 +40,39 @@ def directml_installed() -> bool:
     return importlib.util.find_spec("torch_directml") is not None
 
 
-def adapter_possible(platform: str = sys.platform, wsl_dir: Path = WSL_LIBRARY_DIR) -> tuple[bool, str]:
-    """Whether this OS can expose a D3D12 adapter at all (no device call made)."""
+def adapter_possible(platform: str = sys.platform, wsl_dir: Path = WSL_LIBRARY_DIR,
+                     library_path: Optional[str] = None) -> tuple[bool, str]:
+    """Whether this OS can expose a D3D12 adapter at all (no device call made).
+
+    On Linux a D3D12 provider is WSL2's (``/usr/lib/wsl/lib``, ``/dev/dxg``) or any other
+    ``libd3d12.so`` on ``LD_LIBRARY_PATH`` (a translation layer such as vkd3d-proton, see
+    docs/realdml.md), but never the stubs torch-directml ships in its own folder.
+    """
     if platform == "win32":
         return True, "Windows"
     if platform.startswith("linux"):
         if (wsl_dir / "libd3d12.so").exists() or Path("/dev/dxg").exists():
             return True, "WSL2 with GPU libraries"
-        return False, "Linux without WSL2's /usr/lib/wsl/lib or /dev/dxg: no D3D12 adapter can exist"
+        provider = d3d12_provider(os.environ.get("LD_LIBRARY_PATH", "") if library_path is None else library_path)
+        if provider is not None:
+            return True, f"a D3D12 provider on LD_LIBRARY_PATH ({provider})"
+        return False, ("Linux without WSL2's /usr/lib/wsl/lib or /dev/dxg, and no D3D12 provider (libd3d12.so) on "
+                       "LD_LIBRARY_PATH: no D3D12 adapter can exist")
     return False, f"DirectML does not run on {platform}"
+
+
+def d3d12_provider(library_path: str) -> Optional[Path]:
+    """The first folder of ``library_path`` holding a ``libd3d12.so`` that is not torch-directml's own stub."""
+    for entry in filter(None, library_path.split(os.pathsep)):
+        folder = Path(entry)
+        if (folder / "libd3d12.so").is_file() and not _is_directml_package_folder(folder):
+            return folder
+    return None
+
+
+def _is_directml_package_folder(folder: Path) -> bool:
+    """torch-directml's wheel holds stub libd3d12/libdxcore beside its native module: they provide no adapter."""
+    return folder.name == "torch_directml" or any(folder.glob("torch_directml_native*"))
 
 
 @lru_cache(maxsize=1)
@@ -70,6 +95,18 @@ def probe_adapters(timeout_s: float = 60.0) -> Availability:
     if not found["count"]:
         return Availability(False, "torch-directml sees no adapter")
     return Availability(True, details=found)
+
+
+#: adapters that are a CPU drawing DirectML in software: their times are not a GPU's
+_SOFTWARE_ADAPTERS = (("llvmpipe", "lavapipe, Mesa's Vulkan on the CPU"), ("lavapipe", "lavapipe, Mesa's Vulkan on the CPU"),
+                      ("swiftshader", "SwiftShader, Vulkan on the CPU"),
+                      ("microsoft basic render driver", "WARP, Windows' DirectX on the CPU"))
+
+
+def software_adapter(name: str) -> str:
+    """What drew on a software adapter (``"lavapipe, Mesa's Vulkan on the CPU"``), or ``""`` for a GPU."""
+    lowered = name.lower()
+    return next((what for marker, what in _SOFTWARE_ADAPTERS if marker in lowered), "")
 
 
 class DmlBackend(Backend):
@@ -98,7 +135,59 @@ class DmlBackend(Backend):
     def device_name(self) -> str:
         import torch_directml
 
-        return torch_directml.device_name(self.index)
+        # Names come from the adapter's description, a fixed-size field: some end in NUL padding.
+        return torch_directml.device_name(self.index).replace("\x00", "").strip()
+
+    def adapter(self) -> dict:
+        """This adapter's answers from the child-process probe (name, float64), by index."""
+        details = probe_adapters().details or {}
+        pick = lambda key: (details.get(key) or [None] * (self.index + 1))[self.index]  # noqa: E731
+        return {"name": (pick("names") or "").replace("\x00", "").strip(), "float64": pick("float64")}
+
+    @property
+    def float64_support(self) -> Optional[bool]:
+        return self.adapter()["float64"]
+
+    def run_meta(self) -> dict:
+        """The adapter's class (float64 or not) and, on a software adapter, what its times are."""
+        found = {"device_float64": self.float64_support}
+        emulation = software_adapter(self.device_name())
+        if emulation:
+            found["device_emulation"] = emulation
+            found["timing"] = (f"wall time per call on {emulation}: verdicts, errors and numerics are DirectML's, "
+                               "the times are a CPU's, never a GPU's")
+        return found
+
+    def flagged_ops(self) -> frozenset:
+        from dmlprof.tables.measured import load_measured
+
+        table = load_measured("dml")
+        return table.flagged_ops() if table is not None else frozenset()
+
+    def failure_rule(self):
+        from dmlprof.backends.directml_failures import rule_for
+        from dmlprof.record.frame import op_name
+
+        return rule_for(self.device_type, self.float64_support is not False, op_name)
+
+    def note_failure(self, exc: BaseException, failure) -> None:
+        from dmlprof.backends.directml_failures import note
+
+        note(exc, failure)
+
+    def failure_in(self, exc: BaseException, touched_device: bool = True):
+        from dmlprof.backends.directml_failures import failure_in
+
+        return failure_in(exc, touched_device)
+
+    refuses_calls = True
+
+    def refusal_for(self, failure):
+        """torch-directml's fatal checks (complex tensors, SIGSEGV in some kernels) end the process with no
+        Python error: the call that would is refused, so the scan keeps what it recorded."""
+        from dmlprof.backends.directml_failures import ABORTS, DirectMLFailure
+
+        return DirectMLFailure(failure) if failure.kind == ABORTS else None
 
     def synchronize(self, outputs=None) -> None:
         # DirectML has no synchronize(); reading back one element of the op's

@@ -79,7 +79,88 @@ KNOWN_ERRORS = (
         "dml_float64",
         re.compile(r"does not support Double \(Float64\)"),
         "the DirectML device cannot run float64 (double) operations",
-        "use float32: model.float(), .float() on inputs, no dtype=torch.float64 or .double()",
+        "use float32: model.float(), .float() on inputs, no dtype=torch.float64 or .double(); torch-directml also "
+        "makes a double of a Python float in 1.0 - x (write 1 - x, or torch.ones_like(x) - x) and in "
+        "torch.full(size, 0.5) without dtype= (pass dtype=torch.float32)",
+    ),
+    # torch-directml's fatal checks end the process (no Python exception); dmlprof raises in the
+    # call's place (directml_failures), so the run stops with a report instead of dying.
+    KnownError(
+        "dml_complex_abort",
+        re.compile(r"Invalid or unsupported data type (?P<dtype>Complex\w+)"),
+        "complex tensors abort torch-directml: a {dtype} tensor on the DirectML device ends the process "
+        "(a fatal check in its native code, SIGABRT), as torch.fft, view_as_complex and complex dtypes do",
+        "keep complex values off the device: dmlprof.replacements.fft computes rfft/irfft/fft/ifft as real "
+        "matmuls (complex pairs as a trailing dimension of 2); or run the complex part on x.cpu() and move "
+        "the real result back with .to(device)",
+    ),
+    KnownError(
+        "dml_bfloat16_abort",
+        re.compile(r"Invalid or unsupported data type BFloat16"),
+        "bfloat16 aborts torch-directml: a bfloat16 tensor on the DirectML device ends the process (a fatal check "
+        "in its native code, SIGABRT); DirectML has no bfloat16",
+        "use float16 (model.half() and half inputs) or float32; torch.autocast(dtype=torch.bfloat16) has no "
+        "DirectML kernels either",
+    ),
+    KnownError(
+        "dml_scatter_dims",
+        re.compile(r"DirectML scatter doesn't allow partially modified dimensions"),
+        "DirectML's scatter refuses this call: it compares every dimension but dim as given, so a negative dim "
+        "(F.one_hot, scatter_(-1, ...), the backward of max/topk/sort over dim=-1) or an index narrower than the "
+        "input outside dim fails",
+        "give scatter a non-negative dim (x.dim() - 1 instead of -1); for F.one_hot on DirectML use "
+        "(labels.unsqueeze(-1) == torch.arange(num_classes, device=labels.device)).long()",
+    ),
+    KnownError(
+        "dml_process_abort",
+        re.compile(r"torch-directml ends the process here \((?P<signal>SIG\w+)\): (?P<what>[^\n]+)"),
+        "{what}: torch-directml ends the process at this call ({signal}), with no Python error",
+        "compute this op on the CPU and move the result to the device (x.cpu(), then .to(device))",
+    ),
+    KnownError(
+        "dml_needs_storage",
+        re.compile(r"self\.has_storage\(\) INTERNAL ASSERT FAILED"),
+        "this op reads the tensor's storage, and torch-directml's tensors have none (as_strided_scatter, "
+        "slice_scatter, select_scatter, diagonal_scatter)",
+        "write into a copy instead: y = x.clone(); y[index] = src (or y.narrow(...).copy_(src))",
+    ),
+    KnownError(
+        "dml_invalid_argument",
+        re.compile(r"Unknown error -2147024809"),
+        "DirectML refuses this call's inputs as an invalid argument (E_INVALIDARG): measured for empty tensors in "
+        "mm/linear/bmm/gather/cat, integer or bool tensors in float math (isnan, log2, convolution, pooling), a 0-d "
+        "input to index_select, and a scatter_add index longer than its target",
+        "skip empty batches before the layer (if x.numel(): ...), cast integer tensors to float first (x.float()), "
+        "give 0-d tensors a dimension (x.reshape(1))",
+    ),
+    KnownError(
+        "dml_failed",
+        re.compile(r"Unknown error -2147467259"),
+        "DirectML failed to run this call (E_FAIL, an unspecified failure of the adapter or its driver); measured "
+        "on a software adapter for torchvision's roi_align backward, not yet confirmed on a GPU",
+        "update the GPU driver; if it persists, run this op on the CPU (x.cpu(), then .to(device))",
+    ),
+    KnownError(
+        "dml_view_beyond_storage",
+        re.compile(r"ensure_in_bounds: .*out of bounds for storage|ensure_in_bounds: cropping"
+                   r"|torch-dml currently doesn't support a mix of positive and negative padding"),
+        "torch-directml refuses this padding: cropping the start of the second-to-last dimension (the backward of "
+        "every F.pad, nn.ZeroPad2d and nn.ConstantPad2d that pads the height, so such a model does not train) takes "
+        "a view beyond the tensor's storage, and pads of both signs are refused",
+        "dmlprof.patch(model, optimizer) pads by concatenation instead (dmlprof.replacements.ops.pad_constant, whose "
+        "backward is slicing); or pad inside the convolution (nn.Conv2d(padding=...))",
+    ),
+    KnownError(
+        "dml_create_operator",
+        re.compile(r"m_device->CreateOperator"),
+        "DirectML could not build its operator for this call (measured: padding an empty batch)",
+        "skip empty inputs before the call (if x.numel(): ...)",
+    ),
+    KnownError(
+        "dml_divisor_override",
+        re.compile(r"Divisor override isn't supported for DirectML"),
+        "avg_pool with divisor_override does not run on DirectML",
+        "leave divisor_override out and rescale the result: avg_pool(x, k) * (k*k / divisor)",
     ),
     KnownError(
         "dml_unsupported_dtype",
@@ -99,6 +180,16 @@ KNOWN_ERRORS = (
         "kernels",
         "run the step in float32 on DirectML: leave out torch.autocast and GradScaler (GradScaler also needs "
         "float64, which DirectML lacks), or cast the model and inputs to float16 yourself",
+    ),
+    # torch-directml registers no sparse kernels: the first sparse tensor on the device (the gradient of
+    # nn.Embedding(sparse=True) in backward) finds no kernel for its sparse dispatch key.
+    KnownError(
+        "privateuse1_sparse",
+        re.compile(r"with arguments from the 'Sparse(?:Csr)?PrivateUse1' backend"),
+        "DirectML has no sparse tensors: a sparse gradient (nn.Embedding or nn.EmbeddingBag with sparse=True, "
+        "F.embedding(..., sparse=True)) or any other sparse tensor cannot live on the device",
+        "use sparse=False on DirectML: the dense gradient runs on the device (and Adam or AdamW replaces "
+        "SparseAdam); keep other sparse tensors on the CPU, or .to_dense() them",
     ),
     KnownError(
         "dml_out_of_memory",

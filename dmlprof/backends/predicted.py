@@ -26,10 +26,16 @@ class PredictedDmlBackend(Backend):
     #: a predicted session has calls, not times, memory or values
     predicted = True
 
-    def __init__(self, index: int = 0, table=None, float64_support: bool = False):
+    def __init__(self, index: int = 0, table=None, float64_support: bool = False, values=None):
         super().__init__(index)
         #: whether the predicted adapter runs float64 (most DirectML adapters do not)
         self.float64_support = float64_support
+        #: what the stand-in knows of values, within its budget (a ``dmlprof.predict.values.ValueStore``; None: the default)
+        if values is None:
+            from dmlprof.predict.values import ValueStore
+
+            values = ValueStore()
+        self.values = values
         from dmlprof.tables import load_table
 
         self.table = table or load_table("dml")
@@ -49,7 +55,8 @@ class PredictedDmlBackend(Backend):
         from dmlprof.backends.device_module import backward_on_calling_thread
         from dmlprof.predict.standin import StandIn
 
-        self._standin = StandIn(self.table, self.fallback_log, self.device_type, self.float64_support)
+        self._standin = StandIn(self.table, self.fallback_log, self.device_type, self.float64_support,
+                                self.values)
         self._standin.install()
         try:
             with backward_on_calling_thread():
@@ -60,6 +67,28 @@ class PredictedDmlBackend(Backend):
     def refresh(self) -> None:
         if self._standin is not None:
             self._standin.refresh()
+
+    def flagged_ops(self) -> frozenset:
+        from dmlprof.tables.measured import load_measured
+
+        table = load_measured("dml")
+        return table.flagged_ops() if table is not None else frozenset()
+
+    def failure_rule(self):
+        from dmlprof.backends.directml_failures import rule_for
+        from dmlprof.record.frame import op_name
+
+        return rule_for(self.device_type, self.float64_support is not False, op_name)
+
+    def note_failure(self, exc: BaseException, failure) -> None:
+        from dmlprof.backends.directml_failures import note
+
+        note(exc, failure)
+
+    def failure_in(self, exc: BaseException, touched_device: bool = True):
+        from dmlprof.backends.directml_failures import failure_in
+
+        return failure_in(exc, touched_device)
 
     def device(self) -> torch.device:
         return torch.device(self.device_type, self.index)
@@ -79,6 +108,10 @@ class PredictedDmlBackend(Backend):
     def placeholder_ops(self) -> dict:
         return dict(sorted(self._standin.placeholder_ops.items())) if self._standin is not None else {}
 
+    def first_guess(self):
+        """The first value the stand-in made up (a ``dmlprof.predict.standin.Guess``), or None."""
+        return self._standin.first_guess if self._standin is not None else None
+
     def run_meta(self) -> dict:
         """What a predicted session says about itself, beyond a live scan's metadata."""
         return {
@@ -88,4 +121,5 @@ class PredictedDmlBackend(Backend):
             "table_version": self.table.version_label(),
             "table_torch_version": self.table.torch_version,
             "stand_in_device": self.how,
+            "device_float64": self.float64_support,
         }

@@ -6,9 +6,11 @@ Each command lives in its own module exposing ``add_parser(subparsers)`` and
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import re
+import shlex
 import sys
 
 from dmlprof import __version__
@@ -37,11 +39,51 @@ def _load(name):
         raise
 
 
+#: the commands that run a user's script, whose own arguments go after ``--``
+SCRIPT_COMMANDS = ("scan", "check")
+#: how alike a mistyped flag or command and the real one must be for "did you mean" (difflib's ratio)
+CLOSE_ENOUGH = 0.75
+CLOSE_CHOICE = 0.6
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line, like every other error."""
 
     def error(self, message):
-        self.exit(2, f"dmlprof: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"dmlprof: error: {message}{_choice_hint(message)} (see '{self.prog} --help')\n")
+
+
+def _choice_hint(message: str) -> str:
+    """``; did you mean scan?`` after argparse's "invalid choice" for a mistyped command or value."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return ""
+    choices = [choice.strip("'") for choice in found.group(2).split(", ")]  # quoted or not, by Python version
+    # choices are short words ("dml", "cuda"): one swapped letter is already far in difflib's ratio
+    close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=CLOSE_CHOICE)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args, extras: list) -> None:
+    """argparse's "unrecognized arguments" (exit 2), with what the user most likely meant: a flag of the
+    command spelled otherwise (did you mean), and for a script, that its own arguments go after ``--``."""
+    command = parser.commands.choices.get(args.command, parser) if args.command else parser
+    flags = [flag for action in command._actions for flag in action.option_strings]
+    guesses, unknown_flags = [], False
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        if not name.startswith("-"):
+            continue
+        close = difflib.get_close_matches(name, flags, n=1, cutoff=CLOSE_ENOUGH)
+        guesses += [f"{name}: did you mean {close[0]}?"] if close else []
+        unknown_flags = unknown_flags or not close
+    message = f"unrecognized arguments: {shlex.join(extras)}" + "".join(f"; {guess}" for guess in guesses)
+    if args.command in SCRIPT_COMMANDS and (unknown_flags or not guesses):
+        model = getattr(args, "model", None) or "train.py"
+        message += (f"; a script's own arguments go after --: dmlprof {args.command} {shlex.quote(model)} -- "
+                    f"{shlex.join(extras)}")
+    command.error(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dmlprof {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.commands = commands  # each command's parser, for the hints after a usage mistake
     for name in COMMANDS:
         module = _load(name)
         if module is not None:
@@ -91,7 +134,9 @@ def main(argv=None) -> int:
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(parser, args, extras)
     args.script_args = script_args
     if not args.command:
         parser.print_help()
@@ -99,11 +144,14 @@ def main(argv=None) -> int:
     try:
         return int(args.handler(args) or 0)
     except DmlprofError as err:
-        _error_line(err.one_line(), _kept(err))
+        error_line(err.one_line(), _kept(err))
         return err.exit_code
-    except KeyboardInterrupt:
-        print("dmlprof: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP where a command turned them into one
+        from dmlprof import interrupts
+
+        error_line("interrupted" if not isinstance(stop, interrupts.Stopped) else
+                   f"stopped by {interrupts.signal_name(stop.signum)}")
+        return interrupts.exit_code(stop)
     except BrokenPipeError:
         silence_stdout()  # the reader left (| head): not an error
         return 0
@@ -117,9 +165,16 @@ def _kept(err: DmlprofError):
     return kept
 
 
-def _error_line(message: str, kept=None) -> None:
-    print(f"dmlprof: error: {message}" + (f" [{kept}]" if kept else ""), file=sys.stderr)
-    sys.stderr.flush()
+def error_line(message: str, kept=None) -> None:
+    """``dmlprof: error: MESSAGE [KEPT]`` on stderr, as one line whatever the message holds: names from a
+    model or a run folder may carry escape sequences or newlines (shown as ``\\xNN``, never sent raw)."""
+    from dmlprof.render.format import clean
+
+    try:
+        print(f"dmlprof: error: {clean(message)}" + (f" [{clean(kept)}]" if kept else ""), file=sys.stderr)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no stderr left (a closed terminal): the exit code still says it
+        pass
 
 
 def silence_stdout() -> None:

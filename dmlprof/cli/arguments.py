@@ -51,3 +51,48 @@ def seconds(allow_zero: bool):
 def port_number(text: str) -> int:
     """A TCP port: 0 (pick a free one) to 65535."""
     return at_least(0, 65535)(text)
+
+
+#: ``--adapter``: the DirectML adapter class a prediction assumes (what fails depends on it)
+ADAPTERS = ("no-float64", "float64")
+
+
+def add_adapter_flag(parser) -> None:
+    """``--adapter``, for the commands that predict (``--target dml``)."""
+    parser.add_argument("--adapter", choices=ADAPTERS, default=None,
+                        help="with --target dml, the adapter class to predict for: no-float64 (the default; many "
+                             "integrated GPUs, Intel's above all, run no double precision) or float64 (adapters that "
+                             "do); what fails on DirectML depends on it")
+
+
+def add_script_flags(parser) -> None:
+    """``--from`` and ``--run-to-end``, for the commands that run a training script (scan, check)."""
+    parser.add_argument("--from", dest="remap_from", choices=["cuda", "mps"],
+                        help="a script written for this device runs on the scanned one: its device requests "
+                        "(\"cuda\", .cuda(), torch.cuda.*) are answered by it")
+    parser.add_argument("--run-to-end", action="store_true",
+                        help="after the recorded steps, let a script finish (unrecorded) instead of stopping it")
+
+
+def add_model_argument(parser, what: str) -> None:
+    """The file to scan, or ``-m MODULE`` as ``python -m`` takes it (scan, check)."""
+    parser.add_argument("model", nargs="?", help=f"{what}; a script's own arguments go after --")
+    parser.add_argument("-m", dest="module", metavar="MODULE",
+                        help="run a script as python -m MODULE does (package.train; its own arguments after --)")
+
+
+def resolve_model(args) -> None:
+    """``args.model`` from ``-m MODULE`` (the file Python would run), or a usage error when the two are
+    missing or both given."""
+    from dmlprof.errors import UsageError
+
+    module = getattr(args, "module", None)
+    if module and args.model:
+        raise UsageError(f"give a file or -m MODULE, not both ({args.model} and -m {module})",
+                         remedy="a script's own arguments go after --")
+    if module:
+        from dmlprof.model_file import module_file
+
+        args.model = str(module_file(module))
+    elif not args.model:
+        raise UsageError("no model file or script given", remedy=f"dmlprof {args.command} FILE, or -m MODULE")

@@ -10,17 +10,22 @@ import argparse
 import math
 
 from dmlprof.backends import DEVICE_CHOICES
-from dmlprof.cli.arguments import at_least
+from dmlprof.cli.arguments import add_adapter_flag, add_model_argument, add_script_flags, at_least
 from dmlprof.cli.output import add_progress_flag
 
 EXAMPLES = """examples:
   dmlprof check models/resnet18.py --target dml --max-fallback-ops 0
   dmlprof check models/groupnorm_net.py --device emulated-dml --max-fallback-share 1% --junit fallbacks.xml
+  dmlprof check train.py --target dml --from cuda -- --epochs 1   a training script written for CUDA
 """
 
 
 def share(text: str) -> float:
-    """A share from 0 to 1, written as a fraction (0.05) or a percentage (5%)."""
+    """A share from 0 to 1, written as a fraction (0.05) or a percentage (5%).
+
+    A bare number from 1 up is refused: ``1`` would read as 100 % where ``5`` is
+    refused, and whoever wrote it most likely meant 1 %.
+    """
     percent = text.strip().endswith("%")
     try:
         value = float(text.strip().rstrip("%")) / (100 if percent else 1)
@@ -28,6 +33,9 @@ def share(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share (0.05 or 5%)") from None
     if not math.isfinite(value) or not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"{text} is not a share from 0 to 1 (or 0% to 100%)")
+    if value >= 1 and not percent:
+        raise argparse.ArgumentTypeError(f"{text} is ambiguous: write {text.strip()}% or 100% "
+                                         "(a bare number is a fraction below 1, such as 0.05)")
     return value
 
 
@@ -35,21 +43,25 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("check", help="fail (exit 6) when a model's fallbacks pass a limit: a CI gate",
                                  description=__doc__, epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help="a model file (build_model, make_batch) or a training script")
+    add_model_argument(parser, "a model file (build_model, make_batch) or a training script")
     parser.add_argument("--target", choices=["dml"], help="predict the device's fallbacks (no device needed)")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
+    add_adapter_flag(parser)
     parser.add_argument("--max-fallback-share", type=share, metavar="X",
                         help="most fallback time may take of op time (of calls, with --target): 0.05 or 5%%")
     parser.add_argument("--max-fallback-ops", type=at_least(0), metavar="N",
                         help="most different ops that may fall back (default 0 when no limit is given)")
+    parser.add_argument("--count-torch-only", action="store_true",
+                        help="also count fallbacks only this torch reaches (DirectML users' torch 2.4.1 does not)")
     parser.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML")
     parser.add_argument("--batch-size", type=at_least(1), help="batch size (default: the file's BATCH_SIZE, else 16)")
     parser.add_argument("--steps", type=at_least(1), help="measured steps (default 3; 1 with --target)")
     parser.add_argument("--warmup", type=at_least(0), help="unrecorded steps before measuring (default 1)")
+    add_script_flags(parser)
     parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
     parser.add_argument("--json", metavar="FILE", help="also write the JSON report (- for standard output)")
     add_progress_flag(parser)
-    parser.set_defaults(handler=run, html=None, tb=None, quiet=True, remap_from=None, run_to_end=False, sync=True,
+    parser.set_defaults(handler=run, html=None, tb=None, quiet=True, sync=True,
                         profiler=True, replace=False, verify=False)
 
 
@@ -57,24 +69,38 @@ def run(args) -> int:
     import os
     import sys
 
-    from dmlprof.cli.output import emit, print_saved, progress_bars, write_output
+    from dmlprof.cli.arguments import resolve_model
+    from dmlprof.cli.output import check_paths, emit, print_saved, progress_bars, to_stdout, write_output
     from dmlprof.cli.scan import scan_and_save
-    from dmlprof.errors import LimitExceeded
+    from dmlprof.errors import DmlprofError, LimitExceeded
     from dmlprof.render.ci import github_annotations, junit_xml, render_check_text
     from dmlprof.report.gate import check_limits
+    from dmlprof.runner import loss_problem
 
+    resolve_model(args)
     if args.max_fallback_share is None and args.max_fallback_ops is None:
         args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
-    with progress_bars(args, quiet=False):  # check prints no report (args.quiet), yet shows its progress
-        _session, report, written = scan_and_save(args)
-    result = check_limits(report, args.max_fallback_share, args.max_fallback_ops)
-    out = sys.stderr if args.json == "-" else sys.stdout
+    check_paths(args, inputs=[args.model])
+    _refuse_a_gate_that_cannot_fail(args)
+    try:
+        with progress_bars(args, quiet=False):  # check prints no report (args.quiet), yet shows its progress
+            session, report, written = scan_and_save(args)
+    except DmlprofError as err:  # the model failed: CI still gets its test result, failing
+        _write_junit_error(args, err)
+        raise
+    result = check_limits(report, args.max_fallback_share, args.max_fallback_ops, args.count_torch_only)
+    out = sys.stderr if to_stdout(args) else sys.stdout
     emit(render_check_text(result, args.model), out, kept=written.note())
     if os.environ.get("GITHUB_ACTIONS") and result.hotspots:
         emit(github_annotations(result), out, kept=written.note())
+    diverged = loss_problem(session)  # a NaN loss fails the gate as it fails a scan (exit 3)
     if args.junit:
-        write_output(written, args.junit, lambda: junit_xml(result, args.model), "JUnit XML")
+        error = diverged.one_line() if diverged is not None else None
+        write_output(written, args.junit, lambda: junit_xml(result, args.model, error=error), "JUnit XML")
     print_saved(written, args)
+    if diverged is not None:
+        diverged.kept = written.note()
+        raise diverged
     written.raise_problems()
     if not result.passed:
         error = LimitExceeded("; ".join(check.describe() for check in result.failed),
@@ -82,3 +108,33 @@ def run(args) -> int:
         error.kept = written.note()
         raise error
     return 0
+
+
+def _refuse_a_gate_that_cannot_fail(args) -> None:
+    """On the CPU nothing falls back, so a check there passes whatever the model does."""
+    if args.target:
+        return
+    from dmlprof.backends import AUTO_ORDER, backend_class
+    from dmlprof.errors import UsageError
+
+    name = args.device
+    if name == "auto":
+        name = next((c for c in AUTO_ORDER if backend_class(c).availability().available), "cpu")
+    if backend_class(name).device_type == "cpu":
+        raise UsageError("check on the CPU cannot fail: no op falls back to the CPU there"
+                         + (" (no accelerator found)" if args.device == "auto" else ""),
+                         remedy="add --target dml to predict DirectML's fallbacks, or --device NAME for an accelerator")
+
+
+def _write_junit_error(args, err) -> None:
+    """--junit as one test case in error, carrying the run's one line (what it kept joins the error's)."""
+    if not args.junit:
+        return
+    from dmlprof.cli.output import Written, write_output
+    from dmlprof.render.ci import junit_error_xml
+
+    written = Written()
+    write_output(written, args.junit, lambda: junit_error_xml(args.model, err.one_line()), "JUnit XML")
+    if written.problems:
+        kept = getattr(err, "kept", None) or ""
+        err.kept = "; ".join(part for part in (kept, "not written: " + "; ".join(written.problems)) if part)

@@ -2,7 +2,9 @@
 
 ``--backend dml`` reads the table shipped with dmlprof (read from the real
 torch-directml package); mps, xpu and privateuse1 read this machine's running
-dispatcher instead.
+dispatcher instead. A composite op is followed, by torch's naming, to the op it computes with
+(``_foreach_lerp_.Scalar`` -> ``lerp_.Scalar`` -> ``lerp.Scalar_out``), and an op that falls back names
+dmlprof's fix for it.
 """
 from __future__ import annotations
 
@@ -44,23 +46,28 @@ def _table(backend: str):
 
 def run(args) -> int:
     from dmlprof.errors import UsageError
-    from dmlprof.tables import MEANINGS, normalize_op
+    from dmlprof.tables import normalize_op
 
     table = _table(args.backend)
     label = table.version_label()
     if args.op:
         if args.kind:
             raise UsageError("give op names or a kind to list, not both")
-        found = []
-        for name in args.op:
-            found += [{"op": op, "kind": table.kind(op), "meaning": MEANINGS.get(table.kind(op), "")}
-                      for op in _matches(table, normalize_op(name), label)]
+        found = [_described(table, op) for name in args.op for op in _matches(table, normalize_op(name), label)]
         if args.json:
             print(json.dumps({"table": label, "ops": found}, indent=1))
         else:
             for item in found:
                 print(f"{item['op']}: {item['kind']}  [{label}]")
                 print(f"  {item['meaning']}")
+                if item["reaches"]:
+                    steps = " -> ".join(f"{step['op']} ({step['how']})" for step in item["reaches"])
+                    print(f"  reaches: {steps}: {item['reaches'][-1]['kind']}")
+                if item["fix"]:
+                    print(f"  fix: {item['fix']}")
+            if any(item["reaches"] for item in found):
+                print(f"(composites followed by torch's naming; dmlprof scan MODEL --target dml shows what a model "
+                      "reaches)", file=sys.stderr)
         return 0
     if args.kind:
         names = table.ops(args.kind)
@@ -81,6 +88,19 @@ def run(args) -> int:
         for key, regs in table.registrations.items():
             print(f"  registered on {key}: {len(regs)}")
     return 0
+
+
+def _described(table, op: str) -> dict:
+    """What the table says of ``op``: its kind and meaning, the ops it reaches when it is a composite
+    (:meth:`~dmlprof.tables.OpTable.reaches`), and the fix when what it ends at falls back."""
+    from dmlprof.replacements.catalog import advice_for
+    from dmlprof.tables import MEANINGS
+
+    kind = table.kind(op)
+    reaches = [{"op": reached, "how": how, "kind": table.kind(reached)} for reached, how in table.reaches(op)]
+    last, last_kind = (reaches[-1]["op"], reaches[-1]["kind"]) if reaches else (op, kind)
+    fix = advice_for(last, called=op) if last_kind == "fallback" else None
+    return {"op": op, "kind": kind, "meaning": MEANINGS.get(kind, ""), "reaches": reaches, "fix": fix}
 
 
 def _matches(table, op: str, label: str) -> list:

@@ -15,7 +15,9 @@ Progress bars go to stderr, only when it is a terminal (:mod:`dmlprof.progress`)
 """
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
@@ -65,16 +67,53 @@ def progress_bars(args, quiet: bool):
     return progress.shown(sys.stderr, requested=getattr(args, "progress", True) and not quiet)
 
 
+#: every option naming a report file a command may write (``-``: standard output)
+FILE_OUTPUTS = ("json", "html", "trace", "junit")
+#: options naming a folder a command writes into
+FOLDER_OUTPUTS = ("out", "tb")
+
+
 def to_stdout(args) -> bool:
-    return STDOUT in (getattr(args, "json", None), getattr(args, "html", None), getattr(args, "trace", None))
+    return STDOUT in (getattr(args, name, None) for name in FILE_OUTPUTS)
+
+
+@contextmanager
+def script_output_to_stderr(args):
+    """While the user's code runs, with a report going to standard output (``--json -``), what the code
+    prints goes to stderr instead, at the descriptor (its subprocesses and C++ prints too): the report on
+    stdout stays the only thing there (``| jq`` reads it). Elsewhere a no-op."""
+    if not to_stdout(args):
+        yield
+        return
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError, AttributeError):  # no real stdout descriptor (an embedding host)
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        try:
+            sys.stdout.flush()  # what the code printed and Python still holds goes where the rest went
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def check_paths(args, inputs=()) -> None:
-    """Refuse, before anything runs, outputs that would clobber an input, each other, or share stdout."""
-    outputs = [(f"--{name}", getattr(args, name, None)) for name in ("json", "html", "trace")]
-    outputs = [(option, value) for option, value in outputs if value]
+    """Refuse, before anything runs, outputs that would clobber an input, each other, or share stdout.
+
+    Every output option of every command is checked here (:data:`FILE_OUTPUTS`, :data:`FOLDER_OUTPUTS`);
+    ``inputs`` are the files the command reads (a run folder's: each rank's files, :func:`input_files`).
+    """
+    _refuse_empty_names(args)
+    outputs = [(f"--{name}", getattr(args, name, None)) for name in FILE_OUTPUTS]
+    outputs = [(option, value) for option, value in outputs if value is not None]
     if [value for _, value in outputs].count(STDOUT) > 1:
-        raise UsageError("only one of --json, --html and --trace can go to standard output (-)")
+        raise UsageError("only one of " + ", ".join(option for option, _ in outputs) + " can go to standard output (-)")
     files = [(option, Path(value)) for option, value in outputs if value != STDOUT]
     for i, (option, path) in enumerate(files):
         for other, other_path in files[i + 1:]:
@@ -83,9 +122,34 @@ def check_paths(args, inputs=()) -> None:
     for option, path in files:
         if path.is_dir():
             raise UsageError(f"{option} {path} is a folder; give a file name")
-        for source in inputs:
-            if source and _same_path(path, Path(source)):
-                raise UsageError(f"{option} {path} is the input file itself; writing the report there would destroy it")
+        for source, folder in input_files(inputs):
+            if _same_path(path, source):
+                what = f"a file of the input folder {folder}" if folder else "the input file itself"
+                raise UsageError(f"{option} {path} is {what}; writing the report there would destroy it")
+
+
+def _refuse_empty_names(args) -> None:
+    """``--json ""`` (an unset shell variable) names no file: say so rather than skip the report."""
+    for name in FILE_OUTPUTS + FOLDER_OUTPUTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            raise UsageError(f"--{name} is given an empty name",
+                             remedy="give a file or folder name" + (", or - for standard output"
+                                                                     if name in FILE_OUTPUTS else ""))
+
+
+def input_files(inputs) -> list:
+    """(file, folder or None): each input file, and each file inside an input folder (a run folder's ranks)."""
+    found = []
+    for source in inputs:
+        if not source:
+            continue
+        path = Path(source)
+        try:
+            found += [(entry, path) for entry in path.iterdir() if entry.is_file()] if path.is_dir() else [(path, None)]
+        except OSError:
+            found.append((path, None))
+    return found
 
 
 def _same_path(a: Path, b: Path) -> bool:

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from dmlprof.backends import DEVICE_CHOICES
-from dmlprof.cli.arguments import at_least
+from dmlprof.cli.arguments import add_adapter_flag, add_model_argument, add_script_flags, at_least, seconds
 from dmlprof.cli.output import add_progress_flag
+from dmlprof.distributed.env import MAX_LOCAL_RANKS
 
 EXAMPLES = """examples:
   dmlprof scan models/resnet18.py --target dml          predict DirectML's fallbacks (no GPU needed)
   dmlprof scan models/lenet5.py --device emulated-dml   run on the emulated DirectML device
   dmlprof scan train.py --device dml -- --epochs 1      a script and its own arguments
+  dmlprof scan -m mypackage.train --target dml          a script run as python -m runs it
   dmlprof scan models/net.py --json - | jq .summary     the JSON report on standard output
   dmlprof scan models/net.py --device dml --verify      recompute each op on the CPU (exit 5 if results differ)
 """
@@ -16,19 +18,15 @@ EXAMPLES = """examples:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__, epilog=EXAMPLES)
-    parser.add_argument("model", help="a model file (build_model, make_batch) or any training script; "
-                        "a script's own arguments go after --")
+    add_model_argument(parser, "a model file (build_model, make_batch) or any training script")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
     parser.add_argument("--target", choices=["dml"], help="predict coverage on a device you do not have (no device needed)")
+    add_adapter_flag(parser)
     parser.add_argument("--batch-size", type=at_least(1), help="batch size (default: the file's BATCH_SIZE, else 16)")
     parser.add_argument("--steps", type=at_least(1), help="measured training steps; in a script, optimizer steps "
                         "(default 3; 1 with --target)")
     parser.add_argument("--warmup", type=at_least(0), help="unrecorded steps before measuring (default 1)")
-    parser.add_argument("--from", dest="remap_from", choices=["cuda", "mps"],
-                        help="a script written for this device runs on the scanned one: its device requests "
-                        "(\"cuda\", .cuda(), torch.cuda.*) are answered by it")
-    parser.add_argument("--run-to-end", action="store_true",
-                        help="after the recorded steps, let a script finish (unrecorded) instead of stopping it")
+    add_script_flags(parser)
     parser.add_argument("--no-sync", dest="sync", action="store_false",
                         help="do not synchronise the device after each op: faster, times are host-side")
     parser.add_argument("--no-profiler", dest="profiler", action="store_false",
@@ -44,9 +42,10 @@ def add_parser(commands) -> None:
     parser.add_argument("--quiet", action="store_true", help="print no report nor progress, only where files went")
     add_progress_flag(parser)
     group = parser.add_argument_group("distributed runs (docs/distributed.md)")
-    group.add_argument("--nproc", type=int, metavar="N",
-                       help="run N ranks through torch.distributed.run (torchrun) and merge them into one report")
-    group.add_argument("--comm-timeout", type=float, metavar="S",
+    group.add_argument("--nproc", type=at_least(1, MAX_LOCAL_RANKS), metavar="N",
+                       help="run N ranks through torch.distributed.run (torchrun) and merge them into one report "
+                       f"(at most {MAX_LOCAL_RANKS} here: twice the CPU cores, at least 8)")
+    group.add_argument("--comm-timeout", type=seconds(allow_zero=False), metavar="S",
                        help="end a rank stuck at a collective for S seconds, naming the rank it waits for (default 600)")
     group.add_argument("--dist-backend", choices=["auto", "gloo", "nccl"],
                        help="process group of a model file's DDP step (default auto: nccl when each rank has a GPU, else gloo)")
@@ -54,11 +53,13 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    from dmlprof.cli.arguments import resolve_model
     from dmlprof.cli.output import print_report, print_saved, progress_bars
     from dmlprof.distributed.env import rank_info
     from dmlprof.errors import UsageError
     from dmlprof.runner import loss_problem
 
+    resolve_model(args)
     info = rank_info()  # set when torchrun (or dmlprof scan --nproc) started this process as one rank
     if args.nproc is not None:
         if info is not None:
@@ -76,6 +77,7 @@ def run(args) -> int:
         raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
     if args.verify and args.replace:
         raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
+    _refuse_a_trace_without_times(args)
     with progress_bars(args, quiet=args.quiet):
         session, report, written = scan_and_save(args)
     print_report(report, args)
@@ -89,30 +91,48 @@ def run(args) -> int:
     return 0
 
 
+def _refuse_a_trace_without_times(args) -> None:
+    """A prediction of a model file has calls, not times: a trace of it would be empty, so say so before
+    the scan rather than after it (a script's --target dml runs on the emulated device, which has times)."""
+    asked = [flag for flag, value in (("--trace", args.trace), ("--tb", args.tb)) if value]
+    if not (args.target and asked):
+        return
+    from dmlprof.errors import UsageError
+    from dmlprof.model_file import inspect_model_file
+
+    if inspect_model_file(args.model).mode == "contract":
+        raise UsageError(f"{' and '.join(asked)} lay{'s' if len(asked) == 1 else ''} out each call's time, and a "
+                         "prediction (--target on a model "
+                         "file) has none", remedy="scan on the device, or --device emulated-dml for the host CPU's times")
+
+
 def scan_and_save(args):
     """Scan (or predict), save the session and write the reports asked for: (session, report, written).
 
     A run that fails part-way still saves what it recorded, then raises (its error line says where).
     """
     from dmlprof import interrupts
-    from dmlprof.cli.output import check_paths, write_outputs
-    from dmlprof.errors import Interrupted
+    from dmlprof.cli.output import check_paths, script_output_to_stderr, write_outputs
     from dmlprof.report import build_report
     from dmlprof.runner import ScanStopped
 
     check_paths(args, inputs=[args.model])
-    try:
-        session = _scan(args)
-    except ScanStopped as stopped:  # the run failed part-way: keep what was recorded (or predicted), then say why
-        if isinstance(stopped.cause, Interrupted):
-            with interrupts.saving():  # a second Ctrl-C must not lose the partial session
+    with interrupts.stopping():  # SIGTERM and SIGHUP end the run as Ctrl-C does, keeping what was recorded
+        try:
+            with script_output_to_stderr(args):
+                session = _scan(args)
+        except ScanStopped as stopped:  # the run failed part-way: keep what was recorded (or predicted), then say why
+            with interrupts.saving():  # a second Ctrl-C (or SIGTERM) must not lose the partial session
                 written = write_outputs(stopped.session, args)
-        else:
-            written = write_outputs(stopped.session, args)
-        stopped.kept = written.note(partial=True)
-        raise
-    report = build_report(session)  # once, for the terminal and every file
-    written = write_outputs(session, args, report)
+            stopped.kept = written.note(partial=True)
+            if stopped.session.meta.device_failure is not None:  # the device refused a call: the report leads with it
+                from dmlprof.cli.output import print_report
+
+                print_report(build_report(stopped.session), args)
+            raise
+        with interrupts.saving():
+            report = build_report(session)  # once, for the terminal and every file
+            written = write_outputs(session, args, report)
     args.kept = written.note()  # if printing the report fails, the error line still says where the session is
     return session, report, written
 
@@ -129,12 +149,18 @@ def _raise_if_results_differ(verification, written) -> None:
 
 
 def _scan(args):
-    script_options = {"script_args": args.script_args, "run_to_end": args.run_to_end, "remap_from": args.remap_from}
+    script_options = {"script_args": args.script_args, "run_to_end": args.run_to_end, "remap_from": args.remap_from,
+                      **({"module": args.module} if args.module else {})}
+    if args.adapter and not args.target:
+        from dmlprof.errors import UsageError
+
+        raise UsageError("--adapter says which DirectML adapter a prediction assumes: it needs --target dml")
     if args.target:
         from dmlprof.predict import predict_scan
 
+        _say_a_script_runs_emulated(args)
         return predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps,
-                            warmup=args.warmup, **script_options)
+                            warmup=args.warmup, float64=args.adapter == "float64", **script_options)
     from dmlprof.runner import scan
 
     if args.replace:
@@ -143,6 +169,19 @@ def _scan(args):
         args.model, args.device, batch_size=args.batch_size, sync=args.sync, profiler=args.profiler,
         **_step_options(args), **script_options, **({"verify": True} if args.verify else {}),
     )
+
+
+def _say_a_script_runs_emulated(args) -> None:
+    """``--target dml`` predicts a model file; a script needs values, so it runs on the emulated device
+    instead: say so before it runs, not in a note at the end of the report."""
+    import sys
+
+    from dmlprof.model_file import inspect_model_file
+
+    if inspect_model_file(args.model).mode == "script":
+        print(f"dmlprof: {args.model} is a script: --target {args.target} runs it on the emulated DirectML device "
+              "(torch-directml's kernels on the host CPU: its verdicts are the device's, its times the CPU's)",
+              file=sys.stderr, flush=True)
 
 
 def _step_options(args) -> dict:

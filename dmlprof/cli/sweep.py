@@ -74,9 +74,15 @@ def run(args) -> int:
     )
     if args.devices:
         return _run_devices(args, options)
-    with progress_bars(args, quiet=args.quiet):
-        result = run_sweep(args.model, args.device, **options)
-    return _finish(args, result)
+    from dmlprof import interrupts
+
+    with interrupts.stopping():  # SIGTERM and SIGHUP end the sweep as Ctrl-C does: the sizes measured are kept
+        with progress_bars(args, quiet=args.quiet):
+            result = run_sweep(args.model, args.device, **options)
+        with interrupts.saving():
+            session = result.to_session()
+            written = _save(args, session)
+    return _finish(args, result, session=session, written=written)
 
 
 def _run_devices(args, options) -> int:
@@ -108,20 +114,26 @@ def _run_devices(args, options) -> int:
     return max(codes)
 
 
-def _finish(args, result, heading: str = "") -> int:
+def _save(args, session):
+    from dmlprof.cli.output import save_session
+
+    return save_session(session, args)
+
+
+def _finish(args, result, heading: str = "", session=None, written=None) -> int:
     """Save one sweep's session, write --json/--html, print its table; the exit code.
 
     The sweep's own outcome (no size ran: 3; interrupted: 130) decides the
     code; an output that could not be written rides along in its line, or is
     the error (2) when the sweep itself went well.
     """
-    from dmlprof.cli.output import emit, print_saved, save_session, to_stdout, write_reports
+    from dmlprof.cli.output import emit, print_saved, to_stdout, write_reports
     from dmlprof.errors import Interrupted, ModelRaisedError
     from dmlprof.render.terminal import render_text
     from dmlprof.report import build_report
 
-    session = result.to_session()
-    written = save_session(session, args)
+    session = session or result.to_session()
+    written = written or _save(args, session)
     report = build_report(session)
     write_reports(session, argparse.Namespace(json=args.json, html=args.html), written, report=report)
     if not args.quiet and not to_stdout(args):

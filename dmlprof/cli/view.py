@@ -7,7 +7,6 @@ stops cleanly and kept (and named) when it fails.
 """
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
@@ -73,6 +72,8 @@ def _listening(port: int) -> bool:
 
 
 def run(args) -> int:
+    if not args.logdir.strip():  # an unset shell variable: not the working directory
+        raise UsageError("the folder to view is given an empty name", remedy="give the folder given to --tb")
     logdir = Path(args.logdir)
     if not logdir.is_dir():
         raise UsageError(f"{logdir}: no such folder", remedy="write traces first: dmlprof scan MODEL --tb DIR")
@@ -84,7 +85,16 @@ def run(args) -> int:
     if args.port:
         _check_port_free(args.port)
     port = args.port or free_port()
-    _stop_on_signals()
+    from dmlprof import interrupts
+
+    # kill (SIGTERM) and a closed terminal (SIGHUP) stop TensorBoard too, as Ctrl-C does, instead of orphaning
+    # it (SIGHUP does not exist on Windows; closing the console there ends the process group, TensorBoard with it)
+    with interrupts.stopping():
+        return _serve(logdir, port)
+
+
+def _serve(logdir: Path, port: int) -> int:
+    """Run TensorBoard on ``port`` until it stops or is stopped (Ctrl-C, SIGTERM, SIGHUP: exit 0)."""
     log = tempfile.NamedTemporaryFile("w+", prefix="dmlprof-tensorboard-", suffix=".log", delete=False)
     keep_log = True  # until TensorBoard has run and stopped cleanly
     process = subprocess.Popen(tensorboard_command(logdir, port), stdout=log, stderr=subprocess.STDOUT,
@@ -129,23 +139,6 @@ def _remove(path: str) -> None:
         Path(path).unlink()
     except OSError:
         pass
-
-
-def _stop_on_signals() -> None:
-    """``kill`` (SIGTERM) and a closed terminal (SIGHUP) stop TensorBoard too, as Ctrl-C does,
-    instead of orphaning it. SIGHUP does not exist on Windows; closing the console there ends
-    the process group, TensorBoard with it."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    for name in ("SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        if number is None:
-            continue
-        try:
-            signal.signal(number, interrupt)
-        except (ValueError, OSError):  # not the main thread
-            pass
 
 
 def _stop(process: subprocess.Popen) -> None:

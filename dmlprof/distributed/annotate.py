@@ -53,21 +53,27 @@ def profiler_trace_path(folder: Path, rank: int) -> Path:
 
 def export_profiler_trace(profile, folder: Path, meta: dict) -> None:
     """torch.profiler's own trace of this rank, with ``distributedInfo`` even where the
-    process group started after the profiler (a script's own init_process_group)."""
+    process group started after the profiler (a script's own init_process_group).
+
+    Kineto writes to the name it is given, following symlinks: it writes into a private temporary
+    folder, and the trace reaches the run folder through :func:`dmlprof.files.write_atomic`.
+    """
     import json
+    import tempfile
+
+    from dmlprof.files import write_atomic
+    from dmlprof.record.profiler import quiet_native_stderr
 
     path = profiler_trace_path(folder, meta.get("rank", 0))
     try:
-        from dmlprof.record.profiler import quiet_native_stderr
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with quiet_native_stderr():
-            profile.export_chrome_trace(str(path))
-        trace = json.loads(path.read_text(encoding="utf-8"))
-        if "distributedInfo" not in trace:
-            trace["distributedInfo"] = {"backend": meta.get("backend") or "unknown", "rank": meta.get("rank", 0),
-                                        "world_size": meta.get("world_size", 1)}
-            path.write_text(json.dumps(trace), encoding="utf-8")
+        with tempfile.TemporaryDirectory(prefix="dmlprof-trace-") as private:
+            exported = Path(private) / path.name
+            with quiet_native_stderr():
+                profile.export_chrome_trace(str(exported))
+            trace = json.loads(exported.read_text(encoding="utf-8"))
+        trace.setdefault("distributedInfo", {"backend": meta.get("backend") or "unknown", "rank": meta.get("rank", 0),
+                                             "world_size": meta.get("world_size", 1)})
+        write_atomic(path, json.dumps(trace))
     except (OSError, RuntimeError, ValueError) as exc:
         session_note = f"torch.profiler's trace of this rank could not be written: {exc}"
         meta.setdefault("notes", []).append(session_note[:300])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from dmlprof.errors import UsageError
+from dmlprof.session_check import MAX_WORLD_SIZE  # noqa: F401  (the most ranks a run folder may claim)
 
 #: set by ``dmlprof scan --nproc``: the run folder its ranks write into
 RUN_DIR_ENV = "DMLPROF_RUN_DIR"
@@ -24,6 +25,11 @@ PARENT_ENV = "DMLPROF_DISTRIBUTED_PARENT"
 #: (multicast over NVLink stays off where the lender says so; see issue 18)
 PASS_THROUGH_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 SESSION_NAME = "rank{rank}.session.json"
+#: ``--nproc`` starts this many ranks at most: each is a process with its own torch, and more processes
+#: than twice the cores (or 8, for a machine with a GPU per rank and few cores) only starve each other
+MAX_LOCAL_RANKS = max(8, 2 * (os.cpu_count() or 1))
+#: set by ``dmlprof scan --nproc``: the run's id, which each rank's session carries (``meta.distributed.run_id``)
+RUN_ID_ENV = "DMLPROF_RUN_ID"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -36,6 +42,8 @@ class RankInfo:
     world_size: int
     local_world_size: int
     node_rank: int = 0
+    #: what every rank of one job shares, and no other job does (sessions of two runs are never merged)
+    run_id: str = ""
 
     def as_meta(self) -> dict:
         return asdict(self)
@@ -56,9 +64,10 @@ def rank_info(environ=None) -> Optional[RankInfo]:
         node = int(environ.get("GROUP_RANK", 0))
     except ValueError:
         raise UsageError("RANK, LOCAL_RANK, WORLD_SIZE must be whole numbers (as torchrun sets them)") from None
-    if world < 1 or not 0 <= rank < world or not 0 <= local_rank < max(local_world, 1):
+    if not 1 <= world <= MAX_WORLD_SIZE or not 0 <= rank < world or not 0 <= local_rank < max(local_world, 1) \
+            or not 0 <= node < MAX_WORLD_SIZE or local_world > MAX_WORLD_SIZE:
         raise UsageError(f"RANK {rank} / LOCAL_RANK {local_rank} / WORLD_SIZE {world} do not describe a rank of a job")
-    return RankInfo(rank, local_rank, world, local_world, node)
+    return RankInfo(rank, local_rank, world, local_world, node, environ.get(RUN_ID_ENV) or job_token(environ))
 
 
 def job_token(environ=None) -> str:

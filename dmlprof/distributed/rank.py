@@ -21,7 +21,6 @@ import datetime as _dt
 import json
 import os
 import signal
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,17 +87,26 @@ def run_rank(args, info: RankInfo) -> int:
     from dmlprof.backends import resolve_backend
     from dmlprof.model_file import inspect_model_file
 
-    for flag, name in ((args.target, "--target"), (args.replace, "--replace"), (args.verify, "--verify")):
+    from dmlprof.cli.output import check_paths, script_output_to_stderr
+
+    for flag, name in ((args.target, "--target"), (args.replace, "--replace"), (args.verify, "--verify"),
+                       (getattr(args, "trace", None), "--trace")):
         if flag:
-            raise UsageError(f"{name} does not combine with a distributed run (one scan per rank)")
+            raise UsageError(f"{name} does not combine with a distributed run (one scan per rank)",
+                             remedy="--tb DIR writes each rank's trace" if name == "--trace" else None)
+    check_paths(args, inputs=[args.model])
     model_file = inspect_model_file(args.model)
     backend = resolve_backend(args.device, device_index(args.device, info))
-    folder = run_dir(args.out, str(model_file.path), backend.name, info)
+    folder = _own_run_dir(run_dir(args.out, str(model_file.path), backend.name, info))
     os.environ[RUN_DIR_ENV] = str(folder)  # this process's own: where the session hook exports the profiler trace
     timeout_s = float(getattr(args, "comm_timeout", None) or DEFAULT_COMM_TIMEOUT_S)
     base_meta = _base_meta(model_file, backend, info)
-    session, error = _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta)
-    saved = _save(session, folder, info, args) if session is not None else None
+    with script_output_to_stderr(args):  # --json -: rank 0's merged report is all standard output holds
+        session, error = _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta)
+    try:
+        saved = _save(session, folder, info, args) if session is not None else None
+    except UsageError as unsaved:  # a full disk: the session is lost, and that is this rank's error now
+        saved, error = None, error or unsaved
     if error is not None:
         if os.environ.get(PARENT_ENV):  # the parent composes the one line for the whole run
             write_error(folder, info.rank, error.one_line(), error.exit_code)
@@ -110,6 +118,17 @@ def run_rank(args, info: RankInfo) -> int:
         wait_for_sessions(folder, info.world_size, MERGE_WAIT_S)
         print_run(folder, args)
     return 0
+
+
+def _own_run_dir(folder: Path) -> Path:
+    """The job's run folder, shared by its ranks: created if missing, refused when another user made it."""
+    from dmlprof.files import own_dir
+
+    try:
+        return own_dir(folder)
+    except OSError as exc:
+        raise UsageError(f"cannot use the run folder {folder}: {exc.strerror or exc}",
+                         remedy="give another --out, or remove the folder") from None
 
 
 def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
@@ -135,7 +154,7 @@ def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
             session = scan(args.model, backend=backend, batch_size=args.batch_size,
                            steps=args.steps if args.steps is not None else DEFAULT_STEPS, warmup=warmup,
                            sync=args.sync, profiler=args.profiler, script_args=args.script_args,
-                           run_to_end=args.run_to_end, remap_from=args.remap_from,
+                           run_to_end=args.run_to_end, remap_from=args.remap_from, module=getattr(args, "module", None),
                            prepare=ddp_variant(backend) if contract else None)
             if warmup != asked:
                 session.meta = session.meta.updated(notes=session.meta.notes + (
@@ -281,8 +300,9 @@ class _HangHandler:
         if os.environ.get(PARENT_ENV):
             write_error(self.folder, self.info.rank, line, EXIT_HUNG, hung=True)
         else:
-            kept = f" [partial session saved to {saved}]" if saved else ""
-            print(f"dmlprof: error: {line}{kept}", file=sys.stderr)
+            from dmlprof.cli import error_line
+
+            error_line(line, f"partial session saved to {saved}" if saved else None)
         end_process(EXIT_HUNG)
 
 
@@ -331,14 +351,17 @@ def _save(session, folder: Path, info: RankInfo, args) -> Path:
     return path
 
 
-def write_error(folder: Path, rank: int, line: str, exit_code: int, hung: bool = False) -> None:
-    """The rank's one line, for the parent of ``dmlprof scan --nproc`` to compose its own."""
+def write_error(folder: Path, rank: int, line: str, exit_code: int, hung: bool = False) -> bool:
+    """The rank's one line, for the parent of ``dmlprof scan --nproc`` to compose its own; False when it
+    cannot be written (a full disk: the parent then finds out and says so, in its one line)."""
+    from dmlprof.files import write_atomic
+
     path = Path(folder) / ERROR_NAME.format(rank=int(rank))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"rank": rank, "line": line, "exit_code": exit_code, "hung": hung}), encoding="utf-8")
+        write_atomic(path, json.dumps({"rank": rank, "line": line, "exit_code": exit_code, "hung": hung}))
     except OSError:
-        print(f"dmlprof: error: {line}", file=sys.stderr)
+        return False
+    return True
 
 
 def wait_for_sessions(folder: Path, world_size: int, timeout_s: float) -> list:

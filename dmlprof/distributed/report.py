@@ -14,7 +14,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from dmlprof.analysis import distributed as merge
-from dmlprof.render.format import fmt_bytes, fmt_ms, fmt_share
+from dmlprof.render.format import clean, clean_all, fmt_bytes, fmt_ms, fmt_ranks, fmt_share
 
 SCHEMA = "dmlprof-distributed-report"
 SCHEMA_VERSION = 1
@@ -49,7 +49,8 @@ def merged_report(run) -> dict:
         "verdict_differences": merge.verdict_differences(ops).to_dict(orient="records"),
         "collectives": merge.collective_summary(collectives).to_dict(orient="records"),
         "errors": [{"rank": r, "line": line} for r, line in sorted(run.errors.items())]
-        + [{"rank": r, "line": f"session unreadable: {why}"} for r, why in sorted(run.unreadable.items())],
+        + [{"rank": r, "line": f"session unreadable: {why}"} for r, why in sorted(run.unreadable.items())]
+        + [{"rank": None, "line": line} for line in run.ignored],
     }
 
 
@@ -74,12 +75,13 @@ def _number(value):
 
 # -- text ---------------------------------------------------------------------------
 def render_text(report: dict, top: int = 15) -> str:
-    """The merged report as plain ASCII text."""
+    """The merged report as plain ASCII text (every name from the run folder through the one sanitiser)."""
+    report = clean_all(report)
     meta = report["meta"]
     title = f"dmlprof distributed run of {meta.get('model_name') or meta.get('model')}"
     lines = [title, "=" * len(title)]
     facts = [("ranks", f"{len(report['ranks_found'])} of {report['world_size']} saved a session"
-              + (f"; missing: {', '.join(map(str, report['missing_ranks']))}" if report["missing_ranks"] else "")),
+              + (f"; missing: {fmt_ranks(report['missing_ranks'])}" if report["missing_ranks"] else "")),
              ("device", f"{meta.get('backend')}, process group {meta.get('dist_backend') or 'unknown'}"),
              ("torch", meta.get("torch_version")), ("run", meta.get("run_mode")), ("steps", meta.get("step_times")),
              ("folder", report["run_dir"])]
@@ -170,11 +172,12 @@ def render_json(report: dict) -> str:
 
 
 def render_html(report: dict) -> str:
-    """One self-contained HTML file (inline CSS, no script); everything from the run is escaped."""
-    from jinja2 import Environment, PackageLoader, select_autoescape
+    """One self-contained HTML file (inline CSS, no script); everything from the run is escaped, and the page
+    loads nothing (the single-run report's environment and document head: autoescape, Content-Security-Policy)."""
+    from dmlprof.render.html import environment
 
-    env = Environment(loader=PackageLoader("dmlprof.distributed", "templates"), autoescape=select_autoescape(["j2"]))
-    env.filters.update(ms=fmt_ms, share=fmt_share, bytes=fmt_bytes, verdicts=_verdicts)
+    env = environment("dmlprof.distributed")
+    env.filters.update(verdicts=_verdicts, ranks=fmt_ranks)
     bars = [_bar(r) for r in report["ranks"]]
     return env.get_template("run.html.j2").render(report=report, bars=bars, status=_status, error_text=error_text,
                                                   straggler=straggler_sentence(report["straggler"]))
@@ -201,14 +204,31 @@ def write_reports(report: dict, args) -> None:
         _write(Path(args.html), render_html(report), "HTML report")
 
 
-def print_run(folder, args) -> dict:
-    """Load a run folder, write --json/--html, print the text report unless --quiet; returns the report."""
+def write_rank_traces(run, args) -> None:
+    """--tb DIR: each rank's trace under ``DIR/<run folder>/`` (what ``dmlprof view DIR`` shows as one run)."""
+    from dmlprof.distributed.trace import write_rank_trace
+
+    for rank, session in sorted(run.sessions.items()):
+        if len(session.ops) and int(session.ops["time_ns"].sum()) > 0:
+            path = write_rank_trace(session, Path(args.tb), run.folder.name)
+            print(clean(f"TensorBoard trace of rank {rank} written to {path}"), file=sys.stderr)
+
+
+def print_run(folder, args, traces: bool = False) -> dict:
+    """Load a run folder, write --json/--html (and, with ``traces``, --tb: the ranks of a scan wrote their own),
+    print the text report unless --quiet or a report goes to standard output; returns the report."""
+    from dmlprof.cli.output import to_stdout
     from dmlprof.distributed.run_dir import load_run
 
-    report = merged_report(load_run(folder))
+    run = load_run(folder)
+    report = merged_report(run)
     write_reports(report, args)
-    if not getattr(args, "quiet", False):
+    if traces and getattr(args, "tb", None):
+        write_rank_traces(run, args)
+    if not getattr(args, "quiet", False) and not to_stdout(args):
         print(render_text(report, top=getattr(args, "top", 15)))
-        print(f"\nrun saved to {folder}  (re-render: dmlprof report {folder})")
+    where = sys.stderr if to_stdout(args) else sys.stdout
+    if not getattr(args, "quiet", False) or to_stdout(args):
+        print(clean(f"\nrun saved to {folder}  (re-render: dmlprof report {folder})"), file=where)
     sys.stdout.flush()
     return report

@@ -17,10 +17,13 @@ import pandas as pd
 
 from dmlprof.distributed.annotate import columns_frame
 from dmlprof.distributed.collectives import COLLECTIVE_COLUMNS
+from dmlprof.distributed.env import MAX_WORLD_SIZE
 from dmlprof.errors import SessionFileError
 
 _SESSION = re.compile(r"^rank(\d+)\.session\.json$")
 _ERROR = re.compile(r"^rank(\d+)\.error\.json$")
+#: an error line read from a rank's error file is cut to this many characters
+ERROR_LINE_CHARS = 2_000
 
 
 def is_run_dir(path) -> bool:
@@ -37,9 +40,12 @@ class Run:
     sessions: Dict[int, object] = field(default_factory=dict)
     errors: Dict[int, str] = field(default_factory=dict)
     unreadable: Dict[int, str] = field(default_factory=dict)
+    #: files that look like a rank's but are not read, each with why
+    ignored: List[str] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
+        # each value is bounded where it is read: a session's by its check, a file's rank by load_run
         sizes = [int((s.meta.get("distributed") or {}).get("world_size") or 0) for s in self.sessions.values()]
         return max(sizes + [max(self.sessions, default=-1) + 1, max(self.errors, default=-1) + 1])
 
@@ -73,7 +79,11 @@ class Run:
 
 
 def load_run(folder) -> Run:
-    """Read every rank's session and error line in ``folder``; raises SessionFileError when it holds none."""
+    """Read every rank's session and error line in ``folder``; raises SessionFileError when it holds none.
+
+    A rank file numbered past :data:`MAX_WORLD_SIZE` is unreadable (a forged name must not make the merge
+    list billions of ranks), and sessions of another run than most of the folder's are left out, saying so.
+    """
     from dmlprof.session import Session
 
     folder = Path(folder)
@@ -82,7 +92,11 @@ def load_run(folder) -> Run:
     run = Run(folder)
     for path in sorted(folder.iterdir()):
         session_match, error_match = _SESSION.match(path.name), _ERROR.match(path.name)
-        if session_match:
+        match = session_match or error_match
+        if match and int(match.group(1)) >= MAX_WORLD_SIZE:
+            run.ignored.append(f"rank file {path.name[:60]} ignored: a rank past the most dmlprof merges "
+                               f"({MAX_WORLD_SIZE - 1:,})")
+        elif session_match:
             rank = int(session_match.group(1))
             try:
                 run.sessions[rank] = Session.load(path)
@@ -90,9 +104,27 @@ def load_run(folder) -> Run:
                 run.unreadable[rank] = exc.one_line()
         elif error_match:
             try:
-                run.errors[int(error_match.group(1))] = str(json.loads(path.read_text(encoding="utf-8"))["line"])
+                run.errors[int(error_match.group(1))] = str(json.loads(path.read_text(encoding="utf-8"))["line"])[
+                    :ERROR_LINE_CHARS]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
     if not run.sessions:
         raise SessionFileError(f"{folder} holds no readable rank session (rank<N>.session.json)")
+    _leave_out_other_runs(run)
     return run
+
+
+def _leave_out_other_runs(run: Run) -> None:
+    """Keep the sessions of the run most of them belong to (by ``meta.distributed.run_id``; ties: the lowest
+    rank's); the others become unreadable ranks, saying which run they came from."""
+    ids = {rank: str((session.meta.get("distributed") or {}).get("run_id") or "") for rank, session in run.sessions.items()}
+    known = [run_id for run_id in ids.values() if run_id]
+    if len(set(known)) < 2:
+        return  # one run (sessions written before run ids existed match any)
+    counts = {run_id: known.count(run_id) for run_id in known}
+    chosen = max(counts, key=lambda run_id: (counts[run_id], -min(r for r, i in ids.items() if i == run_id)))
+    for rank, run_id in sorted(ids.items()):
+        if run_id and run_id != chosen:
+            del run.sessions[rank]
+            run.unreadable[rank] = (f"a session of another run (run id {run_id[:36]}, the others' is {chosen[:36]}): "
+                                    "left out of the merge")

@@ -21,6 +21,7 @@ from pathlib import Path
 from dmlprof.distributed.annotate import columns_frame
 from dmlprof.distributed.collectives import COLLECTIVE_COLUMNS
 from dmlprof.errors import UsageError
+from dmlprof.files import write_atomic
 from dmlprof.render.trace import PID, _timestamp_ms, _us, trace_dict
 
 #: the lane (tid) the collectives' own ranges are drawn on; calls use 1, 2, ...
@@ -64,10 +65,9 @@ def write_rank_trace(session, log_dir, run: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob(f"rank{rank}.*.pt.trace.json"):  # one trace per rank and run
-            stale.unlink()
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(trace, separators=(",", ": "), ensure_ascii=False, allow_nan=False), encoding="utf-8")
-        tmp.replace(path)
+            if stale != path:
+                stale.unlink()
+        write_atomic(path, json.dumps(trace, separators=(",", ": "), ensure_ascii=False, allow_nan=False))
     except OSError as exc:
         raise UsageError(f"cannot write the trace under {folder}: {exc.strerror or exc}") from None
     return path

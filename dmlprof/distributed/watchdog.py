@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from dmlprof.distributed.collectives import COMM_PHASE
+from dmlprof.files import write_atomic
 
 PROGRESS_DIR = ".progress"
 #: how often the heartbeat is written and the stall checked
@@ -181,10 +182,7 @@ class Watchdog:
         path = progress_path(self.folder, self.rank)
         self.progress.written_at = time.time()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(vars(self.progress)), encoding="utf-8")
-            tmp.replace(path)
+            write_atomic(path, json.dumps(vars(self.progress)))
         except OSError:
             pass  # a heartbeat is advice; never let it stop the run
 

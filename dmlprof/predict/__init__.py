@@ -26,20 +26,25 @@ class PredictionError(DmlprofError):
 
 
 def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, steps: Optional[int] = None,
-                 warmup: Optional[int] = None, **script_options):
+                 warmup: Optional[int] = None, float64: bool = False, values_budget_bytes: Optional[int] = None,
+                 **script_options):
     """Predict a model file's training step on ``target`` without the device; returns a Session.
+
+    ``values_budget_bytes``: how much memory the device's real values may take (None: the default,
+    ``dmlprof.predict.values.VALUES_BUDGET_BYTES``; 0: none, every value read is made up).
 
     A script (no model contract) needs values, which a prediction does not
     have: it runs on the emulated DirectML device instead, and the session says
     so (``script_options`` are the script's: ``script_args``, ``run_to_end``,
     ``remap_from``). Raises :class:`~dmlprof.errors.DmlprofError` for anything
     the user can fix; a step that would fail on the device raises
-    ``ScanStopped`` with the predicted calls up to the failing one.
+    ``ScanStopped`` with the predicted calls up to the failing one. ``float64`` predicts an adapter
+    that runs float64 (most integrated GPUs do not; what fails depends on it).
     """
     from dmlprof.backends.predicted import PredictedDmlBackend
     from dmlprof.meta import Prediction
     from dmlprof.model_file import inspect_model_file
-    from dmlprof.runner import DEFAULT_STEPS as SCRIPT_STEPS, DEFAULT_WARMUP as SCRIPT_WARMUP, scan
+    from dmlprof.runner import DEFAULT_STEPS as SCRIPT_STEPS, DEFAULT_WARMUP as SCRIPT_WARMUP, ScanStopped, scan
 
     if target not in TARGETS:
         raise PredictionError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
@@ -51,11 +56,46 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
         session.meta = session.meta.updated(prediction=Prediction(target=target),
                                             notes=(SCRIPT_NOTE,) + session.meta.notes)
         return session
-    backend = PredictedDmlBackend()
-    backend.prepare()
-    return scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
-                warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)
+    values = None
+    if values_budget_bytes is not None:
+        from dmlprof.predict.values import ValueStore
 
+        values = ValueStore(max_bytes=values_budget_bytes)
+    backend = PredictedDmlBackend(float64_support=float64, values=values)
+    backend.prepare()
+    try:
+        session = scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
+                       warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)
+    except ScanStopped as stopped:
+        stopped.session.meta = _with_adapter_note(stopped.session, float64)
+        raise
+    session.meta = _with_adapter_note(session, float64)
+    return session
+
+
+def _with_adapter_note(session, float64: bool):
+    """What the other adapter class (float64 or not) would change in this prediction, as a note."""
+    failure = session.meta.device_failure
+    if not float64:
+        if failure is None or _FLOAT64_MARKER not in failure.message:
+            return session.meta  # nothing on the device asked for float64: both classes agree
+        note = (f"adapter: predicted for one without float64 (--adapter no-float64, the default); on an adapter that "
+                f"runs float64 (--adapter float64) {failure.op} runs and the step goes on")
+    else:
+        ops = session.ops
+        on_device = ops[ops["dtypes"].str.contains("float64", regex=False)
+                        & ops["output_devices"].str.contains(session.meta.device.device or "privateuseone",
+                                                             regex=False)]
+        if on_device.empty:
+            return session.meta
+        first = on_device.iloc[0]
+        where = f" ({first['source']})" if first["source"] else ""
+        note = (f"adapter: predicted for one that runs float64 (--adapter float64); on an adapter without float64 "
+                f"(the default, many integrated GPUs) the step stops at {first['op']}{where}")
+    return session.meta.updated(notes=session.meta.notes + (note,))
+
+
+_FLOAT64_MARKER = "Float64"
 
 SCRIPT_NOTE = ("--target dml on a script: a script needs values (its data, its control flow), which a prediction "
                "does not compute, so it ran on dmlprof's emulated DirectML device (torch-directml's kernels, "

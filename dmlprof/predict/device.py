@@ -96,7 +96,8 @@ def _register_python_backend() -> None:
 
 def _device_module(name: str) -> types.ModuleType:
     """The ``torch.<name>`` module torch asks about an accelerator (availability, seeds)."""
-    return host_device_module(f"dmlprof_predicted_{name}", name, "predicted device (no memory)", seeds_cpu=False)
+    # Random ops computing values run the CPU's kernels, with the CPU's generator (as the emulated device does)
+    return host_device_module(f"dmlprof_predicted_{name}", name, "predicted device (no memory)", seeds_cpu=True)
 
 
 # -- torch < 2.6 ------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import traceback
 from pathlib import Path
 from typing import Optional
 
@@ -58,16 +59,47 @@ def user_source_line(skip: int = 1) -> str:
     except ValueError:  # a shallow stack: an autograd device thread calling in from C++
         return ""
     left_dmlprof = False
+    inner = None
     while frame is not None:
         code = frame.f_code
         if _is_user_code(code):
+            # the line that started dmlprof (a console script's `sys.exit(entry())`, a call of dmlprof.scan)
+            # is who ran the scan, not who asked for the op: the call was dmlprof's own (a contract's batch)
+            if inner is not None and _is_entry_code(inner):
+                return ""
             return f"{_short_path(code.co_filename)}:{frame.f_lineno}"
         in_dmlprof = _is_dmlprof_code(code)
         if in_dmlprof and left_dmlprof:
             return ""
         left_dmlprof = left_dmlprof or not in_dmlprof
+        inner = code
         frame = frame.f_back
     return ""
+
+
+#: dmlprof's entry points: whoever calls one of them runs a scan (the console script, python -m, the API)
+_ENTRY_FILES = tuple(_DMLPROF_DIR + name for name in ("__init__.py", "__main__.py", "cli" + os.sep + "__init__.py"))
+
+
+def _is_entry_code(code) -> bool:
+    return code.co_filename.startswith(_ENTRY_FILES) or (
+        not code.co_filename.startswith("<") and os.path.realpath(code.co_filename).startswith(_ENTRY_FILES))
+
+
+def raised_at(exc: BaseException) -> str:
+    """``file:line`` where ``exc`` was raised in the user's code, or '': the innermost frame of its
+    traceback that is the user's own file, else (an error inside an installed library, such as
+    transformers) the innermost that is any library's but torch's or dmlprof's."""
+    frames = [(frame.f_code, line) for frame, line in traceback.walk_tb(exc.__traceback__)]
+    user = [(code, line) for code, line in frames if _is_user_code(code)]
+    own = [(code, line) for code, line in user if _INSTALLED not in os.path.realpath(code.co_filename)]
+    for code, line in reversed(own or user):
+        return f"{_short_path(code.co_filename)}:{line}"
+    return ""
+
+
+#: where pip installs libraries (site-packages, or dist-packages on Debian's Python)
+_INSTALLED = "-packages" + os.sep
 
 
 _dmlprof_code_cache: dict = {}
@@ -148,7 +180,9 @@ class ModuleTracker:
         hooks = torch.nn.modules.module
         self._handles = [
             hooks.register_module_forward_pre_hook(self._enter),
-            hooks.register_module_forward_hook(self._leave),
+            # always_call: a forward that raises (caught by the caller, who goes on) leaves its module too;
+            # otherwise every later call would be charged to it
+            hooks.register_module_forward_hook(self._leave, always_call=True),
         ]
 
     def remove(self) -> None:

@@ -10,9 +10,11 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import warnings
 from collections import defaultdict
 from contextlib import contextmanager
+from typing import Callable, Optional
 
 import pandas as pd
 
@@ -66,14 +68,32 @@ _EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "self_device_
 MODE_RANGE = "PythonDispatchMode"
 
 
+#: torch.profiler runs alongside at most this many recorded calls. It costs about 35 KB a call (Kineto's own
+#: trace, built when it stops), so a script that never steps (an eval loop, a data pipeline) would pile up GBs:
+#: past the cap it stops, and the cross-check covers the calls it saw (benchmarks/results/recording_bound.json)
+PROFILED_CALLS_MAX = 20_000
+
+
 class ProfilerAlongside:
-    """Runs torch.profiler (CPU, plus the device where it has kernel times)."""
+    """Runs torch.profiler (CPU, plus the device where it has kernel times).
+
+    It may stop before the recording does (:meth:`stop_early`): at :data:`PROFILED_CALLS_MAX` calls, or when
+    the scanned code starts a torch.profiler of its own (Kineto runs one at a time: the user's wins, and runs
+    as it would without dmlprof). ``covered_calls`` then says how many of the recorded calls it saw.
+    """
 
     def __init__(self, backend, enabled: bool = True):
         self.backend = backend
         self.enabled = enabled
         self._prof = None
         self._stopped = False
+        #: why it stopped before the recording did, and the recorded calls it had seen then (None: all)
+        self.stopped_early: Optional[str] = None
+        self.covered_calls: Optional[int] = None
+        #: how many calls have been recorded so far (the runner's recorder sets it)
+        self.calls_so_far: Callable[[], int] = lambda: 0
+        self._yielding = None
+        self._owner = None
 
     def __enter__(self):
         if not self.enabled:
@@ -87,15 +107,42 @@ class ProfilerAlongside:
         )
         with quiet_native_stderr():
             self._prof.__enter__()
+        self._owner = threading.get_ident()
+        self._yielding = _yield_to_the_users_profiler(self)
+        self._yielding.__enter__()
         return self
 
     def __exit__(self, *exc):
-        if self._prof is None or self._stopped:
-            return False  # idempotent, like Recorder.__exit__
+        if self._prof is None or self._stopped or not self._on_owner():
+            # idempotent, like Recorder.__exit__; and only where it started (torch 2.4 loses the results of a
+            # profiler stopped on another thread: a training thread's window end); the owner stops it later
+            return False
         self._stopped = True
+        self._yielding.__exit__(None, None, None)
         with quiet_native_stderr():
             self._prof.__exit__(*exc)
         return False
+
+    def _on_owner(self) -> bool:
+        return threading.get_ident() == self._owner
+
+    def stop_early(self, reason: str) -> bool:
+        """Stop now, though the recording goes on; the session says ``reason`` and what the profiler saw.
+        False when it cannot stop from this thread (an autograd or training thread): ask again later."""
+        if self._prof is None or self._stopped:
+            return True
+        if not self._on_owner():
+            return False
+        self.stopped_early, self.covered_calls = reason, self.calls_so_far()
+        self.__exit__(None, None, None)
+        return True
+
+    def note(self) -> Optional[str]:
+        """What the session says when the profiler stopped early (None when it saw every call)."""
+        if self.stopped_early is None:
+            return None
+        return (f"torch.profiler ran alongside the first {self.covered_calls:,} recorded calls only "
+                f"({self.stopped_early}); its cross-check and kernel times cover those")
 
     @property
     def profile(self):
@@ -103,9 +150,35 @@ class ProfilerAlongside:
 
     def op_events(self) -> pd.DataFrame:
         """One row per host-side profiler event: name, start, duration, nesting, kernel time."""
-        if self._prof is None:
+        results = getattr(getattr(self._prof, "profiler", None), "kineto_results", None)
+        if results is None:  # not run, or its results were lost
             return pd.DataFrame(columns=_EVENT_COLUMNS)
-        return kineto_event_frame(self._prof.profiler.kineto_results.events())
+        return kineto_event_frame(results.events())
+
+
+@contextmanager
+def _yield_to_the_users_profiler(alongside: ProfilerAlongside):
+    """While ``alongside`` runs, a torch.profiler the scanned code starts first stops ours: Kineto runs one
+    profiler at a time, and a second one started over the first saw nothing, failed on exit ("Can't disable
+    Kineto profiler when it's not running") or crashed the process when the step window stopped ours."""
+    import torch.autograd.profiler as autograd_profiler
+
+    names = ("_prepare_profiler", "_enable_profiler")
+    real = {name: getattr(autograd_profiler, name) for name in names}
+
+    def wrap(name):
+        def starting(*args, **kwargs):
+            alongside.stop_early("the scanned code started torch.profiler itself")
+            return real[name](*args, **kwargs)
+        return starting
+
+    for name in names:
+        setattr(autograd_profiler, name, wrap(name))
+    try:
+        yield
+    finally:
+        for name in names:
+            setattr(autograd_profiler, name, real[name])
 
 
 def kineto_event_frame(raw_events) -> pd.DataFrame:

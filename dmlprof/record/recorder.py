@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 from typing import Optional
 
 import torch
 
 from dmlprof.distributed.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
-from dmlprof.record.frame import leaves_device
+from dmlprof.record.frame import leaves_device, op_name
 from dmlprof.record.tap import DispatcherTap
 from dmlprof.record.warning_capture import WarningCapture
 
 PHASES = ("forward", "backward", "optimizer", "comm", "other")
+#: the most op calls one recording holds (about 2 KB each until the session is saved: ~2 GB at most,
+#: benchmarks/results/recording_bound.json); past it the calls run unrecorded, and the session says so
+MAX_RECORDED_CALLS = 1_000_000
 _perf_ns = time.perf_counter_ns
 _Tensor = torch.Tensor
 _current_node = torch._C._current_autograd_node
@@ -73,8 +77,10 @@ class _Calls:
     def __call__(self, func, args, kwargs):
         rec = self.recorder
         with rec.tap.paused():  # what runs here, the op's nested calls included, is not the user's call
-            if func.namespace in _SKIP_NAMESPACES or not rec.active:
-                return func(*args, **kwargs)
+            if func.namespace in _SKIP_NAMESPACES or not rec.active or rec.full:
+                refuse_or_call = rec.refusals.refuse_or_call if rec.refusals is not None else None
+                # unrecorded, but the process must not end here either
+                return refuse_or_call(func, args, kwargs) if refuse_or_call else func(*args, **kwargs)
             return self._record(rec, func, args, kwargs)
 
     @staticmethod
@@ -82,13 +88,22 @@ class _Calls:
         inputs = _tensor_meta(args)
         if kwargs:
             inputs += _tensor_meta(kwargs.values())
+        if rec.before_call is not None:  # a journal of the call about to run (it may end the process)
+            rec.before_call(func, inputs)
         verifier = rec.verifier
         # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
         pending = verifier.before(func, args, kwargs) if verifier is not None else None
         evidence = rec.evidence
         warned_before = len(evidence)
         start = _perf_ns()
-        out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
+        # how the device's rules say this call fails, judged before it runs (a failing kernel may reshape its
+        # inputs); a call that would end the process fails here instead, recorded
+        found = rec.rule(func, args, kwargs) if rec.rule is not None else None
+        refused = rec.backend.refusal_for(found) if found is not None else None
+        if refused is None:
+            out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
+        else:
+            out, failed = None, refused
         outputs = _outputs_tuple(out)
         if rec.sync is not None and failed is None:
             rec.sync(outputs)
@@ -109,8 +124,12 @@ class _Calls:
             (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
              module, source, _thread_id())
         )
+        if len(rec.rows) >= rec.next_limit:  # what a recording may cost is bounded (Recorder.limit_reached)
+            rec.limit_reached()
         if failed is not None:  # the call that broke the step stays in the (partial) session
             rec.failed_row = len(rec.rows) - 1
+            if found is not None:
+                rec.backend.note_failure(failed, found)
             raise failed
         if pending is not None:
             verifier.after(pending, args, kwargs, out, step=rec.step, phase=phase, module=module, source=source,
@@ -150,8 +169,27 @@ class Recorder:
         #: the names a stand-in backend logs itself; rows keep their span of it
         self.evidence = backend.fallback_log if backend.fallback_log is not None else self.warnings.messages
         self.tap = DispatcherTap(_Calls(self))
+        #: ``before_call(func, inputs)``, called before each recorded call runs: where a backend can end
+        #: the process inside a call (a fatal check in its native code), what was running is known only
+        #: from a note written before it
+        self.before_call = None
+        #: ops whose calls the report points at by the user's line (the backend's known wrong results)
+        self.flagged_ops = backend.flagged_ops()
+        #: the device's rules: how a call fails there, judged from its arguments (None: a device without rules)
+        self.rule = backend.failure_rule()
+        #: the same rules on the calls that pass unrecorded (a full or inactive recorder)
+        self.refusals = _Refusals(self.rule, backend) if self.rule is not None else None
         #: script mode: the optimizer steps recorded (:mod:`dmlprof.record.window`)
         self.window = None
+        #: the most calls kept (:data:`MAX_RECORDED_CALLS`); once ``rows`` holds that many the recorder is
+        #: ``full`` and calls run unrecorded until the rows are dropped (a script's warm-up)
+        self.max_calls = MAX_RECORDED_CALLS
+        self.full = False
+        #: how many calls the rows held each time the recorder filled up (what the session says it left out)
+        self.filled_at: list = []
+        #: one-shot callbacks by row count (torch.profiler's own cap); the row count the next one is due at
+        self._due: list = []
+        self.next_limit = self.max_calls
         self._enabled = None
         self._hook_handles: list = []
 
@@ -179,9 +217,37 @@ class Recorder:
                 self.step += 1
 
     def drop_rows(self) -> None:
-        """Forget what was recorded so far (a script's warm-up steps)."""
+        """Forget what was recorded so far (a script's warm-up steps); a full recorder records again."""
         self.rows.clear()
         self.failed_row = None
+        self.full = False
+        self._arm()
+
+    # -- what a recording may cost ---------------------------------------------
+    def when_rows_reach(self, count: int, callback) -> None:
+        """Call ``callback()`` once, on the thread recording, when the rows first hold ``count`` calls."""
+        self._due.append((count, callback))
+        self._arm()
+
+    def _arm(self) -> None:
+        self.next_limit = min([self.max_calls] + [count for count, _ in self._due])
+
+    def limit_reached(self) -> None:
+        """The rows reached a limit: run what is due, and past :attr:`max_calls` stop keeping calls."""
+        held = len(self.rows)
+        due = [callback for count, callback in self._due if count <= held]
+        self._due = [(count, callback) for count, callback in self._due if count > held]
+        for callback in due:
+            callback()
+        if held >= self.max_calls:
+            self.full = True
+            self.filled_at.append(held)
+            self.next_limit = float("inf")
+            # and at full speed on this thread (other threads pass the tap, unrecorded): a script's warm-up
+            # end (dmlprof.record.window) turns recording back on
+            torch._C._dispatch_tls_set_dispatch_key_included(self.tap.key, False)
+        else:
+            self._arm()
 
     def _refresh_tap(self) -> None:
         # Ops an extension defined since the run began (torchvision imported by the model).
@@ -189,8 +255,11 @@ class Recorder:
         self.backend.refresh()
 
     def wants_source(self, func, inputs, outputs) -> bool:
-        """Whether a call leaves the device (tensors on the host, a sync): worth a source line."""
-        return self.backend.is_accelerator() and leaves_device(func, inputs, outputs, self.backend.device_type)
+        """Whether a call leaves the device (tensors on the host, a sync), or is one of the backend's ops the
+        report will point at (known wrong results): worth a source line."""
+        if not self.backend.is_accelerator():
+            return False
+        return leaves_device(func, inputs, outputs, self.backend.device_type) or op_name(func) in self.flagged_ops
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self):
@@ -228,3 +297,46 @@ class Recorder:
             self.warnings.__exit__(*exc)
             self.tap.remove()
         return False
+
+
+class _Refusals:
+    """The backend's refusals alone, no recording: around steps nothing records (a warm-up step), a
+    call that would end the process raises in its place, as it does while recording."""
+
+    def __init__(self, rule, backend):
+        self.rule, self.backend = rule, backend
+        self.tap = None
+        self._enabled = None
+
+    def refuse_or_call(self, func, args, kwargs):
+        """Raise the backend's refusal of this call, where it has one; else run it."""
+        found = self.rule(func, args, kwargs)
+        refused = self.backend.refusal_for(found) if found is not None else None
+        if refused is not None:
+            raise refused
+        return func(*args, **kwargs)
+
+    def _call(self, func, args, kwargs):
+        with self.tap.paused():
+            return self.refuse_or_call(func, args, kwargs)
+
+    def __enter__(self):
+        self.tap = DispatcherTap(self._call)
+        self.tap.install()
+        self._enabled = self.tap.enabled()
+        self._enabled.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._enabled.__exit__(None, None, None)
+        finally:
+            self.tap.remove()
+        return False
+
+
+def refusals(backend):
+    """A context in which the backend's refusals hold though nothing records (``nullcontext`` for a backend
+    that refuses nothing: only the real torch-directml refuses calls that would end its process)."""
+    rule = backend.failure_rule() if backend.refuses_calls else None
+    return _Refusals(rule, backend) if rule is not None else nullcontext()

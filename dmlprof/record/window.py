@@ -8,6 +8,7 @@ script is stopped (or, with ``--run-to-end``, left to finish unrecorded).
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable, Optional
 
 import torch
@@ -23,9 +24,28 @@ class WindowClosed(BaseException):
     """
 
 
+def _quiet_in_threads() -> None:
+    """A script whose optimizer steps run on a thread of its own is stopped there: WindowClosed ends that
+    thread as it ends the main thread's script, cleanly, without Python's "Exception in thread" traceback
+    (the main thread then runs on, unrecorded, to the script's end). Installed once; only WindowClosed,
+    which nothing but dmlprof raises, is affected."""
+    previous = threading.excepthook
+    if getattr(previous, "_dmlprof", False):
+        return
+
+    def hook(args):
+        if args.exc_type is not None and issubclass(args.exc_type, WindowClosed):
+            return
+        previous(args)
+
+    hook._dmlprof = True
+    threading.excepthook = hook
+
+
 class StepWindow:
     def __init__(self, warmup: int, steps: int, run_to_end: bool = False,
                  on_close: Optional[Callable[[], None]] = None):
+        _quiet_in_threads()
         self.warmup, self.steps, self.run_to_end = warmup, steps, run_to_end
         self.on_close = on_close
         #: optimizer steps the script has taken

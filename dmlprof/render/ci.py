@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Optional, Tuple
 
-from dmlprof.render.format import clean, fmt_list, fmt_share
+from dmlprof.render.format import clean, fmt_count, fmt_list, fmt_share
 from dmlprof.report.gate import GateResult
 
 
@@ -26,13 +26,16 @@ def render_check_text(result: GateResult, model: str) -> str:
         where = fmt_list(hotspot.sources, 2) or fmt_list(hotspot.modules, 1) or "no source line"
         lines.append(f"  fell back: {_hotspot_line(hotspot, report.timed)} at {where}")
         lines += [f"    fix: {fix.advice}" for fix in hotspot.fixes[:1]]
+    for hotspot in report.hotspots:
+        if hotspot not in result.hotspots:
+            lines.append(f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)")
     return "\n".join(clean(line) for line in lines)
 
 
 def _hotspot_line(hotspot, timed: bool) -> str:
     inner = [op for op in hotspot.inner_ops if op != hotspot.op]
     name = hotspot.op + (f" -> {', '.join(inner)}" if inner else "")
-    calls = f"{hotspot.calls} call{'' if hotspot.calls == 1 else 's'}"
+    calls = fmt_count(hotspot.calls, "call")
     inner = f", {hotspot.inner_calls} inner" if hotspot.inner_calls != hotspot.calls else ""
     return f"{name} ({calls}{inner}" + (f", {fmt_share(hotspot.share)} of op time)" if timed else ")")
 
@@ -86,8 +89,9 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def junit_xml(result: GateResult, model: str) -> str:
-    """A JUnit XML document: one test case per limit, failing with the hotspots behind it."""
+def junit_xml(result: GateResult, model: str, error: Optional[str] = None) -> str:
+    """A JUnit XML document: one test case per limit, failing with the hotspots behind it; with ``error``
+    (the loss went NaN), one more case in error, since the gate's verdict rests on a diverging run."""
     suite = ET.Element("testsuite", name=clean(f"dmlprof check {model}"), tests=str(len(result.checks)),
                        failures=str(len(result.failed)), errors="0")
     for check in result.checks:
@@ -95,6 +99,26 @@ def junit_xml(result: GateResult, model: str) -> str:
         if not check.passed:
             failure = ET.SubElement(case, "failure", message=clean(check.describe()), type="LimitExceeded")
             failure.text = render_check_text(result, model)
+    if error is not None:
+        _error_case(suite, "training run", error)
+    return _document(suite)
+
+
+def junit_error_xml(model: str, error: str) -> str:
+    """A JUnit XML document for a check that could not run the model: one test case, in error."""
+    suite = ET.Element("testsuite", name=clean(f"dmlprof check {model}"), tests="0", failures="0", errors="0")
+    _error_case(suite, "running the model", error)
+    return _document(suite)
+
+
+def _error_case(suite, name: str, error: str) -> None:
+    suite.set("tests", str(int(suite.get("tests")) + 1))
+    suite.set("errors", str(int(suite.get("errors")) + 1))
+    case = ET.SubElement(suite, "testcase", classname="dmlprof.check", name=name)
+    ET.SubElement(case, "error", message=clean(error), type="ModelFailed").text = clean(error)
+
+
+def _document(suite) -> str:
     suites = ET.Element("testsuites")
     suites.append(suite)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

@@ -23,6 +23,29 @@ def clean(value) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value if isinstance(value, str) else str(value))
 
 
+def clean_all(value):
+    """``value`` with every string inside it (dict keys and values, list items) through :func:`clean`."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {clean_all(key): clean_all(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(clean_all(item) for item in value)
+    return value
+
+
+def fmt_ranks(ranks, limit: int = 12) -> str:
+    """Rank numbers as runs, ``0, 2-7, 9``, at most ``limit`` runs shown (a forged run folder may claim millions)."""
+    runs = []
+    for rank in sorted(set(int(r) for r in ranks)):
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    return text + (f" (+{len(runs) - limit} more runs)" if len(runs) > limit else "")
+
+
 class Table(str):
     """A table's text: several lines, each cell already through :func:`clean`."""
 
@@ -178,6 +201,12 @@ def wrap_line(line: str, width: int) -> list:
         return [line]
     indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
     return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [line[:width]]
+
+
+def fmt_count(count, noun: str, plural: str = "") -> str:
+    """``1 step``, ``3 steps``: a count and its noun, singular for one (``plural`` where ``s`` is wrong)."""
+    count = count or 0
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def fmt_ms(ms) -> str:

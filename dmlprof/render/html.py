@@ -20,7 +20,7 @@ from typing import Optional
 
 from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
 from dmlprof.plain import plain
-from dmlprof.render.format import fmt_bytes, fmt_list, fmt_ms, fmt_rate, fmt_share
+from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share
 from dmlprof.render.sweep_plots import sweep_plots
 from dmlprof.render.verdict import verdict_of
 from dmlprof.report import report_of
@@ -75,7 +75,7 @@ def report_data(source) -> dict:
         "phases": _phase_rows(report.phases),
         "charts": {"time_by_op": _time_by_op_chart(report.time_by_op), "verdict_split": _verdict_split(report.summary)},
         "sweep": _sweep(report.sweep),
-        "replace": _replace(report.replace),
+        "replace": _replace(report.replace, report.host_cpu_times_note),
         "verify": _verify(report.verification),
         "timeline": _timeline(report.timeline, report.run.module_classes),
         "sections": _sections(report),
@@ -155,7 +155,7 @@ def _flags(report, timed: bool) -> list:
     if report.cpu_is_device and scan:
         flags.append(_flag("info", "CPU run", "The CPU was the device, so nothing can fall back. "
                                               "Scan with --device (or predict with --target dml) to check an accelerator."))
-    flags += [_flag("info", "Note", note) for note in report.run.notes] + _torch_flag(report)
+    flags += [_flag("info", "Note", note) for note in report.run.notes] + _torch_flag(report) + _guess_flag(report)
     if not report.summary.op_calls and scan:
         flags.append(_flag("warn", "Empty", "No op calls were recorded."))
     return flags
@@ -163,7 +163,10 @@ def _flags(report, timed: bool) -> list:
 
 def _warning_flags(report) -> list:
     """What must be read first: a device the script never used, a loss that diverged, a run cut short."""
-    flags = [_flag("warn", "Device not used", report.device_unused_note)] if report.device_unused_note else []
+    flags = [_flag("bad", "Fails on the device", report.device_failure_note)] if report.device_failure_note else []
+    flags += [_flag("warn", "Device not used", report.device_unused_note)] if report.device_unused_note else []
+    flags += [_flag("bad" if k.confirmed else "warn", "Known wrong results", _known_wrong_text(k))
+              for k in report.known_wrong_results]
     loss = report.run.nonfinite_loss
     if loss:
         flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.get('value')} at training step "
@@ -172,12 +175,34 @@ def _warning_flags(report) -> list:
     return flags + ([_partial_flag(report)] if report.run.partial else [])
 
 
+def _known_wrong_text(known) -> str:
+    where = f" at {known.sources[0]}" if known.sources else ""
+    status = (f"confirmed: {known.confirmed_by}" if known.confirmed
+              else "unconfirmed: seen on a software adapter only, not yet reported on a GPU")
+    error = (f", max error {known.max_abs_error:.3g}" if known.max_abs_error is not None
+             else f": {known.reason}" if known.reason else "")
+    fix = f" Fix: {known.fix}" if known.fix else ""
+    return (f"{known.op} ({known.calls} calls{where}) gave results that differ from the CPU's on the real "
+            f"torch-directml in {known.measured_wrong_calls} of {known.measured_calls} measured calls{error} "
+            f"({status}).{fix}")
+
+
 def _torch_flag(report) -> list:
     paths = report.torch_paths
     if paths is None:
         return []
     differing = "; ".join(paths.differing_ops[:10])
     return [_flag("info", "Torch", paths.note + (f". Differs: {differing}" if differing else ""))]
+
+
+def _guess_flag(report) -> list:
+    guess = report.guess
+    if guess is None:
+        return []
+    where = f" at {guess.source}" if guess.source else ""
+    return [_flag("warn", "Guess", f"{guess.calls_after:,} of {guess.calls:,} calls came after a value the prediction "
+                                   f"made up ({guess.op}{where}: {guess.why}); their branches and shapes may differ "
+                                   "on the device. Hotspots marked 'guess' hold such calls.")]
 
 
 def _flag(tone: str, label: str, text: str) -> dict:
@@ -281,7 +306,7 @@ def _step_card(report) -> list:
         return []
     memory = (run.memory or Memory()).peak_bytes
     return [_card("step_time", "Step time (median)", fmt_ms(float(median(run.step_times_ms))),
-                  f"{len(run.step_times_ms)} measured steps" + (f" \u00b7 peak memory {fmt_bytes(memory)}" if memory else ""))]
+                  fmt_count(len(run.step_times_ms), "measured step") + (f" \u00b7 peak memory {fmt_bytes(memory)}" if memory else ""))]
 
 
 def _mode_detail(report) -> str:
@@ -289,8 +314,8 @@ def _mode_detail(report) -> str:
     if report.kind == PREDICTED:
         return f"op table {_table_version(report) or 'unknown'}"
     if run.run_mode == SCRIPT:
-        return f"script mode \u00b7 {run.steps or 0} optimizer steps"
-    return (f"batch {run.batch_size} \u00b7 {run.steps or 0} steps"
+        return f"script mode \u00b7 {fmt_count(run.steps, 'optimizer step')}"
+    return (f"batch {run.batch_size} \u00b7 {fmt_count(run.steps, 'step')}"
             + (f" \u00b7 {run.optimizer}" if run.optimizer else ""))
 
 
@@ -307,6 +332,7 @@ def _hotspot(rank: int, h, classes) -> dict:
         "bytes_moved": h.bytes_moved, "moved": fmt_bytes(h.bytes_moved), "phases": list(h.phases),
         "modules": [_with_class(m, classes) for m in h.modules], "sources": list(h.sources),
         "replacement": h.replacement, "fixes": [{"op": f.op, "advice": f.advice} for f in h.fixes],
+        "guessed": h.guessed, "torch_flag": h.torch_flag,
     }
 
 
@@ -401,6 +427,7 @@ def _sweep(sweep) -> Optional[dict]:
         "largest_ok_batch_size": sweep.largest_ok_batch_size,
         "recommended_batch_size": sweep.recommended_batch_size,
         "knee_batch_size": sweep.knee_batch_size,
+        "noisy_note": sweep.noisy_note,
         "memory_budget_bytes": budget,
         "budget": fmt_bytes(budget) if budget else "",
     }
@@ -416,10 +443,11 @@ def _sweep_row(r) -> dict:
         "memory": fmt_bytes(r.peak_memory_bytes) if r.peak_memory_bytes else "?",
         "recommended": r.recommended,
         "knee": r.knee,
+        "noisy": r.noisy,
     }
 
 
-def _replace(data) -> Optional[dict]:
+def _replace(data, times_note: Optional[str] = None) -> Optional[dict]:
     """``scan --replace``'s before/after comparison as table rows (None without one)."""
     if data is None:
         return None
@@ -439,6 +467,7 @@ def _replace(data) -> Optional[dict]:
     return {
         "rows": rows,
         "speedup": _speedup(data.step_time_speedup),
+        "times_note": times_note if data.step_time_speedup else None,  # whose times the speed-up compares
         "applied": len(data.applied),
         "removed_ops": list(data.removed_ops),
         "remaining_ops": [{"op": r.op, "calls": r.calls, "replacement": r.replacement} for r in data.remaining_ops],
@@ -506,12 +535,17 @@ def script_json(value) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def environment():
-    """The Jinja2 environment of the report templates: autoescaping on for every template, and the unit filters."""
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+def environment(*packages: str):
+    """The Jinja2 environment of the report templates: autoescaping on for every template, and the unit filters.
 
+    ``packages`` add their own ``templates`` folders (the merged run report's), searched first; every
+    document then shares this one's head (``document_head.html.j2``: charset, Content-Security-Policy).
+    """
+    from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
+
+    loaders = [PackageLoader(package, "templates") for package in packages]
     env = Environment(
-        loader=PackageLoader("dmlprof.render", "templates"),
+        loader=ChoiceLoader(loaders + [PackageLoader("dmlprof.render", "templates")]),
         autoescape=True,  # every template, whatever its name: names from the model are hostile
         undefined=StrictUndefined,
         trim_blocks=True,

@@ -9,10 +9,13 @@ text and fits each table to it, so no line is wider than the terminal.
 from __future__ import annotations
 
 from dmlprof.meta import BLOCK, SCRIPT, SWEEP, SweepRun
+from dmlprof.tables.drift import BASELINE_TORCH
 from dmlprof.render.format import (
-    KEEP_END, KEEP_START, WRAP, TableSpec, clean, fmt_bytes, fmt_list, fmt_ms, fmt_share, terminal_width, wrap_line,
+    KEEP_END, KEEP_START, WRAP, TableSpec, clean, fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_share, terminal_width,
+    wrap_line,
 )
 from dmlprof.report import Report, report_of
+from dmlprof.schema import HOST
 
 
 def render_text(source, top: int = 15, width=None) -> str:
@@ -30,7 +33,7 @@ def render_sweep_text(source, width=None) -> str:
     sweep = report.sweep
     if sweep is None or not sweep.rows:
         return _join([_sweep_header(report), ["No batch size ran."] + _sweep_end(report)], width)
-    return _join([_sweep_header(report), _sweep_verdicts(sweep), _sweep_table(sweep) + _sweep_notes(sweep),
+    return _join([_sweep_header(report), _sweep_verdicts(sweep), _sweep_table(sweep, report.cpu_is_device) + _sweep_notes(sweep),
                   _sweep_end(report)], width)
 
 
@@ -103,9 +106,9 @@ def _run_line(report: Report) -> str:
     if run.run_mode == SCRIPT:
         return _script_line(run)
     if run.run_mode == BLOCK:
-        return f"dmlprof.profile() block ({run.steps or 0} optimizer steps seen)"
+        return f"dmlprof.profile() block ({fmt_count(run.steps, 'optimizer step')} seen)"
     return (f"model contract, batch size {run.batch_size}, {run.warmup_steps or 0} warm-up + "
-            f"{run.steps or 0} measured steps, optimizer {run.optimizer or '?'}")
+            f"{fmt_count(run.steps, 'measured step')}, optimizer {run.optimizer or '?'}")
 
 
 def _step_time(run) -> list:
@@ -113,21 +116,30 @@ def _step_time(run) -> list:
     if not steps:
         return []
     if not recorded:
-        return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {len(steps)} measured steps"]
+        return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {fmt_count(len(steps), 'measured step')}"]
     recorded_p50 = sorted(recorded)[len(recorded) // 2]
-    return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {len(steps)} unrecorded steps "
-            f"(the recorded steps took {fmt_ms(recorded_p50)}: recording's own cost)"]
+    return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {fmt_count(len(steps), 'unrecorded step')} "
+            f"(the recorded {'step' if len(recorded) == 1 else 'steps'} took {fmt_ms(recorded_p50)}: "
+            "recording's own cost)"]
 
 
 def _script_line(run) -> str:
     window = run.script_window or {}
     if not window:  # a session from before step windows: the whole run was recorded
-        return f"script mode (recorded the whole run; {run.steps or 0} optimizer steps seen)"
+        return f"script mode (recorded the whole run; {fmt_count(run.steps, 'optimizer step')} seen)"
     taken = window.get("optimizer_steps_taken", 0)
     end = ("then stopped" if window.get("window_closed") and not window.get("run_to_end")
            else "then ran to its end unrecorded" if window.get("window_closed") else "the script ended")
-    return (f"script mode, {taken} optimizer steps taken: {run.steps or 0} recorded after "
+    return (f"script mode, {fmt_count(taken, 'optimizer step')} taken: {run.steps or 0} recorded after "
             f"{window.get('warmup_steps', 0)} warm-up, {end}")
+
+
+def _device_failure(report: Report, top: int) -> list:
+    note = report.device_failure_note
+    if note is None:
+        return []
+    remedy = report.run.device_failure.remedy
+    return [note] + ([f"  fix: {remedy}"] if remedy else [])
 
 
 def _headline(report: Report, top: int) -> list:
@@ -195,18 +207,38 @@ def _fallbacks(report: Report, top: int) -> list:
     if not hotspots:
         if report.cpu_is_device:
             return ["Fallbacks: none possible (the CPU is the device). Use --device or --target dml to check an accelerator."]
+        if report.device_unused_note:  # "every call on device tensors" would read as a pass: there were none
+            return ["Fallbacks: none possible - no call ran on the device (see above)."]
         return ["Fallbacks: none - every call on device tensors ran on the device."]
     rows = [[_hotspot_name(h), h.calls] + _if(report.timed, fmt_ms(h.time_ms), fmt_share(h.share))
             + [fmt_bytes(h.bytes_moved), fmt_list(h.modules, 1), fmt_list(h.sources, 1)] for h in hotspots[:top]]
     headers = ["op (-> what fell back)", "calls"] + _if(report.timed, "time", "share") + ["moved", "module", "source"]
     fit = {"op (-> what fell back)": WRAP, "module": KEEP_END, "source": KEEP_END}
     title = f"Fallback hotspots (top {min(top, len(hotspots))} of {len(hotspots)})"
-    return _table(title, headers, rows, fit) + [f"  fix {fix.op}: {fix.advice}" for fix in report.fixes]
+    flagged = [f"  {TORCH_MARK} {h.torch_flag}" for h in hotspots[:top] if h.torch_flag]
+    return (_table(title, headers, rows, fit) + flagged
+            + [f"  fix {fix.op}: {fix.advice}" for fix in report.fixes])
+
+
+#: marks a row whose calls came after a value the prediction made up, and a hotspot only this torch reaches
+GUESS_MARK, TORCH_MARK = "[guess]", f"[not on torch {BASELINE_TORCH}]"
 
 
 def _hotspot_name(hotspot) -> str:
     inner = ", ".join(hotspot.inner_ops)
-    return hotspot.op if inner in ("", hotspot.op) else f"{hotspot.op} -> {inner}"
+    name = hotspot.op if inner in ("", hotspot.op) else f"{hotspot.op} -> {inner}"
+    return " ".join([name] + _if(hotspot.guessed, GUESS_MARK) + _if(hotspot.torch_flag is not None, TORCH_MARK))
+
+
+def _guess(report: Report, top: int) -> list:
+    """Where a prediction made a value up, and what that leaves uncertain (rows marked, right after the headline)."""
+    guess = report.guess
+    if guess is None:
+        return []
+    where = f" at {guess.source}" if guess.source else ""
+    return [f"guess: {guess.calls_after} of {guess.calls} calls came after a value the prediction made up "
+            f"({guess.op}{where}: {guess.why}); their branches and shapes may differ on the device "
+            f"(rows marked {GUESS_MARK})"]
 
 
 def _transfers(report: Report, top: int) -> list:
@@ -235,7 +267,7 @@ def _host_bookkeeping(report: Report, top: int) -> list:
         return []
     ops = fmt_list(sorted({r.op for r in rows}, key=lambda op: -sum(r.calls for r in rows if r.op == op)), 3)
     spent = f", {fmt_ms(s.host_bookkeeping_time_ms)}" if report.timed else ""
-    calls = f"{s.host_bookkeeping_calls} call{'' if s.host_bookkeeping_calls == 1 else 's'}"
+    calls = fmt_count(s.host_bookkeeping_calls, "call")
     return [f"Host bookkeeping, not a finding: {calls} on CPU scalars only{spent} ({ops}), "
             "such as an optimizer's step counters; they move no data and no work off the device and are left "
             "out of the shares."]
@@ -243,9 +275,12 @@ def _host_bookkeeping(report: Report, top: int) -> list:
 
 def _ops(report: Report, top: int) -> list:
     timed = report.timed
-    ops = report.ops if timed else sorted(report.ops, key=lambda r: -r.calls)  # a prediction has calls, not times
+    # host bookkeeping has its own line ("not a finding"): by calls, an optimizer's step counters would lead
+    ops = [r for r in report.ops if r.verdict != HOST]
+    ops = ops if timed else sorted(ops, key=lambda r: -r.calls)  # a prediction has calls, not times
     with_device = any(r.device_time_ms is not None for r in ops)
-    rows = [[r.op, r.verdict, r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms)) + _if(with_device, fmt_ms(r.device_time_ms))
+    rows = [[" ".join([r.op] + _if(r.guessed, GUESS_MARK)), r.verdict, r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms))
+            + _if(with_device, fmt_ms(r.device_time_ms))
             + _if(timed, fmt_share(r.share)) for r in ops[:top]]
     headers = (["op", "verdict", "phase", "calls"] + _if(timed, "host time" if with_device else "time")
                + _if(with_device, "device time") + _if(timed, "share"))
@@ -283,12 +318,28 @@ def _replace(report: Report, top: int) -> list:
                            {"colalign": ("left", "right", "right"), "disable_numparse": True}))
     if data.step_time_speedup:  # none when a side has no step time
         lines.append(f"  step time: {_ratio(data.step_time_speedup)} after patching")
-    lines += _if(report.host_cpu_times, "  (times on the emulated device are the host CPU's: they do not predict a "
-                                        "GPU's; the fallback counts and bytes carry over to real DirectML)")
+    lines += _if(report.host_cpu_times_note is not None, f"  ({report.host_cpu_times_note})")
     lines += _if(bool(data.removed_ops), "  no longer falls back: " + ", ".join(data.removed_ops))
     lines += [f"  still falls back: {r.op} ({r.calls} calls): {r.replacement or 'no replacement known'}"
               for r in data.remaining_ops]
     return lines + _if(not data.remaining_ops, "  after patching: no fallback calls")
+
+
+def _known_wrong(report: Report, top: int) -> list:
+    """Device calls of ops whose results were wrong on real DirectML (the measured table)."""
+    found = report.known_wrong_results
+    if not found:
+        return []
+    lines = ["Known wrong results on DirectML (measured on the real torch-directml: docs/realdml.md)"]
+    for known in found[:top]:
+        error = f"max error {_error(known.max_abs_error)}" if known.max_abs_error is not None else known.reason or "wrong"
+        where = f" at {known.sources[0]}" if known.sources else ""
+        status = (f"confirmed: {known.confirmed_by}" if known.confirmed
+                  else "unconfirmed: seen on a software adapter only, not yet reported on a GPU")
+        lines.append(f"  {known.op} x{known.calls}{where}: {known.measured_wrong_calls} of "
+                     f"{known.measured_calls} measured {known.dtype} calls wrong ({error}); {status}")
+        lines += _if(bool(known.fix), f"    fix: {known.fix}")
+    return lines
 
 
 def _fallen(side) -> str:
@@ -332,7 +383,7 @@ def _notes(report: Report, top: int) -> list:
     return [_facts(facts)] if facts else []
 
 
-_SECTIONS = (_header, _replace, _headline, _verification, _fallbacks, _transfers, _host_calls, _ops, _phases,
+_SECTIONS = (_header, _device_failure, _replace, _headline, _guess, _verification, _known_wrong, _fallbacks, _transfers, _host_calls, _ops, _phases,
              _host_bookkeeping, _torch_paths, _notes, _warnings)
 
 
@@ -351,13 +402,16 @@ def _known(value) -> str:
     return "?" if value is None else str(value)
 
 
-def _sweep_table(sweep) -> list:
+def _sweep_table(sweep, cpu_is_device: bool = False) -> list:
+    """One row per batch size; no fallback column on the CPU, where nothing can fall back."""
     rows = [[row.batch_size, f"{row.samples_per_s:.1f}" if row.ok else "-", _growth(row),
              fmt_ms(row.step_ms_p50) if row.ok else "-", fmt_ms(row.step_ms_p95) if row.ok else "-",
-             "-" if row.peak_memory_bytes is None else fmt_bytes(row.peak_memory_bytes),
-             fmt_share(row.fallback_time_share) if row.ok else "-", " ".join([row.status] + _sweep_marks(row))]
+             "-" if row.peak_memory_bytes is None else fmt_bytes(row.peak_memory_bytes)]
+            + _if(not cpu_is_device, fmt_share(row.fallback_time_share) if row.ok else "-")
+            + [" ".join([row.status] + _sweep_marks(row))]
             for row in sweep.rows]
-    headers = ["batch", "samples/s", "per 2x", "step p50", "step p95", "peak memory", "fallback", "status"]
+    headers = (["batch", "samples/s", "per 2x", "step p50", "step p95", "peak memory"]
+               + _if(not cpu_is_device, "fallback") + ["status"])
     return [TableSpec(rows, headers, {"status": WRAP, "peak memory": WRAP}, {"disable_numparse": True})]
 
 
@@ -378,9 +432,7 @@ def _short(text: str, limit: int = 70) -> str:
 
 def _sweep_notes(sweep) -> list:
     lines = _if(bool(sweep.memory_sources), f"peak memory: {', '.join(sweep.memory_sources)}")
-    if any(row.noisy for row in sweep.rows):
-        lines.append(f"noisy: step p95 over {sweep.noisy_p95_over_p50:g}x p50 (other load on the machine, throttling, "
-                     "lazy initialisation); throughput uses the median, but rerun with more --steps to be sure")
+    lines += _if(sweep.noisy_note is not None, sweep.noisy_note)
     if sweep.fallback_ops:
         lines.append(f"fell back to the CPU (one recorded step per size): {', '.join(sweep.fallback_ops)}")
     elif sweep.fallback_recorded is False:

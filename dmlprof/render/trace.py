@@ -23,7 +23,9 @@ What goes in (all ``ph: "X"`` complete events, times in microseconds):
 
 :func:`trace_json` is the same trace as one plain file (``scan --trace FILE``)
 for Perfetto or chrome://tracing, plus, where torch.profiler measured kernel
-time (CUDA), a ``device kernels`` lane: each call's kernel time as one range.
+time (CUDA), a ``device kernels`` lane: each call's kernel time as one range; and a
+``fallbacks to the CPU`` lane repeating every call that fell back, so they stand apart at a glance
+(fallback ranges carry chrome://tracing's ``terrible`` colour, red, wherever they are drawn).
 The recorder keeps a call's kernel time, not when each kernel ran, so the range
 is drawn at the end of its call: with the device synchronised after every call
 (the default) the call ends when its kernels do. Under ``--no-sync`` kernels
@@ -54,6 +56,11 @@ PID = 1
 #: the pid and tid of the device kernels' lane in a --trace file
 KERNEL_PID, KERNEL_TID = 2, 1
 KERNEL_LANE = "device kernels"
+#: the fallbacks' own lane in a --trace file: every call that ran on the CPU, apart, at a glance
+FALLBACK_PID, FALLBACK_TID = 3, 1
+FALLBACK_LANE = "fallbacks to the CPU"
+#: chrome://tracing's reserved colour for what went wrong (its "cname" names), on every fallback range
+FALLBACK_COLOUR = "terrible"
 _SAFE = re.compile(r"[^A-Za-z0-9_-]+")
 # Consumers add ts + dur in floating-point microseconds, so ranges that share an
 # end would intersect by a rounding error: phase ranges end 1 ns, step ranges
@@ -80,7 +87,7 @@ def trace_dict(session, kernels: bool = False) -> dict:
     events += _step_events(frame)
     events += _phase_events(frame)
     events += _op_events(frame)
-    events += _kernel_events(run, frame) if kernels else []
+    events += (_kernel_events(run, frame) + _fallback_lane(frame)) if kernels else []
     return {
         "schemaVersion": SCHEMA_VERSION,
         # no CUDA device properties: torch writes [] for a CPU-only trace too
@@ -241,7 +248,7 @@ def _op_events(frame) -> list:
                 marks[(op, inner)] = fallback_range_name(op, inner)
             # the mark first: with equal start and end the plugin keeps file order, so it nests the op
             events.append({"ph": "X", "cat": "cpu_op", "name": marks[(op, inner)], "pid": PID, "tid": tid, "ts": ts,
-                           "dur": dur,
+                           "dur": dur, "cname": FALLBACK_COLOUR,
                            "args": {"dmlprof": "fallback to the CPU", "Call stack": args["Call stack"], "op": op,
                                     "fallback ops": inner, "inner calls": int(columns["fallback_calls"][i]),
                                     "module": module, "source": source, "bytes moved": moved}})
@@ -268,6 +275,26 @@ def _kernel_events(run: RunMeta, frame) -> list:
                        "ts": _us(start), "dur": _us(kernel_ns),
                        "args": {"External id": int(call.seq) + 1, "kernel time ns": kernel_ns,
                                 "placed": _PLACED[synced]}})
+    return events
+
+
+def _fallback_lane(frame) -> list:
+    """Every call that fell back again on a lane of its own (the --trace file): in Perfetto and
+    chrome://tracing they are otherwise slices like every other, nested in their thread's calls."""
+    fallen = frame[frame["verdict"] == FALLBACK]
+    if fallen.empty:
+        return []
+    events = [{"ph": "M", "name": "process_name", "pid": FALLBACK_PID, "tid": 0, "ts": 0,
+               "args": {"name": FALLBACK_LANE}},
+              {"ph": "M", "name": "thread_name", "pid": FALLBACK_PID, "tid": FALLBACK_TID, "ts": 0,
+               "args": {"name": FALLBACK_LANE}}]
+    for call in fallen.sort_values("start_ns", kind="stable").itertuples():
+        ts = _us(call.start_ns)
+        events.append({"ph": "X", "cat": "fallback", "name": fallback_range_name(call.op, call.fallback_ops),
+                       "pid": FALLBACK_PID, "tid": FALLBACK_TID, "ts": ts, "dur": round(_us(call.end_ns) - ts, 3),
+                       "cname": FALLBACK_COLOUR,
+                       "args": {"External id": int(call.seq) + 1, "op": call.op, "module": call.module,
+                                "source": call.source, "bytes moved": int(call.bytes_moved)}})
     return events
 
 

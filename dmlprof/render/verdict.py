@@ -23,12 +23,24 @@ def verdict_of(report) -> Verdict:
     """What the first screen says about ``report``, most serious finding first."""
     if report.session_kind == "sweep":
         return _sweep_verdict(report.sweep)
+    return _what_must_be_read_first(report) or _what_ran_where(report)
+
+
+def _what_must_be_read_first(report):
+    """A step that fails on the device, wrong results, a device the run never used; else None."""
+    if report.device_failure_note:
+        remedy = report.run.device_failure.remedy
+        return Verdict("bad", report.device_failure_note, f"Fix: {remedy}" if remedy else "")
     found = report.verification
     if found is not None and not found.clean:
         return Verdict("bad", "Wrong results: " + _wrong_results(found),
                        "The device computed values the CPU does not: fix these before trusting any figure below.")
     if report.device_unused_note:
         return Verdict("warn", report.device_unused_note, "The figures below describe calls on other devices.")
+    return None
+
+
+def _what_ran_where(report) -> Verdict:
     head = report.summary
     if not head.op_calls:
         return Verdict("warn", "No op calls were recorded.", "Nothing ran under dmlprof: there is nothing to judge.")
@@ -37,7 +49,7 @@ def verdict_of(report) -> Verdict:
     if report.cpu_is_device:
         return Verdict("info", "The CPU was the device, so nothing can fall back.",
                        "Scan with --device, or predict with --target dml, to check an accelerator.")
-    checked = " Results match the CPU's." if found is not None else ""
+    checked = " Results match the CPU's." if report.verification is not None else ""
     return _fallback_verdict(report, checked)
 
 
@@ -86,6 +98,7 @@ def _replace_verdict(report) -> Verdict:
         ratio = data.step_time_speedup
         speed = (f" A step took {fmt_ms(before.step_time_ms)} before and {fmt_ms(after.step_time_ms)} after: "
                  + (f"{ratio:.2f}x faster." if ratio >= 1 else f"{1 / ratio:.2f}x slower."))
+        speed += _sentence(report.host_cpu_times_note)  # "1.89x slower" there is the host CPU's, not a GPU's
     if not after.fallback_calls:
         return Verdict("good", f"With dmlprof's replacements nothing falls back (before: {before.fallback_calls:,} "
                                f"fallback call{_s(before.fallback_calls)}).", speed.strip())
@@ -104,8 +117,16 @@ def _sweep_verdict(sweep) -> Verdict:
     best = next((r for r in sweep.rows if r.recommended), None)
     if best is None:
         return Verdict("warn", "No batch size is recommended.", (edge + knee).strip())
-    return Verdict("good", f"Use batch size {best.batch_size}: {fmt_rate(best.samples_per_s)} samples/s, step p95 {fmt_ms(best.step_ms_p95)}.",
-                   (edge + knee).strip())
+    noisy = _sentence(sweep.noisy_note)
+    # noisy steps make the ranking and the knee uncertain: the page says so as the terminal does, not in green
+    return Verdict("warn" if noisy else "good",
+                   f"Use batch size {best.batch_size}: {fmt_rate(best.samples_per_s)} samples/s, step p95 "
+                   f"{fmt_ms(best.step_ms_p95)}.", (edge + knee + noisy).strip())
+
+
+def _sentence(note) -> str:
+    """`` Note as a sentence.`` after the text before it, or '' without a note."""
+    return f" {note[0].upper()}{note[1:]}." if note else ""
 
 
 def _s(count: int) -> str:

@@ -26,10 +26,10 @@ class Replacement:
 CATALOG = (
     Replacement(
         "optimizer lerp", ("aten::lerp", "aten::_foreach_lerp", "aten::_foreach_lerp_"),
-        "Adam/AdamW's moment update (lerp) falls back once per parameter per step; recreating the optimizer "
-        "every epoch resets Adam's moments and does not remove it: the real problem is lerp falling back. "
-        f"Keep the optimizer and patch it, {_PATCH} or dmlprof.replacements.patch_optimizer(optimizer): "
-        "lerp becomes mul/add, state kept"),
+        # short: every Adam user reads it, in the report and in each CI annotation. Recreating the optimizer
+        # every epoch is the workaround users pass around; it only resets the moments, so it is named.
+        f"Adam/AdamW's moment update (lerp) falls back once per parameter per step: {_PATCH} runs it as "
+        "mul/add, state kept (recreating the optimizer only resets its moments)"),
     Replacement(
         "optimizer maximum", ("aten::clamp_min", "aten::clamp_max", "aten::_foreach_maximum", "aten::_foreach_maximum_",
                               "aten::_foreach_minimum_", "aten::_foreach_clamp_min_", "aten::_foreach_clamp_max_"),
@@ -47,13 +47,13 @@ CATALOG = (
     Replacement(
         "grid_sample", ("aten::grid_sampler_2d", "aten::grid_sampler_2d_backward"),
         f"F.grid_sample (bilinear, zeros or border padding): {_PATCH} or call "
-        "dmlprof.replacements.ops.grid_sample (gather + scatter_add, native both ways)"),
+        "dmlprof.replacements.ops.grid_sample (indexing + index_put with accumulate, native both ways)"),
     Replacement(
         "embedding_bag",
         ("aten::_embedding_bag", "aten::_embedding_bag_forward_only", "aten::_embedding_bag_backward",
          "aten::_embedding_bag_dense_backward", "aten::_embedding_bag_per_sample_weights_backward"),
         f"nn.EmbeddingBag / F.embedding_bag (sum, mean): {_PATCH} or call "
-        "dmlprof.replacements.ops.embedding_bag (embedding + scatter_add)"),
+        "dmlprof.replacements.ops.embedding_bag (embedding + index_put with accumulate)"),
     Replacement(
         "logsigmoid", ("aten::log_sigmoid_forward", "aten::log_sigmoid_backward", "aten::log_sigmoid"),
         "F.logsigmoid, reached by BCE-with-logits: dmlprof.replacements.ops.logsigmoid / "
@@ -115,7 +115,8 @@ CATALOG = (
                 f"adaptive max pooling to an output that divides the input: {_PATCH} or F.max_pool2d with "
                 "kernel = stride = input/output"),
     Replacement("upsample_linear1d", ("aten::upsample_linear1d", "aten::upsample_linear1d_backward"),
-                f"1-D linear interpolation: {_PATCH} or go through F.interpolate(mode='bilinear') on x.unsqueeze(2)"),
+                f"1-D linear interpolation: {_PATCH} or dmlprof.replacements.ops.interpolate_bilinear (one matmul; "
+                "not F.interpolate(mode='bilinear'), whose values are wrong on DirectML)"),
     Replacement("roll", ("aten::roll",), f"torch.roll (e.g. shifted windows): {_PATCH} or narrow + cat"),
     Replacement("trunc_frac", ("aten::trunc", "aten::frac", "aten::fix"),
                 f"torch.trunc / frac: {_PATCH} or where(x >= 0, floor(x), ceil(x))"),
@@ -125,6 +126,56 @@ CATALOG = (
                 f"torch.bucketize (1-D boundaries): {_PATCH} or (x.unsqueeze(-1) > boundaries).sum(-1)"),
     Replacement("huber_loss", ("aten::huber_loss", "aten::huber_loss_backward"),
                 f"F.huber_loss: use {_WITH}, or delta * F.smooth_l1_loss(beta=delta) (native)"),
+    Replacement("scatter_reduce", ("aten::scatter_reduce", "aten::scatter_reduce_"),
+                "tensor.scatter_reduce / scatter_reduce_ (a graph network's mean, amax or amin aggregation) falls "
+                "back: for sum use scatter_add_ (native); for mean divide that sum by the counts (scatter_add_ of "
+                "ones, clamped to at least 1); amax, amin and prod have no native form on DirectML: aggregate by "
+                "sum or mean where the model allows, else they run on the CPU"),
+)
+
+
+@dataclass(frozen=True)
+class InContext:
+    """Advice for a fallback op that depends on what the user called, or on the phase the calls ran in.
+
+    ``called``: the hotspot's own ops (what reached the dispatcher from the user's code) it applies to;
+    ``phase``: it applies where the calls ran in this phase; ``outside``: where none did.
+    """
+
+    name: str
+    removes: tuple
+    how: str
+    called: tuple = ()
+    phase: Optional[str] = None
+    outside: Optional[str] = None
+
+    def applies(self, called: Optional[str], phases) -> bool:
+        if self.called and (called is None or normalize_op(called).split(".", 1)[0] not in self.called):
+            return False
+        if self.phase is not None and self.phase not in phases:
+            return False
+        return self.outside is None or (bool(phases) and self.outside not in phases)
+
+
+IN_CONTEXT = (
+    InContext("index_add called", ("aten::index_add",),
+              "tensor.index_add_ / index_add (index_add.out) falls back: accumulate with index_put_ instead, "
+              "x.index_put_((index,), source, accumulate=True) along dim 0 (for another dim, on x.movedim(dim, 0) "
+              "and source.movedim(dim, 0)); native on DirectML, and so is its backward",
+              called=("aten::index_add", "aten::index_add_")),
+    InContext("lerp outside the optimizer", ("aten::lerp", "aten::_foreach_lerp", "aten::_foreach_lerp_"),
+              "lerp outside the optimizer step, usually a running average of the weights (torch.optim.swa_utils."
+              "AveragedModel's default and get_ema_multi_avg_fn call torch._foreach_lerp_): it falls back once per "
+              "parameter per update, and patching the optimizer does not reach it. Give AveragedModel an avg_fn "
+              "of native ops instead, avg_fn=lambda avg, p, n: avg * decay + p * (1 - decay) for an EMA "
+              "((avg * n + p) / (n + 1) for SWA), or update your own average with mul_ and add_",
+              outside="optimizer"),
+    InContext("complex parameters in the optimizer", ("aten::view_as_real", "aten::view_as_complex"),
+              "the optimizer views complex parameters as real pairs at every step (view_as_real), which falls back, "
+              "and DirectML cannot hold complex tensors at all: keep such parameters real, as (..., 2) pairs "
+              "(nn.Parameter(torch.view_as_real(w).clone())), and do the complex arithmetic on the pair inside "
+              "forward",
+              phase="optimizer"),
 )
 
 _BY_OP = {op: r for r in CATALOG for op in r.removes}
@@ -140,8 +191,17 @@ def replacement_for(op: str) -> Optional[Replacement]:
     return found
 
 
-def advice_for(op: str) -> Optional[str]:
-    """One line: the replacement that removes this fallback op and how to apply it, or ``None``."""
+def advice_for(op: str, called: Optional[str] = None, phases=()) -> Optional[str]:
+    """One line: the replacement that removes this fallback op and how to apply it, or ``None``.
+
+    ``called`` (the op the user's code called, whose composite reached ``op``) and ``phases`` (where
+    the calls ran) pick the advice that names what the user wrote, where it differs.
+    """
+    name = normalize_op(op)
+    base = name.split(".", 1)[0]
+    for advice in IN_CONTEXT:
+        if (name in advice.removes or base in advice.removes) and advice.applies(called, tuple(phases)):
+            return advice.how
     found = replacement_for(op)
     return found.how if found else None
 
@@ -153,3 +213,29 @@ def advice_for_hotspot(ops) -> Optional[str]:
         if tip:
             return tip
     return None
+
+
+#: what to do about an op whose results are wrong on DirectML, by op (dispatcher name without overload)
+WRONG_RESULTS_ADVICE = {
+    "aten::upsample_bilinear2d": (
+        "F.interpolate(mode='bilinear') gives wrong values on DirectML: dmlprof.replacements.ops.interpolate_bilinear "
+        f"computes it with two matmuls (native, exact), and {_PATCH} swaps it in"),
+    "aten::upsample_bilinear2d_backward": (
+        f"bilinear interpolation's gradient: {_PATCH} swaps F.interpolate(mode='bilinear') for "
+        "dmlprof.replacements.ops.interpolate_bilinear (two matmuls, their backward native)"),
+    "aten::mul": (
+        "a float tensor times a bool tensor comes back as a bool tensor on DirectML (its type promotion): cast the "
+        "mask first, x * mask.to(x.dtype), or use torch.where(mask, x, 0)"),
+    "aten::max_pool2d_with_indices": (
+        "max pooling with ceil_mode=True gives a smaller output on DirectML: pad the input yourself (F.pad to a "
+        "multiple of the stride) and pool with ceil_mode=False"),
+    "aten::scatter_add": (
+        "scatter_add keeps the last write instead of the sum where indices repeat, and so does gather's backward: "
+        "accumulate with out.index_put_((index,), values, accumulate=True), and read with indexing "
+        "(x[rows, index]) instead of gather where indices repeat"),
+}
+
+
+def advice_for_wrong_results(op: str) -> Optional[str]:
+    """What to do about an op whose device results are wrong (any overload), or None."""
+    return WRONG_RESULTS_ADVICE.get(normalize_op(op).split(".", 1)[0])

@@ -3,7 +3,7 @@
 Every function here has the signature and semantics of the torch function it
 replaces (for the cases it supports; the patch layer sends anything else to
 the original). They are built only from ops with DirectML kernels (``mul.out``,
-``add.out``, ``mm.out``, ``gather.out``, ``scatter_add.out``, ``sum.IntList_out``,
+``add.out``, ``mm.out``, ``index.Tensor_out``, ``_index_put_impl_``, ``sum.IntList_out``,
 ``var.correction``, ``softplus.out``, ``upsample_nearest2d.out``, ...). Where the
 autograd backward of such a composition would itself reach an op that falls
 back, the replacement is a :class:`torch.autograd.Function` with its backward
@@ -146,9 +146,11 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
 
 # --------------------------------------------------------------------------- grid sample
 def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros", align_corners: Optional[bool] = None):
-    """``F.grid_sample`` for 4-D input, bilinear, zeros or border padding, from gather/mul/add.
+    """``F.grid_sample`` for 4-D input, bilinear, zeros or border padding, from indexing/mul/add.
 
-    Autograd of this composition (gather -> scatter_add, floor, clamp) is native.
+    Autograd of this composition (index -> index_put with accumulate, floor, clamp) is native. Not
+    gather: its backward is scatter_add, which keeps the last write instead of the sum where indices
+    repeat on DirectML (measured on the real torch-directml), and neighbouring outputs share inputs.
     """
     if mode != "bilinear" or padding_mode not in ("zeros", "border") or input.dim() != 4:
         raise NotImplementedError("dmlprof grid_sample: 4-D bilinear with zeros/border padding only")
@@ -166,11 +168,13 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
     wx1, wy1 = ix - x0, iy - y0
     wx0, wy0 = 1 - wx1, 1 - wy1
     flat = input.reshape(n, c, h * w)
+    batch = torch.arange(n, device=input.device).view(n, 1, 1)
+    channel = torch.arange(c, device=input.device).view(1, c, 1)
     out = None
     for xc, yc, wgt in ((x0, y0, wx0 * wy0), (x0 + 1, y0, wx1 * wy0), (x0, y0 + 1, wx0 * wy1), (x0 + 1, y0 + 1, wx1 * wy1)):
         valid = (xc >= 0) & (xc <= w - 1) & (yc >= 0) & (yc <= h - 1)
-        index = (yc.clamp(0, h - 1) * w + xc.clamp(0, w - 1)).long().reshape(n, 1, ho * wo).expand(n, c, ho * wo)
-        value = flat.gather(2, index).reshape(n, c, ho, wo)
+        index = (yc.clamp(0, h - 1) * w + xc.clamp(0, w - 1)).long().reshape(n, 1, ho * wo)
+        value = flat[batch, channel, index].reshape(n, c, ho, wo)
         term = value * (wgt * valid.to(wgt.dtype)).unsqueeze(1)
         out = term if out is None else out + term
     return out
@@ -179,8 +183,9 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
 # --------------------------------------------------------------------------- embedding bag
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
-    """``F.embedding_bag`` (sum and mean) from embedding + scatter_add; backward is
-    embedding_dense_backward and gather, both native."""
+    """``F.embedding_bag`` (sum and mean) from embedding + a sum of rows by bag (index_put with
+    accumulate: scatter_add keeps the last write where indices repeat on DirectML); backward is
+    embedding_dense_backward and indexing, both native."""
     if mode not in ("sum", "mean") or max_norm is not None or sparse or scale_grad_by_freq:
         raise NotImplementedError("dmlprof embedding_bag: sum/mean, dense, no max_norm")
     emb = F.embedding(input, weight)
@@ -205,20 +210,24 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2.0, sca
     inside = torch.ones_like(input, dtype=torch.bool) if keep is None else keep
     scale = scale * inside.to(emb.dtype)
     bag_of = bag_of.clamp_max(max(bags - 1, 0))
-    index = bag_of.unsqueeze(1).expand(total, weight.shape[1])
-    summed = torch.zeros(bags, weight.shape[1], dtype=emb.dtype, device=emb.device).scatter_add(
-        0, index, emb * scale.unsqueeze(1))
+    summed = _sum_rows_by(bag_of, emb * scale.unsqueeze(1), bags)
     if mode == "sum":
         return summed
-    count = torch.zeros(bags, dtype=emb.dtype, device=emb.device).scatter_add(0, bag_of, inside.to(emb.dtype))
+    count = _sum_rows_by(bag_of, inside.to(emb.dtype), bags)
     return summed / count.clamp_min(1).unsqueeze(1)
+
+
+def _sum_rows_by(ids, values, rows: int):
+    """``out[i] = sum of values[j] where ids[j] == i`` for i < rows: index_put with accumulate (native,
+    right where ids repeat on DirectML; scatter_add keeps the last write there)."""
+    out = torch.zeros((rows,) + tuple(values.shape[1:]), dtype=values.dtype, device=values.device)
+    return out.index_put((ids,), values, accumulate=True)
 
 
 def _segment_ids(starts, total: int):
     """For positions 0..total-1, how many of ``starts`` are <= the position (a bag or run id)."""
-    marks = torch.zeros(total + 1, dtype=torch.long, device=starts.device)
-    marks = marks.scatter_add(0, starts.long().clamp(0, total), torch.ones_like(starts, dtype=torch.long))
-    return marks.cumsum(0)[:total]
+    starts = starts.long().clamp(0, total)
+    return _sum_rows_by(starts, torch.ones_like(starts), total + 1).cumsum(0)[:total]
 
 
 # --------------------------------------------------------------------------- log-sigmoid and BCE
@@ -377,7 +386,7 @@ _CTC_NEG = -1e30  # a finite "log 0": -inf would turn the backward of logsumexp 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0, reduction: str = "mean",
              zero_infinity: bool = False):
-    """``F.ctc_loss`` as the alpha recursion in log space from gather/logsumexp/where.
+    """``F.ctc_loss`` as the alpha recursion in log space from indexing/logsumexp/where.
 
     Autograd through the recursion gives the true gradient with respect to
     ``log_probs``; for log_softmax outputs (the documented use) the gradient
@@ -407,7 +416,9 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0, 
     if width > 2:
         differs = (extended[:, 2:] != blank) & (extended[:, 2:] != extended[:, :-2])
         skip = torch.cat((skip[:, :2], differs), 1)
-    lp = log_probs.gather(2, extended.unsqueeze(0).expand(t_max, batch, width))
+    # Each step's log-probability of each extended label, by indexing: the blank repeats in every row, and
+    # gather's backward (scatter_add) keeps the last write instead of the sum there on DirectML.
+    lp = log_probs[:, torch.arange(batch, device=device).unsqueeze(1), extended]
     positions = torch.arange(width, device=device).unsqueeze(0)
     neg = torch.full((batch, width), _CTC_NEG, dtype=log_probs.dtype, device=device)
     alpha = torch.where((positions < 2) & (positions < 2 * target_lengths.unsqueeze(1) + 1), lp[0], neg)
@@ -710,10 +721,78 @@ def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
     return F.max_pool2d(input, kernel, kernel, return_indices=return_indices)
 
 
+def _linear_weights(in_size: int, out_size: int, scale: Optional[float], align_corners: bool, dtype, device):
+    """The (out, in) matrix of linear interpolation along one axis, as ATen samples it: output i reads
+    source position (i + 0.5) * scale - 0.5 clamped at 0 (align_corners: i * (in - 1) / (out - 1))."""
+    i = torch.arange(out_size, dtype=torch.float64)
+    if align_corners:
+        source = i * ((in_size - 1) / (out_size - 1)) if out_size > 1 else torch.zeros_like(i)
+    else:
+        step = scale if scale is not None and scale > 0 else in_size / out_size
+        source = ((i + 0.5) * step - 0.5).clamp(min=0)
+    low = source.floor().long().clamp(max=in_size - 1)
+    high = (low + 1).clamp(max=in_size - 1)
+    weight_high = source - low
+    weights = torch.zeros(out_size, in_size, dtype=torch.float64)
+    rows = torch.arange(out_size)
+    weights.index_put_((rows, low), 1 - weight_high, accumulate=True)
+    weights.index_put_((rows, high), weight_high, accumulate=True)
+    return weights.to(dtype).to(device)
+
+
+def _output_sizes(spatial, size, scale_factor, recompute_scale_factor):
+    """Output sizes and the scales ATen samples with (1/scale_factor unless the scale is recomputed)."""
+    count = len(spatial)
+    if size is not None:
+        sizes = [int(size)] * count if isinstance(size, numbers.Number) else [int(s) for s in size]
+        return sizes, [None] * count
+    factors = [float(scale_factor)] * count if isinstance(scale_factor, numbers.Number) else [float(f) for f in scale_factor]
+    sizes = [int(math.floor(n * f)) for n, f in zip(spatial, factors)]
+    return sizes, [None if recompute_scale_factor else 1.0 / f for f in factors]
+
+
+def interpolate_bilinear(input, size=None, scale_factor=None, align_corners=None, recompute_scale_factor=None):
+    """``F.interpolate(x, mode='bilinear'|'linear')`` as matmuls with interpolation matrices: one per
+    resized axis, ATen's sampling exactly (upsample_bilinear2d gives wrong values on DirectML,
+    microsoft/DirectML#482; mm and its backward are native and right)."""
+    spatial = list(input.shape[2:])
+    if len(spatial) not in (1, 2):
+        raise NotImplementedError("interpolate_bilinear: 3-D (linear) or 4-D (bilinear) input only")
+    sizes, scales = _output_sizes(spatial, size, scale_factor, recompute_scale_factor)
+    out = input
+    for axis, (n_in, n_out, scale) in enumerate(zip(spatial, sizes, scales)):
+        weights = _linear_weights(n_in, n_out, scale, bool(align_corners), input.dtype, input.device)
+        dim = 2 + axis
+        out = torch.matmul(out.movedim(dim, -1), weights.t()).movedim(-1, dim)
+    return out
+
+
 def interpolate_linear1d(input, size=None, scale_factor=None, align_corners=None, recompute_scale_factor=None):
-    """``F.interpolate(x, mode='linear')`` on 3-D input through upsample_bilinear2d (native, with its backward)."""
-    return _interpolate_as_2d(input, size, scale_factor, mode="bilinear", align_corners=align_corners,
-                              recompute_scale_factor=recompute_scale_factor)
+    """``F.interpolate(x, mode='linear')`` on 3-D input (upsample_linear1d falls back) as one matmul
+    (not through upsample_bilinear2d, whose values are wrong on DirectML)."""
+    return interpolate_bilinear(input, size, scale_factor, align_corners, recompute_scale_factor)
+
+
+def pad_constant(input, pad, value: float = 0.0):
+    """``F.pad(x, pad, mode='constant', value=...)`` with non-negative pads, as concatenation with constant
+    blocks: its backward is slicing. F.pad's own backward is constant_pad_nd with negative pads (cropping),
+    which torch-directml refuses ("ensure_in_bounds": a view beyond the storage, measured), so every padded
+    model (nn.ZeroPad2d, ConstantPad2d, F.pad) fails to train on DirectML without it."""
+    if len(pad) % 2 or len(pad) // 2 > input.dim() or any(p < 0 for p in pad):
+        raise NotImplementedError("pad_constant: non-negative pads, two per padded dimension")
+    out = input
+    for axis in range(len(pad) // 2):  # pad's pairs run from the last dimension backwards
+        before, after, dim = pad[2 * axis], pad[2 * axis + 1], input.dim() - 1 - axis
+        pieces = ([_constant_block(out, dim, before, value)] if before else []) + [out] + \
+            ([_constant_block(out, dim, after, value)] if after else [])
+        out = torch.cat(pieces, dim) if len(pieces) > 1 else out
+    return out
+
+
+def _constant_block(like, dim: int, size: int, value: float):
+    shape = list(like.shape)
+    shape[dim] = size
+    return like.new_full(shape, value)
 
 
 def roll(input, shifts, dims=None):

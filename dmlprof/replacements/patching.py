@@ -62,12 +62,12 @@ def _h_embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2.0, 
 
 def _h_interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                    recompute_scale_factor=None, antialias=False):
-    if input.dim() != 3 or antialias:
+    if antialias:
         raise _Decline
-    if mode == "nearest":
+    if mode == "nearest" and input.dim() == 3:
         return ops.interpolate_nearest1d(input, size, scale_factor, recompute_scale_factor)
-    if mode == "linear":
-        return ops.interpolate_linear1d(input, size, scale_factor, align_corners, recompute_scale_factor)
+    if (mode, input.dim()) in (("linear", 3), ("bilinear", 4)):  # bilinear's kernel gives wrong values on DirectML
+        return ops.interpolate_bilinear(input, size, scale_factor, align_corners, recompute_scale_factor)
     raise _Decline
 
 
@@ -171,6 +171,15 @@ def _h_rnn(cell):
     return handler
 
 
+def _h_pad(input, pad, mode="constant", value=None):
+    if mode != "constant" or any(p < 0 for p in pad):
+        raise _Decline
+    try:
+        return ops.pad_constant(input, pad, 0.0 if value is None else value)
+    except NotImplementedError:
+        raise _Decline from None
+
+
 def _h_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     if enable_gqa or (is_causal and attn_mask is not None):
         raise _Decline
@@ -191,6 +200,7 @@ HANDLERS: dict = {
     F.binary_cross_entropy: ops.binary_cross_entropy,
     F.ctc_loss: ops.ctc_loss,
     F.interpolate: _h_interpolate,
+    F.pad: _h_pad,
     F.elu: ops.elu,
     F.selu: ops.selu,
     F.celu: ops.celu,

@@ -16,14 +16,15 @@ from dmlprof.analysis.timeline import LANES, step_spans, timeline
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
 from dmlprof.analysis.verification import summary as verification_summary
 from dmlprof.meta import PREDICTED, SWEEP, RunMeta
-from dmlprof.replacements.catalog import advice_for
+from dmlprof.replacements.catalog import advice_for, advice_for_wrong_results
 from dmlprof.report.model import (
-    DivergentOp, Fix, HostCallRow, Hotspot, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
+    DivergentOp, Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
     ReplaceSide, Report, StepSpan, Summary, SweepReport, SweepRow, Timeline, TorchPaths, TransferRow, Unchecked,
     Verification,
 )
 from dmlprof.schema import HOST, parse_fallback_ops
-from dmlprof.tables.drift import path_drift, path_note
+from dmlprof.tables.drift import BASELINE_TORCH, path_drift, path_note
+from dmlprof.tables.measured import load_measured
 
 #: a size whose step p95 exceeds this many times its p50 is marked noisy
 NOISY_P95_OVER_P50 = 2.0
@@ -34,11 +35,15 @@ def build_report(session) -> Report:
     run = session.meta
     ops = analysis.with_host_bookkeeping(session.ops)  # decided once: every figure below reads it
     extras = session.extras if isinstance(session.extras, Mapping) else {}
+    guess = run.prediction.guess if run.prediction is not None else None
+    after = analysis.calls_after(ops, guess.first_seq if guess is not None else None)
+    torch_only = _torch_only(run, ops)
     return Report(
         run=run,
         summary=Summary(**analysis.summary(ops)),
-        hotspots=tuple(_hotspot(r) for r in analysis.fallback_hotspots(ops).itertuples()),
-        ops=tuple(_op_row(r) for r in analysis.op_summary(ops).itertuples()),
+        hotspots=_hotspots(analysis.fallback_hotspots(ops), set(after["op"]), torch_only),
+        ops=tuple(_op_row(r, set(zip(after["op"], after["verdict"], after["phase"])))
+                  for r in analysis.op_summary(ops).itertuples()),
         phases=tuple(PhaseRow(str(r.phase), int(r.calls), float(r.time_ms), float(r.share), int(r.fallback_calls),
                               float(r.fallback_time_ms), int(r.cpu_calls)) for r in analysis.phase_split(ops).itertuples()),
         modules=tuple(ModuleRow(str(r.module), int(r.depth), int(r.calls), float(r.time_ms), float(r.device_share),
@@ -56,6 +61,8 @@ def build_report(session) -> Report:
         sweep=_sweep(extras.get("sweep"), run),
         extras=extras,
         torch_paths=_torch_paths(run, ops),
+        known_wrong_results=_known_wrong_results(run, ops),
+        guess=GuessNote(guess.op, guess.why, guess.source, len(after), len(ops)) if guess is not None else None,
         timeline=_timeline(ops) if run.kind != PREDICTED else None,
     )
 
@@ -74,8 +81,9 @@ def _timeline(ops) -> Optional[Timeline]:
 _DIRECTML_STAND_INS = ("emulated-dml",)
 
 
-def _torch_paths(run: RunMeta, ops) -> Optional[TorchPaths]:
-    """For a prediction or an emulated DirectML scan: the torch whose paths it took, and where 2.4.1's differ."""
+def _drift(run: RunMeta, ops) -> Optional[list]:
+    """For a prediction or an emulated DirectML scan: the ops of its step whose presence differs on torch 2.4.1
+    (None for other sessions)."""
     if run.kind == SWEEP or not (run.kind == PREDICTED or run.device.backend in _DIRECTML_STAND_INS):
         return None
     version = run.environment.torch_version or ""
@@ -83,8 +91,44 @@ def _torch_paths(run: RunMeta, ops) -> Optional[TorchPaths]:
         return None
     names = set(ops["op"]) | {op for text in ops.loc[ops["fallback_ops"] != "", "fallback_ops"]
                               for op in parse_fallback_ops(text)}
-    differing = tuple(d.describe() for d in path_drift(names, version))
-    return TorchPaths(path_note(version, differs=bool(differing)), differing)
+    return path_drift(names, version)
+
+
+def _torch_paths(run: RunMeta, ops) -> Optional[TorchPaths]:
+    """For a prediction or an emulated DirectML scan: the torch whose paths it took, and where 2.4.1's differ."""
+    drift = _drift(run, ops)
+    if drift is None:
+        return None
+    differing = tuple(d.describe() for d in drift)
+    return TorchPaths(path_note(run.environment.torch_version, differs=bool(differing)), differing)
+
+
+def _torch_only(run: RunMeta, ops) -> Mapping[str, str]:
+    """Op -> why, for the ops that only the torch this ran on reaches (DirectML users' torch 2.4.1 does not)."""
+    return {d.op: f"{d.describe()}; DirectML users, on torch {BASELINE_TORCH}, do not meet this fallback"
+            for d in _drift(run, ops) or ()}
+
+
+#: backends whose calls are torch-directml's (live, emulated), besides a prediction for target dml
+_DIRECTML_BACKENDS = ("dml", "emulated-dml")
+
+
+def _known_wrong_results(run: RunMeta, ops) -> tuple:
+    """Device calls of ops whose results were wrong on real DirectML (the measured table), most calls first."""
+    directml = run.device.backend in _DIRECTML_BACKENDS or (run.prediction is not None
+                                                              and run.prediction.target == "dml")
+    table = load_measured("dml") if directml and run.kind != SWEEP else None
+    if table is None or ops.empty:
+        return ()
+    found = []
+    for r in analysis.device_calls_by_op(ops).itertuples():
+        wrong = table.wrong_results(str(r.op), str(r.dtypes))
+        if wrong is not None:
+            found.append(KnownWrongResults(
+                str(r.op), int(r.calls), wrong.dtype, wrong.wrong_calls, wrong.calls, wrong.max_abs_error,
+                wrong.max_rel_error, wrong.confirmed_by, _texts(r.sources), _texts(r.modules),
+                advice_for_wrong_results(str(r.op)), wrong.reason))
+    return tuple(sorted(found, key=lambda k: (not k.confirmed, -k.calls)))
 
 
 def _host_rows(frame) -> tuple:
@@ -96,21 +140,29 @@ def _texts(values) -> tuple:
     return tuple(str(v) for v in values)
 
 
-def _hotspot(r) -> Hotspot:
+def _hotspots(frame, guessed_ops: set, torch_only: Mapping[str, str]) -> tuple:
+    """The hotspots, those that only this torch reaches after the others (they are not the users' findings)."""
+    hotspots = [_hotspot(r, guessed_ops, torch_only) for r in frame.itertuples()]
+    return tuple(sorted(hotspots, key=lambda h: h.torch_flag is not None))
+
+
+def _hotspot(r, guessed_ops: set, torch_only: Mapping[str, str]) -> Hotspot:
     inner = _texts(r.inner_ops)
-    fixes = tuple(Fix(op, tip) for op in (inner or (str(r.op),)) for tip in [advice_for(op)] if tip)
+    fixes = tuple(Fix(op, tip) for op in (inner or (str(r.op),)) for tip in [advice_for(op, str(r.op), _texts(r.phases))] if tip)
+    flags = [torch_only[op] for op in (str(r.op),) + inner if op in torch_only]
     return Hotspot(
         op=str(r.op), inner_ops=inner, calls=int(r.calls), inner_calls=int(r.inner_calls), time_ms=float(r.time_ms),
         share=float(r.share), bytes_moved=int(r.bytes_moved), phases=_texts(r.phases), modules=_texts(r.modules),
-        sources=_texts(r.sources), replacement=fixes[0].advice if fixes else None, fixes=fixes)
+        sources=_texts(r.sources), replacement=fixes[0].advice if fixes else None, fixes=fixes,
+        guessed=str(r.op) in guessed_ops, torch_flag=flags[0] if flags else None)
 
 
-def _op_row(r) -> OpRow:
+def _op_row(r, guessed_rows: set) -> OpRow:
     return OpRow(
         op=str(r.op), verdict=str(r.verdict), phase=str(r.phase), calls=int(r.calls), time_ms=float(r.time_ms),
         device_time_ms=None if pd.isna(r.device_time_ms) else float(r.device_time_ms), share=float(r.share),
         bytes_moved=int(r.bytes_moved), fallback_ops=tuple(sorted(parse_fallback_ops(r.fallback_ops))),
-        module=str(r.module), source=str(r.source))
+        module=str(r.module), source=str(r.source), guessed=(str(r.op), str(r.verdict), str(r.phase)) in guessed_rows)
 
 
 def _transfer(r) -> TransferRow:

@@ -36,7 +36,7 @@ REPORT_META_KEYS = (
     "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
     "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
     "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify", "failed_op",
-    "failed_source", "device_unused", "remapped_from",
+    "failed_source", "device_unused", "remapped_from", "device_failure", "device_float64", "device_emulation",
 )
 #: run facts the sweep document's ``meta`` carries
 SWEEP_META_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform", "backend", "device",
@@ -96,6 +96,10 @@ class Hotspot:
     sources: Tuple[str, ...]
     replacement: Optional[str]  # the first fix, or None
     fixes: Tuple[Fix, ...]  # one per inner op with a known replacement
+    #: a prediction's calls of this op that came after a value it made up (:attr:`Report.guess` says which)
+    guessed: bool = False
+    #: where only the torch this ran on reaches the op, and DirectML users' torch 2.4.1 does not: why (one line)
+    torch_flag: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class OpRow:
     fallback_ops: Tuple[str, ...]
     module: str
     source: str
+    guessed: bool = False  # some of its calls came after a value the prediction made up
 
 
 @dataclass(frozen=True)
@@ -358,6 +363,16 @@ class SweepReport:
         return max((row.samples_per_s for row in self.ok_rows), default=0.0)
 
     @property
+    def noisy_note(self) -> Optional[str]:
+        """When some size's steps varied widely, the sentence every format shows beside the recommendation."""
+        noisy = [row.batch_size for row in self.ok_rows if row.noisy]
+        if not noisy:
+            return None
+        return (f"noisy: step p95 over {self.noisy_p95_over_p50:g}x p50 at batch size"
+                f"{'s' if len(noisy) > 1 else ''} {', '.join(map(str, noisy))} (other load on the machine, throttling, "
+                "lazy initialisation); throughput uses the median, but rerun with more --steps to be sure")
+
+    @property
     def oom_batch_size(self) -> Optional[int]:
         """The smallest size that ran out of memory: the sweep's memory edge (None: none did)."""
         return min((row.batch_size for row in self.rows if row.status == "oom"), default=None)
@@ -415,11 +430,45 @@ class Timeline:
 
 # -- the report ----------------------------------------------------------------------------
 @dataclass(frozen=True)
+class GuessNote:
+    """Where a prediction made a value up, and how many of its calls came after (rows ``guessed``)."""
+
+    op: str  # the call that made it up
+    why: str  # why the prediction had no value there
+    source: str  # the user's line, where known
+    calls_after: int  # recorded calls from it on: their branches and shapes may differ on the device
+    calls: int  # recorded calls in all
+
+
+@dataclass(frozen=True)
 class TorchPaths:
     """Whose code paths a DirectML prediction or emulation shows, and the ops where torch 2.4.1's differ."""
 
     note: str
     differing_ops: Tuple[str, ...] = ()  # one line each: the op, and why it differs
+
+
+@dataclass(frozen=True)
+class KnownWrongResults:
+    """Calls of an op whose results were wrong on real DirectML, in the measured truth table."""
+
+    op: str
+    calls: int  # this run's calls of it on the device
+    dtype: str
+    measured_wrong_calls: int  # in the table's samples
+    measured_calls: int
+    max_abs_error: Optional[float]
+    max_rel_error: Optional[float]
+    #: where it was confirmed on real hardware; "" when seen only on a software adapter (unconfirmed)
+    confirmed_by: str
+    sources: Tuple[str, ...]
+    modules: Tuple[str, ...]
+    fix: Optional[str] = None
+    reason: str = ""  # what differed: values beyond tolerance, or the result's dtype or shape
+
+    @property
+    def confirmed(self) -> bool:
+        return bool(self.confirmed_by)
 
 
 @dataclass(frozen=True)
@@ -442,6 +491,11 @@ class Report:
     extras: Mapping[str, Any]  # what other commands attached, as saved
     #: a DirectML stand-in's session (predicted or emulated): the torch whose code paths it shows
     torch_paths: Optional[TorchPaths] = None
+    #: a DirectML session (live, emulated or predicted): its calls of ops whose results were wrong on real
+    #: DirectML, from the measured truth table (dmlprof/tables/measured.py)
+    known_wrong_results: Tuple[KnownWrongResults, ...] = ()
+    #: a prediction that made a value up: where, why, and how many calls came after it
+    guess: Optional[GuessNote] = None
     #: the timed calls on one axis (None without per-call times: a prediction, a sweep, an empty run);
     #: not in the JSON report, whose rows are per op (a trace file holds every call: ``--trace``)
     timeline: Optional[Timeline] = None
@@ -493,9 +547,34 @@ class Report:
         return self.kind != PREDICTED
 
     @property
+    def host_cpu_times_note(self) -> Optional[str]:
+        """Where the times are the host CPU's (the emulated device), the caveat every format gives them."""
+        if not self.host_cpu_times:
+            return None
+        return ("times on the emulated device are the host CPU's: they do not predict a GPU's; the fallback counts "
+                "and bytes carry over to real DirectML")
+
+    @property
     def cpu_is_device(self) -> bool:
         """Nothing can fall back: the CPU ran the step as the device."""
         return self.run.device.is_cpu and self.kind != PREDICTED
+
+    @property
+    def device_failure_note(self) -> Optional[str]:
+        """When the step fails on the device (DirectML raises, or would end the process), the sentence
+        every report leads with: the call, its dtypes, the user's line, and why."""
+        failed = self.run.device_failure
+        if failed is None:
+            return None
+        where = f" at {failed.source}" if failed.source else ""
+        dtypes = f" ({failed.dtypes})" if failed.dtypes else ""
+        said = (failed.explanation or failed.message).rstrip(".")
+        if failed.kind == "aborts":
+            stopped = ("dmlprof stopped the run just before that call, which would have ended the process"
+                       if failed.observed else "The prediction stops there, as the process would")
+        else:
+            stopped = "The run stopped there" if failed.observed else "The prediction stops there, as the run would"
+        return f"Fails on DirectML: {failed.op}{dtypes}{where}: {said}. {stopped}; the report covers the calls before it."
 
     @property
     def device_unused_note(self) -> Optional[str]:
@@ -504,9 +583,11 @@ class Report:
         if unused is None:
             return None
         used = ", ".join(unused.devices_used) or "no device"
-        return (f"The scanned device ({self.run.device.backend}) was never used: the recorded calls ran on {used}"
-                + (f"; scan with {unused.hint} to run the script's device requests on it" if unused.hint else "")
-                + ".")
+        # without a --from that would help, the script itself chose where its tensors live: say what to change
+        change = (f"scan with {unused.hint} to run the script's device requests on it" if unused.hint else
+                  "so nothing could fall back: put the script's model and batches on the device to test it "
+                  "(for DirectML, torch_directml.device(), which dmlprof answers with the scanned device)")
+        return f"The scanned device ({self.run.device.backend}) was never used: the recorded calls ran on {used}; {change}."
 
     @property
     def fixes(self) -> Tuple[Fix, ...]:
@@ -528,7 +609,7 @@ class Report:
         if self.kind == SWEEP:
             return self._sweep_document()
         meta = self.run.to_dict()
-        return {
+        document = {
             "schema_version": SCHEMA_VERSION,
             "meta": {key: meta[key] for key in REPORT_META_KEYS if key in meta},
             "summary": plain(self.summary),
@@ -542,8 +623,11 @@ class Report:
             "warnings": plain(self.warnings),
             "verification": plain(self.verification),
             "torch_paths": plain(self.torch_paths),
+            "known_wrong_results": plain(self.known_wrong_results),
+            "guess": plain(self.guess),
             "extras": plain(self.extras),
         }
+        return document if self.timed else _without_time_shares(document)
 
     def _sweep_document(self) -> dict:
         meta = self.run.to_dict()
@@ -556,3 +640,18 @@ class Report:
             "stop_reason": (sweep.stop_reason if sweep else None) or "",
             "details": plain(sweep.details) if sweep else [],
         }
+
+
+#: the JSON report's shares of time, by section: a prediction has calls, not times, so they are null there
+#: (no time, not 0 % of it)
+_TIME_SHARES = {"summary": ("device_time_share", "fallback_time_share"), "phases": ("share",), "ops": ("share",),
+                "fallbacks": ("share",), "modules": ("device_share",)}
+
+
+def _without_time_shares(document: dict) -> dict:
+    """``document`` with every share of time null (an untimed report's)."""
+    for section, keys in _TIME_SHARES.items():
+        rows = document[section] if isinstance(document[section], list) else [document[section]]
+        for row in rows:
+            row.update(dict.fromkeys(keys))
+    return document

@@ -257,7 +257,7 @@ def run_sweep(
     started = _clock()
     last_wall_s = None
     last = ""
-    with progress.phase(label, total=len(sizes)) as bar:
+    with progress.phase(label, total=len(sizes), unit="size") as bar:  # sizes/s, not step/s
         try:
             for index, size in enumerate(sizes):
                 if auto and time_budget_s and last_wall_s is not None:
@@ -313,8 +313,12 @@ def run_sweep_devices(model, device: str, devices: List[int], **options) -> List
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from dmlprof.distributed.env import MAX_LOCAL_RANKS
+
     if not devices or len(set(devices)) != len(devices) or any(d < 0 for d in devices):
         raise UsageError("--devices takes distinct device indices, e.g. --devices 0,1")
+    if len(devices) > MAX_LOCAL_RANKS:  # a thread and a child process each, at once
+        raise UsageError(f"--devices takes at most {MAX_LOCAL_RANKS} devices here (twice the CPU cores, at least 8)")
     def quietly(index: int) -> SweepResult:
         with progress.off():  # one bar per device would interleave; each device's table follows
             return run_sweep(model, device, device_index=index, **options)

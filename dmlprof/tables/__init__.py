@@ -79,6 +79,26 @@ class OpTable:
     def __len__(self) -> int:
         return len(self._ops)
 
+    def reaches(self, op: str) -> tuple:
+        """The ops a composite computes with, followed by torch's naming until one that is not composite:
+        ``((op, how), ...)`` after ``op`` itself, ``how`` saying why each follows the one before. Empty for
+        an op that is not composite, or whose next op the names do not tell.
+
+        Two conventions of torch's, which hold for its structured kernels: a ``_foreach_`` op loops over
+        the tensors calling the per-tensor op (``_foreach_lerp_.Scalar`` -> ``lerp_.Scalar``), and a
+        functional or in-place op computes with its ``out=`` form (``lerp_.Scalar`` -> ``lerp.Scalar_out``,
+        ``add_.Tensor`` -> ``add.out``). ``_foreach_lerp_.Scalar`` so reaches ``lerp.Scalar_out``, which
+        falls back on DirectML once per parameter. A scan (``--target dml``) shows what a model reaches.
+        """
+        path, current = [], normalize_op(op)
+        while self.kind(current) in _FOLLOWED and len(path) < _MAX_REACH:
+            found = _next_op(self, current)
+            if found is None or found[0] == current:
+                break
+            path.append(found)
+            current = found[0]
+        return tuple(path)
+
     def version_label(self) -> str:
         """E.g. ``torch-directml 0.2.5.dev240914 (read against torch 2.4.1)``."""
         if self.source == "live":
@@ -87,6 +107,36 @@ class OpTable:
 
     def __repr__(self) -> str:
         return f"<OpTable {self.backend}: {self.version_label()}, {len(self)} ops>"
+
+
+#: kinds whose ops are followed to what they compute with (implicit ones decompose above the backend: their
+#: pieces are many, and a scan shows them)
+_FOLLOWED = ("composite_explicit",)
+_MAX_REACH = 4
+#: a ``_foreach_`` overload's per-tensor overload: a list of tensors or scalars is one of each per call
+_PER_TENSOR = {"List": "Tensor", "ScalarList": "Scalar"}
+
+
+def _next_op(table: OpTable, op: str) -> Optional[tuple]:
+    """What ``op``'s generic kernel calls by torch's naming (see :meth:`OpTable.reaches`), or None."""
+    namespace, rest = op.split("::", 1)
+    name, _, overload = rest.partition(".")
+    if overload == "out" or overload.endswith("_out"):
+        return None  # already the out= form: what it calls is not in its name
+    if name.startswith("_foreach_"):
+        base, per_tensor = name[len("_foreach_"):], _PER_TENSOR.get(overload, overload)
+        candidates = [f"{base}.{per_tensor}" if per_tensor else base, base]
+        how = "one call per tensor"
+    else:
+        base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+        # the Tensor overload's out= form is plain .out (add.out, div.out); others add _out (lerp.Scalar_out)
+        candidates = [f"{base}.{overload}_out"] + ([f"{base}.out"] if overload in ("", "Tensor") else [])
+        how = "its out= form"
+    for candidate in candidates:
+        full = f"{namespace}::{candidate}"
+        if full != op and full in table:
+            return full, how
+    return None
 
 
 def normalize_op(name: str) -> str:

@@ -29,6 +29,7 @@ its in-place write.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -42,6 +43,7 @@ from typing import Optional
 
 import torch
 
+from dmlprof import progress
 from dmlprof.backends.device_module import host_device_module
 
 EXTENSION_NAME = "dmlprof_emulated_dml"
@@ -134,7 +136,6 @@ def _cpp_extension():
     torch-directml pins) prints "No CUDA runtime is found" on import; the
     emulated device is a CPU build and never needs CUDA.
     """
-    import contextlib
     import io
 
     with contextlib.redirect_stderr(io.StringIO()):
@@ -178,19 +179,34 @@ def load(verbose: bool = False):
                 "writable folder)") from None
         _clear_stale_lock(build_dir)
         try:
-            module = load_extension(
-                name=EXTENSION_NAME,
-                sources=[str(p) for p in SOURCES],
-                extra_cflags=compile_flags(),
-                build_directory=str(build_dir),
-                verbose=verbose,
-            )
+            with build_shown(build_dir):
+                module = load_extension(
+                    name=EXTENSION_NAME,
+                    sources=[str(p) for p in SOURCES],
+                    extra_cflags=compile_flags(),
+                    build_directory=str(build_dir),
+                    verbose=verbose,
+                )
         except Exception as exc:  # compiler errors arrive as RuntimeError/OSError/CalledProcessError
             raise EmulatedDeviceError(f"building the emulated DML extension failed: {exc}") from exc
         _install(module)
         _state["module"] = module
         _ensure_backward()
         return module
+
+
+#: what the progress bar says while the extension compiles (20 s on an idle 2-core machine, 70 s and more on
+#: a loaded one): without it the first use of the device is a silent wait
+BUILD_PHASE = "building the emulated DirectML device (first use, about 20 s)"
+
+
+def build_shown(build_dir: Path):
+    """A progress phase around the extension's build when it is not built yet (the CLI draws it on a
+    terminal, with a running clock); nothing when the built library is there and loading is quick."""
+    suffix = ".pyd" if os.name == "nt" else ".so"
+    if (build_dir / f"{EXTENSION_NAME}{suffix}").is_file():
+        return contextlib.nullcontext()
+    return progress.phase(BUILD_PHASE)
 
 
 #: A build of the extension takes a few minutes at most; a lock older than this, in a folder where
@@ -234,6 +250,28 @@ def _ensure_backward() -> None:
         _state["backward_on_calling_thread"] = True
 
 
+def _failure_rule(name: str, arguments: list):
+    """What the device asks before running an op DirectML may refuse: the error to raise, or None.
+
+    The device passes every schema argument in order; the rules read positional ones as ``args``
+    and keyword-only ones (``dtype=``, ``out=``) as ``kwargs``, as a Python kernel receives them.
+    """
+    from dmlprof.backends.directml_failures import failure
+    from dmlprof.record.tap import _overload
+
+    overload = _overload(name)
+    if overload is None:
+        return None
+    args, kwargs = [], {}
+    for argument, value in zip(overload._schema.arguments, arguments):
+        if argument.kwarg_only:
+            kwargs[argument.name] = value
+        else:
+            args.append(value)
+    found = failure(name, tuple(args), kwargs, DEVICE_TYPE, float64_support())
+    return None if found is None else found.error_text()
+
+
 def _install(module) -> None:
     from dmlprof.tables import load_table
 
@@ -257,6 +295,11 @@ def _install(module) -> None:
     if not hasattr(torch, DEVICE_TYPE):
         torch._register_device_module(DEVICE_TYPE, _device_module())
     module.set_float64_support(float64_from_environment())
+    from dmlprof.backends.directml_failures import ruled_ops
+
+    # (Composites that fail on every torch-directml tensor, the view scatters, run here: this device's
+    # tensors have storage, and its kernels are torch-directml's own set, no more: docs/realdml.md.)
+    module.set_failure_rules(_failure_rule, sorted(ruled_ops()))
     spec = os.environ.get(FAULT_ENV, "").strip()
     if spec:
         kind, _, op = spec.partition(":")
@@ -344,7 +387,21 @@ def device() -> torch.device:
     return torch.device(DEVICE_TYPE, 0)
 
 
+#: Where the emulated device calls another op than torch-directml (measured on the real one, docs/realdml.md):
+#: its tensors have host storage and torch-directml's have none (an OpaqueTensorImpl), so the autograd engine
+#: adds two gradients of one tensor in place here (``add_``) and out of place there (``add``).
+ACCUMULATES_IN_PLACE = {"aten::add_.Tensor": "aten::add.Tensor"}
+
+
+def as_on_directml(op: str, phase: str) -> str:
+    """The op torch-directml calls where this device called ``op`` in ``phase`` (the same op, but for
+    autograd's gradient accumulation: :data:`ACCUMULATES_IN_PLACE`). A comparison names both sides so:
+    ``.grad += g`` (AccumulateGrad) is an ``add_`` on every device, and is renamed alike on each."""
+    return ACCUMULATES_IN_PLACE.get(op, op) if phase == "backward" else op
+
+
 __all__ = [
+    "ACCUMULATES_IN_PLACE", "as_on_directml",
     "FLOAT64_ENV", "float64_support", "set_float64_support",
     "EmulatedDeviceError", "FAULT_ENV", "clear_fault", "current_fault", "fault_hits", "set_fault", "build_problem", "build_directory", "device", "fallback_counts", "is_loaded",
     "load", "real_kernel_ops", "reset_fallback_counts", "skipped_ops",

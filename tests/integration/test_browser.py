@@ -7,13 +7,13 @@ screenshot under test-artifacts/.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 from dmlprof.render.html import render_html
+from conftest import require_chromium
 from session_factory import HOSTILE, SWEEP, make_session
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,10 +42,7 @@ def _report_session():
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    if not (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")):
-        pytest.fail("Chromium is not installed (apt-get install chromium chromium-driver; .ci/run does it)")
-    if not shutil.which("chromedriver"):
-        pytest.fail("chromedriver is not installed (apt-get install chromium-driver; .ci/run does it)")
+    require_chromium()
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         from report_scale import chromium_driver

@@ -34,10 +34,12 @@ def test_a_model_without_fallbacks_passes(tmp_path):
     assert "passed" in result.stdout.splitlines()[0] and "::error" not in result.stdout
     assert f"JUnit XML written to {junit}" in result.stderr
     suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite.get("tests") == "1" and suite.get("failures") == "0"
-    assert suite.find("testcase").get("name") == "ops that fell back" and suite.find("testcase/failure") is None
+    assert suite.get("tests") == "2" and suite.get("failures") == "0"
+    assert [case.get("name") for case in suite.findall("testcase")] == ["calls on the device", "ops that fell back"]
+    assert suite.find("testcase/failure") is None
 
 
+@pytest.mark.quick
 def test_a_model_with_fallbacks_fails_with_annotations_and_junit(tmp_path):
     junit = tmp_path / "check.xml"
     result = _check(tmp_path, "models/groupnorm_net.py", "--target", "dml", "--max-fallback-share", "5%",
@@ -53,7 +55,7 @@ def test_a_model_with_fallbacks_fails_with_annotations_and_junit(tmp_path):
                for a in annotations)
     assert any("lerp" in a and "file=" not in a for a in annotations)
     suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    assert suite.get("tests") == "3" and suite.get("failures") == "1"  # calls on the device passed
     failure = suite.find("testcase/failure")
     assert failure.get("type") == "LimitExceeded" and "models/groupnorm_net.py:40" in failure.text
 
@@ -69,3 +71,32 @@ def test_without_github_actions_there_are_no_annotations_and_no_limit_means_none
 def test_a_share_outside_0_to_1_is_a_usage_error(tmp_path, value):
     result = _check(tmp_path, "models/lenet5.py", "--target", "dml", "--max-fallback-share", value)
     assert result.returncode == 2 and result.stderr.startswith("dmlprof: error:") and "Traceback" not in result.stderr
+
+
+def test_a_training_script_written_for_cuda_is_gated_with_from_cuda(tmp_path):
+    # GIVEN a script that calls .cuda() and torch.cuda.*, as most training scripts do
+    junit = tmp_path / "check.xml"
+    result = _check(tmp_path, "tests/fixtures/cuda_style_train.py", "--target", "dml", "--from", "cuda",
+                    "--junit", junit)
+    # THEN its AdamW's lerp falls back on DirectML, and the gate fails on it (not on "unrecognized arguments")
+    assert result.returncode == 6, result.stderr
+    assert "FAIL  ops that fell back 1 (limit 0)" in result.stdout and "lerp" in result.stdout
+    assert "ok    calls on the device" in result.stdout
+    assert ET.parse(junit).getroot().find("testsuite").get("failures") == "1"
+
+
+def test_check_help_offers_the_script_flags():
+    result = subprocess.run([sys.executable, "-m", "dmlprof", "check", "--help"], cwd=REPO, capture_output=True,
+                            text=True, encoding="utf-8", timeout=60)
+    assert result.returncode == 0 and "--from {cuda,mps}" in result.stdout and "--run-to-end" in result.stdout
+
+
+def test_a_script_that_never_uses_the_device_does_not_pass(tmp_path):
+    # GIVEN a script that keeps every tensor on the CPU itself: on any device, nothing can fall back
+    result = _check(tmp_path, "tests/fixtures/train_script.py", "--target", "dml", "--warmup", "0",
+                    "--max-fallback-share", "100%", "--max-fallback-ops", "100")
+    assert result.returncode == 6, result.stderr
+    verdict = next(line for line in result.stdout.splitlines() if line.startswith("dmlprof check"))
+    assert verdict.endswith("FAILED") and "FAIL  calls on the device 0 (limit at least 1)" in result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("dmlprof: error:")]
+    assert len(errors) == 1 and "nothing was tested" in errors[0] and "never used" in errors[0]

@@ -35,6 +35,7 @@ def probe(*args, cwd):
     return done, int(code), torch == "True", pandas == "True"
 
 
+@pytest.mark.quick
 def test_help_imports_neither_torch_nor_pandas(tmp_path):
     done, code, torch, pandas = probe("--help", cwd=tmp_path)
     assert code == 0 and "scan" in done.stdout and "report" in done.stdout

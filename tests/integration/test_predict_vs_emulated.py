@@ -53,7 +53,13 @@ def _predict_in_fresh_process(model: Path, out_dir: Path) -> tuple:
 
 
 def _calls(session) -> list:
-    return list(zip(session.ops["op"], session.ops["verdict"], session.ops["fallback_ops"], session.ops["phase"]))
+    """(op, verdict, fallback ops, phase) per call, autograd's gradient accumulation named as torch-directml
+    calls it (the emulated device accumulates in place where it does not: dmlprof.testing.ACCUMULATES_IN_PLACE)."""
+    from dmlprof.testing import as_on_directml
+
+    ops = session.ops
+    return [(as_on_directml(op, phase), verdict, fallback, phase)
+            for op, verdict, fallback, phase in zip(ops["op"], ops["verdict"], ops["fallback_ops"], ops["phase"])]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=[p.stem for p in MODELS])

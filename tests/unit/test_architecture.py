@@ -27,7 +27,7 @@ LAYERS = (
     # (predict's stand-in device is a device like the others; predict_scan, its entry point, runs the runner)
     # (which calls are a distributed run's collectives is the recorder's to know, as phases are)
     ("capture", ("dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing", "dmlprof.predict.device",
-                 "dmlprof.predict.standin", "dmlprof.distributed.collectives")),
+                 "dmlprof.predict.standin", "dmlprof.predict.values", "dmlprof.distributed.collectives")),
     ("orchestration", ("dmlprof.model_file", "dmlprof.runner", "dmlprof.replaced_scan", "dmlprof.predict",
                        "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed")),
     # (a distributed run's launcher, its per-rank entry point and the merged report's printer are commands)

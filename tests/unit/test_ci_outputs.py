@@ -27,7 +27,32 @@ def test_limits_pass_at_the_limit_and_fail_past_it():
     failed = check_limits(report, 0.05, 0)
     assert not failed.passed and [c.name for c in failed.failed] == ["fallback share of op time", "ops that fell back"]
     assert failed.failed[0].describe() == "fallback share of op time 10.0% (limit 5.0%)"
-    assert check_limits(report, None, None).checks == ()
+    assert [c.name for c in check_limits(report, None, None).checks] == ["calls on the device"]
+
+
+def test_a_run_that_never_used_the_device_fails_whatever_the_limits():
+    # GIVEN a script that put every tensor on the CPU itself: nothing on the device could fall back
+    session = make_session([{"op": "aten::addmm", "time_ns": 900_000, "verdict": "cpu", "input_devices": "cpu",
+                             "output_devices": "cpu"}],
+                           meta={"device_unused": {"devices_used": ["cpu"], "hint": None}})
+    result = check_limits(build_report(session), 1.0, 100)
+    assert not result.passed and [c.name for c in result.failed] == ["calls on the device"]
+    described = result.failed[0].describe()
+    assert described.startswith("calls on the device 0 (limit at least 1): nothing was tested.")
+    assert "was never used" in described and "put the script's model and batches on the device" in described
+    from dmlprof.render.terminal import render_text
+
+    text = render_text(session, width=200)
+    assert "Fallbacks: none possible - no call ran on the device" in text and "every call on device" not in text
+    text = render_check_text(result, "train.py")
+    assert text.splitlines()[0].endswith("FAILED") and "FAIL  calls on the device 0" in text
+    suite = ET.fromstring(junit_xml(result, "train.py").encode("utf-8")).find("testsuite")
+    assert suite.get("failures") == "1" and suite.find("testcase/failure").get("message").startswith("calls on")
+
+
+def test_a_run_on_the_device_passes_the_device_check():
+    result = check_limits(build_report(_session()), 0.5, 5)
+    assert result.passed and result.checks[0].describe() == "calls on the device 2 (limit at least 1)"
 
 
 def test_annotations_escape_what_github_reads_as_syntax():
@@ -53,6 +78,7 @@ def test_junit_is_valid_xml_whatever_the_names_hold():
     root = ET.fromstring(junit_xml(result, "models/<net>.py").encode("utf-8"))
     suite = root.find("testsuite")
     assert suite.get("name") == "dmlprof check models/<net>.py" and suite.get("failures") == "2"
+    assert suite.get("tests") == "3"  # calls on the device, the fallback share, the ops that fell back
     assert "aten::evil%op," in suite.find("testcase/failure").text and "\\x1b" in suite.find("testcase/failure").text
 
 
@@ -64,3 +90,10 @@ def test_the_text_verdict_names_the_fix_and_the_line():
 @pytest.mark.parametrize("text, value", [("0.05", 0.05), ("5%", 0.05), ("0", 0.0), ("100%", 1.0)])
 def test_a_share_is_a_fraction_or_a_percentage(text, value):
     assert share(text) == pytest.approx(value)
+
+
+def test_a_count_of_one_is_singular():
+    from dmlprof.render.format import fmt_count
+
+    assert [fmt_count(n, "measured step") for n in (0, 1, 3)] == ["0 measured steps", "1 measured step", "3 measured steps"]
+    assert fmt_count(None, "call") == "0 calls" and fmt_count(2, "proxy", "proxies") == "2 proxies"

@@ -177,8 +177,9 @@ def test_renderers_escape_what_the_run_named(tmp_path):
 
 
 def test_rank_info_reads_the_launchers_environment():
-    info = env.rank_info({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"})
-    assert info == env.RankInfo(3, 1, 4, 2, 1)
+    environ = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"}
+    info = env.rank_info(environ)
+    assert info == env.RankInfo(3, 1, 4, 2, 1, run_id=env.job_token(environ))
     assert env.rank_info({}) is None
     with pytest.raises(UsageError):
         env.rank_info({"RANK": "4", "WORLD_SIZE": "4"})
@@ -236,15 +237,16 @@ def test_the_heartbeat_counts_the_collectives_kept_after_a_warm_up_drop(tmp_path
 def test_failure_line_blames_the_dead_rank_first_and_lists_what_was_kept(tmp_path):
     make_session([{"op": "aten::mm", "time_ns": 1}]).save(env.session_path(tmp_path, 0))
     (tmp_path / "rank0.error.json").write_text(json.dumps({"rank": 0, "line": "stopped by the launcher (SIGTERM)"}))
-    line = failure_line(tmp_path, 2, {1: -9, 0: 130})
-    assert line.startswith("rank 1 died (killed by SIGKILL); sessions of rank 0 kept in ")
+    line, code = failure_line(tmp_path, 2, {1: -9, 0: 130})
+    assert code == 3 and line.startswith("rank 1 died (killed by SIGKILL); sessions of rank 0 kept in ")
     assert json.loads((tmp_path / "rank1.error.json").read_text())["line"] == "died (killed by SIGKILL)"
 
 
 def test_failure_line_puts_a_hang_before_the_ranks_the_launcher_stopped(tmp_path):
     (tmp_path / "rank0.error.json").write_text(json.dumps({"rank": 0, "line": "rank 0 waited 8 s ...", "hung": True}))
     (tmp_path / "rank1.error.json").write_text(json.dumps({"rank": 1, "line": "stopped by the launcher (SIGTERM)"}))
-    assert failure_line(tmp_path, 2, {0: 5, 1: 130}).startswith("rank 0 waited 8 s ...; no session kept")
+    line, code = failure_line(tmp_path, 2, {0: 5, 1: 130})
+    assert line.startswith("rank 0 waited 8 s ...; no session kept") and code == 3  # a hang is the model's failure
 
 
 def test_each_rank_gets_the_scan_options_but_not_the_launch_ones():

@@ -113,3 +113,19 @@ def test_a_report_is_frozen():
         report.hotspots = ()
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.hotspots[0].calls = 0
+
+
+def test_a_predictions_json_has_null_time_shares_and_a_live_ones_numbers():
+    """A prediction has calls, not times: 0.0 % of op time would read as a measurement."""
+    import json
+
+    from dmlprof.render.json_report import render_json
+
+    predicted = json.loads(render_json(KINDS["predicted"]()))
+    assert predicted["summary"]["fallback_time_share"] is None and predicted["summary"]["device_time_share"] is None
+    assert predicted["summary"]["fallback_call_share"] is not None  # shares of calls stay
+    for section, key in (("phases", "share"), ("ops", "share"), ("fallbacks", "share"), ("modules", "device_share")):
+        assert predicted[section] and all(row[key] is None for row in predicted[section]), section
+    live = json.loads(render_json(KINDS["live_dml"]()))
+    assert isinstance(live["summary"]["fallback_time_share"], float) and all(
+        isinstance(row["share"], float) for row in live["ops"])

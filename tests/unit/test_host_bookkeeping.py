@@ -84,3 +84,15 @@ def test_every_renderer_shows_the_same_shares():
     assert "4 host bookkeeping" in text and "Host bookkeeping, not a finding: 4 calls" in text
     findings = text.split("Calls on CPU tensors inside the step")[1].split("\n\n")[0]
     assert "aten::mul.Tensor" in findings and "lift_fresh" not in findings
+
+
+def test_the_ops_table_leaves_host_bookkeeping_to_its_own_line():
+    """By calls (a prediction), 52 step-counter reads would lead the table the same report calls 'not a finding'."""
+    counters = {"verdict": "cpu", "phase": "optimizer", "module": "optimizer.Adam", "source": "",
+                "input_devices": "cpu", "output_devices": "cpu", "op": "aten::_local_scalar_dense", "shapes": "[[]]",
+                "time_ns": 0}
+    session = make_session([{"op": "aten::addmm", "time_ns": 0}] * 3 + [counters] * 52, meta={"mode": "predicted"})
+    text = render_text(session, width=120)
+    table = text[text.index("Ops by calls"):].splitlines()
+    assert table[0].startswith("Ops by calls (top 1 of 1)") and table[3].startswith("aten::addmm")
+    assert "_local_scalar_dense" not in "\n".join(table[:4]) and "Host bookkeeping, not a finding: 52 calls" in text

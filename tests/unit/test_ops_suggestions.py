@@ -26,3 +26,38 @@ def test_a_name_like_nothing_says_so_without_suggestions(capsys):
     assert main(["ops", "zzzzqqq"]) == 2
     err = capsys.readouterr().err
     assert "did you mean" not in err and "check the spelling" in err
+
+
+def test_a_composite_is_followed_to_the_op_that_falls_back_and_its_fix(capsys):
+    # GIVEN Adam's per-parameter update, a composite: the table alone says nothing falls back there
+    assert main(["ops", "_foreach_lerp_.Scalar"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # THEN it is followed through torch's per-tensor loop to the out= form that falls back, with the fix
+    assert out[2] == ("  reaches: aten::lerp_.Scalar (one call per tensor) -> aten::lerp.Scalar_out (its out= form): "
+                      "fallback")
+    assert out[3].startswith("  fix: Adam/AdamW's moment update (lerp)")
+
+
+def test_a_composite_that_stays_on_the_device_has_no_fix(capsys):
+    assert main(["ops", "add_.Tensor", "--json"]) == 0
+    import json
+
+    (item,) = json.loads(capsys.readouterr().out)["ops"]
+    assert item["reaches"] == [{"op": "aten::add.out", "how": "its out= form", "kind": "native"}]
+    assert item["fix"] is None
+
+
+def test_an_op_that_falls_back_itself_names_its_fix(capsys):
+    assert main(["ops", "native_group_norm_backward"]) == 0
+    out = capsys.readouterr().out
+    assert "reaches" not in out and "fix: GroupNorm's backward falls back" in out
+
+
+def test_the_table_follows_only_what_torchs_names_tell():
+    from dmlprof.tables import load_table
+
+    table = load_table("dml")
+    assert table.reaches("aten::lerp.Scalar_out") == ()  # not composite: nothing to follow
+    assert table.reaches("aten::linear") == ()  # implicit: decomposed above the backend, not followed
+    assert table.reaches("aten::_foreach_lerp_.List") == (("aten::lerp_.Tensor", "one call per tensor"),
+                                                          ("aten::lerp.Tensor_out", "its out= form"))

@@ -6,11 +6,14 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from conftest import MODELS
 from dmlprof import progress
+
+# not from conftest: collected after tests/realdml, whose conftest.py then answers 'import conftest'
+MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 class FakeTerminal(io.StringIO):
@@ -36,7 +39,7 @@ class Tally(progress.Reporter):
         self.phases, self.advances, self.stages = [], {}, []
 
     @contextmanager
-    def phase(self, name, total=None):
+    def phase(self, name, total=None, unit="step"):
         self.phases.append((name, total))
         self.advances.setdefault(name, 0)
         tally = self
@@ -220,6 +223,7 @@ def test_the_sweep_counts_sizes_and_says_how_each_went(tmp_path, monkeypatch):
     shown = segments(terminal.getvalue())
     assert any(s.startswith("batch sizes:") and "1/2" in s and "bs=8: ok 800 samples/s" in s for s in shown), shown
     assert any("2/2" in s for s in shown)
+    assert any("size/s" in s for s in shown) and not any("step/s" in s for s in shown)  # it counts sizes
     quiet = FakeTerminal()
     monkeypatch.setattr(sys, "stderr", quiet)
     run_sweep(model, "cpu", batch_sizes=[8], runner=runner)  # the library alone draws nothing
@@ -237,3 +241,18 @@ def test_a_message_during_a_bar_gets_its_own_line_and_the_bar_comes_back(capsys)
     assert "steps:" in after and "1/2" in after  # then the bar is drawn again below it
     progress.say("no bars: plain stderr")
     assert capsys.readouterr().err == "no bars: plain stderr\n"
+
+
+def test_the_emulated_devices_first_build_is_a_phase_of_its_own(tmp_path):
+    """Compiling the emulated device takes 20 s to minutes: the bars say so, with a clock, instead of a silent wait."""
+    from dmlprof import testing
+
+    tally = Tally()
+    with progress.using(tally):
+        with testing.build_shown(tmp_path):  # nothing built there yet
+            pass
+        (tmp_path / f"{testing.EXTENSION_NAME}{'.pyd' if sys.platform == 'win32' else '.so'}").write_bytes(b"")
+        with testing.build_shown(tmp_path):  # built: loading it is quick, no phase
+            pass
+    assert tally.phases == [(testing.BUILD_PHASE, None)]
+    assert "building the emulated DirectML device" in testing.BUILD_PHASE

@@ -57,3 +57,18 @@ def test_the_comparison_comes_before_the_patched_run_and_titles_it():
     text = render_text(report, width=120)
     assert report.title.endswith("before and after dmlprof's replacements")
     assert text.index("Before and after") < text.index("The patched run in detail:") < text.index("op calls:")
+
+
+def test_the_page_gives_the_emulated_devices_speed_up_the_terminals_caveat():
+    """'1.60x faster' on the emulated device is the host CPU's: the page says so, as the terminal does."""
+    from dmlprof.render.html import render_html, report_data
+
+    session = KINDS["replaced"]()
+    session.meta = session.meta.updated(device=session.meta.device.__class__(
+        **{**vars(session.meta.device), "backend": "emulated-dml"}))
+    data = report_data(session)
+    assert "the host CPU's" in data["verdict"]["detail"] and "the host CPU's" in data["replace"]["times_note"]
+    assert 'id="replace-times-note"' in render_html(session)
+    assert "the host CPU's" in render_text(session, width=200)
+    on_gpu = report_data(KINDS["replaced"]())  # a real device's times need no caveat
+    assert on_gpu["replace"]["times_note"] is None and "host CPU" not in on_gpu["verdict"]["detail"]

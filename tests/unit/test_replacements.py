@@ -399,6 +399,25 @@ def test_upsample_linear1d(kwargs):
                            lambda x: ops.interpolate_linear1d(x, **kwargs), [x])
 
 
+@pytest.mark.parametrize("kwargs", [{"scale_factor": 2}, {"size": (3, 11), "align_corners": True}, {"scale_factor": 0.5},
+                                    {"scale_factor": (1.7, 0.6)}, {"scale_factor": 1.5, "recompute_scale_factor": True},
+                                    {"size": (9, 2), "align_corners": False}])
+def test_interpolate_bilinear_samples_as_aten_does(kwargs):
+    """upsample_bilinear2d gives wrong values on DirectML (microsoft/DirectML#482): the replacement's matmuls
+    must give ATen's values and gradients, sizes and scales included."""
+    x = _rand(2, 3, 5, 7, seed=77)
+    _same_values_and_grads(lambda x: F.interpolate(x, mode="bilinear", **kwargs),
+                           lambda x: ops.interpolate_bilinear(x, **kwargs), [x])
+
+
+@pytest.mark.parametrize("pad, value", [((1, 2), 0.0), ((1, 2, 0, 1), 0.5), ((0, 0, 2, 2, 1, 0), -1.0)])
+def test_pad_constant_pads_by_concatenation(pad, value):
+    """F.pad's backward (constant_pad_nd with negative pads) is refused by torch-directml: the replacement's
+    values and gradients are F.pad's."""
+    x = _rand(2, 3, 5, 4, seed=78)
+    _same_values_and_grads(lambda x: F.pad(x, pad, value=value), lambda x: ops.pad_constant(x, pad, value), [x])
+
+
 @pytest.mark.parametrize("shifts,dims", [(2, None), (1, 0), ((1, -2), (0, 1)), (-7, 1), (0, 1)])
 def test_roll(shifts, dims):
     x = _rand(3, 4, seed=76)
@@ -788,7 +807,7 @@ def test_advice_names_replacement_for_reported_fallbacks():
     from dmlprof.replacements import advice_for, advice_for_hotspot
 
     lerp = advice_for("aten::lerp.Scalar_out")
-    assert "resets Adam's moments" in lerp and "lerp falling back" in lerp and "dmlprof.patch" in lerp
+    assert "only resets its moments" in lerp and "falls back once per parameter" in lerp and "dmlprof.patch" in lerp
     assert "group_norm" in advice_for("aten::native_group_norm_backward")
     assert advice_for("aten::mm") is None
     assert advice_for_hotspot(["aten::mm", "aten::_embedding_bag.out"]).startswith("nn.EmbeddingBag")

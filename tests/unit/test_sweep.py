@@ -487,3 +487,38 @@ def test_text_flags_noisy_sizes():
     assert "noisy" not in next(l for l in lines if l.startswith("8 "))
     assert "noisy" in next(l for l in lines if l.startswith("16 "))
     assert any(l.startswith("noisy: step p95 over 2x p50") for l in lines)
+
+
+def test_a_sweep_on_the_cpu_has_no_fallback_column():
+    """Nothing falls back on the CPU: a column of 0.0% there reads as a measurement."""
+    from session_kinds import sweep
+
+    on_gpu = render_sweep_text(sweep(), width=120)
+    session = sweep()
+    session.meta = session.meta.updated(device=session.meta.device.__class__(
+        **{**vars(session.meta.device), "backend": "cpu", "device": "cpu"}))
+    on_cpu = render_sweep_text(session, width=120)
+    header = next(line for line in on_cpu.splitlines() if line.startswith("batch "))
+    assert "fallback" not in header and "fallback" in next(l for l in on_gpu.splitlines() if l.startswith("batch "))
+
+
+def test_a_noisy_sweep_is_said_to_be_noisy_on_the_page_as_in_the_terminal():
+    """Throughputs of 38/617/219/836/340/348 samples/s: the page must not recommend in green what the terminal doubts."""
+    import copy
+
+    from dmlprof.render.html import render_html, report_data
+    from session_kinds import sweep
+
+    session = sweep()
+    rows = [row(2 ** (3 + i), rate) for i, rate in enumerate((38.0, 617.0, 219.0, 836.0, 340.0, 348.0))]
+    for noisy in rows[::2]:
+        noisy["step_ms_p95"] = 5 * noisy["step_ms_p50"]
+    session.extras = {"sweep": dict(copy.deepcopy(session.extras["sweep"]), rows=rows, recommended_batch_size=64,
+                                    knee_batch_size=None, memory_budget_bytes=None)}
+    data = report_data(session)
+    assert data["verdict"]["tone"] == "warn" and "Noisy: step p95 over 2x p50 at batch sizes 8, 32, 128" in \
+        data["verdict"]["detail"]
+    assert data["sweep"]["noisy_note"].startswith("noisy:") and [r["noisy"] for r in data["sweep"]["rows"]] == [
+        True, False, True, False, True, False]
+    assert 'id="sweep-noisy"' in render_html(session)
+    assert data["sweep"]["noisy_note"] in " ".join(render_sweep_text(session, width=300).split("\n"))

@@ -128,3 +128,33 @@ def test_ops_defined_after_the_tap_is_installed_are_seen():
         assert any("twice" in name for name in seen)
     finally:
         tap.remove()
+
+
+def test_a_submodule_whose_forward_raises_and_is_caught_is_left_behind():
+    """GIVEN a parent that calls a submodule inside try/except, and the submodule raises
+    THEN the calls after it are the parent's, not charged to the submodule that raised."""
+    import torch
+    from torch import nn
+
+    import dmlprof
+
+    class Raises(nn.Module):
+        def forward(self, x):
+            raise ValueError("no")
+
+    class Parent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.child = Raises()
+
+        def forward(self, x):
+            try:
+                self.child(x)
+            except ValueError:
+                pass
+            return x * 2
+
+    model, x = Parent(), torch.ones(2)
+    with dmlprof.profile("cpu", profiler=False) as run:
+        model(x)
+    assert run.session.ops[["op", "module"]].values.tolist() == [["aten::mul.Tensor", "Parent"]]

@@ -168,3 +168,22 @@ def test_without_a_sync_kernels_queue_one_after_another():
     (mm, relu) = kernels
     assert mm["ts"] == 0.0 and mm["dur"] == 50.0
     assert relu["ts"] == pytest.approx(50.0) and relu["dur"] == 10.0  # launched at 1.1 us, ran when mm was done
+
+
+def test_a_trace_file_puts_fallbacks_on_a_red_lane_of_their_own():
+    from dmlprof.render.trace import FALLBACK_COLOUR, FALLBACK_LANE, FALLBACK_PID, FALLBACK_TID, trace_json
+
+    trace = json.loads(trace_json(fallback_mix()))
+    assert _lanes(trace)[(FALLBACK_PID, FALLBACK_TID)] == FALLBACK_LANE
+    lane = [e for e in trace["traceEvents"] if e.get("pid") == FALLBACK_PID and e["ph"] == "X"]
+    calls = {e["args"]["External id"]: e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"
+             and e["args"].get("dmlprof verdict") == "fallback"}
+    assert sorted(e["name"] for e in lane) == ["fallback::aten::cumsum", "fallback::aten::cumsum",
+                                               "fallback::aten::lerp.Scalar_out"]
+    for event in lane:  # one per call that fell back, at its call's time, red
+        call = calls[event["args"]["External id"]]
+        assert (event["ts"], event["dur"], event["cname"]) == (call["ts"], call["dur"], FALLBACK_COLOUR)
+    marks = [e for e in trace["traceEvents"] if e["name"].startswith("fallback::") and e.get("pid") != FALLBACK_PID]
+    assert marks and all(m["cname"] == FALLBACK_COLOUR for m in marks)
+    plain = json.loads(trace_json(make_session([{"op": "aten::mm", "time_ns": 100}])))
+    assert FALLBACK_LANE not in _lanes(plain).values()

@@ -16,10 +16,13 @@
 #include <torch/extension.h>
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/InferSize.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
 #if EMU_TORCH_VERSION >= 206
@@ -35,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -257,10 +261,19 @@ void k_as_strided_(const c10::OperatorHandle&, Stack* s) {
 
 // reshape(Tensor(a) self, SymInt[] shape): torch's composite reshape, which
 // views where it can and copies where it must, through the dispatcher.
+// torch-directml's own reshape (on AutogradPrivateUse1), as measured on the real one: a shape the
+// strides allow is an _reshape_alias (torch's composite makes a view), any other a contiguous clone
+// viewed with _unsafe_view. Both reach the dispatcher from above autograd, so autograd records them.
 void k_reshape(const c10::OperatorHandle&, Stack* s) {
   auto args = torch::jit::pop(*s, 2);
-  auto shape = int_list(args[1]);
-  torch::jit::push(*s, at::native::reshape_symint(args[0].toTensor(), c10::fromIntArrayRefSlow(shape)));
+  const at::Tensor self = args[0].toTensor();
+  auto shape = at::infer_size_dv(int_list(args[1]), self.numel());
+  auto stride = at::detail::computeStride(self.sizes(), self.strides(), shape);
+  if (stride.has_value()) {
+    torch::jit::push(*s, at::_reshape_alias(self, shape, *stride));
+  } else {
+    torch::jit::push(*s, at::_unsafe_view(self.clone(at::MemoryFormat::Contiguous), shape));
+  }
 }
 
 int64_t conv_out_channels(const at::Tensor& weight, bool transposed, int64_t groups) {
@@ -489,11 +502,61 @@ void native_kernel(const c10::OperatorHandle& op, Stack* s) { at::native::cpu_fa
 // with torch-directml's words. Float64 support is a setting (off, as on most adapters).
 std::atomic<bool> g_float64_support{false};
 
+// A complex or bfloat16 tensor on the device ends torch-directml's process (a fatal check, SIGABRT,
+// measured): this device raises instead, in the words dmlprof says every abort with (directml_failures.py).
+const char* unheld_name(c10::ScalarType type) {
+  switch (type) {
+    case at::kComplexFloat: return "ComplexFloat";
+    case at::kComplexDouble: return "ComplexDouble";
+    case at::kComplexHalf: return "ComplexHalf";
+    case at::kBFloat16: return "BFloat16";
+    default: return nullptr;
+  }
+}
+
 void check_dtype(const at::Tensor& t) {
   if (!on_device(t)) return;
   TORCH_CHECK(t.scalar_type() != at::kDouble || g_float64_support.load(),
               "The GPU device does not support Double (Float64) operations!");
-  TORCH_CHECK(t.scalar_type() != at::kBFloat16, "Invalid or unsupported data type BFloat16.");
+  const char* unheld = unheld_name(t.scalar_type());
+  TORCH_CHECK(unheld == nullptr, "torch-directml ends the process here (SIGABRT): Invalid or unsupported data type ",
+              unheld, ".");
+}
+
+// ---------------------------------------------------------------- calls DirectML refuses
+// Rules over a call's arguments (scatter's dimensions, eye, ...) live once, in Python
+// (dmlprof/backends/directml_failures.py); for the ops they cover, each call asks them first and
+// raises their words instead of running.
+std::mutex g_rules_mutex;
+auto& g_rule_ops = *new std::set<std::string>();
+PyObject* g_rule = nullptr;  // callable(op name, [arguments]) -> None | error text; a new reference kept
+
+void set_failure_rules(py::object rule, const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
+  g_rule_ops.clear();
+  g_rule_ops.insert(names.begin(), names.end());
+  Py_XDECREF(g_rule);
+  g_rule = rule.is_none() ? nullptr : rule.inc_ref().ptr();
+}
+
+std::string op_name(const c10::OperatorHandle& op);
+
+void check_rules(const c10::OperatorHandle& op, const Stack* s, size_t first) {
+  if (g_rule == nullptr) return;
+  std::string name = op_name(op);
+  {
+    std::lock_guard<std::mutex> lock(g_rules_mutex);
+    if (!g_rule_ops.count(name)) return;
+  }
+  std::string refused;
+  {
+    py::gil_scoped_acquire gil;
+    py::list arguments;
+    for (size_t i = first; i < s->size(); ++i) arguments.append(torch::jit::toPyObject((*s)[i]));
+    py::object said = py::reinterpret_borrow<py::object>(g_rule)(name, arguments);
+    if (!said.is_none()) refused = said.cast<std::string>();
+  }
+  TORCH_CHECK(refused.empty(), refused);
 }
 
 void check_values(const Stack* s, size_t first) {
@@ -511,6 +574,7 @@ template <BoxedFn Fn>
 void dtype_checked(const c10::OperatorHandle& op, Stack* s) {
   const size_t first = s->size() - op.schema().arguments().size();
   check_values(s, first);
+  check_rules(op, s, first);
   Fn(op, s);
   check_values(s, first);  // the outputs now (a factory's dtype argument shows here)
 }
@@ -688,5 +752,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_fault", &set_fault, "set a fault (corrupt | drop_write, op name) or clear it (kind '')");
   m.def("fault_hits", &fault_hits, "kernel calls that took the fault since it was set");
   m.def("set_float64_support", &set_float64_support, "whether the device runs float64 (off: most adapters do not)");
+  m.def("set_failure_rules", &set_failure_rules, "rule(op name, arguments) -> None | error, asked for these ops");
   m.def("register_hooks", &register_hooks, "register PrivateUse1 hooks (torch >= 2.6); false when not needed");
 }

@@ -58,18 +58,24 @@ def load_session(path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def session_rows(session: dict, device_only: bool = False) -> list:
+def session_rows(session: dict, device_only: bool = False, as_on_directml: bool = False) -> list:
     """One ``(op, verdict, fallback ops)`` per recorded call, in order.
 
     ``device_only`` keeps the calls that touched the device (verdicts ``device`` and ``fallback``):
     calls on CPU tensors include host work whose timing is not the program's to decide (a
     DataLoader unpickles its workers' batches whenever they arrive, early ones ahead of time).
+    ``as_on_directml`` names autograd's gradient accumulation as torch-directml calls it (the
+    emulated device accumulates in place where it does not: ``dmlprof.testing.ACCUMULATES_IN_PLACE``).
     """
+    from dmlprof.testing import as_on_directml as directml_name
+
     ops = session.get("ops") or {}
     names = ops.get("op") or []
     verdicts = ops.get("verdict") or [""] * len(names)
     fallbacks = ops.get("fallback_ops") or [""] * len(names)
-    return [(op, verdict, _parse_fallbacks(text)) for op, verdict, text in zip(names, verdicts, fallbacks)
+    phases = ops.get("phase") or [""] * len(names)
+    return [(directml_name(op, phase) if as_on_directml else op, verdict, _parse_fallbacks(text))
+            for op, verdict, text, phase in zip(names, verdicts, fallbacks, phases)
             if not device_only or verdict != "cpu"]
 
 

@@ -1,0 +1,432 @@
+"""Calls that fail on DirectML: torch-directml raises, or ends the process, where the CPU runs them.
+
+Measured on the real torch-directml 0.2.5 (tools/realdml/measure_truth.py, docs/realdml.md) and
+written here as rules over a call's arguments, so that every DirectML path says the same:
+
+- the live recorder on real DirectML refuses a call that would **abort** the process (a fatal
+  check in torch-directml's native code, SIGABRT or SIGSEGV): the scan stops there with an error
+  and keeps everything recorded, instead of dying with nothing (:meth:`DmlBackend.refusal_for`);
+- the prediction (``--target dml``) and the emulated device raise where torch-directml raises or
+  aborts, with its own words (an abort is said as such), so a model that fails on DirectML fails
+  at the same call on every path.
+
+Each rule is a condition measured on the real thing, not a guess: a call either matches a rule
+(it fails on DirectML) or DirectML runs it. Float64 and bfloat16 are refused where tensors are made
+(the stand-in and the emulated device refuse those dtypes themselves); complex dtypes and bfloat16 too,
+but a tensor of one of those on the device ends the process, so it is an abort.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+RAISES = "raises"
+ABORTS = "aborts"
+
+#: torch-directml's fatal check for a tensor of a dtype it cannot hold (dml_util.cc), glog's words
+COMPLEX_MESSAGE = "Invalid or unsupported data type {dtype}."
+#: how every abort is said: the call that would end the process fails with this prefix instead
+ABORT_PREFIX = "torch-directml ends the process here"
+_ABORT_TEXT = re.compile(re.escape(ABORT_PREFIX) + r" \((?P<how>[^)]*)\): (?P<message>[^\n]*)")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A call DirectML does not run: torch-directml's words, and whether it raises or aborts."""
+
+    kind: str  # RAISES or ABORTS
+    message: str  # what torch-directml says (the exception's text, or the fatal check's line)
+    how: str = ""  # for an abort: the signal that ends the process
+
+    def error_text(self) -> str:
+        """The exception text a stand-in (or the guard on real DirectML) raises in the call's place."""
+        if self.kind == ABORTS:
+            return f"{ABORT_PREFIX} ({self.how}): {self.message}".rstrip(": ")
+        return self.message
+
+
+class DirectMLFailure(RuntimeError):
+    """Raised in place of a call that fails on DirectML (a stand-in's, or the guard's for an abort)."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.error_text())
+        self.failure = failure
+
+
+#: dtypes no DirectML tensor can hold, in torch-directml's words: making one on the device ends the process
+#: (a fatal check in dml_util.cc, SIGABRT), measured for each on the real torch-directml
+UNHELD_DTYPES = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf",
+                 torch.bfloat16: "BFloat16"}
+
+
+def unheld_dtype_failure(dtype: torch.dtype) -> Failure:
+    """A tensor of a dtype DirectML cannot hold, made on the device: the fatal check ends the process."""
+    return Failure(ABORTS, COMPLEX_MESSAGE.format(dtype=UNHELD_DTYPES.get(dtype, str(dtype))), "SIGABRT")
+
+
+
+# -- the rules: op name -> check(args, kwargs) -> Failure or None --------------------------------
+_SCATTER_MESSAGE = ("DirectML scatter doesn't allow partially modified dimensions. Please update the dimension "
+                    "so that the indices and input only differ in the provided dimension.")
+
+
+def _scatter(args, kwargs) -> Optional[Failure]:
+    """DirectML's scatter compares every dimension but ``dim`` of index and self, with ``dim`` as
+    given: a negative ``dim`` (``one_hot``'s ``scatter_(-1, ...)``, ``topk``/``max(dim=-1)``'s backward)
+    matches no dimension, so an index narrower than self in the scattered dimension is refused too."""
+    self, dim, index = args[0], args[1], args[2] if len(args) > 2 else kwargs.get("index")
+    if not isinstance(index, torch.Tensor) or not isinstance(self, torch.Tensor) or index.dim() != self.dim():
+        return None
+    if any(d != dim and index.shape[d] != self.shape[d] for d in range(self.dim())):
+        return Failure(RAISES, _SCATTER_MESSAGE)
+    return None
+
+
+def _non_empty_output(args, kwargs) -> bool:
+    sizes = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    return all(size > 0 for size in sizes) if sizes else True
+
+
+def _eye(args, kwargs) -> Optional[Failure]:
+    """``torch.eye(n, device=dml)``: the fallback's ``eye.m_out`` crashes the process for any n > 0."""
+    return Failure(ABORTS, "eye on the device (eye.m_out's CPU fallback) crashes", "SIGSEGV") \
+        if _non_empty_output(args, kwargs) else None
+
+
+#: torch-directml's refusal of float64, raised where an adapter has none
+FLOAT64_MESSAGE = "The GPU device does not support Double (Float64) operations!"
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, float)
+
+
+def _full(args, kwargs) -> Optional[Failure]:
+    """``torch.full(size, 1.5, device=dml)``: with no dtype given, torch-directml's full makes the fill
+    value's double on the device (an int fill, or an explicit dtype, runs; so does full_like)."""
+    fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
+    return Failure(RAISES, FLOAT64_MESSAGE) if kwargs.get("dtype") is None and _is_float(fill) else None
+
+
+def _rsub_scalar(args, kwargs) -> Optional[Failure]:
+    """``1.0 - x``: torch-directml's rsub puts a float scalar on the device as a double (``1 - x`` runs)."""
+    other = args[1] if len(args) > 1 else kwargs.get("other")
+    return Failure(RAISES, FLOAT64_MESSAGE) if _is_float(other) else None
+
+
+def _always_aborts(what: str) -> Callable:
+    def check(args, kwargs) -> Optional[Failure]:
+        return Failure(ABORTS, what, "SIGSEGV")
+    return check
+
+
+_SCATTERS = ("aten::scatter.src", "aten::scatter.value", "aten::scatter_.src", "aten::scatter_.value",
+             "aten::scatter.src_out", "aten::scatter.value_out")
+_SCATTER_ADDS = ("aten::scatter_add", "aten::scatter_add_", "aten::scatter_add.out")
+#: DirectML's own "invalid argument" (E_INVALIDARG), as torch-directml words it
+INVALID_ARGUMENT = "Unknown error -2147024809"
+
+
+def _scatter_add(args, kwargs) -> Optional[Failure]:
+    """scatter_add: DirectML's scatter rules, and an index longer than self along ``dim`` (which torch
+    allows) is an invalid argument to DirectML."""
+    refused = _scatter(args, kwargs)
+    if refused is not None:
+        return refused
+    self, dim, index = args[0], args[1], args[2] if len(args) > 2 else kwargs.get("index")
+    if isinstance(self, torch.Tensor) and isinstance(index, torch.Tensor) and index.dim() == self.dim() > 0 \
+            and index.shape[dim] > self.shape[dim]:
+        return Failure(RAISES, INVALID_ARGUMENT)
+    return None
+#: rules that hold only on an adapter without float64 (most integrated GPUs): on one with it, the call runs
+WITHOUT_FLOAT64_RULES: dict = {
+    **dict.fromkeys(("aten::full", "aten::full.names", "aten::full.out", "aten::full.names_out"), _full),
+    **dict.fromkeys(("aten::rsub.Scalar", "aten::rsub.Scalar_out"), _rsub_scalar),
+}
+def _median_along_a_dim(args, kwargs) -> Optional[Failure]:
+    """``x.median(dim)`` / ``nanmedian(dim)``: torch-directml's kernel crashes the process for any input with a
+    dimension (a 0-d input comes back with a wrong shape instead)."""
+    self = args[0] if args else kwargs.get("self")
+    if isinstance(self, torch.Tensor) and self.dim() > 0:
+        return Failure(ABORTS, "median/nanmedian along a dimension on the device crashes", "SIGSEGV")
+    return None
+
+
+def _overloads(*names: str) -> tuple:
+    """Each op name with its ``.out`` overload (the op frame names both; a stand-in's kernel gets either)."""
+    return tuple(n for name in names for n in (name, f"{name}.out"))
+
+
+#: torch-directml's words where DirectML cannot even build the operator
+CREATE_OPERATOR = "m_device->CreateOperator(&opDesc, IID_PPV_ARGS(&op))"
+
+
+def _device_inputs(args, kwargs) -> list:
+    return [t for t in _flat_tensors((args, tuple(v for k, v in kwargs.items() if k != "out")))]
+
+
+def _flat_tensors(values) -> list:
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found += _flat_tensors(value)
+    return found
+
+
+def _refuses(condition: Callable, message: str) -> Callable:
+    def check(args, kwargs) -> Optional[Failure]:
+        return Failure(RAISES, message) if condition(args, kwargs) else None
+    return check
+
+
+def _any_empty(args, kwargs) -> bool:
+    return any(t.numel() == 0 for t in _device_inputs(args, kwargs))
+
+
+def _integer_input(args, kwargs) -> bool:
+    """A non-empty integer or bool first input (an empty one runs: measured)."""
+    first = next(iter(_device_inputs(args, kwargs)), None)
+    return first is not None and first.numel() > 0 and not (first.is_floating_point() or first.is_complex())
+
+
+def _zero_dim_self(args, kwargs) -> bool:
+    self = args[0] if args else kwargs.get("self")
+    return isinstance(self, torch.Tensor) and self.dim() == 0
+
+
+def _cat_with_an_empty_piece(args, kwargs) -> bool:
+    """An empty piece beside pieces with elements: torch skips empty 1-D pieces itself (a legacy rule), and a cat of
+    empty pieces only runs; DirectML refuses the rest."""
+    pieces = [t for t in (args[0] if args else kwargs.get("tensors", ())) if isinstance(t, torch.Tensor)]
+    return any(t.numel() == 0 and t.dim() > 1 for t in pieces) and any(t.numel() for t in pieces)
+
+
+def _divisor_override(args, kwargs) -> bool:
+    """avg_pool2d/3d(..., divisor_override): the last positional argument, or the keyword."""
+    value = kwargs.get("divisor_override", args[6] if len(args) > 6 else None)
+    return value is not None
+
+
+def _five_dimensional(args, kwargs) -> bool:
+    first = args[0] if args else None
+    return isinstance(first, torch.Tensor) and first.dim() == 5
+
+
+def _avg_pool(args, kwargs) -> Optional[Failure]:
+    """DirectML's average pooling: floating inputs only, and no divisor_override."""
+    if _integer_input(args, kwargs):
+        return Failure(RAISES, INVALID_ARGUMENT)
+    return Failure(RAISES, "Divisor override isn't supported for DirectML.") if _divisor_override(args, kwargs) else None
+
+
+def _convolution(args, kwargs) -> Optional[Failure]:
+    """DirectML's convolution: 2-D and 1-D only (a 5-D input, conv3d, is refused) and floating inputs only."""
+    if _five_dimensional(args, kwargs):
+        return Failure(RAISES, "input must be 4-dimensional")
+    return Failure(RAISES, INVALID_ARGUMENT) if _integer_input(args, kwargs) else None
+
+
+def _empty_pooling_input(args, kwargs) -> bool:
+    first = args[0] if args else None
+    return isinstance(first, torch.Tensor) and first.numel() == 0
+
+
+#: measured on the real torch-directml: DirectML refuses these as an invalid argument (E_INVALIDARG) or
+#: cannot build their operator, for the inputs each condition names
+_REFUSED_INPUTS = {
+    **dict.fromkeys(_overloads("aten::mm", "aten::addmm", "aten::gather"),
+                    _refuses(_any_empty, "Unknown error -2147024809")),
+    **dict.fromkeys(_overloads("aten::reflection_pad1d", "aten::replication_pad1d", "aten::reflection_pad2d",
+                               "aten::replication_pad2d"), _refuses(_any_empty, CREATE_OPERATOR)),
+    **dict.fromkeys(_overloads("aten::cat"), _refuses(_cat_with_an_empty_piece, "Unknown error -2147024809")),
+    **dict.fromkeys(_overloads("aten::isnan", "aten::isinf", "aten::log2", "aten::log10", "aten::sinc",
+                               "aten::threshold"),
+                    _refuses(_integer_input, "Unknown error -2147024809")),
+    **dict.fromkeys(_overloads("aten::index_select"), _refuses(_zero_dim_self, "Unknown error -2147024809")),
+    **dict.fromkeys(_overloads("aten::avg_pool2d", "aten::avg_pool3d"), _avg_pool),
+    "aten::convolution_overrideable": _convolution,
+    **dict.fromkeys(_overloads("aten::_adaptive_avg_pool2d"), _refuses(
+        _empty_pooling_input, "adaptive_avg_pooling2d(): expected input to have non-empty spatial dimensions")),
+}
+
+
+_MIXED_PADS = ("torch-dml currently doesn't support a mix of positive and negative padding values, must be all "
+               "positive or all negative.")
+
+
+def _negative_padding(args, kwargs) -> Optional[Failure]:
+    """``constant_pad_nd`` as torch-directml takes it (measured): pads of both signs are refused, and a negative
+    pad before the second-to-last dimension (cropping its start, as the backward of every ``F.pad`` that pads
+    that dimension does) takes a view beyond the tensor's storage; cropping elsewhere runs."""
+    pad = list(args[1] if len(args) > 1 else kwargs.get("pad", ()))
+    if any(p < 0 for p in pad) and any(p > 0 for p in pad):
+        return Failure(RAISES, _MIXED_PADS)
+    if len(pad) > 2 and pad[2] < 0:
+        return Failure(RAISES, "ensure_in_bounds: cropping the start of the second-to-last dimension takes a view "
+                               "beyond the tensor's storage on torch-directml")
+    return None
+
+
+def _cdist_2d(args, kwargs) -> Optional[Failure]:
+    """``torch.cdist`` of 2-D inputs (batched 3-D ones run): torch-directml's kernel broadcasts them wrongly and
+    raises a size mismatch, or, for two (n, d) inputs with p=2, returns an (n, d) result (a wrong result)."""
+    x1, x2 = args[0], args[1]
+    p = args[2] if len(args) > 2 else kwargs.get("p", 2.0)
+    if not (isinstance(x1, torch.Tensor) and isinstance(x2, torch.Tensor) and x1.dim() == x2.dim() == 2):
+        return None
+    if x1.shape[0] != x2.shape[0]:
+        a, b, dim = x2.shape[0], x1.shape[0], 0
+    elif p != 2 and x1.shape[1] != x1.shape[0]:
+        a, b, dim = x1.shape[1], x1.shape[0], 1
+    else:
+        return None
+    return Failure(RAISES, f"The size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton "
+                           f"dimension {dim}")
+
+
+_NEEDS_STORAGE = ("self.has_storage() INTERNAL ASSERT FAILED: as_strided_scatter and the view scatters built on it "
+                  "read a tensor's storage, which torch-directml's tensors do not have")
+
+
+def _needs_storage(args, kwargs) -> Optional[Failure]:
+    return Failure(RAISES, _NEEDS_STORAGE)
+
+
+#: composite ops (torch runs them from other ops on any backend) that fail on every DirectML tensor: the
+#: stand-ins give them a kernel of their own that raises, since no op they are made of fails
+ALWAYS_FAILING_COMPOSITES = frozenset(
+    f"aten::{name}{overload}" for name in ("as_strided_scatter", "diagonal_scatter", "select_scatter", "slice_scatter")
+    for overload in ("", ".out"))
+
+
+RULES: dict = {
+    **_REFUSED_INPUTS,
+    "aten::_cdist_forward": _cdist_2d,
+    **dict.fromkeys(_overloads("aten::constant_pad_nd"), _negative_padding),
+    **dict.fromkeys(_SCATTERS, _scatter),
+    **dict.fromkeys(_SCATTER_ADDS, _scatter_add),
+    **dict.fromkeys(ALWAYS_FAILING_COMPOSITES, _needs_storage),
+    **dict.fromkeys(("aten::eye", "aten::eye.m", "aten::eye.out", "aten::eye.m_out"), _eye),
+    **dict.fromkeys(("aten::kthvalue", "aten::kthvalue.values"), _always_aborts("kthvalue on the device crashes")),
+    **dict.fromkeys(("aten::linalg_lstsq", "aten::linalg_lstsq.out"),
+                    _always_aborts("linalg.lstsq on the device crashes")),
+}
+
+#: ops that make a complex result from real inputs (an FFT of a real signal, ``view_as_complex``):
+#: on the device that result ends the process as any complex tensor does
+_MAKES_COMPLEX = frozenset({
+    "aten::_fft_r2c", "aten::_fft_r2c.out", "aten::view_as_complex", "aten::view_as_complex_copy",
+    "aten::complex", "aten::complex.out", "aten::polar", "aten::polar.out", "aten::linalg_eig",
+    "aten::linalg_eig.out", "aten::linalg_eigvals", "aten::linalg_eigvals.out", "aten::_linalg_eigvals",
+})
+
+
+def _device_tensors(values, device_type: str):
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if value.device.type == device_type:
+                yield value
+        elif isinstance(value, (list, tuple)):
+            yield from _device_tensors(value, device_type)
+
+
+def _unheld_result(name: str, args, kwargs, device_type: str) -> Optional[torch.dtype]:
+    """The dtype DirectML cannot hold (complex, bfloat16) a call would put on the device, if it would."""
+    dtype = kwargs.get("dtype")
+    device = kwargs.get("device")
+    on_device = (device is not None and torch.device(device).type == device_type) or \
+        any(True for _ in _device_tensors(args, device_type))
+    if isinstance(dtype, torch.dtype) and dtype in UNHELD_DTYPES and on_device:
+        return dtype
+    if device is not None and torch.device(device).type == device_type and dtype is None:
+        source = next((a for a in args if isinstance(a, torch.Tensor)), None)  # _to_copy(cpu_complex, device=dml)
+        if source is not None and source.dtype in UNHELD_DTYPES:
+            return source.dtype
+    if name in _MAKES_COMPLEX and on_device:
+        return torch.complex64 if torch.get_default_dtype() != torch.float64 else torch.complex128
+    return None
+
+
+def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> Optional[Failure]:
+    """How a call of ``name`` with these arguments fails on DirectML, or ``None`` when DirectML runs it;
+    ``float64``: whether the adapter runs float64 (some calls fail only on one that does not)."""
+    unheld = _unheld_result(name, args, kwargs, device_type)
+    if unheld is not None:
+        return unheld_dtype_failure(unheld)
+    rule = RULES.get(name) or (None if float64 else WITHOUT_FLOAT64_RULES.get(name))
+    if rule is None:
+        return None
+    if not any(True for _ in _device_tensors((args, tuple(kwargs.values())), device_type)) and \
+            torch.device(kwargs.get("device") or "cpu").type != device_type:
+        return None  # nothing of the call is on the device (an out= tensor counts)
+    return rule(args, kwargs)
+
+
+def ruled_ops() -> frozenset:
+    """Every op a rule covers (the emulated device asks the rules before running these)."""
+    return frozenset(RULES) | frozenset(WITHOUT_FLOAT64_RULES) | _MAKES_COMPLEX
+
+
+def may_fail(name: str) -> bool:
+    """Whether a call of ``name`` can fail on DirectML for a reason beyond its dtypes (cheap, for hot paths)."""
+    return name in RULES or name in _MAKES_COMPLEX or name in WITHOUT_FLOAT64_RULES
+
+
+#: torch-directml's own errors for calls it refuses (its words, as a user sees them), with the
+#: adapter-dependent float64 refusal among them: a run that raises one stopped on DirectML itself
+_RAISED_BY_DIRECTML = (
+    "does not support Double (Float64)", "Invalid or unsupported data type", "DirectML scatter doesn't allow",
+    "Divisor override isn't supported for DirectML", INVALID_ARGUMENT, "Unknown error -2147467259",
+    "input must be 4-dimensional",
+    "self.has_storage() INTERNAL ASSERT FAILED", "m_device->CreateOperator", "torch-dml currently doesn't support",
+    # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
+    "with arguments from the 'CPU' backend",
+)
+
+
+def rule_for(device_type: str, float64: bool, op_name: Callable) -> Callable:
+    """The rules as one call's judge, for a device of ``device_type`` (``op_name(func)`` names the op): cheap
+    for the calls no rule covers (most), which carry no keyword arguments either."""
+    def rule(func, args, kwargs) -> Optional[Failure]:
+        name = op_name(func)
+        if not kwargs and not may_fail(name):
+            return None
+        return failure(name, args, kwargs, device_type, float64)
+    return rule
+
+
+def note(exc: BaseException, found: Failure) -> None:
+    """A call failed as a rule said: keep the rule's verdict with the exception, so the run says "fails on
+    DirectML" whatever words the error came in (cdist's kernel raises a size mismatch; it also reshapes its
+    inputs in place as it fails, so the rule is judged before the call)."""
+    try:
+        exc._directml_failure = found
+    except AttributeError:  # an exception type that takes no attributes: its words still say it
+        pass
+
+
+def failure_in(exc: BaseException, touched_device: bool = True) -> Optional[Failure]:
+    """The DirectML failure an exception is (a stand-in's or the guard's, or torch-directml's own words), else None.
+
+    torch-directml's words count only for a call that ``touched_device`` (its tensors were on the device):
+    the same words from a call with nothing there are not DirectML's doing."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, DirectMLFailure):
+            return exc.failure
+        if getattr(exc, "_directml_failure", None) is not None:
+            return exc._directml_failure
+        text = str(exc)
+        aborted = _ABORT_TEXT.search(text)
+        if aborted:  # the emulated device's words for an abort (it raises instead)
+            return Failure(ABORTS, aborted.group("message").strip(), aborted.group("how"))
+        if touched_device and any(marker in text for marker in _RAISED_BY_DIRECTML):
+            return Failure(RAISES, text.strip().splitlines()[0][:500])
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

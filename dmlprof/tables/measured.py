@@ -1,0 +1,102 @@
+"""What the real torch-directml did with each op: the truth table measured on real DirectML.
+
+``tools/realdml/measure_truth.py`` runs PyTorch's OpInfo samples on the real torch-directml
+(realdml: vkd3d-proton and lavapipe, docs/realdml.md) and ``ship_truth.py`` keeps, per op overload and
+dtype, how its calls went: on the device, fallen back, raised, ended the process, and whether the
+device's results differed from the CPU's (and by how much). Torch-free: the report reads it to flag
+calls of ops whose results are known to be wrong on DirectML.
+
+Provenance matters: this stack is DirectML on a software Vulkan driver, and a translation layer can
+err where DirectML does not. A wrong result counts as DirectML's (``confirmed``) only where a report
+from real hardware says so (:data:`CONFIRMED`); otherwise it is shown as unconfirmed, never as a fact
+about DirectML.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+from dmlprof.tables import DATA_DIR, normalize_op
+
+SHIPPED = {"dml": "torch_directml-0.2.5.dev240914.measured.json"}
+FORMAT = "dmlprof-measured-table"
+
+#: wrong results confirmed on real GPUs, by op (any overload): where it was reported
+CONFIRMED = {
+    "aten::upsample_bilinear2d": "microsoft/DirectML#482 (bilinear interpolate wrong on real GPUs)",
+    "aten::upsample_bilinear2d_backward": "microsoft/DirectML#482 (bilinear interpolate wrong on real GPUs)",
+}
+
+
+@dataclass(frozen=True)
+class WrongResults:
+    """An op whose device results differed from the CPU's on real DirectML, in the table's samples."""
+
+    op: str
+    dtype: str
+    wrong_calls: int
+    calls: int
+    max_abs_error: Optional[float]
+    max_rel_error: Optional[float]
+    samples: tuple
+    #: where it was confirmed on real hardware; "" when seen on realdml only (unconfirmed)
+    confirmed_by: str = ""
+    #: what differed, in words ("values differ beyond tolerance", "dtype bool on the device, float32 on the CPU")
+    reason: str = ""
+
+
+class MeasuredTable:
+    """The measured truth of one backend (see the module docstring)."""
+
+    def __init__(self, document: dict):
+        self.document = document
+        self.package = document.get("package", "")
+        self.package_version = document.get("package_version", "")
+        self.torch_version = document.get("torch_version", "")
+        self.date = document.get("date", "")
+        self.versions = dict(document.get("versions") or {})
+        self._ops = document.get("ops") or {}
+
+    def label(self) -> str:
+        v = self.versions
+        return (f"{self.package} {self.package_version} on torch {self.torch_version}, measured {self.date} on "
+                f"vkd3d-proton {v.get('vkd3d_proton', '?')} + Mesa {v.get('mesa', '?')}")
+
+    def entry(self, op: str, dtypes: str) -> Optional[dict]:
+        """How calls of ``op`` with these dtypes (as the op frame names them: ``bool,float32``) went."""
+        return (self._ops.get(normalize_op(op)) or {}).get(dtypes)
+
+    def wrong_results(self, op: str, dtypes: str) -> Optional[WrongResults]:
+        """``op`` with these dtypes, where its results were wrong on real DirectML: confirmed on real hardware,
+        or in more than half of the measured calls (a share below that is an input the table's samples hit
+        and a user's calls may not, and is not flagged); else None."""
+        name = normalize_op(op)
+        e = self.entry(name, dtypes)
+        if not e or not e.get("wrong"):
+            return None
+        confirmed = CONFIRMED.get(name.split(".", 1)[0], "")
+        if not confirmed and 2 * e["wrong"] <= max(e.get("calls", 0), e["wrong"]):
+            return None
+        reasons = [m for m in e.get("messages") or () if "differ" in m or " on the device, " in m]
+        return WrongResults(name, dtypes, e["wrong"], e.get("calls", 0), e.get("max_abs_error"),
+                            e.get("max_rel_error"), tuple(e.get("samples") or ()), confirmed, reasons[0] if reasons else "")
+
+    def flagged_ops(self) -> frozenset:
+        """Every op some dtypes of which :meth:`wrong_results` flags (for a hot path: a set lookup)."""
+        return frozenset(op for op, by_dtype in self._ops.items()
+                         if any(self.wrong_results(op, dtypes) is not None for dtypes in by_dtype))
+
+    def ops_with_wrong_results(self) -> list:
+        return sorted(op for op, by_dtype in self._ops.items() if any(e.get("wrong") for e in by_dtype.values()))
+
+
+@lru_cache(maxsize=None)
+def load_measured(backend: str = "dml") -> Optional[MeasuredTable]:
+    """The shipped measured table of ``backend`` (None when there is none, or it is not a measured table)."""
+    name = SHIPPED.get(backend)
+    if name is None or not (DATA_DIR / name).is_file():
+        return None
+    document = json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+    return MeasuredTable(document) if document.get("format") == FORMAT else None
