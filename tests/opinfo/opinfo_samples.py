@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 BATCH_SIZE = 1
-DTYPES = (torch.float32, torch.int64, torch.bool, torch.complex64)
+DTYPES = (torch.float32, torch.int64, torch.bool)
 
 
 def shard() -> tuple:

@@ -49,14 +49,18 @@ def _run(command, shard, status, cwd) -> subprocess.CompletedProcess:
 
 
 def sample_rows(session: dict, key: str) -> list:
-    """``(op, verdict, fallback ops)`` of the calls a sample's module made, in order."""
+    """``(op, verdict, fallback ops)`` of the calls a sample's module made, in order; gradient accumulation
+    named as torch-directml calls it on both sides (``dmlprof.testing.as_on_directml``), in any phase: a
+    sample runs its own backward inside its module's forward."""
+    from dmlprof.testing import as_on_directml
+
     ops = session.get("ops") or {}
     prefix = f"OpSamples.samples.{key}"
     rows = []
     for op, verdict, fallbacks, module in zip(ops.get("op", []), ops.get("verdict", []),
                                               ops.get("fallback_ops", []), ops.get("module", [])):
         if module == prefix or module.startswith(prefix + "."):
-            rows.append((op, verdict, fallbacks or ""))
+            rows.append((as_on_directml(op, "backward"), verdict, fallbacks or ""))
     return rows
 
 
