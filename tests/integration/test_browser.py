@@ -293,9 +293,13 @@ def test_the_trace_file_is_plain_json_with_every_call_on_its_thread_lane(scanned
              if e["ph"] == "M" and e["name"] == "thread_name"}
     assert "main thread" in lanes.values()
     calls = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and not e["name"].startswith("fallback::")]
-    marks = [e["name"] for e in trace["traceEvents"] if e["name"].startswith("fallback::")]
+    marks = [e["name"] for e in trace["traceEvents"] if e["name"].startswith("fallback::") and e.get("cat") == "cpu_op"]
+    # every fallback once more on a lane of its own, red, so they stand apart from the calls around them
+    fallback_lane = [e for e in trace["traceEvents"] if e.get("cat") == "fallback"]
     assert len(calls) == len(session.ops)
-    assert len(marks) == int((session.ops["verdict"] == "fallback").sum())
+    fallbacks = int((session.ops["verdict"] == "fallback").sum())
+    assert len(marks) == fallbacks and len(fallback_lane) == fallbacks
+    assert {e["cname"] for e in fallback_lane} == {"terrible"} and len({(e["pid"], e["tid"]) for e in fallback_lane}) == 1
     assert "fallback::aten::native_group_norm_backward" in marks
     assert all((e["pid"], e["tid"]) in lanes for e in calls)
     assert [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"
