@@ -1,6 +1,7 @@
 """Formatting shared by the text renderers: one place for units, and for what may reach a terminal."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import textwrap
@@ -85,20 +86,51 @@ class TableSpec:
     headers: Sequence[str] = ()
     fit: Mapping[str, str] = field(default_factory=dict)  # header -> WRAP, KEEP_END or KEEP_START
     options: Mapping = field(default_factory=dict)  # passed to tabulate
+    #: headers of columns that, when the whole table is too wide, leave it for a line under their row
+    #: (a module path or a source line cut to fit loses the part that says where: better whole, below)
+    details: Sequence[str] = ()
 
     def render(self, width: int) -> Table:
         """The table at most ``width`` columns wide, giving way widest column first."""
+        if self.details:
+            whole = dataclasses.replace(self, details=()).render(width)
+            if max(map(len, whole.splitlines()), default=0) <= width and "..." not in whole:
+                return whole
+            return self._with_detail_lines(width)
+        return self._laid_out(width)[0]
+
+    def _laid_out(self, width: int) -> tuple:
+        """The table's text and its rows as shaped into it (a cell wrapped onto lines holds newlines)."""
         rows = [_clean_cells(row) for row in self.rows]
         headers = _clean_cells(self.headers)
         columns = self._modes()
         limits = {i: _natural_width(rows, headers, i) for i in columns}
-        text = self._tabulate(rows, headers, columns, limits)
+        text, shaped = self._tabulate(rows, headers, columns, limits)
         for _ in range(16):  # each pass frees what the last one measured over; two or three settle it
             over = max(map(len, text.splitlines()), default=0) - width
             if over <= 0 or not _narrow(limits, over, columns):
                 break
-            text = self._tabulate(rows, headers, columns, limits)
-        return text
+            text, shaped = self._tabulate(rows, headers, columns, limits)
+        return text, shaped
+
+    def _with_detail_lines(self, width: int) -> Table:
+        """The table without the detail columns, each row followed by its detail cells, one indented line each."""
+        kept = [i for i, header in enumerate(self.headers) if header not in self.details]
+        narrow = dataclasses.replace(self, rows=[[row[i] for i in kept] for row in self.rows],
+                                     headers=[self.headers[i] for i in kept], details=())
+        text, shaped = narrow._laid_out(width)
+        lines = text.splitlines()
+        out, cursor = lines[:2], 2  # the header and its rule
+        for row, shaped_row in zip(self.rows, shaped):
+            height = max((str(cell).count("\n") + 1 for cell in shaped_row), default=1)
+            out += lines[cursor:cursor + height] + self._detail_lines(row, width)
+            cursor += height
+        return Table("\n".join(out + lines[cursor:]))
+
+    def _detail_lines(self, row, width: int) -> list:
+        shown = [(header, str(cell)) for header, cell in zip(self.headers, row) if header in self.details]
+        return [line for header, cell in shown if cell.strip() not in ("", "-")
+                for line in wrap_line(f"    {header} {clean(cell)}", width)]
 
     def _modes(self) -> dict:
         """Column index -> how it gives way (``fit`` names columns by header, or by index)."""
@@ -115,7 +147,7 @@ class TableSpec:
         # columns lose 14 characters to it, which an 80-column terminal cannot spare
         padding, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
         try:
-            return Table(tabulate.tabulate(shaped, headers=shaped_headers, **self.options))
+            return Table(tabulate.tabulate(shaped, headers=shaped_headers, **self.options)), shaped
         finally:
             tabulate.MIN_PADDING = padding
 

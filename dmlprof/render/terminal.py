@@ -58,9 +58,10 @@ def _if(condition: bool, *cells) -> list:
     return list(cells) if condition else []
 
 
-def _table(title: str, headers: list, rows: list, fit=None, **options) -> list:
-    """A titled table; ``fit`` says how columns give way to a narrow terminal (header -> WRAP, KEEP_END...)."""
-    return [title, TableSpec(rows, headers, dict(fit or {}), options)]
+def _table(title: str, headers: list, rows: list, fit=None, details=(), **options) -> list:
+    """A titled table; ``fit`` says how columns give way to a narrow terminal (header -> WRAP, KEEP_END...),
+    ``details`` which columns move to a line under their row instead of being cut."""
+    return [title, TableSpec(rows, headers, dict(fit or {}), options, tuple(details))]
 
 
 
@@ -216,7 +217,7 @@ def _fallbacks(report: Report, top: int) -> list:
     fit = {"op (-> what fell back)": WRAP, "module": KEEP_END, "source": KEEP_END}
     title = f"Fallback hotspots (top {min(top, len(hotspots))} of {len(hotspots)})"
     flagged = [f"  {TORCH_MARK} {h.torch_flag}" for h in hotspots[:top] if h.torch_flag]
-    return (_table(title, headers, rows, fit) + flagged
+    return (_table(title, headers, rows, fit, details=("module", "source")) + flagged
             + [f"  fix {fix.op}: {fix.advice}" for fix in report.fixes])
 
 
