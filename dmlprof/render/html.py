@@ -68,11 +68,12 @@ def report_data(source) -> dict:
         "summary": plain(report.summary),
         "timed": timed,
         "cards": _cards(report, timed),
-        "hotspots": [_hotspot(rank, h, report.run.module_classes) for rank, h in enumerate(report.hotspots, start=1)],
-        "transfers": [_transfer(r) for r in report.transfers],
-        "ops": [_op_row(r) for r in report.ops],
-        "modules": _module_rows(report.modules),
-        "phases": _phase_rows(report.phases),
+        "hotspots": [_hotspot(rank, h, report.run.module_classes, timed)
+                     for rank, h in enumerate(report.hotspots, start=1)],
+        "transfers": [_transfer(r, timed) for r in report.transfers],
+        "ops": [_op_row(r, timed) for r in report.ops],
+        "modules": _module_rows(report.modules, timed),
+        "phases": _phase_rows(report.phases, timed),
         "charts": {"time_by_op": _time_by_op_chart(report.time_by_op), "verdict_split": _verdict_split(report.summary)},
         "sweep": _sweep(report.sweep),
         "replace": _replace(report.replace, report.host_cpu_times_note),
@@ -325,10 +326,27 @@ def _coverage_tone(share: float, calls: int) -> str:
     return "good" if share >= 0.99 else "warn" if share >= 0.9 else "bad"
 
 
-def _hotspot(rank: int, h, classes) -> dict:
+#: what a time or a share of time reads in a session that has none (a prediction): never "0.0 us"
+NOT_TIMED = "n/a"
+
+
+def _ms(value, timed: bool):
+    return value if timed else None
+
+
+def _ms_text(value, timed: bool) -> str:
+    return fmt_ms(value) if timed else NOT_TIMED
+
+
+def _share_text(value, timed: bool) -> str:
+    return fmt_share(value) if timed else NOT_TIMED
+
+
+def _hotspot(rank: int, h, classes, timed: bool) -> dict:
     return {
         "rank": rank, "op": h.op, "inner_ops": list(h.inner_ops), "calls": h.calls, "inner_calls": h.inner_calls,
-        "time_ms": h.time_ms, "time": fmt_ms(h.time_ms), "share": h.share, "share_text": fmt_share(h.share),
+        "time_ms": _ms(h.time_ms, timed), "time": _ms_text(h.time_ms, timed), "share": h.share if timed else 0.0,
+        "share_text": _share_text(h.share, timed),
         "bytes_moved": h.bytes_moved, "moved": fmt_bytes(h.bytes_moved), "phases": list(h.phases),
         "modules": [_with_class(m, classes) for m in h.modules], "sources": list(h.sources),
         "replacement": h.replacement, "fixes": [{"op": f.op, "advice": f.advice} for f in h.fixes],
@@ -342,16 +360,17 @@ def _with_class(module: str, classes) -> str:
     return f"{module} ({name})" if name and name != module.rsplit(".", 1)[-1] else module
 
 
-def _transfer(r) -> dict:
+def _transfer(r, timed: bool) -> dict:
     return {"op": r.op, "transfer": r.transfer, "calls": r.calls, "bytes_moved": r.bytes_moved,
-            "moved": fmt_bytes(r.bytes_moved), "time_ms": r.time_ms, "time": fmt_ms(r.time_ms),
+            "moved": fmt_bytes(r.bytes_moved), "time_ms": _ms(r.time_ms, timed), "time": _ms_text(r.time_ms, timed),
             "phases": list(r.phases), "sources": list(r.sources)}
 
 
-def _op_row(r) -> list:
+def _op_row(r, timed: bool) -> list:
     """One row per (op, verdict, phase), as a compact array (``OP_ROW_FIELDS`` names the positions):
-    a 100,000-call session is a few hundred rows."""
-    return [r.op, r.verdict, r.phase, r.calls, round(r.time_ms, 6), round(r.share, 6), r.bytes_moved,
+    a 100,000-call session is a few hundred rows. Untimed (a prediction): time and share are null."""
+    return [r.op, r.verdict, r.phase, r.calls, round(r.time_ms, 6) if timed else None,
+            round(r.share, 6) if timed else None, r.bytes_moved,
             ",".join(r.fallback_ops), r.module, r.source]
 
 
@@ -360,25 +379,27 @@ MODULE_ROW_FIELDS = ("module", "label", "depth", "parent", "calls", "time_ms", "
                      "cpu_share", "fallback_calls", "fallback_time_ms", "open")
 
 
-def _module_rows(modules) -> list:
+def _module_rows(modules, timed: bool) -> list:
     """The module tree, parents before children, with device/fallback/CPU shares of time."""
     names = {m.module for m in modules}
     parents = {m.parent for m in modules if m.parent in names}
     large = len(modules) > _TREE_LARGE
     return [{
         "module": m.module, "label": m.label, "depth": m.depth, "parent": m.parent, "has_children": m.module in parents,
-        "calls": m.calls, "time_ms": m.time_ms, "time": fmt_ms(m.time_ms), "device_share": m.device_share,
+        "calls": m.calls, "time_ms": _ms(m.time_ms, timed), "time": _ms_text(m.time_ms, timed),
+        "device_share": m.device_share,
         "fallback_share": m.fallback_share, "cpu_share": m.cpu_share, "fallback_calls": m.fallback_calls,
         "fallback_time_ms": m.fallback_time_ms, "open": not large or m.depth < _TREE_OPEN_DEPTH,
     } for m in modules]
 
 
-def _phase_rows(phases) -> list:
+def _phase_rows(phases, timed: bool) -> list:
     biggest = max((p.time_ms for p in phases), default=0.0)
     return [{
-        "phase": p.phase, "calls": p.calls, "time_ms": p.time_ms, "time": fmt_ms(p.time_ms),
-        "share": p.share, "share_text": fmt_share(p.share), "fallback_calls": p.fallback_calls,
-        "fallback_time_ms": p.fallback_time_ms, "fallback_time": fmt_ms(p.fallback_time_ms), "cpu_calls": p.cpu_calls,
+        "phase": p.phase, "calls": p.calls, "time_ms": _ms(p.time_ms, timed), "time": _ms_text(p.time_ms, timed),
+        "share": p.share, "share_text": _share_text(p.share, timed), "fallback_calls": p.fallback_calls,
+        "fallback_time_ms": _ms(p.fallback_time_ms, timed), "fallback_time": _ms_text(p.fallback_time_ms, timed),
+        "cpu_calls": p.cpu_calls,
         # bar lengths relative to the biggest phase (0..1)
         "bar": p.time_ms / biggest if biggest else 0.0,
         "fallback_bar": p.fallback_time_ms / biggest if biggest else 0.0,
@@ -551,8 +572,8 @@ def environment(*packages: str):
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["ms"] = fmt_ms
-    env.filters["share"] = fmt_share
+    env.filters["ms"] = lambda ms: NOT_TIMED if ms is None else fmt_ms(ms)
+    env.filters["share"] = lambda share: NOT_TIMED if share is None else fmt_share(share)
     env.filters["bytes"] = fmt_bytes
     env.filters["listing"] = fmt_list
     env.filters["pct"] = lambda share: f"{100 * max(0.0, min(1.0, float(share or 0))):.3f}"

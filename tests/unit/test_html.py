@@ -141,6 +141,20 @@ def test_partial_and_predicted_sessions_are_flagged():
     assert "dml-0.2.5-t7" in render_html(predicted)
 
 
+def test_a_prediction_shows_no_time_where_it_has_none():
+    """A prediction has calls, not times: its page says n/a, never 0.0 us or 0.0 % of a time it did not measure."""
+    predicted = make_session([{"op": "aten::addmm", "time_ns": 0},
+                              {"op": "aten::cumsum", "verdict": "fallback", "time_ns": 0, "module": "Net.pool"}],
+                             meta={"mode": "predicted"})
+    data = report_data(predicted)
+    assert not data["timed"] and data["hotspots"]
+    assert all(h["time"] == "n/a" and h["share_text"] == "n/a" and h["time_ms"] is None for h in data["hotspots"])
+    assert all(p["time"] == "n/a" and p["time_ms"] is None for p in data["phases"])
+    assert all(row[OP_ROW_FIELDS.index("time_ms")] is None for row in data["ops"])
+    page = render_html(predicted)
+    assert "0.0 us" not in page and ">0.0%<" not in page and "ranked by calls" in page
+
+
 def test_empty_session_renders():
     session = Session(meta={"backend": "dml", "mode": "live"})
     data = report_data(session)

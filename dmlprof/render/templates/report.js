@@ -8,6 +8,7 @@
   fields.forEach(function (name, i) { idx[name] = i; });
 
   function fmtMs(ms) {
+    if (ms === null || ms === undefined || isNaN(ms)) return "n/a";  // a prediction has no times
     if (ms >= 1000) return (ms / 1000).toFixed(2) + " s";
     if (ms >= 10) return ms.toFixed(1) + " ms";
     if (ms >= 0.01) return ms.toFixed(3) + " ms";
@@ -31,7 +32,7 @@
     var calls = r[idx.calls];
     return {
       op: r[idx.op], verdict: r[idx.verdict], phase: r[idx.phase], calls: calls,
-      time_ms: r[idx.time_ms], mean: calls ? r[idx.time_ms] / calls : 0, share: r[idx.share],
+      time_ms: r[idx.time_ms], mean: calls && r[idx.time_ms] !== null ? r[idx.time_ms] / calls : null, share: r[idx.share],
       bytes_moved: r[idx.bytes_moved], fallback_ops: r[idx.fallback_ops], module: r[idx.module],
       source: r[idx.source], node: null
     };
@@ -56,7 +57,7 @@
     bar.style.width = Math.max(0, Math.min(100, r.share * 100)).toFixed(2) + "%";
     track.appendChild(bar);
     wrap.appendChild(track);
-    wrap.appendChild(el("span", "txt", (r.share * 100).toFixed(1) + "%"));
+    wrap.appendChild(el("span", "txt", r.share === null ? "n/a" : (r.share * 100).toFixed(1) + "%"));
     share.appendChild(wrap);
     tr.appendChild(share);
     tr.appendChild(el("td", "num", fmtBytes(r.bytes_moved)));
