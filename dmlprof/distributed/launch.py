@@ -211,7 +211,10 @@ def _cannot_write(folder: Path):
 def _cause(failures: Dict[int, int], lines: Dict[int, str], hung: Dict[int, bool]) -> tuple:
     """(what to say first: a rank that died, a hang, a rank's own error, in that order; the rank it blames)."""
     stopped = "stopped by the launcher"
-    for rank, code in sorted(failures.items()):
+    # the launcher stops the other ranks with SIGTERM once one fails: a rank it stopped before that rank
+    # could write its line is not the cause, so a death by any other signal or status is named first
+    launcher_stop = -int(signal.SIGTERM)
+    for rank, code in sorted(failures.items(), key=lambda item: (item[1] == launcher_stop, item[0])):
         if rank not in lines and code != 0:
             return f"rank {rank} died ({_exit_text(code)})", None
     for rank, line in sorted(lines.items()):

@@ -270,7 +270,7 @@ def test_tensorboard_reads_the_rank_traces_as_one_distributed_run(tmp_path):
         _stop(process)
 
 
-def test_a_collective_issued_from_an_autograd_device_thread_is_recorded(emulated_dml_backend):
+def test_a_collective_issued_from_an_autograd_device_thread_is_recorded(emulated_dml_backend, monkeypatch):
     # DDP's reducer all-reduces from autograd hooks; on a device with its own autograd thread (CUDA, and
     # the emulated DirectML device) they run on that thread. A one-rank gloo group, in this process.
     import os
@@ -295,8 +295,9 @@ def test_a_collective_issued_from_an_autograd_device_thread_is_recorded(emulated
             dist.all_reduce(host)
             return host.to(grad.device)
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ["MASTER_PORT"] = str(_free_port())
+    # set for this test only: every later test's dmlprof would otherwise read a distributed rendezvous
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
     try:
         x = torch.ones(4, device=emulated_dml_backend.device(), requires_grad=True)

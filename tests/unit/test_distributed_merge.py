@@ -242,6 +242,12 @@ def test_failure_line_blames_the_dead_rank_first_and_lists_what_was_kept(tmp_pat
     assert json.loads((tmp_path / "rank1.error.json").read_text())["line"] == "died (killed by SIGKILL)"
 
 
+def test_failure_line_blames_the_killed_rank_not_one_the_launcher_stopped_before_it_wrote_a_line(tmp_path):
+    # rank 1 was killed; the launcher's SIGTERM ended rank 0 before it could write its line
+    line, code = failure_line(tmp_path, 2, {0: -15, 1: -9})
+    assert line.startswith("rank 1 died (killed by SIGKILL)"), line
+
+
 def test_failure_line_puts_a_hang_before_the_ranks_the_launcher_stopped(tmp_path):
     (tmp_path / "rank0.error.json").write_text(json.dumps({"rank": 0, "line": "rank 0 waited 8 s ...", "hung": True}))
     (tmp_path / "rank1.error.json").write_text(json.dumps({"rank": 1, "line": "stopped by the launcher (SIGTERM)"}))
