@@ -435,3 +435,25 @@ def failure_in(exc: BaseException, touched_device: bool = True) -> Optional[Fail
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return None
+
+
+class DirectMLSemantics:
+    """What every DirectML backend (real, emulated, predicted) knows of torch-directml: the ops whose results
+    were measured wrong, and the calls it refuses (a mixin beside :class:`~dmlprof.backends.base.Backend`)."""
+
+    def flagged_ops(self) -> frozenset:
+        from dmlprof.tables.measured import load_measured
+
+        table = load_measured("dml")
+        return table.flagged_ops() if table is not None else frozenset()
+
+    def failure_rule(self):
+        from dmlprof.record.frame import op_name
+
+        return rule_for(self.device_type, self.float64_support is not False, op_name)
+
+    def note_failure(self, exc: BaseException, failure) -> None:
+        note(exc, failure)
+
+    def failure_in(self, exc: BaseException, touched_device: bool = True):
+        return failure_in(exc, touched_device)

@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 
 from dmlprof.backends.base import Availability, Backend, MemoryReading
+from dmlprof.backends.directml_failures import DirectMLSemantics
 
 WSL_LIBRARY_DIR = Path("/usr/lib/wsl/lib")
 
@@ -109,7 +110,7 @@ def software_adapter(name: str) -> str:
     return next((what for marker, what in _SOFTWARE_ADAPTERS if marker in lowered), "")
 
 
-class DmlBackend(Backend):
+class DmlBackend(DirectMLSemantics, Backend):
     name = "dml"
     device_type = "privateuseone"  # torch-directml keeps PyTorch's default name
     fallback_warning_name = "DML"
@@ -157,28 +158,6 @@ class DmlBackend(Backend):
             found["timing"] = (f"wall time per call on {emulation}: verdicts, errors and numerics are DirectML's, "
                                "the times are a CPU's, never a GPU's")
         return found
-
-    def flagged_ops(self) -> frozenset:
-        from dmlprof.tables.measured import load_measured
-
-        table = load_measured("dml")
-        return table.flagged_ops() if table is not None else frozenset()
-
-    def failure_rule(self):
-        from dmlprof.backends.directml_failures import rule_for
-        from dmlprof.record.frame import op_name
-
-        return rule_for(self.device_type, self.float64_support is not False, op_name)
-
-    def note_failure(self, exc: BaseException, failure) -> None:
-        from dmlprof.backends.directml_failures import note
-
-        note(exc, failure)
-
-    def failure_in(self, exc: BaseException, touched_device: bool = True):
-        from dmlprof.backends.directml_failures import failure_in
-
-        return failure_in(exc, touched_device)
 
     refuses_calls = True
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import torch
 
 from dmlprof.backends.base import Availability, Backend
+from dmlprof.backends.directml_failures import DirectMLSemantics
 
 
-class EmulatedDmlBackend(Backend):
+class EmulatedDmlBackend(DirectMLSemantics, Backend):
     name = "emulated-dml"
     device_type = "privateuseone"
     fallback_warning_name = "DML"
@@ -48,28 +49,6 @@ class EmulatedDmlBackend(Backend):
         from dmlprof.backends.device_module import backward_on_calling_thread
 
         return backward_on_calling_thread()
-
-    def flagged_ops(self) -> frozenset:
-        from dmlprof.tables.measured import load_measured
-
-        table = load_measured("dml")
-        return table.flagged_ops() if table is not None else frozenset()
-
-    def failure_rule(self):
-        from dmlprof.backends.directml_failures import rule_for
-        from dmlprof.record.frame import op_name
-
-        return rule_for(self.device_type, self.float64_support is not False, op_name)
-
-    def note_failure(self, exc: BaseException, failure) -> None:
-        from dmlprof.backends.directml_failures import note
-
-        note(exc, failure)
-
-    def failure_in(self, exc: BaseException, touched_device: bool = True):
-        from dmlprof.backends.directml_failures import failure_in
-
-        return failure_in(exc, touched_device)
 
     def device(self) -> torch.device:
         return torch.device(self.device_type, self.index)

@@ -15,9 +15,10 @@ from typing import Optional
 import torch
 
 from dmlprof.backends.base import Backend, MemoryReading
+from dmlprof.backends.directml_failures import DirectMLSemantics
 
 
-class PredictedDmlBackend(Backend):
+class PredictedDmlBackend(DirectMLSemantics, Backend):
     name = "dml"
     device_type = "privateuseone"
     has_cpu_fallback = True
@@ -67,28 +68,6 @@ class PredictedDmlBackend(Backend):
     def refresh(self) -> None:
         if self._standin is not None:
             self._standin.refresh()
-
-    def flagged_ops(self) -> frozenset:
-        from dmlprof.tables.measured import load_measured
-
-        table = load_measured("dml")
-        return table.flagged_ops() if table is not None else frozenset()
-
-    def failure_rule(self):
-        from dmlprof.backends.directml_failures import rule_for
-        from dmlprof.record.frame import op_name
-
-        return rule_for(self.device_type, self.float64_support is not False, op_name)
-
-    def note_failure(self, exc: BaseException, failure) -> None:
-        from dmlprof.backends.directml_failures import note
-
-        note(exc, failure)
-
-    def failure_in(self, exc: BaseException, touched_device: bool = True):
-        from dmlprof.backends.directml_failures import failure_in
-
-        return failure_in(exc, touched_device)
 
     def device(self) -> torch.device:
         return torch.device(self.device_type, self.index)
