@@ -293,11 +293,6 @@ _NEEDS_STORAGE = ("self.has_storage() INTERNAL ASSERT FAILED: as_strided_scatter
                   "read a tensor's storage, which torch-directml's tensors do not have")
 
 
-def needs_storage_message() -> str:
-    """What a view scatter on a torch-directml tensor raises (its composite reads the tensor's storage)."""
-    return _NEEDS_STORAGE
-
-
 def _needs_storage(args, kwargs) -> Optional[Failure]:
     return Failure(RAISES, _NEEDS_STORAGE)
 

@@ -295,30 +295,17 @@ def _install(module) -> None:
     if not hasattr(torch, DEVICE_TYPE):
         torch._register_device_module(DEVICE_TYPE, _device_module())
     module.set_float64_support(float64_from_environment())
-    from dmlprof.backends.directml_failures import ruled_ops
+    from dmlprof.backends.directml_failures import ALWAYS_FAILING_COMPOSITES, ruled_ops
 
     module.set_failure_rules(_failure_rule, sorted(ruled_ops()))
-    _refuse_storage_composites()
+    # Kernels of this device's own for the composites that fail on every torch-directml tensor (the view
+    # scatters read a storage its tensors lack): torch's composite would run on this device's tensors, which
+    # have storage. Each call asks the rules first, which refuse it with torch-directml's words.
+    module.register_kernels(sorted(ALWAYS_FAILING_COMPOSITES), "PrivateUse1")
     spec = os.environ.get(FAULT_ENV, "").strip()
     if spec:
         kind, _, op = spec.partition(":")
         _set_fault(module, kind.strip(), op.strip(), where=f"{FAULT_ENV}={spec}")
-
-
-def _refuse_storage_composites() -> None:
-    """Kernels that raise for the composites failing on every torch-directml tensor (the view scatters read
-    a storage its tensors do not have). This device's tensors have one, so torch's composite would run:
-    without these the device would run what DirectML refuses. Kept for the process (the library must live)."""
-    from dmlprof.backends.directml_failures import ALWAYS_FAILING_COMPOSITES, DirectMLFailure, RAISES, Failure
-    from dmlprof.backends.directml_failures import needs_storage_message
-
-    def refuse(*args, **kwargs):
-        raise DirectMLFailure(Failure(RAISES, needs_storage_message()))
-
-    library = torch.library.Library("aten", "IMPL")
-    for name in sorted(ALWAYS_FAILING_COMPOSITES):
-        library.impl(name.split("::", 1)[1], refuse, "PrivateUse1")
-    _state["storage_composites"] = library
 
 
 def float64_from_environment() -> bool:
