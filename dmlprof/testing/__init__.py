@@ -29,6 +29,7 @@ its in-place write.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -191,22 +192,32 @@ def load(verbose: bool = False):
             raise EmulatedDeviceError(f"building the emulated DML extension failed: {exc}") from exc
         _install(module)
         _state["module"] = module
-        _exit_without_joining_device_threads()
         _ensure_backward()
+        atexit.register(_drain_device_backward_thread_at_exit)
         return module
 
 
-#: torch's autograd engine reads this at exit: how long to wait for its device threads to shut down
-SHUTDOWN_WAIT_ENV = "TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT"
+def _drain_device_backward_thread_at_exit() -> None:
+    """Let the device's backward thread drop its last graph task while Python can still take it.
 
-
-def _exit_without_joining_device_threads() -> None:
-    """On torch >= 2.6 the engine's shutdown of this device's backward thread, at interpreter exit, ended
-    5 of 12 processes with SIGABRT ("terminate called without an active exception") after the program had
-    finished, and 0 of 10 with the wait switched off (0 of 8 on torch 2.4.1 either way). The threads are
-    daemons; the process ends without them. A user's own setting is kept."""
-    if torch_version_tuple() >= (2, 6):
-        os.environ.setdefault(SHUTDOWN_WAIT_ENV, "0")
+    torch >= 2.6 stashes a Python object in every backward's thread-local state; the device thread that
+    ran a backward often drops the graph task (and that object) after the caller has returned, and needs
+    the GIL for it. When the program ends first, the thread finds the interpreter finalizing and exits
+    mid-destructor: "terminate called without an active exception", SIGABRT, after the program finished
+    (3 of 20 processes on a loaded 2-core machine). An exit handler runs one more backward through that
+    thread, without the stash (the engine directly): the thread takes the next task only after it
+    dropped the last one, and this one holds nothing of Python's. Exit handlers run before finalizing.
+    """
+    if _state.get("backward_on_calling_thread"):
+        return  # the device has no backward thread in this process
+    try:
+        leaf = torch.ones(1, device=DEVICE_TYPE, requires_grad=True)
+        out = (leaf * 2).sum()
+        # (tensors, grad_tensors, keep_graph, create_graph, inputs, allow_unreachable, accumulate_grad)
+        torch.autograd.Variable._execution_engine.run_backward((out,), (torch.ones_like(out),), False, False,
+                                                             (), True, True)
+    except Exception:  # never turn a finished program's exit into an error
+        pass
 
 
 #: what the progress bar says while the extension compiles (20 s on an idle 2-core machine, 70 s and more on

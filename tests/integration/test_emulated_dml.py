@@ -157,6 +157,37 @@ def test_fallback_warning_text_and_once_semantics(backend):
     assert lines[2] == "6"  # every call counted, warned or not
 
 
+def test_exit_handler_lets_the_device_thread_drop_its_last_graph_task(backend):
+    """At exit the device's backward thread must not still hold a graph task whose thread-local state has a
+    Python object (torch >= 2.6 stashes one per backward): it would need the GIL during finalization and
+    end the process with SIGABRT. The handler load() registers runs one more backward through that
+    thread, without a stash, and waits for it: the thread takes it only after dropping the one before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import threading, torch\n"
+        "from dmlprof import testing\n"
+        "testing.load()\n"
+        "engine = torch.autograd.Variable._execution_engine\n"
+        "ran_on = []\n"
+        "class Watching:\n"
+        "    def run_backward(self, tensors, *rest):\n"
+        "        tensors[0].grad_fn.register_prehook(lambda g: ran_on.append(threading.get_ident()))\n"
+        "        result = engine.run_backward(tensors, *rest)\n"
+        "        ran_on.append('done')\n"
+        "        return result\n"
+        "x = torch.ones(4, device='privateuseone', requires_grad=True)\n"
+        "(x * 3).sum().backward()\n"
+        "torch.autograd.Variable._execution_engine = Watching()\n"
+        "testing._drain_device_backward_thread_at_exit()\n"
+        "print(ran_on[0] != threading.get_ident(), ran_on[1:])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True ['done']"  # on the device's thread, and it finished
+
+
 def test_native_kernels_match_the_shipped_table(backend):
     """The device's computed PrivateUse1 entry equals torch-directml's, op for op, where torch knows the op;
     beside them only the kernels that refuse the view scatters with torch-directml's words (they fail on
