@@ -39,7 +39,7 @@ from dmlprof.record import steady
 from dmlprof.record.attribution import raised_at
 from dmlprof.record.forks import forked_child_ends_here
 from dmlprof.record.frame import rows_to_frame
-from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside, join_device_times, profiler_op_totals
+from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside, join_call_events, numbered_ranges, profiler_op_totals
 from dmlprof.record.recorder import Recorder, refusals
 from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.record.warning_capture import WarningCapture
@@ -617,6 +617,7 @@ class _Run:
             frames.append(frame)
         ops = pd.concat(frames, ignore_index=True) if frames else structure.template.iloc[0:0].copy()
         ops["seq"] = range(len(ops))
+        ops["ranges"] = numbered_ranges(ops["ranges"].tolist() if frames else [])
         self.meta["steady_state"] = {
             "structure_step_calls": len(structure.template),
             "matched_steps": len(frames),
@@ -830,8 +831,7 @@ class _Run:
                 "interrupted: torch.profiler's events were not read, so there is no cross-check of the times")
         elif profiler is not None and profiler.profile is not None:
             events = profiler.op_events()
-            if self.backend.profiler_device_activity:
-                ops = join_device_times(ops, events)
+            ops = join_call_events(ops, events, device_times=self.backend.profiler_device_activity)
         return self._session(ops, events, recorder, profiler)
 
     def _note_device_failure(self, failed) -> None:

@@ -7,6 +7,7 @@ string literal of its own. No torch here (renderers and the CLI import it).
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 OP_COLUMNS = (
     "seq", "step", "phase", "op", "verdict", "evidence", "fallback_ops", "fallback_calls",
     "module", "source", "input_devices", "output_devices", "dtypes", "shapes",
-    "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread",
+    "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread", "ranges",
 )
 
 # Verdicts: where a call ran (docs/report_schema.md, "Verdicts").
@@ -57,6 +58,25 @@ def parse_fallback_ops(text: str) -> dict:
         name, _, count = part.rpartition("=")
         found[name] = found.get(name, 0) + int(count)
     return found
+
+
+def format_ranges(ranges) -> str:
+    """The ``ranges`` column: the scanned code's ``record_function`` ranges around a call, outermost first,
+    each ``[name, occurrence]`` (the second ``"forward"`` range of the run is ``["forward", 2]``); JSON,
+    since a range's name may hold any character."""
+    return json.dumps([[str(name), int(number)] for name, number in ranges], ensure_ascii=False) if ranges else ""
+
+
+def parse_ranges(text: str) -> list:
+    """Inverse of :func:`format_ranges`: ``[(name, occurrence), ...]``; [] for none or a damaged value."""
+    try:
+        value = json.loads(text) if text else []
+    except ValueError:
+        return []
+    if not isinstance(value, list):
+        return []
+    return [(str(item[0]), int(item[1])) for item in value
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)]
 
 
 def empty_ops_frame() -> pd.DataFrame:

@@ -17,7 +17,7 @@ def make_session(calls, meta=None, extras=None) -> Session:
         row = {"seq": seq, "step": 0, "phase": "forward", "verdict": "device", "evidence": "tensors",
                "fallback_ops": "", "fallback_calls": 0, "module": "Net.fc", "source": "model.py:10",
                "input_devices": "dml", "output_devices": "dml", "dtypes": "float32", "shapes": "[[2, 3]]",
-               "start_ns": clock, "bytes_moved": 0, "transfer": "", "thread": 0}
+               "start_ns": clock, "bytes_moved": 0, "transfer": "", "thread": 0, "ranges": ""}
         row.update(call)
         if row["verdict"] == "fallback" and not row["fallback_ops"]:
             row["fallback_ops"] = f"{row['op']}=1"

@@ -39,19 +39,26 @@ def _changed(session: Session, drop=(), **changes) -> Session:
     return Session(meta=meta, ops=session.ops, extras=session.extras)
 
 
+_FORWARD = '[["forward", 1]]'
+_FEATURES = '[["forward", 1], ["features", 1]]'
+
+
 def _dml_calls() -> list:
     """Device calls, two fallback hotspots (one a composite), a host copy, a read-back, calls on CPU tensors and
     the host's bookkeeping (step counters)."""
     return [
         {"op": "aten::_to_copy", "time_ns": 40_000, "phase": "other", "module": "", "source": "train.py:5",
          "transfer": "h2d", "bytes_moved": 8192, "input_devices": "cpu"},
-        {"op": "aten::convolution", "time_ns": 300_000, "module": "Net.features.0"},
-        {"op": "aten::native_group_norm", "time_ns": 50_000, "module": "Net.features.1"},
-        {"op": "aten::convolution", "time_ns": 310_000, "module": "Net.features.2"},
+        # the scanned code's record_function ranges: "features" inside "forward"; "features" again in backward
+        {"op": "aten::convolution", "time_ns": 300_000, "module": "Net.features.0", "ranges": _FORWARD},
+        {"op": "aten::native_group_norm", "time_ns": 50_000, "module": "Net.features.1", "ranges": _FEATURES},
+        {"op": "aten::convolution", "time_ns": 310_000, "module": "Net.features.2", "ranges": _FEATURES},
         {"op": "aten::native_group_norm_backward", "verdict": "fallback", "time_ns": 200_000, "phase": "backward",
-         "module": "Net.features.1", "source": "models/net.py:40", "bytes_moved": 1 << 20},
+         "module": "Net.features.1", "source": "models/net.py:40", "bytes_moved": 1 << 20,
+         "ranges": '[["features", 2]]'},
         {"op": "aten::native_group_norm_backward", "verdict": "fallback", "time_ns": 150_000, "phase": "backward",
-         "module": "Net.features.3", "source": "models/net.py:41", "bytes_moved": 1 << 20},
+         "module": "Net.features.3", "source": "models/net.py:41", "bytes_moved": 1 << 20,
+         "ranges": '[["features", 2]]'},
         {"op": "aten::convolution_backward", "time_ns": 600_000, "phase": "backward", "module": "Net.features.0"},
         {"op": "aten::_foreach_lerp_.Scalar", "verdict": "fallback", "time_ns": 90_000, "phase": "optimizer",
          "module": "optimizer.AdamW", "source": "", "fallback_ops": "aten::lerp.Scalar_out=4", "fallback_calls": 4,

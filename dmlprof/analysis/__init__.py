@@ -13,6 +13,7 @@ from dmlprof.analysis.core import (
     op_summary,
     phase_split,
     profiler_crosscheck,
+    range_summary,
     split_fixed_cost,
     summary,
     time_by_op,
@@ -21,5 +22,5 @@ from dmlprof.analysis.core import (
 )
 
 __all__ = ["calls_after", "cpu_hotspots", "device_calls_by_op", "summary", "op_summary", "fallback_hotspots", "fallback_op_set", "phase_split",
-           "module_summary", "transfer_hotspots", "profiler_crosscheck", "split_fixed_cost", "time_by_op",
+           "module_summary", "transfer_hotspots", "profiler_crosscheck", "range_summary", "split_fixed_cost", "time_by_op",
            "with_host_bookkeeping"]

@@ -1,11 +1,12 @@
 """Headline numbers, per-op and per-phase tables, fallback hotspots."""
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional
 
 import pandas as pd
 
-from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, REPORT_VERDICTS, parse_fallback_ops
+from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, REPORT_VERDICTS, parse_fallback_ops, parse_ranges
 
 _NS_PER_MS = 1e6
 # The ``shapes`` of a call whose inputs are all 0-dim tensors: ``[[]]``, ``[[], []]``... (a foreach over step counters)
@@ -299,6 +300,32 @@ def module_summary(ops: pd.DataFrame) -> pd.DataFrame:
         for key, (calls, time_ns, device_ns, fallback_calls, fallback_ns, host_ns) in totals.items()
     ]
     rows.sort(key=lambda row: _natural_path(row["module"]))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def range_summary(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per ``record_function`` range of the scanned code, in the order the run first entered each: the
+    calls inside it (nested ranges' too; a call counts once under a name, however deep it recurses),
+    their time, and what fell back there, inner ops most calls first."""
+    columns = ["range", "occurrences", "calls", "time_ms", "fallback_calls", "fallback_time_ms", "fallback_ops"]
+    inside = ops[ops["ranges"] != ""] if "ranges" in ops and not ops.empty else ops.iloc[0:0]
+    totals: dict = {}  # name -> [occurrences seen, calls, time_ns, fallback calls, fallback ns, Counter of inner ops]
+    for text, verdict, time_ns, fallback_ops in zip(inside["ranges"], inside["verdict"], inside["time_ns"],
+                                                    inside["fallback_ops"]):
+        ranges = parse_ranges(text)
+        for name in dict.fromkeys(name for name, _ in ranges):
+            entry = totals.setdefault(name, [set(), 0, 0, 0, 0, Counter()])
+            entry[0].update(number for other, number in ranges if other == name)
+            entry[1] += 1
+            entry[2] += int(time_ns)
+            if verdict == FALLBACK:
+                entry[3] += 1
+                entry[4] += int(time_ns)
+                entry[5].update(parse_fallback_ops(fallback_ops))
+    rows = [{"range": name, "occurrences": len(seen), "calls": calls, "time_ms": time_ns / _NS_PER_MS,
+             "fallback_calls": fallback_calls, "fallback_time_ms": fallback_ns / _NS_PER_MS,
+             "fallback_ops": [op for op, _ in inner.most_common()]}
+            for name, (seen, calls, time_ns, fallback_calls, fallback_ns, inner) in totals.items()]
     return pd.DataFrame(rows, columns=columns)
 
 

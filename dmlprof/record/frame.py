@@ -133,4 +133,5 @@ def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
         out["bytes_moved"].append(moved)
         out["transfer"].append(direction)
         out["thread"].append(threads.setdefault(thread, len(threads)))
+        out["ranges"].append("")  # the profiler's to tell (record.profiler.join_call_events)
     return empty_ops_frame() if not raw_rows else typed_ops_frame(pd.DataFrame(out, columns=list(OP_COLUMNS)))

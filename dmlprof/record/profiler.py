@@ -18,6 +18,8 @@ from typing import Callable, Optional
 
 import pandas as pd
 
+from dmlprof.schema import format_ranges
+
 # Kineto prints these on start/stop (torch 2.13: "USDT: ... profiler_start"), and a CUDA build
 # without a GPU on exporting a trace (torch 2.4.1: "DeviceProperties.cpp:46] gpuGetDeviceCount failed").
 _PROFILER_NOISE = re.compile(r"USDT|STAGE:|kineto|Kineto|ActivityProfiler|CUPTI|libkineto|Profiler|DeviceProperties\.cpp")
@@ -63,9 +65,27 @@ def quiet_native_stderr():
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
-_EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "self_device_time_ns", "parent", "grandparent", "thread"]
+_EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "self_device_time_ns", "parent", "grandparent", "thread",
+                  "ranges", "parent_row"]
 # torch >= 2.5 wraps the Python dispatch mode's work in a range of its own.
 MODE_RANGE = "PythonDispatchMode"
+#: Kineto's scope of a ``torch.profiler.record_function`` range (RecordScope::USER_SCOPE, torch 2.4 to today)
+USER_SCOPE = 7
+#: ranges dmlprof opens itself (its steps): never shown as the user's
+OWN_RANGE_PREFIX = "dmlprof::"
+#: ranges torch opens itself around every optimizer step and DataLoader batch: not the scanned code's own
+TORCH_RANGE_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#", "enumerate(DataLoader)#")
+#: an empty range the recorder opens where it forgets what it recorded (a script's warm-up steps): the
+#: profiler saw those calls, so only the calls after the last such mark are the recorded rows'
+ROWS_DROPPED_MARK = OWN_RANGE_PREFIX + "rows_dropped"
+
+
+def mark_rows_dropped() -> None:
+    """Leave :data:`ROWS_DROPPED_MARK` in the profiler's trace, if one runs."""
+    import torch.profiler
+
+    with torch.profiler.record_function(ROWS_DROPPED_MARK):
+        pass
 
 
 #: torch.profiler runs alongside at most this many recorded calls. It costs about 35 KB a call (Kineto's own
@@ -197,7 +217,8 @@ def kineto_event_frame(raw_events) -> pd.DataFrame:
         start = _start_ns(event)
         duration = int(event.duration_ns())
         if event.device_type() == DeviceType.CPU:
-            host.append((event.name(), start, duration, int(event.start_thread_id()), int(event.correlation_id())))
+            host.append((event.name(), start, duration, int(event.start_thread_id()), int(event.correlation_id()),
+                         _is_user_range(event)))
         else:
             linked = int(event.linked_correlation_id())
             if linked > 0:
@@ -205,11 +226,17 @@ def kineto_event_frame(raw_events) -> pd.DataFrame:
     host.sort(key=lambda e: (e[3], e[1], -e[2]))
     count = len(host)
     parent_of = [-1] * count
+    # the user's record_function ranges around each event, outermost first: (name, start_ns) each
+    ranges_of: list = [()] * count
     stack: list = []
-    for index, (_, start, duration, thread, _) in enumerate(host):
+    for index, (_, start, duration, thread, _, _) in enumerate(host):
         while stack and (host[stack[-1]][3] != thread or host[stack[-1]][1] + host[stack[-1]][2] < start + duration):
             stack.pop()
-        parent_of[index] = stack[-1] if stack else -1
+        parent = stack[-1] if stack else -1
+        parent_of[index] = parent
+        if parent >= 0:
+            around = host[parent]
+            ranges_of[index] = ranges_of[parent] + ((around[0], around[1]),) if around[5] else ranges_of[parent]
         stack.append(index)
     self_device = [kernel_ns.get(e[4], 0) if e[4] > 0 else 0 for e in host]
     total_device = list(self_device)
@@ -229,9 +256,20 @@ def kineto_event_frame(raw_events) -> pd.DataFrame:
             "parent": parents,
             "grandparent": grandparents,
             "thread": [e[3] for e in host],
+            "ranges": ranges_of,
+            "parent_row": parent_of,  # the enclosing event's row (-1: none); rows are in this order
         },
         columns=_EVENT_COLUMNS,
     )
+
+
+def _is_user_range(event) -> bool:
+    """A ``record_function`` range of the scanned code (not one of dmlprof's or torch's own)."""
+    try:
+        scope = int(event.scope())
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return False
+    return scope == USER_SCOPE and not event.name().startswith((OWN_RANGE_PREFIX,) + TORCH_RANGE_PREFIXES)
 
 
 def _start_ns(event) -> int:
@@ -252,16 +290,29 @@ def _first_attr(event, names) -> float:
 
 
 def recorded_call_events(events: pd.DataFrame) -> pd.DataFrame:
-    """The profiler events that are our recorded calls.
+    """The profiler events that are our recorded calls, in the order they ran.
 
-    With our dispatch mode active, every call it records shows in the profiler
-    twice, nested: the outer event includes our Python bookkeeping, the inner
-    one (whose parent, or grandparent through a ``PythonDispatchMode`` range,
-    has the same name) is the call we timed.
+    Every call the recorder sees shows in the profiler twice, nested: the outer event includes our
+    bookkeeping, the inner one (whose parent, or grandparent through a ``PythonDispatchMode`` range, has
+    the same name) is the call we timed. A call made inside another one (``mean`` dividing in place) is
+    seen too, but is not a recorded row: only the outermost count. Calls the recorder forgot (a script's
+    warm-up steps) come before the last :data:`ROWS_DROPPED_MARK` and are left out.
     """
     if events.empty:
         return events
-    return events[inner_call_mask(events)].sort_values("start_ns", kind="stable")
+    inner = inner_call_mask(events).tolist()
+    # (a frame built by hand, without nesting rows, is taken as flat)
+    parents = events["parent_row"].tolist() if "parent_row" in events else [-1] * len(inner)
+    inside_call = [False] * len(inner)
+    for row, parent in enumerate(parents):  # a parent's row comes before its children's
+        if parent >= 0:
+            inside_call[row] = inside_call[parent] or inner[parent]
+    outermost = [flag and not nested for flag, nested in zip(inner, inside_call)]
+    calls = events[outermost]
+    marks = events.loc[events["name"] == ROWS_DROPPED_MARK, "start_ns"]
+    if len(marks):
+        calls = calls[calls["start_ns"] > marks.max()]
+    return calls.sort_values("start_ns", kind="stable")
 
 
 def inner_call_mask(events: pd.DataFrame) -> pd.Series:
@@ -286,8 +337,9 @@ def profiler_op_totals(events: pd.DataFrame) -> pd.DataFrame:
     return grouped.reset_index().rename(columns={"name": "op"})
 
 
-def join_device_times(ops: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    """Give each op row the device (kernel) time of its own profiler event.
+def join_call_events(ops: pd.DataFrame, events: pd.DataFrame, device_times: bool) -> pd.DataFrame:
+    """Give each op row what its own profiler event knows: the ``record_function`` ranges around it, and
+    with ``device_times`` the device (kernel) time it launched.
 
     Rows and inner events are matched per op name in execution order: the k-th
     recorded ``aten::mm`` is the k-th inner ``aten::mm`` event.
@@ -296,19 +348,36 @@ def join_device_times(ops: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     if calls.empty or ops.empty:
         return ops
     queues = defaultdict(list)
-    for name, device_ns in zip(calls["name"], calls["device_time_ns"]):
-        queues[name].append(device_ns)
-    positions = defaultdict(int)
-    device_times = []
+    for position, name in enumerate(calls["name"]):
+        queues[name].append(position)
+    taken = defaultdict(int)
+    matched = []
     for op in ops["op"]:
         name = op.split(".", 1)[0]
         queue = queues.get(name)
-        index = positions[name]
+        index = taken[name]
         if queue is not None and index < len(queue):
-            device_times.append(queue[index])
-            positions[name] = index + 1
+            matched.append(queue[index])
+            taken[name] = index + 1
         else:
-            device_times.append(None)
+            matched.append(None)
     ops = ops.copy()
-    ops["device_time_ns"] = pd.array(device_times, dtype="Float64")
+    ranges = calls["ranges"].tolist()
+    ops["ranges"] = numbered_ranges([ranges[m] if m is not None else () for m in matched])
+    if device_times:
+        device_ns = calls["device_time_ns"].tolist()
+        ops["device_time_ns"] = pd.array([device_ns[m] if m is not None else None for m in matched], dtype="Float64")
     return ops
+
+
+def numbered_ranges(ranges_per_call: list) -> list:
+    """Each call's ranges (``(name, start_ns)`` pairs from :func:`kineto_event_frame`) as the op frame's text:
+    a range is known by its name and its occurrence in the run (``["forward", 2]``: the second ``forward``)."""
+    starts: dict = defaultdict(set)
+    for ranges in ranges_per_call:
+        for name, start in ranges:
+            starts[name].add(start)
+    occurrence = {(name, start): number for name, seen in starts.items()
+                  for number, start in enumerate(sorted(seen), start=1)}
+    return [format_ranges([(name, occurrence[(name, start)]) for name, start in ranges]) if ranges else ""
+            for ranges in ranges_per_call]

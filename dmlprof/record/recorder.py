@@ -18,6 +18,7 @@ import torch
 from dmlprof.distributed.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import leaves_device, op_name
+from dmlprof.record.profiler import mark_rows_dropped
 from dmlprof.record.tap import DispatcherTap
 from dmlprof.record.warning_capture import WarningCapture
 
@@ -218,6 +219,7 @@ class Recorder:
 
     def drop_rows(self) -> None:
         """Forget what was recorded so far (a script's warm-up steps); a full recorder records again."""
+        mark_rows_dropped()  # torch.profiler saw those calls: the mark says where the rows begin
         self.rows.clear()
         self.failed_row = None
         self.full = False

@@ -157,6 +157,12 @@ class Structure:
         device = pd.array([None] * rows, dtype="Float64")
         device[matched.to_numpy()] = picked["device_time_ns"].to_numpy()
         frame["device_time_ns"] = device
+        ranges = [()] * rows
+        for row, around in zip(matched_rows, picked["ranges"] if "ranges" in picked else ()):
+            ranges[row] = around
+        # (name, start_ns) pairs: numbered once the steps are together (numbered_ranges); a call not found
+        # again keeps no range
+        frame["ranges"] = ranges
         # Calls without their own event sit just after the call before them.
         frame["start_ns"] = frame["start_ns"].where(matched).ffill().fillna(0).astype("int64")
         frame["evidence"] = frame["evidence"].map(_steady_evidence)

@@ -19,7 +19,11 @@ What goes in (all ``ph: "X"`` complete events, times in microseconds):
   ``user_annotation`` on purpose: the plugin drops ``user_annotation`` ranges
   from its Operator view, and there a ``fallback::`` row with its call count and
   total time is exactly what a reader needs. Its self time is zero (the op call
-  inside covers it), so no time is counted twice in self-time totals.
+  inside covers it), so no time is counted twice in self-time totals;
+- the scanned code's own ``record_function`` ranges (``user_annotation``), on a process of their own
+  (``your record_function ranges``), one thread each as the calls': each spans the recorded calls
+  torch.profiler found inside it, from the first one's start to the last one's end. Beside dmlprof's
+  phase ranges they could intersect (a range around forward and backward), which the plugin rejects.
 
 :func:`trace_json` is the same trace as one plain file (``scan --trace FILE``)
 for Perfetto or chrome://tracing, plus, where torch.profiler measured kernel
@@ -45,7 +49,7 @@ import pandas as pd
 from dmlprof.errors import UsageError
 from dmlprof.files import fit_name, make_new_dir, write_atomic
 from dmlprof.meta import RunMeta
-from dmlprof.schema import FALLBACK, parse_fallback_ops
+from dmlprof.schema import FALLBACK, parse_fallback_ops, parse_ranges
 
 #: What torch.profiler writes today (Kineto's trace schema version).
 SCHEMA_VERSION = 1
@@ -59,6 +63,9 @@ KERNEL_LANE = "device kernels"
 #: the fallbacks' own lane in a --trace file: every call that ran on the CPU, apart, at a glance
 FALLBACK_PID, FALLBACK_TID = 3, 1
 FALLBACK_LANE = "fallbacks to the CPU"
+#: the scanned code's record_function ranges: a process of their own, a thread per thread of calls
+RANGE_PID = 4
+RANGE_LANE = "your record_function ranges"
 #: chrome://tracing's reserved colour for what went wrong (its "cname" names), on every fallback range
 FALLBACK_COLOUR = "terrible"
 _SAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -87,6 +94,7 @@ def trace_dict(session, kernels: bool = False) -> dict:
     events += _step_events(frame)
     events += _phase_events(frame)
     events += _op_events(frame)
+    events += _range_events(frame)
     events += (_kernel_events(run, frame) + _fallback_lane(frame)) if kernels else []
     return {
         "schemaVersion": SCHEMA_VERSION,
@@ -115,7 +123,7 @@ def _laid_out(ops: pd.DataFrame) -> pd.DataFrame:
     clock hiccup) must not make them.
     """
     frame = ops[["seq", "step", "phase", "op", "verdict", "fallback_ops", "fallback_calls", "module", "source",
-                 "dtypes", "shapes", "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread"]].copy()
+                 "dtypes", "shapes", "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread", "ranges"]].copy()
     frame = frame.sort_values(["thread", "start_ns", "seq"], kind="stable").reset_index(drop=True)
     start = frame["start_ns"].astype("int64")
     end = start + frame["time_ns"].clip(lower=0).astype("int64")
@@ -182,6 +190,32 @@ def _phase_events(frame) -> list:
             events.append({"ph": "X", "cat": "user_annotation", "name": f"{PHASE_PREFIX}{run.phase}", "pid": PID,
                            "tid": _tid(thread), "ts": _us(run.start), "dur": round(_us(run.end + _PHASE_PAD_NS) - _us(run.start), 3),
                            "args": {"step": int(run.step), "calls": int(run.calls)}})
+    return events
+
+
+def _range_events(frame) -> list:
+    """The scanned code's ``record_function`` ranges (see the module docstring). Nested ranges that end
+    with the same call end 1 ns apart per level, the outer later, so that no two intersect."""
+    inside = frame[frame["ranges"] != ""]
+    if inside.empty:
+        return []
+    spans: dict = {}  # (thread, depth, name, occurrence) -> [start, end, calls]
+    deepest = 0
+    for thread, text, start, end in zip(inside["thread"], inside["ranges"], inside["start_ns"], inside["end_ns"]):
+        ranges = parse_ranges(text)
+        deepest = max(deepest, len(ranges))
+        for depth, (name, number) in enumerate(ranges):
+            span = spans.setdefault((int(thread), depth, name, number), [int(start), int(end), 0])
+            span[0], span[1], span[2] = min(span[0], int(start)), max(span[1], int(end)), span[2] + 1
+    events = [{"ph": "M", "name": "process_name", "pid": RANGE_PID, "tid": 0, "ts": 0, "args": {"name": RANGE_LANE}}]
+    for thread in sorted({key[0] for key in spans}):
+        events.append({"ph": "M", "name": "thread_name", "pid": RANGE_PID, "tid": _tid(thread), "ts": 0,
+                       "args": {"name": "main thread" if thread == 0 else f"thread {thread}"}})
+    for (thread, depth, name, number), (start, end, calls) in sorted(spans.items(), key=lambda item: item[1][0]):
+        end += deepest - depth
+        events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": RANGE_PID, "tid": _tid(thread),
+                       "ts": _us(start), "dur": round(_us(end) - _us(start), 3),
+                       "args": {"occurrence": number, "recorded calls": calls}})
     return events
 
 

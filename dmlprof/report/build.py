@@ -18,7 +18,7 @@ from dmlprof.analysis.verification import summary as verification_summary
 from dmlprof.meta import PREDICTED, SWEEP, RunMeta
 from dmlprof.replacements.catalog import advice_for, advice_for_wrong_results
 from dmlprof.report.model import (
-    DivergentOp, Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RemainingOp, ReplaceComparison,
+    DivergentOp, Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, RemainingOp, ReplaceComparison,
     ReplaceSide, Report, StepSpan, Summary, SweepReport, SweepRow, Timeline, TorchPaths, TransferRow, Unchecked,
     Verification,
 )
@@ -50,6 +50,9 @@ def build_report(session) -> Report:
                                 int(r.fallback_calls), float(r.fallback_time_ms), float(r.host_bookkeeping_time_ms),
                                 run.module_classes.get(str(r.module)))
                       for r in analysis.module_summary(ops).itertuples()),
+        ranges=tuple(RangeRow(str(r.range), int(r.occurrences), int(r.calls), float(r.time_ms), int(r.fallback_calls),
+                              float(r.fallback_time_ms), tuple(r.fallback_ops))
+                     for r in analysis.range_summary(ops).itertuples()),
         # On the CPU every copy is host to host: nothing crosses a bus
         transfers=() if run.device.is_cpu else tuple(_transfer(r) for r in analysis.transfer_hotspots(ops).itertuples()),
         host_calls=_host_rows(analysis.cpu_hotspots(ops)),

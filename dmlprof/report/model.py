@@ -132,6 +132,19 @@ class PhaseRow:
 
 
 @dataclass(frozen=True)
+class RangeRow:
+    """A ``record_function`` range of the scanned code: the calls inside it (nested ranges' included)."""
+
+    range: str
+    occurrences: int  # how many times the run entered it
+    calls: int
+    time_ms: float
+    fallback_calls: int
+    fallback_time_ms: float
+    fallback_ops: Tuple[str, ...]  # the inner ops that fell back inside it, most calls first
+
+
+@dataclass(frozen=True)
 class ModuleRow:
     """A module path; a parent's row includes its children's calls."""
 
@@ -496,6 +509,9 @@ class Report:
     known_wrong_results: Tuple[KnownWrongResults, ...] = ()
     #: a prediction that made a value up: where, why, and how many calls came after it
     guess: Optional[GuessNote] = None
+    #: the scanned code's own ``record_function`` ranges, in the order the run entered them (torch.profiler
+    #: places calls in them: none with ``--no-profiler``)
+    ranges: Tuple[RangeRow, ...] = ()
     #: the timed calls on one axis (None without per-call times: a prediction, a sweep, an empty run);
     #: not in the JSON report, whose rows are per op (a trace file holds every call: ``--trace``)
     timeline: Optional[Timeline] = None
@@ -617,6 +633,7 @@ class Report:
             "ops": plain(self.ops),
             "fallbacks": plain(self.hotspots),
             "modules": plain(self.modules),
+            "ranges": plain(self.ranges),
             "transfers": plain(self.transfers),
             "cpu_calls": plain(self.host_calls),
             "host_bookkeeping": plain(self.host_bookkeeping),

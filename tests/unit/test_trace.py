@@ -187,3 +187,32 @@ def test_a_trace_file_puts_fallbacks_on_a_red_lane_of_their_own():
     assert marks and all(m["cname"] == FALLBACK_COLOUR for m in marks)
     plain = json.loads(trace_json(make_session([{"op": "aten::mm", "time_ns": 100}])))
     assert FALLBACK_LANE not in _lanes(plain).values()
+
+
+def test_the_scanned_codes_ranges_span_their_calls_on_a_process_of_their_own():
+    """Nested ranges that end with the same call must still nest (the outer ends later), a range entered
+    twice is drawn twice, and a name is kept as written."""
+    nested = '[["outer", 1], ["inner \\"x\\" <b>", 1]]'
+    session = make_session([
+        {"op": "aten::mm", "time_ns": 1_000, "ranges": '[["outer", 1]]'},
+        {"op": "aten::relu", "time_ns": 1_000, "ranges": nested},
+        {"op": "aten::add", "time_ns": 1_000, "ranges": nested},   # the last call of both ranges
+        {"op": "aten::mul", "time_ns": 1_000},
+        {"op": "aten::mm", "time_ns": 1_000, "ranges": '[["outer", 2]]'},
+    ])
+    trace = trace_dict(session)
+    drawn = [e for e in complete_events(trace) if e["cat"] == "user_annotation" and e["pid"] != 1]
+    assert [(e["name"], e["args"]["occurrence"], e["args"]["recorded calls"]) for e in drawn] == [
+        ("outer", 1, 3), ('inner "x" <b>', 1, 2), ("outer", 2, 1)]
+    calls = {e["args"]["External id"]: e for e in complete_events(trace) if e["cat"] == "cpu_op"}
+    outer, inner, again = drawn
+    assert outer["ts"] == calls[1]["ts"] and inner["ts"] == calls[2]["ts"]
+    assert inner["ts"] + inner["dur"] < outer["ts"] + outer["dur"]  # 1 ns apart: they nest, not cross
+    assert again["ts"] == calls[5]["ts"] and again["ts"] > outer["ts"] + outer["dur"]
+    assert_nested_per_thread(drawn)
+    # the calls' own lane holds none of them (dmlprof's phase ranges there could cut across)
+    assert not [e for e in complete_events(trace) if e["pid"] == 1 and e["name"] in ("outer", 'inner "x" <b>')]
+
+
+def test_no_range_lane_without_ranges():
+    assert not [e for e in trace_dict(fallback_mix())["traceEvents"] if e["pid"] == 4]
