@@ -178,7 +178,7 @@ class DeviceFailure:
     """The call a run stopped at because the device does not run it (DirectML raises, or ends the process)."""
 
     op: str
-    kind: str  # "raises" | "aborts" (directml_failures.RAISES / ABORTS)
+    kind: str  # "raises" | "aborts" (dmlprof.directml.failures.RAISES / ABORTS)
     message: str  # the backend's own words
     dtypes: str = ""
     source: str = ""  # the user's line

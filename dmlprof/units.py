@@ -12,3 +12,15 @@ def fmt_bytes(count) -> str:
             return f"{value:.0f} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable: the last unit always returns")
+
+
+def fmt_ranks(ranks, limit: int = 12) -> str:
+    """Rank numbers as runs, ``0, 2-7, 9``, at most ``limit`` runs shown (a forged run folder may claim millions)."""
+    runs = []
+    for rank in sorted(set(int(r) for r in ranks)):
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    return text + (f" (+{len(runs) - limit} more runs)" if len(runs) > limit else "")

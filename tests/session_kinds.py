@@ -6,7 +6,14 @@ renderer-over-every-kind test checks what each renderer says about each kind.
 from __future__ import annotations
 
 import copy
+import json
 
+import pandas as pd
+
+from dmlprof.distributed import env
+from dmlprof.distributed.annotate import frame_columns
+from dmlprof.distributed.run_dir import load_run
+from dmlprof.record.collectives import collectives_frame
 from dmlprof.session import Session
 from session_factory import SWEEP, make_session
 
@@ -261,3 +268,37 @@ KINDS = {
 }
 #: kinds whose session holds op rows (a sweep holds only the sweep)
 OP_KINDS = tuple(name for name in KINDS if name != "sweep")
+
+
+# -- a launched job's ranks ---------------------------------------------------------------------
+MS = 1_000_000
+
+
+def rank_session(rank, *, fallback_ms=0.0, steps=3, compute_ms=10.0, comm_ms=5.0, op="aten::mm"):
+    """A contract-mode rank: per step a compute call, maybe a fallback, one all-reduce."""
+    calls, collectives, clock = [], [], 0
+    for step in range(steps):
+        calls.append({"op": op, "time_ns": int(compute_ms * MS), "step": step, "start_ns": clock})
+        if fallback_ms:
+            calls.append({"op": "aten::native_group_norm_backward", "verdict": "fallback", "phase": "backward",
+                          "time_ns": int(fallback_ms * MS), "step": step})
+        calls.append({"op": "c10d::allreduce_", "phase": "comm", "time_ns": 100_000, "step": step,
+                      "shapes": "[[1000]]", "dtypes": "float32"})
+        clock += 50 * MS
+    session = make_session(calls, meta={"model_name": "net", "run_mode": "contract", "backend": "cpu",
+                                        "step_times_ms": [40.0] * steps,
+                                        "distributed": {"rank": rank, "local_rank": rank, "world_size": 2,
+                                                        "local_world_size": 2, "node_rank": 0, "backend": "gloo"}})
+    frame = collectives_frame(session.ops, None)
+    frame["comm_time_ns"] = pd.array([int(comm_ms * MS)] * len(frame), dtype="Int64")
+    session.extras["collectives"] = frame_columns(frame)
+    return session
+
+
+def job_run(tmp_path, sessions, errors=()):
+    """A launched job's run folder with these rank sessions and error lines, loaded."""
+    for rank, session in sessions.items():
+        session.save(env.session_path(tmp_path, rank))
+    for rank, line in errors:
+        (tmp_path / f"rank{rank}.error.json").write_text(json.dumps({"rank": rank, "line": line}))
+    return load_run(tmp_path)

@@ -135,7 +135,7 @@ class Backend:
 
     def failure_rule(self):
         """``rule(func, args, kwargs) -> failure or None``: how a call fails on this device, judged from its
-        arguments before it runs (the rules measured on the device, dmlprof.backends.directml_failures);
+        arguments before it runs (the rules measured on the device, dmlprof.directml.failures);
         ``None`` for a device without rules. The recorder asks it for every call it records."""
         return None
 
@@ -152,7 +152,7 @@ class Backend:
 
     def failure_in(self, exc: BaseException, touched_device: bool = True):
         """The device's own refusal of a call, where ``exc`` is one (a
-        :class:`~dmlprof.backends.directml_failures.Failure`), else ``None``: the call fails on this
+        :class:`~dmlprof.directml.failures.Failure`), else ``None``: the call fails on this
         device, not in the user's code (``touched_device``: the call's tensors were on the device)."""
         return None
 

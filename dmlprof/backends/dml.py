@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 
 from dmlprof.backends.base import Availability, Backend, MemoryReading
-from dmlprof.backends.directml_failures import DirectMLSemantics
+from dmlprof.directml.failures import DirectMLSemantics
 
 WSL_LIBRARY_DIR = Path("/usr/lib/wsl/lib")
 
@@ -164,7 +164,7 @@ class DmlBackend(DirectMLSemantics, Backend):
     def refusal_for(self, failure):
         """torch-directml's fatal checks (complex tensors, SIGSEGV in some kernels) end the process with no
         Python error: the call that would is refused, so the scan keeps what it recorded."""
-        from dmlprof.backends.directml_failures import ABORTS, DirectMLFailure
+        from dmlprof.directml.failures import ABORTS, DirectMLFailure
 
         return DirectMLFailure(failure) if failure.kind == ABORTS else None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from dmlprof.backends.base import Availability, Backend
-from dmlprof.backends.directml_failures import DirectMLSemantics
+from dmlprof.directml.failures import DirectMLSemantics
 
 
 class EmulatedDmlBackend(DirectMLSemantics, Backend):
@@ -46,7 +46,7 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
         return testing.float64_support()
 
     def run_context(self):
-        from dmlprof.backends.device_module import backward_on_calling_thread
+        from dmlprof.directml.device_module import backward_on_calling_thread
 
         return backward_on_calling_thread()
 

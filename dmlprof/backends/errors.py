@@ -84,7 +84,7 @@ KNOWN_ERRORS = (
         "torch.full(size, 0.5) without dtype= (pass dtype=torch.float32)",
     ),
     # torch-directml's fatal checks end the process (no Python exception); dmlprof raises in the
-    # call's place (directml_failures), so the run stops with a report instead of dying.
+    # call's place (dmlprof.directml.failures), so the run stops with a report instead of dying.
     KnownError(
         "dml_complex_abort",
         re.compile(r"Invalid or unsupported data type (?P<dtype>Complex\w+)"),

@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import os
 import re
 import shlex
 import sys
 
 from dmlprof import __version__
 from dmlprof.errors import DmlprofError
+from dmlprof.output import error_line, silence_stdout
 
 COMMANDS = ("scan", "check", "report", "ops", "sweep", "view", "doctor")
 EXAMPLES = """examples:
@@ -163,29 +163,6 @@ def _kept(err: DmlprofError):
     if kept is None and getattr(err, "saved_to", None):
         kept = f"partial session saved to {err.saved_to}"
     return kept
-
-
-def error_line(message: str, kept=None) -> None:
-    """``dmlprof: error: MESSAGE [KEPT]`` on stderr, as one line whatever the message holds: names from a
-    model or a run folder may carry escape sequences or newlines (shown as ``\\xNN``, never sent raw)."""
-    from dmlprof.render.format import clean
-
-    try:
-        print(f"dmlprof: error: {clean(message)}" + (f" [{clean(kept)}]" if kept else ""), file=sys.stderr)
-        sys.stderr.flush()
-    except (OSError, ValueError):  # no stderr left (a closed terminal): the exit code still says it
-        pass
-
-
-def silence_stdout() -> None:
-    """Point stdout at the null device after it failed: Python flushes it again at exit, and what
-    failed once would fail there, with a traceback."""
-    try:
-        devnull = open(os.devnull, "w", encoding="utf-8")
-        os.dup2(devnull.fileno(), sys.stdout.fileno())
-        sys.stdout = devnull
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def entry() -> None:

@@ -11,7 +11,7 @@ import math
 
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import add_adapter_flag, add_model_argument, add_script_flags, at_least
-from dmlprof.cli.output import add_progress_flag
+from dmlprof.output import add_progress_flag
 
 EXAMPLES = """examples:
   dmlprof check models/resnet18.py --target dml --max-fallback-ops 0
@@ -70,7 +70,7 @@ def run(args) -> int:
     import sys
 
     from dmlprof.cli.arguments import resolve_model
-    from dmlprof.cli.output import check_paths, emit, print_saved, progress_bars, to_stdout, write_output
+    from dmlprof.output import check_paths, emit, print_saved, progress_bars, to_stdout, write_output
     from dmlprof.cli.scan import scan_and_save
     from dmlprof.errors import DmlprofError, LimitExceeded
     from dmlprof.render.ci import github_annotations, junit_xml, render_check_text
@@ -130,7 +130,7 @@ def _write_junit_error(args, err) -> None:
     """--junit as one test case in error, carrying the run's one line (what it kept joins the error's)."""
     if not args.junit:
         return
-    from dmlprof.cli.output import Written, write_output
+    from dmlprof.output import Written, write_output
     from dmlprof.render.ci import junit_error_xml
 
     written = Written()

@@ -30,7 +30,7 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     import sys
 
-    from dmlprof.cli.output import check_paths, print_report, print_saved, write_reports
+    from dmlprof.output import check_paths, print_report, print_saved, write_reports
     from dmlprof.distributed.run_dir import is_run_dir
     from dmlprof.report import build_report
     from dmlprof.session import Session
@@ -45,7 +45,7 @@ def run(args) -> int:
         print(f"dmlprof: the latest session in that folder: {args.session}", file=sys.stderr)
     check_paths(args, inputs=[args.session])
     if is_run_dir(args.session):  # a distributed run: its ranks merged into one report
-        from dmlprof.distributed.report import print_run
+        from dmlprof.job.report import print_run
 
         if args.trace:
             from dmlprof.errors import UsageError

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import add_adapter_flag, add_model_argument, add_script_flags, at_least, seconds
-from dmlprof.cli.output import add_progress_flag
+from dmlprof.output import add_progress_flag
 from dmlprof.distributed.env import MAX_LOCAL_RANKS
 
 EXAMPLES = """examples:
@@ -54,7 +54,7 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     from dmlprof.cli.arguments import resolve_model
-    from dmlprof.cli.output import print_report, print_saved, progress_bars
+    from dmlprof.output import print_report, print_saved, progress_bars
     from dmlprof.distributed.env import rank_info
     from dmlprof.errors import UsageError
     from dmlprof.runner import loss_problem
@@ -64,11 +64,11 @@ def run(args) -> int:
     if args.nproc is not None:
         if info is not None:
             raise UsageError("--nproc starts the ranks itself: run it outside torchrun")
-        from dmlprof.distributed.launch import launch
+        from dmlprof.job.launch import launch
 
         return launch(args)
     if info is not None:
-        from dmlprof.distributed.rank import run_rank
+        from dmlprof.job.rank import run_rank
 
         return run_rank(args, info)
     if args.target and args.replace:
@@ -112,7 +112,7 @@ def scan_and_save(args):
     A run that fails part-way still saves what it recorded, then raises (its error line says where).
     """
     from dmlprof import interrupts
-    from dmlprof.cli.output import check_paths, script_output_to_stderr, write_outputs
+    from dmlprof.output import check_paths, script_output_to_stderr, write_outputs
     from dmlprof.report import build_report
     from dmlprof.runner import ScanStopped
 
@@ -126,7 +126,7 @@ def scan_and_save(args):
                 written = write_outputs(stopped.session, args)
             stopped.kept = written.note(partial=True)
             if stopped.session.meta.device_failure is not None:  # the device refused a call: the report leads with it
-                from dmlprof.cli.output import print_report
+                from dmlprof.output import print_report
 
                 print_report(build_report(stopped.session), args)
             raise

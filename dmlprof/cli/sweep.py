@@ -7,7 +7,7 @@ import sys
 
 from dmlprof.backends import DEVICE_CHOICES
 from dmlprof.cli.arguments import at_least, seconds
-from dmlprof.cli.output import add_progress_flag
+from dmlprof.output import add_progress_flag
 
 #: the child memory cap can also come from the environment (handy in CI)
 MEMORY_LIMIT_ENV = "DMLPROF_SWEEP_CHILD_MEMORY_LIMIT"
@@ -57,7 +57,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    from dmlprof.cli.output import check_paths, progress_bars
+    from dmlprof.output import check_paths, progress_bars
     from dmlprof.sweep.driver import run_sweep
     from dmlprof.sweep.options import parse_batch_sizes, parse_bytes, parse_memory_budget
 
@@ -89,7 +89,7 @@ def _run_devices(args, options) -> int:
     """``--devices 0,1``: the sweep on each device at once; one session, table and JSON document per device."""
     import json
 
-    from dmlprof.cli.output import Written, print_saved, write_output
+    from dmlprof.output import Written, print_saved, write_output
     from dmlprof.errors import UsageError
     from dmlprof.plain import plain
     from dmlprof.report import build_report
@@ -115,7 +115,7 @@ def _run_devices(args, options) -> int:
 
 
 def _save(args, session):
-    from dmlprof.cli.output import save_session
+    from dmlprof.output import save_session
 
     return save_session(session, args)
 
@@ -127,7 +127,7 @@ def _finish(args, result, heading: str = "", session=None, written=None) -> int:
     code; an output that could not be written rides along in its line, or is
     the error (2) when the sweep itself went well.
     """
-    from dmlprof.cli.output import emit, print_saved, to_stdout, write_reports
+    from dmlprof.output import emit, print_saved, to_stdout, write_reports
     from dmlprof.errors import Interrupted, ModelRaisedError
     from dmlprof.render.terminal import render_text
     from dmlprof.report import build_report

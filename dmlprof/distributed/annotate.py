@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dmlprof.distributed.collectives import BACKEND_EVENT_PREFIXES, backend_events, collectives_frame
+from dmlprof.record.collectives import BACKEND_EVENT_PREFIXES, backend_events, collectives_frame
 from dmlprof.distributed.env import RUN_DIR_ENV, rank_info
 from dmlprof.errors import UsageError
 

@@ -16,7 +16,7 @@ from typing import Dict, List
 import pandas as pd
 
 from dmlprof.distributed.annotate import columns_frame
-from dmlprof.distributed.collectives import COLLECTIVE_COLUMNS
+from dmlprof.record.collectives import COLLECTIVE_COLUMNS
 from dmlprof.distributed.env import MAX_WORLD_SIZE
 from dmlprof.errors import SessionFileError
 

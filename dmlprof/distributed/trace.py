@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from dmlprof.distributed.annotate import columns_frame
-from dmlprof.distributed.collectives import COLLECTIVE_COLUMNS
+from dmlprof.record.collectives import COLLECTIVE_COLUMNS
 from dmlprof.errors import UsageError
 from dmlprof.files import write_atomic
 from dmlprof.render.trace import PID, _timestamp_ms, _us, trace_dict

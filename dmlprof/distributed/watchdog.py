@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from dmlprof.distributed.collectives import COMM_PHASE
+from dmlprof.record.collectives import COMM_PHASE
 from dmlprof.files import write_atomic
 
 PROGRESS_DIR = ".progress"

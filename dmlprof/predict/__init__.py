@@ -1,7 +1,7 @@
 """Predicted coverage: ``dmlprof scan MODEL.py --target dml`` on a machine without the device.
 
 The model file's training step runs through the ordinary runner and recorder
-on a stand-in ``privateuseone`` device (:mod:`dmlprof.backends.predicted`):
+on a stand-in ``privateuseone`` device (:mod:`dmlprof.predict.backend`):
 torch-directml's exact kernel registrations as Python kernels that compute
 shapes but no values, so torch makes every device-dependent choice it makes on
 DirectML, and the ops that would fall back are named by the stand-in's own
@@ -41,7 +41,7 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     ``ScanStopped`` with the predicted calls up to the failing one. ``float64`` predicts an adapter
     that runs float64 (most integrated GPUs do not; what fails depends on it).
     """
-    from dmlprof.backends.predicted import PredictedDmlBackend
+    from dmlprof.predict.backend import PredictedDmlBackend
     from dmlprof.meta import Prediction
     from dmlprof.model_file import inspect_model_file
     from dmlprof.runner import DEFAULT_STEPS as SCRIPT_STEPS, DEFAULT_WARMUP as SCRIPT_WARMUP, ScanStopped, scan

@@ -37,7 +37,7 @@ from typing import Optional
 
 import torch
 
-from dmlprof.backends.device_module import host_device_module
+from dmlprof.directml.device_module import host_device_module
 from dmlprof.errors import DmlprofError
 
 _state: dict = {}

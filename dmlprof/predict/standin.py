@@ -42,7 +42,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from dmlprof.backends.directml_failures import (
+from dmlprof.directml.failures import (
     ALWAYS_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail, unheld_dtype_failure,
 )
 from dmlprof.predict import values as _values
@@ -463,7 +463,7 @@ class StandIn:
             run = lambda args, kwargs: self.with_cpu_layout(overload, args, kwargs)  # noqa: E731
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
-        if may_fail(name):  # calls DirectML refuses (measured: directml_failures) fail here as there
+        if may_fail(name):  # calls DirectML refuses (measured: dmlprof.directml.failures) fail here as there
             run = _failing_as_on_directml(run, name, self.device_type, torch.float64 not in self.refused)
         return lambda keyset, *args, **kwargs: run(args, kwargs)
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from dmlprof.distributed.collectives import comm_phase
+from dmlprof.record.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import leaves_device, op_name
 from dmlprof.record.profiler import mark_rows_dropped

@@ -35,18 +35,6 @@ def clean_all(value):
     return value
 
 
-def fmt_ranks(ranks, limit: int = 12) -> str:
-    """Rank numbers as runs, ``0, 2-7, 9``, at most ``limit`` runs shown (a forged run folder may claim millions)."""
-    runs = []
-    for rank in sorted(set(int(r) for r in ranks)):
-        if runs and rank == runs[-1][1] + 1:
-            runs[-1][1] = rank
-        else:
-            runs.append([rank, rank])
-    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit])
-    return text + (f" (+{len(runs) - limit} more runs)" if len(runs) > limit else "")
-
-
 class Table(str):
     """A table's text: several lines, each cell already through :func:`clean`."""
 

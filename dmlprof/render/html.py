@@ -556,17 +556,14 @@ def script_json(value) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def environment(*packages: str):
-    """The Jinja2 environment of the report templates: autoescaping on for every template, and the unit filters.
+def environment():
+    """The Jinja2 environment of the report templates (the merged run report's too): autoescaping on for every
+    template, and the unit filters; every document shares one head (``document_head.html.j2``: charset,
+    Content-Security-Policy)."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    ``packages`` add their own ``templates`` folders (the merged run report's), searched first; every
-    document then shares this one's head (``document_head.html.j2``: charset, Content-Security-Policy).
-    """
-    from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
-
-    loaders = [PackageLoader(package, "templates") for package in packages]
     env = Environment(
-        loader=ChoiceLoader(loaders + [PackageLoader("dmlprof.render", "templates")]),
+        loader=PackageLoader("dmlprof.render", "templates"),
         autoescape=True,  # every template, whatever its name: names from the model are hostile
         undefined=StrictUndefined,
         trim_blocks=True,

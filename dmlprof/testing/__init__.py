@@ -45,7 +45,7 @@ from typing import Optional
 import torch
 
 from dmlprof import progress
-from dmlprof.backends.device_module import host_device_module
+from dmlprof.directml.device_module import host_device_module
 
 EXTENSION_NAME = "dmlprof_emulated_dml"
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -281,7 +281,7 @@ def _failure_rule(name: str, arguments: list):
     The device passes every schema argument in order; the rules read positional ones as ``args``
     and keyword-only ones (``dtype=``, ``out=``) as ``kwargs``, as a Python kernel receives them.
     """
-    from dmlprof.backends.directml_failures import failure
+    from dmlprof.directml.failures import failure
     from dmlprof.record.tap import _overload
 
     overload = _overload(name)
@@ -320,7 +320,7 @@ def _install(module) -> None:
     if not hasattr(torch, DEVICE_TYPE):
         torch._register_device_module(DEVICE_TYPE, _device_module())
     module.set_float64_support(float64_from_environment())
-    from dmlprof.backends.directml_failures import ALWAYS_FAILING_COMPOSITES, ruled_ops
+    from dmlprof.directml.failures import ALWAYS_FAILING_COMPOSITES, ruled_ops
 
     module.set_failure_rules(_failure_rule, sorted(ruled_ops()))
     # Kernels of this device's own for the composites that fail on every torch-directml tensor (the view

@@ -237,7 +237,7 @@ def test_tensorboard_reads_the_rank_traces_as_one_distributed_run(tmp_path):
 
     from dmlprof.cli.view import free_port, tensorboard_command
     from dmlprof.distributed.annotate import frame_columns
-    from dmlprof.distributed.collectives import collectives_frame
+    from dmlprof.record.collectives import collectives_frame
     from dmlprof.distributed.trace import write_rank_trace
     from session_factory import make_session
     from test_tensorboard import _get, _require_tensorboard, _stop, _wait_for_run

@@ -194,7 +194,7 @@ def test_native_kernels_match_the_shipped_table(backend):
     every torch-directml tensor, while torch's composite would run on this device's)."""
     import torch
 
-    from dmlprof.backends.directml_failures import ALWAYS_FAILING_COMPOSITES
+    from dmlprof.directml.failures import ALWAYS_FAILING_COMPOSITES
     from dmlprof.tables import live_table, load_table
     from dmlprof.testing import skipped_ops
 

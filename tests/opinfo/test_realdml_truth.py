@@ -150,7 +150,7 @@ def known(real: dict, status: str, rows: list) -> str:
 
 def judge(real: dict, status: str, rows: list) -> str:
     """"" when a path did what real DirectML did with one sample (or the difference is named), else what differs."""
-    from dmlprof.backends.directml_failures import failure_in
+    from dmlprof.directml.failures import failure_in
 
     outcome = real["outcome"]
     if outcome in ("raises", "aborts"):

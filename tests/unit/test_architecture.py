@@ -24,15 +24,10 @@ LAYERS = (
     ("library", ("dmlprof.replacements",)),
     ("report", ("dmlprof.report",)),
     ("render", ("dmlprof.render",)),
-    # (predict's stand-in device is a device like the others; predict_scan, its entry point, runs the runner)
-    # (which calls are a distributed run's collectives is the recorder's to know, as phases are)
-    ("capture", ("dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing", "dmlprof.predict.device",
-                 "dmlprof.predict.standin", "dmlprof.predict.values", "dmlprof.distributed.collectives")),
+    ("capture", ("dmlprof.directml", "dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing")),
     ("orchestration", ("dmlprof.model_file", "dmlprof.runner", "dmlprof.replaced_scan", "dmlprof.predict",
-                       "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed")),
-    # (a distributed run's launcher, its per-rank entry point and the merged report's printer are commands)
-    ("interface", ("dmlprof.cli", "dmlprof.__main__", "dmlprof", "dmlprof.distributed.launch",
-                   "dmlprof.distributed.rank", "dmlprof.distributed.report")),
+                       "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed", "dmlprof.job", "dmlprof.output")),
+    ("interface", ("dmlprof.cli", "dmlprof.__main__", "dmlprof")),
 )
 # Narrower rules on top of the order.
 FORBIDDEN = {
@@ -151,6 +146,24 @@ def test_no_import_cycles():
     assert _cycles(GRAPH) == []
 
 
+def _room(module: str) -> str:
+    """A module's room: the first level under dmlprof (a subpackage, or a top-level module)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycles_between_rooms():
+    """The folders are the layers: no two rooms import each other, however indirectly."""
+    rooms: dict = {}
+    for module, targets in GRAPH.items():
+        if module == "dmlprof":
+            continue  # the public API is the package itself, above every room
+        rooms.setdefault(_room(module), set()).update(_room(t) for t in targets if _room(t) != _room(module))
+    for room in list(rooms.values()):
+        for target in room:
+            rooms.setdefault(target, set())
+    assert _cycles(rooms) == []
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -184,7 +197,8 @@ def _imports_torch(path: Path) -> bool:
 def test_the_foundation_report_renderers_and_cli_never_import_torch():
     # (what they import from dmlprof is covered by the layers; the CLI test checks sys.modules for real)
     packages = ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
-                "dmlprof.session", "dmlprof.analysis", "dmlprof.report", "dmlprof.render", "dmlprof.cli")
+                "dmlprof.session", "dmlprof.analysis", "dmlprof.report", "dmlprof.render", "dmlprof.cli",
+                "dmlprof.output")
     modules = {"dmlprof", "dmlprof.replacements", "dmlprof.replacements.catalog", "dmlprof.backends"}
     offenders = [m for m, path in MODULES.items()
                  if (m in modules or m.startswith(tuple(p + "." for p in packages)) or m in packages)

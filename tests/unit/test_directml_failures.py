@@ -6,7 +6,7 @@ the rules' edges: a call just inside a rule fails, the same call just outside it
 import pytest
 import torch
 
-from dmlprof.backends.directml_failures import (
+from dmlprof.directml.failures import (
     ABORTS, RAISES, DirectMLFailure, Failure, failure, failure_in, may_fail, ruled_ops,
 )
 from dmlprof.backends.errors import match_known_error
@@ -132,7 +132,7 @@ def test_cdist_of_2d_inputs_fails_on_directml_and_batched_inputs_run():
 
 
 def test_an_error_a_rule_explains_is_read_as_directmls_whatever_its_words():
-    from dmlprof.backends.directml_failures import note, rule_for
+    from dmlprof.directml.failures import note, rule_for
 
     error = RuntimeError("The size of tensor a (16) must match the size of tensor b (6) at non-singleton dimension 0")
     assert failure_in(error) is None

@@ -11,44 +11,16 @@ import pytest
 from dmlprof.analysis import distributed as merge
 from dmlprof.distributed import env
 from dmlprof.distributed.annotate import frame_columns
-from dmlprof.distributed.collectives import (collective_of, collectives_frame, comm_phase, payload_bytes)
-from dmlprof.distributed.launch import failure_line, rank_argv
-from dmlprof.distributed.report import merged_report, render_html, render_json, render_text
+from dmlprof.record.collectives import (collective_of, collectives_frame, comm_phase, payload_bytes)
+from dmlprof.job.launch import failure_line, rank_argv
+from dmlprof.report.run import merged_report
+from dmlprof.render.run import render_html, render_json, render_text
 from dmlprof.distributed.run_dir import load_run
 from dmlprof.distributed.watchdog import Progress, Watchdog, blame
 from dmlprof.errors import SessionFileError, UsageError
 from session_factory import HOSTILE, make_session
+from session_kinds import job_run, rank_session
 
-MS = 1_000_000
-
-
-def _rank_session(rank, *, fallback_ms=0.0, steps=3, compute_ms=10.0, comm_ms=5.0, op="aten::mm"):
-    """A contract-mode rank: per step a compute call, maybe a fallback, one all-reduce."""
-    calls, collectives, clock = [], [], 0
-    for step in range(steps):
-        calls.append({"op": op, "time_ns": int(compute_ms * MS), "step": step, "start_ns": clock})
-        if fallback_ms:
-            calls.append({"op": "aten::native_group_norm_backward", "verdict": "fallback", "phase": "backward",
-                          "time_ns": int(fallback_ms * MS), "step": step})
-        calls.append({"op": "c10d::allreduce_", "phase": "comm", "time_ns": 100_000, "step": step,
-                      "shapes": "[[1000]]", "dtypes": "float32"})
-        clock += 50 * MS
-    session = make_session(calls, meta={"model_name": "net", "run_mode": "contract", "backend": "cpu",
-                                        "step_times_ms": [40.0] * steps,
-                                        "distributed": {"rank": rank, "local_rank": rank, "world_size": 2,
-                                                        "local_world_size": 2, "node_rank": 0, "backend": "gloo"}})
-    frame = collectives_frame(session.ops, None)
-    frame["comm_time_ns"] = pd.array([int(comm_ms * MS)] * len(frame), dtype="Int64")
-    session.extras["collectives"] = frame_columns(frame)
-    return session
-
-
-def _run_folder(tmp_path, sessions, errors=()):
-    for rank, session in sessions.items():
-        session.save(env.session_path(tmp_path, rank))
-    for rank, line in errors:
-        (tmp_path / f"rank{rank}.error.json").write_text(json.dumps({"rank": rank, "line": line}))
-    return load_run(tmp_path)
 
 
 class _Op:
@@ -124,7 +96,7 @@ def test_script_steps_run_from_one_optimizer_step_end_to_the_next():
 
 def test_merge_names_the_straggler_and_why(tmp_path):
     # GIVEN rank 1 spends 12 ms per step in a fallback rank 0 does not have; rank 0 waits in its all-reduce
-    run = _run_folder(tmp_path, {0: _rank_session(0, comm_ms=17.0), 1: _rank_session(1, fallback_ms=12.0, comm_ms=5.0)})
+    run = job_run(tmp_path, {0: rank_session(0, comm_ms=17.0), 1: rank_session(1, fallback_ms=12.0, comm_ms=5.0)})
     report = merged_report(run)
     straggler = report["straggler"]
     assert straggler["rank"] == 1
@@ -140,14 +112,14 @@ def test_merge_names_the_straggler_and_why(tmp_path):
 
 
 def test_ranks_within_noise_have_no_straggler(tmp_path):
-    run = _run_folder(tmp_path, {0: _rank_session(0), 1: _rank_session(1, compute_ms=10.5)})
+    run = job_run(tmp_path, {0: rank_session(0), 1: rank_session(1, compute_ms=10.5)})
     report = merged_report(run)
     assert report["straggler"]["rank"] is None and report["verdict_differences"] == []
     assert "Straggler: none." in render_text(report)
 
 
 def test_per_rank_split_adds_up_to_the_step(tmp_path):
-    run = _run_folder(tmp_path, {0: _rank_session(0, fallback_ms=2.0), 1: _rank_session(1)})
+    run = job_run(tmp_path, {0: rank_session(0, fallback_ms=2.0), 1: rank_session(1)})
     ranks = {r["rank"]: r for r in merged_report(run)["ranks"]}
     zero = ranks[0]
     assert zero["step_ms"] == 40.0 and zero["compute_ms"] == 10.0 and zero["fallback_ms"] == 2.0
@@ -157,7 +129,7 @@ def test_per_rank_split_adds_up_to_the_step(tmp_path):
 
 
 def test_a_missing_rank_and_its_error_line_are_reported(tmp_path):
-    run = _run_folder(tmp_path, {0: _rank_session(0)}, errors=[(1, "died (killed by SIGKILL)")])
+    run = job_run(tmp_path, {0: rank_session(0)}, errors=[(1, "died (killed by SIGKILL)")])
     report = merged_report(run)
     assert report["missing_ranks"] == [1] and report["world_size"] == 2
     assert "ERROR   rank 1: died (killed by SIGKILL)" in render_text(report)
@@ -169,8 +141,8 @@ def test_a_folder_without_sessions_is_one_error(tmp_path):
 
 
 def test_renderers_escape_what_the_run_named(tmp_path):
-    hostile = _rank_session(1, op=HOSTILE)
-    report = merged_report(_run_folder(tmp_path, {0: _rank_session(0), 1: hostile}, errors=[(1, HOSTILE)]))
+    hostile = rank_session(1, op=HOSTILE)
+    report = merged_report(job_run(tmp_path, {0: rank_session(0), 1: hostile}, errors=[(1, HOSTILE)]))
     page = render_html(report)
     assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert json.loads(render_json(report))["verdict_differences"][0]["op"] in (HOSTILE, "aten::mm")
@@ -293,7 +265,7 @@ def test_rank_traces_name_their_rank_as_holistic_trace_analysis_looks_for_it(tmp
 
     from dmlprof.distributed.trace import write_rank_trace
 
-    session = _rank_session(1)
+    session = rank_session(1)
     path = write_rank_trace(session, tmp_path, "run")
     text = path.read_text(encoding="utf-8")
     # HTA 0.5 (hta/common/trace_file.py) reads a file's rank as the first match of this pattern

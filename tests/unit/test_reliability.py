@@ -28,7 +28,7 @@ def _session(**meta):
 
 # -- D2: the same model, backend and second never share a file ----------------------------------------
 def test_d2_sessions_of_the_same_second_get_a_file_each(tmp_path):
-    from dmlprof.cli.output import write_outputs
+    from dmlprof.output import write_outputs
 
     session = _session()
     args = argparse.Namespace(out=str(tmp_path / "reports"), json=None, html=None, tb=str(tmp_path / "tb"))

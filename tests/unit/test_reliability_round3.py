@@ -26,7 +26,7 @@ def _args(**values):
 
 # -- R3, R4, R19: every output option through one check ---------------------------------------------------------
 def test_r3_junit_naming_the_model_file_is_refused(tmp_path):
-    from dmlprof.cli.output import check_paths
+    from dmlprof.output import check_paths
 
     model = tmp_path / "m.py"
     model.write_text("x = 1\n", encoding="utf-8")
@@ -35,21 +35,21 @@ def test_r3_junit_naming_the_model_file_is_refused(tmp_path):
 
 
 def test_r3_junit_and_json_naming_one_file_is_refused(tmp_path):
-    from dmlprof.cli.output import check_paths
+    from dmlprof.output import check_paths
 
     with pytest.raises(UsageError, match="--json and --junit name the same file"):
         check_paths(_args(json=str(tmp_path / "r.json"), junit=str(tmp_path / "r.json")))
 
 
 def test_r3_only_one_output_may_take_standard_output():
-    from dmlprof.cli.output import check_paths
+    from dmlprof.output import check_paths
 
     with pytest.raises(UsageError, match="standard output"):
         check_paths(_args(json="-", junit="-"))
 
 
 def test_r4_an_output_naming_a_rank_session_of_the_run_folder_read_is_refused(tmp_path):
-    from dmlprof.cli.output import check_paths
+    from dmlprof.output import check_paths
 
     (tmp_path / "rank0.session.json").write_text("{}", encoding="utf-8")
     with pytest.raises(UsageError, match="is a file of the input folder"):
@@ -59,7 +59,7 @@ def test_r4_an_output_naming_a_rank_session_of_the_run_folder_read_is_refused(tm
 
 @pytest.mark.parametrize("option", ["json", "html", "trace", "junit", "tb", "out"])
 def test_r19_an_empty_output_name_is_refused_not_ignored(option):
-    from dmlprof.cli.output import check_paths
+    from dmlprof.output import check_paths
 
     with pytest.raises(UsageError, match=f"--{option} is given an empty name"):
         check_paths(_args(**{option: ""}))
@@ -119,7 +119,7 @@ def _check_args(tmp_path, **values):
 
 def test_r12_a_nan_loss_fails_the_check_with_exit_3_and_a_junit_error(tmp_path, monkeypatch, capsys):
     from dmlprof.cli import check, scan
-    from dmlprof.cli.output import Written
+    from dmlprof.output import Written
     from dmlprof.errors import ModelRaisedError
     from dmlprof.report import build_report
 
@@ -173,7 +173,8 @@ def _forge(path: Path, **distributed):
 
 @pytest.mark.parametrize("world_size", [10**12, "abc", -1])
 def test_r5_a_forged_world_size_is_an_unreadable_rank_not_a_crash(tmp_path, world_size):
-    from dmlprof.distributed.report import merged_report, render_text
+    from dmlprof.report.run import merged_report
+    from dmlprof.render.run import render_text
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0), 1: _rank(1)})
@@ -184,7 +185,7 @@ def test_r5_a_forged_world_size_is_an_unreadable_rank_not_a_crash(tmp_path, worl
 
 
 def test_r5_a_rank_file_numbered_past_any_job_is_ignored_saying_so(tmp_path):
-    from dmlprof.distributed.report import merged_report
+    from dmlprof.report.run import merged_report
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0), 1: _rank(1)})
@@ -196,7 +197,8 @@ def test_r5_a_rank_file_numbered_past_any_job_is_ignored_saying_so(tmp_path):
 
 
 def test_r5_a_million_missing_ranks_print_as_one_short_line(tmp_path):
-    from dmlprof.distributed.report import merged_report, render_html, render_text
+    from dmlprof.report.run import merged_report
+    from dmlprof.render.run import render_html, render_text
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0, world_size=1_000_000), 5: _rank(5, world_size=1_000_000)})
@@ -208,7 +210,8 @@ def test_r5_a_million_missing_ranks_print_as_one_short_line(tmp_path):
 
 # -- R6: what the merged report and the error lines print ---------------------------------------------------------
 def test_r6_the_merged_report_shows_control_characters_and_forges_no_line(tmp_path):
-    from dmlprof.distributed.report import merged_report, render_text
+    from dmlprof.report.run import merged_report
+    from dmlprof.render.run import render_text
     from dmlprof.distributed.run_dir import load_run
 
     evil = "net\x1b]2;pwned\x07\nStraggler: none - forged"
@@ -230,7 +233,8 @@ def test_r6_an_error_line_is_one_line_without_control_characters(capsys):
 
 # -- R23: every HTML document dmlprof writes forbids loading anything ------------------------------------------
 def test_r23_the_merged_run_page_has_the_same_content_security_policy_as_a_report(tmp_path):
-    from dmlprof.distributed.report import merged_report, render_html
+    from dmlprof.report.run import merged_report
+    from dmlprof.render.run import render_html
     from dmlprof.distributed.run_dir import load_run
     from dmlprof.render.html import render_html as render_report
 
@@ -242,7 +246,7 @@ def test_r23_the_merged_run_page_has_the_same_content_security_policy_as_a_repor
 
 # -- R16: sessions of two runs are not merged as one ---------------------------------------------------------------
 def test_r16_a_rank_session_of_another_run_is_left_out_saying_so(tmp_path):
-    from dmlprof.distributed.report import merged_report
+    from dmlprof.report.run import merged_report
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0, world_size=3), 1: _rank(1, world_size=3), 2: _rank(2, 3, run_id="run-b")})
@@ -283,7 +287,7 @@ def test_r7_the_rank_trace_is_not_written_through_a_symlink_at_its_temp_name(tmp
 @pytest.mark.skipif(not POSIX, reason="symlinks need privileges on Windows")
 def test_r7_error_lines_heartbeats_and_the_profiler_trace_do_not_follow_symlinks(tmp_path):
     from dmlprof.distributed.annotate import export_profiler_trace, profiler_trace_path
-    from dmlprof.distributed.rank import write_error
+    from dmlprof.job.rank import write_error
     from dmlprof.distributed.watchdog import Watchdog, progress_path
 
     victim = tmp_path / "victim.txt"
@@ -322,7 +326,7 @@ def test_r7_a_shared_run_folder_that_is_a_symlink_is_refused(tmp_path):
 def test_r2_two_launches_in_the_same_second_get_a_folder_each_and_none_made_by_someone_else(tmp_path, monkeypatch):
     import datetime as dt
 
-    from dmlprof.distributed import launch
+    from dmlprof.job import launch
 
     class Frozen(dt.datetime):
         @classmethod
@@ -333,7 +337,7 @@ def test_r2_two_launches_in_the_same_second_get_a_folder_each_and_none_made_by_s
     monkeypatch.setattr(launch._dt, "datetime", Frozen)
     monkeypatch.setattr(launch, "_backend_name", lambda device: "cpu")
     monkeypatch.setattr(launch, "_run_torchrun", lambda args, folder: folders.append(folder) or {})
-    monkeypatch.setattr("dmlprof.distributed.report.print_run", lambda folder, args: None)
+    monkeypatch.setattr("dmlprof.job.report.print_run", lambda folder, args: None)
     (tmp_path / "m.py").write_text("import torch\nprint(1)\n", encoding="utf-8")
     taken = tmp_path / "out" / "m-cpu-2ranks-20261201T080601"
     taken.mkdir(parents=True)  # someone else's, made first
@@ -361,7 +365,7 @@ def test_r15_ranks_that_could_not_write_even_their_error_line_make_one_output_er
     import errno
 
     from dmlprof import files
-    from dmlprof.distributed.launch import failure_line
+    from dmlprof.job.launch import failure_line
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -372,8 +376,8 @@ def test_r15_ranks_that_could_not_write_even_their_error_line_make_one_output_er
 
 
 def test_r15_a_rank_whose_session_could_not_be_written_ends_the_run_with_its_exit_code(tmp_path):
-    from dmlprof.distributed.launch import failure_line
-    from dmlprof.distributed.rank import write_error
+    from dmlprof.job.launch import failure_line
+    from dmlprof.job.rank import write_error
 
     write_error(tmp_path, 0, "cannot write the session under run: File too large", 2)
     write_error(tmp_path, 1, "stopped by the launcher (SIGTERM)", 130)
@@ -397,7 +401,7 @@ def test_r18_what_the_code_prints_goes_to_stderr_while_a_report_goes_to_stdout(t
     import subprocess
 
     code = ("import argparse, os, sys\n"
-            "from dmlprof.cli.output import script_output_to_stderr\n"
+            "from dmlprof.output import script_output_to_stderr\n"
             "with script_output_to_stderr(argparse.Namespace(json='-')):\n"
             "    print('from the script'); os.system('echo from a subprocess')\n"
             "print('the report')\n")
@@ -636,7 +640,7 @@ def test_r8_sigterm_is_a_stop_with_its_own_exit_status_and_waits_while_saving():
 
 def test_r17_a_rank_of_a_bare_torchrun_job_refuses_trace_rather_than_ignore_it(monkeypatch):
     from dmlprof.distributed import env
-    from dmlprof.distributed.rank import run_rank
+    from dmlprof.job.rank import run_rank
 
     args = argparse.Namespace(model="m.py", target=None, replace=False, verify=False, trace="t.json")
     with pytest.raises(UsageError, match="--trace does not combine"):

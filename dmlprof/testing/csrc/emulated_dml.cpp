@@ -503,7 +503,7 @@ void native_kernel(const c10::OperatorHandle& op, Stack* s) { at::native::cpu_fa
 std::atomic<bool> g_float64_support{false};
 
 // A complex or bfloat16 tensor on the device ends torch-directml's process (a fatal check, SIGABRT,
-// measured): this device raises instead, in the words dmlprof says every abort with (directml_failures.py).
+// measured): this device raises instead, in the words dmlprof says every abort with (dmlprof/directml/failures.py).
 const char* unheld_name(c10::ScalarType type) {
   switch (type) {
     case at::kComplexFloat: return "ComplexFloat";
@@ -525,7 +525,7 @@ void check_dtype(const at::Tensor& t) {
 
 // ---------------------------------------------------------------- calls DirectML refuses
 // Rules over a call's arguments (scatter's dimensions, eye, ...) live once, in Python
-// (dmlprof/backends/directml_failures.py); for the ops they cover, each call asks them first and
+// (dmlprof/directml/failures.py); for the ops they cover, each call asks them first and
 // raises their words instead of running.
 std::mutex g_rules_mutex;
 auto& g_rule_ops = *new std::set<std::string>();

@@ -87,7 +87,7 @@ def run_rank(args, info: RankInfo) -> int:
     from dmlprof.backends import resolve_backend
     from dmlprof.model_file import inspect_model_file
 
-    from dmlprof.cli.output import check_paths, script_output_to_stderr
+    from dmlprof.output import check_paths, script_output_to_stderr
 
     for flag, name in ((args.target, "--target"), (args.replace, "--replace"), (args.verify, "--verify"),
                        (getattr(args, "trace", None), "--trace")):
@@ -113,7 +113,7 @@ def run_rank(args, info: RankInfo) -> int:
             return error.exit_code
         raise RankError(info.rank, error, saved)
     if info.rank == 0 and not os.environ.get(PARENT_ENV):
-        from dmlprof.distributed.report import print_run
+        from dmlprof.job.report import print_run
 
         wait_for_sessions(folder, info.world_size, MERGE_WAIT_S)
         print_run(folder, args)
@@ -300,7 +300,7 @@ class _HangHandler:
         if os.environ.get(PARENT_ENV):
             write_error(self.folder, self.info.rank, line, EXIT_HUNG, hung=True)
         else:
-            from dmlprof.cli import error_line
+            from dmlprof.output import error_line
 
             error_line(line, f"partial session saved to {saved}" if saved else None)
         end_process(EXIT_HUNG)

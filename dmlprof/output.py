@@ -1,4 +1,5 @@
-"""Where a command writes its session and reports (shared by scan, report and sweep).
+"""Where a command writes its session and reports, and its one-line error (every command's: scan, check,
+report, sweep, and a launched job's ranks).
 
 The session is saved first, under a name no other run holds, so nothing
 recorded is lost. Then each report (formatted from one report value,
@@ -263,7 +264,6 @@ def emit(text: str, stream, kept: Optional[str] = None) -> None:
     except BrokenPipeError:
         raise  # the reader went away (| head): the CLI exits quietly
     except OSError as exc:
-        from dmlprof.cli import silence_stdout
 
         name = "standard output" if stream is sys.stdout else "standard error"
         if stream is sys.stdout:
@@ -286,3 +286,26 @@ def announce(written: Written, stream) -> None:
     """One line per report file written: ``JSON report written to r.json``."""
     if written.files:
         emit("\n".join(f"{what} written to {where}" for what, where in written.files), stream, kept=written.note())
+
+
+def error_line(message: str, kept=None) -> None:
+    """``dmlprof: error: MESSAGE [KEPT]`` on stderr, as one line whatever the message holds: names from a
+    model or a run folder may carry escape sequences or newlines (shown as ``\\xNN``, never sent raw)."""
+    from dmlprof.render.format import clean
+
+    try:
+        print(f"dmlprof: error: {clean(message)}" + (f" [{clean(kept)}]" if kept else ""), file=sys.stderr)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no stderr left (a closed terminal): the exit code still says it
+        pass
+
+
+def silence_stdout() -> None:
+    """Point stdout at the null device after it failed: Python flushes it again at exit, and what
+    failed once would fail there, with a traceback."""
+    try:
+        devnull = open(os.devnull, "w", encoding="utf-8")
+        os.dup2(devnull.fileno(), sys.stdout.fileno())
+        sys.stdout = devnull
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -65,10 +65,10 @@ def rank_argv(args) -> List[str]:
 
 def launch(args) -> int:
     """Run ``args.nproc`` ranks through torch.distributed.run; print the merged report or one error line."""
-    from dmlprof.distributed.report import print_run
+    from dmlprof.job.report import print_run
     from dmlprof.model_file import inspect_model_file
 
-    from dmlprof.cli.output import check_paths, script_output_to_stderr
+    from dmlprof.output import check_paths, script_output_to_stderr
     from dmlprof.files import make_new_dir
 
     if not 1 <= args.nproc <= MAX_LOCAL_RANKS:
@@ -164,7 +164,7 @@ def _quiet_elastic_logs():
 
 def failure_line(folder: Path, world_size: int, failures: Dict[int, int]) -> tuple:
     """(one line: the rank to blame and why, then which ranks' sessions were kept; the run's exit code)."""
-    from dmlprof.distributed.rank import ERROR_NAME
+    from dmlprof.job.rank import ERROR_NAME
 
     lines, hung, codes = {}, {}, {}
     for rank in range(world_size):
@@ -182,7 +182,7 @@ def failure_line(folder: Path, world_size: int, failures: Dict[int, int]) -> tup
     if unwritable:  # the ranks could not even write their error lines: that is the run's one error
         return f"cannot write in the run folder {folder} ({unwritable}); the ranks could not save their sessions", 2
     cause, blamed = _cause(failures, lines, hung)
-    from dmlprof.distributed.rank import write_error
+    from dmlprof.job.rank import write_error
 
     for rank, code in failures.items():  # a rank that died wrote no line: the report should still say why
         if rank not in lines and code != 0:

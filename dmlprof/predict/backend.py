@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from dmlprof.backends.base import Backend, MemoryReading
-from dmlprof.backends.directml_failures import DirectMLSemantics
+from dmlprof.directml.failures import DirectMLSemantics
 
 
 class PredictedDmlBackend(DirectMLSemantics, Backend):
@@ -53,7 +53,7 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
     @contextmanager
     def run_context(self):
         """The stand-in's kernels exist for the length of a run, and backward runs on the calling thread."""
-        from dmlprof.backends.device_module import backward_on_calling_thread
+        from dmlprof.directml.device_module import backward_on_calling_thread
         from dmlprof.predict.standin import StandIn
 
         self._standin = StandIn(self.table, self.fallback_log, self.device_type, self.float64_support,

@@ -1,0 +1,51 @@
+"""``dmlprof report RUN_DIR`` (and the rank that prints a launched run's report): load the run folder,
+build the merged report, write --json/--html/--tb and print it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from dmlprof.render.format import clean
+from dmlprof.render.run import render_html, render_json, render_text
+from dmlprof.report.run import merged_report
+
+
+# -- the command ------------------------------------------------------------------------
+def write_reports(report: dict, args) -> None:
+    """--json and --html of ``dmlprof report RUN_DIR`` (and of the rank that prints the merged report)."""
+    from dmlprof.output import _write
+
+    if getattr(args, "json", None):
+        _write(Path(args.json), render_json(report), "JSON report")
+    if getattr(args, "html", None):
+        _write(Path(args.html), render_html(report), "HTML report")
+
+
+def write_rank_traces(run, args) -> None:
+    """--tb DIR: each rank's trace under ``DIR/<run folder>/`` (what ``dmlprof view DIR`` shows as one run)."""
+    from dmlprof.distributed.trace import write_rank_trace
+
+    for rank, session in sorted(run.sessions.items()):
+        if len(session.ops) and int(session.ops["time_ns"].sum()) > 0:
+            path = write_rank_trace(session, Path(args.tb), run.folder.name)
+            print(clean(f"TensorBoard trace of rank {rank} written to {path}"), file=sys.stderr)
+
+
+def print_run(folder, args, traces: bool = False) -> dict:
+    """Load a run folder, write --json/--html (and, with ``traces``, --tb: the ranks of a scan wrote their own),
+    print the text report unless --quiet or a report goes to standard output; returns the report."""
+    from dmlprof.output import to_stdout
+    from dmlprof.distributed.run_dir import load_run
+
+    run = load_run(folder)
+    report = merged_report(run)
+    write_reports(report, args)
+    if traces and getattr(args, "tb", None):
+        write_rank_traces(run, args)
+    if not getattr(args, "quiet", False) and not to_stdout(args):
+        print(render_text(report, top=getattr(args, "top", 15)))
+    where = sys.stderr if to_stdout(args) else sys.stdout
+    if not getattr(args, "quiet", False) or to_stdout(args):
+        print(clean(f"\nrun saved to {folder}  (re-render: dmlprof report {folder})"), file=where)
+    sys.stdout.flush()
+    return report
