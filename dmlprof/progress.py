@@ -85,6 +85,11 @@ def say(line: str) -> None:
     _current.get().say(line)
 
 
+def drawn() -> bool:
+    """Whether the phases opened now are drawn (as bars on a terminal); where not, a long one may say a line."""
+    return type(_current.get()) is not Reporter
+
+
 def wanted(stream: Optional[TextIO], requested: bool = True) -> bool:
     """Bars are drawn only when asked for and ``stream`` is a terminal (never into a pipe, a file or a CI log)."""
     if not requested or stream is None:
@@ -150,19 +155,24 @@ def terminal_size(stream: TextIO) -> Optional[tuple]:
 
 
 class _Bar(Phase):
-    """A phase drawn as a tqdm bar."""
+    """A phase drawn as a tqdm bar. Every draw holds the reporter's lock: the clock thread redraws too, and two
+    draws at once interleave their bytes (a line left on screen, drawn twice without its carriage return)."""
 
-    def __init__(self, bar):
+    def __init__(self, bar, lock):
         self.bar = bar
+        self._lock = lock
 
     def advance(self, steps: int = 1) -> None:
-        self.bar.update(steps)
+        with self._lock:
+            self.bar.update(steps)
 
     def describe(self, text: str) -> None:
-        self.bar.set_postfix_str(text, refresh=True)
+        with self._lock:
+            self.bar.set_postfix_str(text, refresh=True)
 
     def tick(self) -> None:
-        self.bar.refresh()
+        with self._lock:
+            self.bar.refresh()
 
 
 class TerminalReporter(Reporter):
@@ -191,14 +201,15 @@ class TerminalReporter(Reporter):
     def phase(self, name: str, total: Optional[int] = None, unit: str = "step") -> Iterator[Phase]:
         from tqdm import tqdm
 
-        if self._open:
-            self._open[-1].bar.clear()  # the inner phase takes the line until it ends
         label = ", ".join(self._stages + [name])
-        # every advance is drawn (it comes once a step, never once an op); leave=False clears the line
-        bar = _Bar(tqdm(total=total, desc=label, file=self.stream, leave=False, position=0, ascii=self.ascii,
-                        dynamic_ncols=not self.size, **self.size, mininterval=0, miniters=1,
-                        unit=unit if total else "it", bar_format=None if total else "{desc}: {elapsed}{postfix}"))
         with self._lock:
+            if self._open:
+                self._open[-1].bar.clear()  # the inner phase takes the line until it ends
+            # every advance is drawn (it comes once a step, never once an op); leave=False clears the line
+            bar = _Bar(tqdm(total=total, desc=label, file=self.stream, leave=False, position=0, ascii=self.ascii,
+                            dynamic_ncols=not self.size, **self.size, mininterval=0, miniters=1,
+                            unit=unit if total else "it", bar_format=None if total else "{desc}: {elapsed}{postfix}"),
+                       self._lock)
             self._open.append(bar)
         self._start_ticker()
         try:
@@ -206,9 +217,9 @@ class TerminalReporter(Reporter):
         finally:
             with self._lock:
                 self._open.remove(bar)
-            bar.bar.close()
-            if self._open:
-                self._open[-1].bar.refresh()
+                bar.bar.close()
+                if self._open:
+                    self._open[-1].bar.refresh()
 
     def say(self, line: str) -> None:
         with self._lock:

@@ -53,11 +53,13 @@ def quiet_native_stderr():
                 os.close(saved)
                 sink.seek(0)
                 dropping = False
-                for line in sink.read().decode("utf-8", "replace").splitlines():
+                for line in sink.read().decode("utf-8", "replace").split("\n"):
                     # an indented line continues the message before it (a warning's source line)
                     if line[:1].isspace() and dropping:
                         continue
-                    dropping = bool(_PROFILER_NOISE.search(line)) or not line.strip()
+                    # a carriage return redraws a line in place: dmlprof's progress bar, drawn meanwhile by
+                    # its clock thread, is no message (passed on, it stayed on screen, printed twice)
+                    dropping = bool(_PROFILER_NOISE.search(line)) or not line.strip() or "\r" in line
                     if not dropping:
                         print(line, file=sys.stderr)
     for warning in caught:

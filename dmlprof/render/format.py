@@ -198,12 +198,15 @@ _BREAKS = re.compile(r"(?<=[\s_/,])(?=[^\s_/,])|(?<=::)(?=\w)|(?<=\.)(?=[A-Za-z_
 
 
 def _wrap_name(text: str, limit: int) -> list:
-    """``text`` in lines at most ``limit`` wide, broken where a name breaks naturally, else hard."""
+    """``text`` in lines at most ``limit`` wide: between words where they fit (``a -> b`` keeps each op name
+    whole), inside a word only where it is wider than the column, where a name breaks naturally, else hard."""
     lines = [""]
-    for piece in _BREAKS.split(text):
-        while len(piece) > limit:  # a piece wider than the column: cut it hard
-            lines, piece = _add_piece(lines, piece[:limit], limit), piece[limit:]
-        lines = _add_piece(lines, piece, limit)
+    for word in re.split(r"(?<=\s)(?=\S)", text):
+        pieces = [word] if len(word.rstrip()) <= limit else _BREAKS.split(word)
+        for piece in pieces:
+            while len(piece) > limit:  # a piece wider than the column: cut it hard
+                lines, piece = _add_piece(lines, piece[:limit], limit), piece[limit:]
+            lines = _add_piece(lines, piece, limit)
     return [line.rstrip() for line in lines if line.strip()]
 
 

@@ -449,6 +449,7 @@ def _sweep(sweep) -> Optional[dict]:
         "recommended_batch_size": sweep.recommended_batch_size,
         "knee_batch_size": sweep.knee_batch_size,
         "noisy_note": sweep.noisy_note,
+        "fallback_column": sweep.fallback_recorded is not False,  # the CPU cannot fall back: no such column
         "memory_budget_bytes": budget,
         "budget": fmt_bytes(budget) if budget else "",
     }

@@ -392,7 +392,8 @@ _SECTIONS = (_header, _device_failure, _replace, _headline, _guess, _verificatio
 def _sweep_header(report: Report) -> list:
     sweep = report.run.sweep or SweepRun()
     settings = sweep.settings
-    line = (f"{_known(settings.steps)} timed steps after {_known(settings.warmup_steps)} warm-up, one process per size"
+    steps = "? timed steps" if settings.steps is None else fmt_count(settings.steps, "timed step")
+    line = (f"{steps} after {_known(settings.warmup_steps)} warm-up, one process per size"
             + (f", autocast {settings.amp}" if settings.amp else ""))
     facts = [("device", _device(report)), ("torch", report.run.environment.torch_version or ""),
              ("run", line), ("memory budget", sweep.memory_budget or "-")]

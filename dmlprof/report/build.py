@@ -7,6 +7,7 @@ report, never a traceback.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Optional
 
 import pandas as pd
@@ -250,11 +251,16 @@ def _sweep(raw, run: RunMeta) -> Optional[SweepReport]:
     rows = tuple(_sweep_row(record, bool(fits[i]), growth, recommended, knee)
                  for i, record in zip(frame.index, frame.to_dict(orient="records")))
     details = run.sweep.details if run.sweep else ()
+    # a backend that cannot fall back (the CPU) records no fallback time: it is unknown, not 0 %
+    flags = [d.get("fallback_recorded") for d in details]
+    # True: some size recorded a step for fallbacks; False: every size says it could not; None: not said
+    fallback_recorded = True if any(flags) else (False if flags and all(f is False for f in flags) else None)
+    rows = tuple(replace(row, fallback_time_share=None) for row in rows) if fallback_recorded is False else rows
     return SweepReport(
         rows=rows, recommended_batch_size=recommended, knee_batch_size=knee, memory_budget_bytes=budget,
         knee_min_growth=KNEE_MIN_GROWTH, noisy_p95_over_p50=NOISY_P95_OVER_P50,
         fallback_ops=tuple(sorted({str(op) for d in details for op in (d.get("fallback_ops") or ())})),
-        fallback_recorded=any(d.get("fallback_recorded") for d in details) if details else None,
+        fallback_recorded=fallback_recorded,
         memory_sources=tuple(sorted({row.memory_source for row in rows if row.memory_source})))
 
 

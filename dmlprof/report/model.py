@@ -337,7 +337,7 @@ class SweepRow:
     step_ms_p95: float
     peak_memory_bytes: Optional[int]
     memory_source: str
-    fallback_time_share: float
+    fallback_time_share: Optional[float]  # None where the backend cannot fall back (nothing recorded)
     error: Optional[str]
     growth_per_doubling: Optional[float]  # throughput change from the previous ok size, per doubling
     fits_budget: bool

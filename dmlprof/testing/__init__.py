@@ -227,10 +227,13 @@ BUILD_PHASE = "building the emulated DirectML device (first use, about 20 s)"
 
 def build_shown(build_dir: Path):
     """A progress phase around the extension's build when it is not built yet (the CLI draws it on a
-    terminal, with a running clock); nothing when the built library is there and loading is quick."""
+    terminal, with a running clock; elsewhere, a CI log, it is one line on stderr first); nothing when the
+    built library is there and loading is quick."""
     suffix = ".pyd" if os.name == "nt" else ".so"
     if (build_dir / f"{EXTENSION_NAME}{suffix}").is_file():
         return contextlib.nullcontext()
+    if not progress.drawn():
+        progress.say(f"dmlprof: {BUILD_PHASE} ...")
     return progress.phase(BUILD_PHASE)
 
 

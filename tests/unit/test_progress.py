@@ -256,3 +256,31 @@ def test_the_emulated_devices_first_build_is_a_phase_of_its_own(tmp_path):
             pass
     assert tally.phases == [(testing.BUILD_PHASE, None)]
     assert "building the emulated DirectML device" in testing.BUILD_PHASE
+
+
+def test_off_a_terminal_the_first_build_is_one_line_on_stderr(tmp_path, capsys):
+    """A CI log draws no bars: the build's 20 s to minutes still start with a line saying what is happening."""
+    from dmlprof import testing
+
+    with testing.build_shown(tmp_path):  # no bars here: the default reporter
+        pass
+    assert capsys.readouterr().err == f"dmlprof: {testing.BUILD_PHASE} ...\n"
+    (tmp_path / f"{testing.EXTENSION_NAME}{'.pyd' if sys.platform == 'win32' else '.so'}").write_bytes(b"")
+    with testing.build_shown(tmp_path):  # built: nothing to say
+        pass
+    assert capsys.readouterr().err == ""
+
+
+def test_what_the_profiler_holds_back_keeps_messages_and_drops_progress_redraws(capfd):
+    """While torch.profiler starts and stops, fd 2 is held to drop Kineto's chatter; a progress bar its clock
+    thread redrew meanwhile must not come out afterwards as a line of its own (it stayed on screen, twice)."""
+    import os
+
+    from dmlprof.record.profiler import quiet_native_stderr
+
+    with quiet_native_stderr():
+        os.write(2, b"STAGE:2026-12-02 profiler_start\n")
+        os.write(2, b"a message of the model\n")
+        os.write(2, b"\rscan, processing the trace: 00:01")
+    err = capfd.readouterr().err
+    assert err == "a message of the model\n"

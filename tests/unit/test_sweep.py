@@ -355,8 +355,8 @@ def test_interrupt_keeps_what_ran(model_file):
 def test_session_round_trip_and_renderers(model_file, tmp_path):
     calls = []
     result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], runner=fake_runner(
-        lambda bs: row(bs, status="oom", error="not enough GPU video memory available!") if bs == 32
-        else row(bs, 100.0 * bs, peak=bs * GiB), calls))
+        lambda bs: {**(row(bs, status="oom", error="not enough GPU video memory available!") if bs == 32
+                       else row(bs, 100.0 * bs, peak=bs * GiB)), "fallback_recorded": False}, calls))  # as on the CPU
     session = result.to_session()
     path = session.save(tmp_path / session.default_filename())
     loaded = Session.load(path)
@@ -370,7 +370,9 @@ def test_session_round_trip_and_renderers(model_file, tmp_path):
 
     document = json.loads(render_sweep_json(loaded))
     assert document["format"] == "dmlprof-sweep" and document["schema_version"] == 1
-    assert document["sweep"] == session.extras["sweep"]
+    # as saved, but for the fallback time: on the CPU nothing can fall back, so none was measured (null, not 0)
+    saved = session.extras["sweep"]
+    assert document["sweep"] == {**saved, "rows": [{**r, "fallback_time_share": None} for r in saved["rows"]]}
     assert document["stop_reason"] == "ran every listed size"
     assert [d["batch_size"] for d in document["details"]] == [8, 16, 32]
 
