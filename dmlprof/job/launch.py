@@ -21,6 +21,7 @@ from typing import Dict, List
 from dmlprof.distributed.env import (MAX_LOCAL_RANKS, PARENT_ENV, PASS_THROUGH_ENV, RUN_DIR_ENV, RUN_ID_ENV,
                                     run_dir_name, session_path)
 from dmlprof.errors import DmlprofError, UsageError
+from dmlprof.job import refuse_single_scan_options
 
 # Options of ``dmlprof scan`` forwarded to every rank as given (name, attribute).
 _FORWARDED = (("--device", "device"), ("--batch-size", "batch_size"), ("--steps", "steps"), ("--warmup", "warmup"),
@@ -73,11 +74,7 @@ def launch(args) -> int:
 
     if not 1 <= args.nproc <= MAX_LOCAL_RANKS:
         raise UsageError(f"--nproc must be from 1 to {MAX_LOCAL_RANKS}")
-    for flag, name in ((args.target, "--target"), (args.replace, "--replace"), (args.verify, "--verify"),
-                       (getattr(args, "trace", None), "--trace")):
-        if flag:
-            raise UsageError(f"{name} does not combine with --nproc (one scan per rank)",
-                             remedy="--tb DIR writes each rank's trace" if name == "--trace" else None)
+    refuse_single_scan_options(args, "--nproc")
     check_paths(args, inputs=[args.model])
     model_file = inspect_model_file(args.model)
     backend = _backend_name(args.device)

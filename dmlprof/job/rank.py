@@ -28,6 +28,7 @@ from typing import Optional
 
 from dmlprof.distributed.env import PARENT_ENV, RUN_DIR_ENV, RankInfo, run_dir, session_path
 from dmlprof.errors import DmlprofError, Interrupted, UsageError
+from dmlprof.job import refuse_single_scan_options
 
 #: how long rank 0 waits for the other ranks' sessions before merging what it has
 MERGE_WAIT_S = 120.0
@@ -89,11 +90,7 @@ def run_rank(args, info: RankInfo) -> int:
 
     from dmlprof.output import check_paths, script_output_to_stderr
 
-    for flag, name in ((args.target, "--target"), (args.replace, "--replace"), (args.verify, "--verify"),
-                       (getattr(args, "trace", None), "--trace")):
-        if flag:
-            raise UsageError(f"{name} does not combine with a distributed run (one scan per rank)",
-                             remedy="--tb DIR writes each rank's trace" if name == "--trace" else None)
+    refuse_single_scan_options(args, "a distributed run")
     check_paths(args, inputs=[args.model])
     model_file = inspect_model_file(args.model)
     backend = resolve_backend(args.device, device_index(args.device, info))

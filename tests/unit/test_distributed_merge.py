@@ -273,3 +273,16 @@ def test_rank_traces_name_their_rank_as_holistic_trace_analysis_looks_for_it(tmp
     trace = json.loads(text)
     assert trace["distributedInfo"] == {"backend": "gloo", "rank": 1, "world_size": 2}
     assert path.name.startswith("rank1.") and path.name.endswith(".pt.trace.json")
+
+
+@pytest.mark.parametrize("option", ["target", "replace", "verify", "trace"])
+def test_a_job_refuses_the_options_of_a_single_scan(option):
+    from argparse import Namespace
+
+    from dmlprof.job import refuse_single_scan_options
+
+    args = Namespace(**{"target": None, "replace": False, "verify": False, "trace": None,
+                        option: "dml" if option == "target" else True})
+    with pytest.raises(UsageError, match=f"--{option} does not combine with --nproc"):
+        refuse_single_scan_options(args, "--nproc")
+    refuse_single_scan_options(Namespace(target=None, replace=False, verify=False), "--nproc")  # none given: fine
