@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from statistics import median
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
@@ -250,9 +251,13 @@ class RunMeta(_MappingABC):
 
     @property
     def step_time_ms_p50(self) -> Optional[float]:
-        """The median measured step (the upper one of an even count, as the terminal always said)."""
-        steps = sorted(self.step_times_ms)
-        return steps[len(steps) // 2] if steps else None
+        """The median measured step (of an even count, the mean of the two middle ones): every renderer's."""
+        return float(median(self.step_times_ms)) if self.step_times_ms else None
+
+    @property
+    def recorded_step_time_ms_p50(self) -> Optional[float]:
+        """The median of the recorded steps, where the step time users read is an unrecorded step's."""
+        return float(median(self.recorded_step_times_ms)) if self.recorded_step_times_ms else None
 
     def file_stem(self) -> str:
         """``<model>-<backend>[-sweep]-<yyyymmddThhmmss>``: how this run's files are named (session, trace run)."""

@@ -15,7 +15,6 @@ ever sets ``textContent``.
 from __future__ import annotations
 
 import json
-from statistics import median
 from typing import Optional
 
 from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
@@ -105,7 +104,7 @@ def _meta_facts(report) -> dict:
         "warmup_steps": run.warmup_steps,
         "steps": run.steps,
         "duration_s": run.duration_s,
-        "step_time_ms_p50": float(median(run.step_times_ms)) if run.step_times_ms else None,
+        "step_time_ms_p50": run.step_time_ms_p50,
         "measured_steps": len(run.step_times_ms),
         "profiler_check": _profiler_check(run.recording.profiler_check),
         "peak_memory_bytes": memory.peak_bytes,
@@ -306,7 +305,7 @@ def _step_card(report) -> list:
     if not run.step_times_ms:
         return []
     memory = (run.memory or Memory()).peak_bytes
-    return [_card("step_time", "Step time (median)", fmt_ms(float(median(run.step_times_ms))),
+    return [_card("step_time", "Step time (median)", fmt_ms(run.step_time_ms_p50),
                   fmt_count(len(run.step_times_ms), "measured step") + (f" \u00b7 peak memory {fmt_bytes(memory)}" if memory else ""))]
 
 

@@ -129,3 +129,23 @@ def test_a_predictions_json_has_null_time_shares_and_a_live_ones_numbers():
     live = json.loads(render_json(KINDS["live_dml"]()))
     assert isinstance(live["summary"]["fallback_time_share"], float) and all(
         isinstance(row["share"], float) for row in live["ops"])
+
+
+def test_every_renderer_gives_one_step_time_median_and_the_same_verdict_counts():
+    """An even count of steps (26.4 and 1.2 ms): the median is 13.8 ms (the mean of the middle two) in the
+    terminal, the HTML page and the notebook alike, and every format counts the same verdicts."""
+    from dmlprof.render.notebook import notebook_html
+    from session_factory import make_session
+
+    session = make_session([{"op": "aten::mm", "time_ns": 5_000},
+                            {"op": "aten::cumsum", "verdict": "fallback", "time_ns": 9_000},
+                            {"op": "aten::nonzero", "verdict": "cpu", "time_ns": 1_000}],
+                           meta={"step_times_ms": [26.4, 1.2]})
+    report = build_report(session)
+    assert report.run.step_time_ms_p50 == pytest.approx(13.8)
+    assert "step time: 13.8 ms median over 2 measured steps" in render_text(report)
+    assert "13.8 ms" in render_html(report) and "26.4 ms" not in render_html(report)
+    assert "13.8 ms" in notebook_html(report)
+    assert report_data(report)["meta"]["step_time_ms_p50"] == pytest.approx(13.8)  # the page's data
+    summary = json.loads(render_json(report))["summary"]
+    assert (summary["device_calls"], summary["fallback_calls"], summary["cpu_calls"]) == (1, 1, 1)
