@@ -264,7 +264,6 @@ def emit(text: str, stream, kept: Optional[str] = None) -> None:
     except BrokenPipeError:
         raise  # the reader went away (| head): the CLI exits quietly
     except OSError as exc:
-
         name = "standard output" if stream is sys.stdout else "standard error"
         if stream is sys.stdout:
             silence_stdout()

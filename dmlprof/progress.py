@@ -10,7 +10,8 @@ once a step, never once an op::
 
 By default nothing is shown (the Python API and the tests print nothing); the
 CLI turns the bars on with :func:`shown` when stderr is a terminal and the
-user did not ask for ``--quiet`` or ``--no-progress``. Bars are drawn by tqdm,
+user did not ask for ``--quiet`` or ``--no-progress`` (off a terminal, a CI log,
+only the start of a long wait is noted, one line). Bars are drawn by tqdm,
 one line at a time (an inner phase replaces the outer one's line until it
 ends: no cursor movement, which old Windows consoles print as ``<-[A``), and
 are cleared when they end, so the report that follows starts on a clean line.
@@ -64,6 +65,22 @@ class Reporter:
         """Print ``line`` on stderr."""
         print(line, file=sys.stderr, flush=True)
 
+    def note(self, line: str) -> None:
+        """A long wait about to begin, for a log that draws no bars (:class:`LogReporter`); silent here."""
+
+
+class LogReporter(Reporter):
+    """Progress asked for where no bar can be drawn (a CI log, a pipe): no bars, only the notes of long waits."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def note(self, line: str) -> None:
+        try:
+            print(line, file=self.stream, flush=True)
+        except (OSError, ValueError):  # a closed log: progress is never worth an error
+            pass
+
 
 _SILENT = Phase()
 _current: contextvars.ContextVar = contextvars.ContextVar("dmlprof_progress", default=Reporter())
@@ -85,9 +102,9 @@ def say(line: str) -> None:
     _current.get().say(line)
 
 
-def drawn() -> bool:
-    """Whether the phases opened now are drawn (as bars on a terminal); where not, a long one may say a line."""
-    return type(_current.get()) is not Reporter
+def note(line: str) -> None:
+    """Say that a long wait begins (a build), where progress is asked for but no bar is drawn (a CI log)."""
+    _current.get().note(line)
 
 
 def wanted(stream: Optional[TextIO], requested: bool = True) -> bool:
@@ -102,9 +119,14 @@ def wanted(stream: Optional[TextIO], requested: bool = True) -> bool:
 
 @contextmanager
 def shown(stream: Optional[TextIO], requested: bool = True) -> Iterator[bool]:
-    """Draw the phases opened inside on ``stream`` when :func:`wanted` says so; yields whether it does."""
+    """Draw the phases opened inside on ``stream`` when :func:`wanted` says so; yields whether it does. Asked
+    for off a terminal, long waits are noted there in a line each instead (:func:`note`)."""
     if not wanted(stream, requested):
-        yield False
+        if not requested or stream is None:
+            yield False
+            return
+        with using(LogReporter(stream)):
+            yield False
         return
     reporter = TerminalReporter(stream)
     try:

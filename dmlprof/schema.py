@@ -60,11 +60,17 @@ def parse_fallback_ops(text: str) -> dict:
     return found
 
 
+#: a range's name is kept to this many characters, and a call's ranges to the outermost this many: a session
+#: file's strings are bounded (dmlprof.session_check), and a name built in a loop may be any length
+RANGE_NAME_CHARS, RANGE_DEPTH = 200, 16
+
+
 def format_ranges(ranges) -> str:
     """The ``ranges`` column: the scanned code's ``record_function`` ranges around a call, outermost first,
     each ``[name, occurrence]`` (the second ``"forward"`` range of the run is ``["forward", 2]``); JSON,
     since a range's name may hold any character."""
-    return json.dumps([[str(name), int(number)] for name, number in ranges], ensure_ascii=False) if ranges else ""
+    kept = [[str(name)[:RANGE_NAME_CHARS], int(number)] for name, number in list(ranges)[:RANGE_DEPTH]]
+    return json.dumps(kept, ensure_ascii=False) if kept else ""
 
 
 def parse_ranges(text: str) -> list:

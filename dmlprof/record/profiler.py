@@ -53,18 +53,27 @@ def quiet_native_stderr():
                 os.close(saved)
                 sink.seek(0)
                 dropping = False
-                for line in sink.read().decode("utf-8", "replace").split("\n"):
+                for line in _held_lines(sink.read().decode("utf-8", "replace")):
                     # an indented line continues the message before it (a warning's source line)
                     if line[:1].isspace() and dropping:
                         continue
-                    # a carriage return redraws a line in place: dmlprof's progress bar, drawn meanwhile by
-                    # its clock thread, is no message (passed on, it stayed on screen, printed twice)
-                    dropping = bool(_PROFILER_NOISE.search(line)) or not line.strip() or "\r" in line
+                    dropping = bool(_PROFILER_NOISE.search(line)) or not line.strip()
                     if not dropping:
                         print(line, file=sys.stderr)
     for warning in caught:
         if not _PROFILER_NOISE.search(str(warning.message)) and warning.category is not DeprecationWarning:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def _held_lines(text: str) -> list:
+    """What fd 2 received while held, as the lines a terminal would have shown: a line redrawn in place
+    (``\r``) shows what came after its last carriage return, and a last line that ends unfinished after one
+    is dmlprof's progress bar, redrawn meanwhile by its clock thread: no message (passed on, it stayed on
+    screen, printed twice). Windows ends lines with ``\r\n``."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    if "\r" in lines[-1]:
+        lines[-1] = ""
+    return [line.rsplit("\r", 1)[-1] for line in lines]
 
 
 _EVENT_COLUMNS = ["name", "start_ns", "time_ns", "device_time_ns", "self_device_time_ns", "parent", "grandparent", "thread",
@@ -75,8 +84,10 @@ MODE_RANGE = "PythonDispatchMode"
 USER_SCOPE = 7
 #: ranges dmlprof opens itself (its steps): never shown as the user's
 OWN_RANGE_PREFIX = "dmlprof::"
-#: ranges torch opens itself around every optimizer step and DataLoader batch: not the scanned code's own
-TORCH_RANGE_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#", "enumerate(DataLoader)#")
+#: ranges torch opens itself (around every optimizer step, DataLoader batch, DDP forward, compiled region):
+#: not the scanned code's own
+TORCH_RANGE_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#", "enumerate(DataLoader)#", "DistributedDataParallel.",
+                        "Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 #: an empty range the recorder opens where it forgets what it recorded (a script's warm-up steps): the
 #: profiler saw those calls, so only the calls after the last such mark are the recorded rows'
 ROWS_DROPPED_MARK = OWN_RANGE_PREFIX + "rows_dropped"

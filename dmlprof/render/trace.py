@@ -195,7 +195,8 @@ def _phase_events(frame) -> list:
 
 def _range_events(frame) -> list:
     """The scanned code's ``record_function`` ranges (see the module docstring). Nested ranges that end
-    with the same call end 1 ns apart per level, the outer later, so that no two intersect."""
+    with the same call end 1 ns apart per level, the outer later (up to the gap before the next call), so
+    that no two intersect."""
     inside = frame[frame["ranges"] != ""]
     if inside.empty:
         return []
@@ -212,7 +213,7 @@ def _range_events(frame) -> list:
         events.append({"ph": "M", "name": "thread_name", "pid": RANGE_PID, "tid": _tid(thread), "ts": 0,
                        "args": {"name": "main thread" if thread == 0 else f"thread {thread}"}})
     for (thread, depth, name, number), (start, end, calls) in sorted(spans.items(), key=lambda item: item[1][0]):
-        end += deepest - depth
+        end += min(deepest - depth, _GAP_NS - 1)  # never into the next call's range (deeper ones share an end)
         events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": RANGE_PID, "tid": _tid(thread),
                        "ts": _us(start), "dur": round(_us(end) - _us(start), 3),
                        "args": {"occurrence": number, "recorded calls": calls}})

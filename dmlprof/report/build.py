@@ -252,9 +252,12 @@ def _sweep(raw, run: RunMeta) -> Optional[SweepReport]:
                  for i, record in zip(frame.index, frame.to_dict(orient="records")))
     details = run.sweep.details if run.sweep else ()
     # a backend that cannot fall back (the CPU) records no fallback time: it is unknown, not 0 %
-    flags = [d.get("fallback_recorded") for d in details]
-    # True: some size recorded a step for fallbacks; False: every size says it could not; None: not said
-    fallback_recorded = True if any(flags) else (False if flags and all(f is False for f in flags) else None)
+    # what the sizes that ran say (a size that failed recorded nothing, whatever the backend): True, some
+    # recorded a step for fallbacks; False, the backend cannot fall back (the CPU); None, none said
+    ran = {row.batch_size for row in rows if row.ok}
+    flags = [d["fallback_recorded"] for d in details
+             if d.get("batch_size") in ran and isinstance(d.get("fallback_recorded"), bool)]
+    fallback_recorded = any(flags) if flags else None
     rows = tuple(replace(row, fallback_time_share=None) for row in rows) if fallback_recorded is False else rows
     return SweepReport(
         rows=rows, recommended_batch_size=recommended, knee_batch_size=knee, memory_budget_bytes=budget,

@@ -210,8 +210,20 @@ def _drain_device_backward_thread_at_exit() -> None:
     """
     if _state.get("backward_on_calling_thread"):
         return  # the device has no backward thread in this process
+    # on a thread of its own: there grad mode is on whatever the program left, and a device thread that
+    # is stuck (a hook that never returns) costs the exit a few seconds, not forever
+    drain = threading.Thread(target=_one_unstashed_backward, name="dmlprof-drain", daemon=True)
+    drain.start()
+    drain.join(DRAIN_WAIT_S)
+
+
+#: how long the exit waits for the device's backward thread to take one more task
+DRAIN_WAIT_S = 5.0
+
+
+def _one_unstashed_backward() -> None:
     try:
-        leaf = torch.ones(1, device=DEVICE_TYPE, requires_grad=True)
+        leaf = torch.ones(1, dtype=torch.float32, device=DEVICE_TYPE, requires_grad=True)
         out = (leaf * 2).sum()
         # (tensors, grad_tensors, keep_graph, create_graph, inputs, allow_unreachable, accumulate_grad)
         torch.autograd.Variable._execution_engine.run_backward((out,), (torch.ones_like(out),), False, False,
@@ -227,13 +239,12 @@ BUILD_PHASE = "building the emulated DirectML device (first use, about 20 s)"
 
 def build_shown(build_dir: Path):
     """A progress phase around the extension's build when it is not built yet (the CLI draws it on a
-    terminal, with a running clock; elsewhere, a CI log, it is one line on stderr first); nothing when the
-    built library is there and loading is quick."""
+    terminal, with a running clock; in a CI log it notes one line); nothing when the built library is there
+    and loading is quick."""
     suffix = ".pyd" if os.name == "nt" else ".so"
     if (build_dir / f"{EXTENSION_NAME}{suffix}").is_file():
         return contextlib.nullcontext()
-    if not progress.drawn():
-        progress.say(f"dmlprof: {BUILD_PHASE} ...")
+    progress.note(f"dmlprof: {BUILD_PHASE} ...")
     return progress.phase(BUILD_PHASE)
 
 

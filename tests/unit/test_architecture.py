@@ -151,6 +151,11 @@ def _room(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+def test_each_room_sits_in_one_layer_whole():
+    # a layer lists rooms, never a module inside one: the folders are the layers
+    assert [prefix for _, prefixes in LAYERS for prefix in prefixes if prefix.count(".") > 1] == []
+
+
 def test_no_import_cycles_between_rooms():
     """The folders are the layers: no two rooms import each other, however indirectly."""
     rooms: dict = {}

@@ -10,7 +10,6 @@ import pytest
 
 from dmlprof.analysis import distributed as merge
 from dmlprof.distributed import env
-from dmlprof.distributed.annotate import frame_columns
 from dmlprof.record.collectives import (collective_of, collectives_frame, comm_phase, payload_bytes)
 from dmlprof.job.launch import failure_line, rank_argv
 from dmlprof.report.run import merged_report

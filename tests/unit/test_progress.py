@@ -258,17 +258,29 @@ def test_the_emulated_devices_first_build_is_a_phase_of_its_own(tmp_path):
     assert "building the emulated DirectML device" in testing.BUILD_PHASE
 
 
-def test_off_a_terminal_the_first_build_is_one_line_on_stderr(tmp_path, capsys):
-    """A CI log draws no bars: the build's 20 s to minutes still start with a line saying what is happening."""
+def test_off_a_terminal_the_first_build_is_one_line_in_the_log(tmp_path, capsys):
+    """A CI log draws no bars: the build's 20 s to minutes still start with a line saying what is happening;
+    --quiet, --no-progress and the Python API print nothing."""
+    import io
+
     from dmlprof import testing
 
-    with testing.build_shown(tmp_path):  # no bars here: the default reporter
+    log = io.StringIO()  # not a terminal
+    with progress.shown(log):
+        with testing.build_shown(tmp_path):
+            pass
+    assert log.getvalue() == f"dmlprof: {testing.BUILD_PHASE} ...\n"
+    with progress.shown(log, requested=False):  # --quiet, --no-progress
+        with testing.build_shown(tmp_path):
+            pass
+    with testing.build_shown(tmp_path):  # the Python API
         pass
-    assert capsys.readouterr().err == f"dmlprof: {testing.BUILD_PHASE} ...\n"
+    assert log.getvalue().count("\n") == 1 and capsys.readouterr().err == ""
     (tmp_path / f"{testing.EXTENSION_NAME}{'.pyd' if sys.platform == 'win32' else '.so'}").write_bytes(b"")
-    with testing.build_shown(tmp_path):  # built: nothing to say
-        pass
-    assert capsys.readouterr().err == ""
+    with progress.shown(log):
+        with testing.build_shown(tmp_path):  # built: nothing to note
+            pass
+    assert log.getvalue().count("\n") == 1
 
 
 def test_what_the_profiler_holds_back_keeps_messages_and_drops_progress_redraws(capfd):
@@ -280,7 +292,8 @@ def test_what_the_profiler_holds_back_keeps_messages_and_drops_progress_redraws(
 
     with quiet_native_stderr():
         os.write(2, b"STAGE:2026-12-02 profiler_start\n")
-        os.write(2, b"a message of the model\n")
+        os.write(2, b"a message of the model\r\n")  # as Windows ends a line
+        os.write(2, b"\rscan: 00:00\r            \rsaid above the bar\n")  # progress.say(): bar cleared first
         os.write(2, b"\rscan, processing the trace: 00:01")
     err = capfd.readouterr().err
-    assert err == "a message of the model\n"
+    assert err == "a message of the model\nsaid above the bar\n"

@@ -524,3 +524,27 @@ def test_a_noisy_sweep_is_said_to_be_noisy_on_the_page_as_in_the_terminal():
         True, False, True, False, True, False]
     assert 'id="sweep-noisy"' in render_html(session)
     assert data["sweep"]["noisy_note"] in " ".join(render_sweep_text(session, width=300).split("\n"))
+
+
+@pytest.mark.parametrize("flags, expected", [
+    # the CPU: every size that ran says it cannot fall back; the size that crashed says nothing
+    ({8: False, 16: False, 32: None}, False),
+    # DirectML: a size that ran recorded its fallbacks; one that ran out of memory recorded nothing
+    ({8: True, 16: True, 32: False}, True),
+    # every size failed: nothing is known of the backend's fallbacks
+    ({8: False, 16: False, 32: False}, None),
+])
+def test_whether_fallback_time_was_measured_comes_from_the_sizes_that_ran(flags, expected, model_file):
+    from dmlprof.report import build_report
+
+    failing = {32} if expected is not None else {8, 16, 32}
+
+    def outcome(bs):
+        base = row(bs, status="oom", error="out of memory") if bs in failing else row(bs, 100.0 * bs, peak=bs * GiB)
+        return {**base, **({} if flags[bs] is None else {"fallback_recorded": flags[bs]})}
+
+    sweep = build_report(run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32],
+                                   runner=fake_runner(outcome, [])).to_session()).sweep
+    assert sweep.fallback_recorded is expected
+    shares = [r.fallback_time_share for r in sweep.rows]
+    assert shares == ([None] * 3 if expected is False else [0.0] * 3)
