@@ -19,15 +19,15 @@ from typing import Optional
 import pandas as pd
 
 from dmlprof.schema import parse_fallback_ops
-from dmlprof.record.profiler import MODE_RANGE, inner_call_mask
+from dmlprof.record.profiler import MODE_RANGE, OWN_RANGE_PREFIX, inner_call_mask
 
-STEP_RANGE = "dmlprof::step#"
+STEP_RANGE = OWN_RANGE_PREFIX + "step#"
 # Below this share of the structure step's calls found again, a measured step
 # is too different to be described by it and is left out (and reported).
 MIN_MATCHED_SHARE = 0.9
 # Ranges and runtime calls that are not op calls, or that vary from step to
 # step (allocator calls): the matching only looks at dispatcher ops.
-_IGNORED_PREFIXES = ("dmlprof::", "autograd::", "profiler::", "ProfilerStep")
+_IGNORED_PREFIXES = (OWN_RANGE_PREFIX, "autograd::", "profiler::", "ProfilerStep")
 
 
 def step_windows(events: pd.DataFrame) -> dict:
