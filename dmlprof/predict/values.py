@@ -1,6 +1,6 @@
 """The values a predicted device tensor holds: real data where the prediction can afford it.
 
-A stand-in device tensor (:mod:`dmlprof.predict.standin`) has no memory. Where
+A stand-in device tensor (:mod:`dmlprof.predict.husks`) has no memory. Where
 the budget allows, its storage has a CPU copy of its bytes instead: ops whose
 device arguments all have values run their CPU kernels on them (as the emulated
 device does) and their outputs keep what was computed, so code that reads a

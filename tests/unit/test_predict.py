@@ -271,7 +271,8 @@ def test_views_share_their_base_storage_and_placeholders_keep_strides():
     probe = textwrap.dedent("""
         import torch
         from dmlprof.predict.device import device_name, ensure_device
-        from dmlprof.predict.standin import StandIn, _placeholder
+        from dmlprof.predict.placeholders import placeholder
+        from dmlprof.predict.standin import StandIn
         from dmlprof.tables import load_table
         ensure_device()
         StandIn(load_table("dml"), [], device_name()).install()
@@ -279,7 +280,7 @@ def test_views_share_their_base_storage_and_placeholders_keep_strides():
         view, transposed = x.view(12), x.t()
         assert view.untyped_storage()._cdata == x.untyped_storage()._cdata, "view on fresh storage"
         assert transposed.untyped_storage()._cdata == x.untyped_storage()._cdata, "t() on fresh storage"
-        assert transposed.stride() == (1, 4) and _placeholder(transposed).stride() == (1, 4)
+        assert transposed.stride() == (1, 4) and placeholder(transposed).stride() == (1, 4)
         print("ok")
         """)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
