@@ -21,7 +21,8 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from dmlprof.doctor import exit_code, gather_snapshot, render_table, run_checks, to_json
+    from dmlprof.doctor.gather import gather_snapshot
+    from dmlprof.doctor.table import exit_code, render_table, run_checks, to_json
     from dmlprof.errors import UsageError
 
     for name in args.files:

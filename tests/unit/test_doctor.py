@@ -6,8 +6,16 @@ import json
 
 import pytest
 
-from dmlprof import doctor
-from dmlprof.doctor import Check, DirectMLProbe, Snapshot, TorchFacts
+from dmlprof.doctor.devices import (auto_device, check_cuda, check_directml_adapter_possible, check_directml_adapters,
+                                    check_directml_float64, check_mps, check_scan_device, check_xpu, device_available)
+from dmlprof.doctor.gather import gather_snapshot, probe_from_availability
+from dmlprof.doctor.packages import (check_dependencies, check_directml_package, check_directml_torch_pin,
+                                     check_exact_predictions, check_python, check_torch, check_torchvision, exact_pins,
+                                     release, torchvision_for)
+from dmlprof.doctor.settings import (PLACEBO_ENV, check_autocast, check_bf16, check_dml_visible_devices, check_float64,
+                                     check_inference_mode, check_placebo_env, check_with_stack, find_settings)
+from dmlprof.doctor.snapshot import STATUSES, Check, DirectMLProbe, Snapshot, TorchFacts
+from dmlprof.doctor.table import CHECKS, exit_code, render_table, run_checks, tally, to_json
 
 HEALTHY_PACKAGES = {"torch": "2.13.0+cpu", "pandas": "2.2.0", "tabulate": "0.9.0", "jinja2": "3.1.4"}
 DML_PACKAGES = {"torch": "2.4.1", "torchvision": "0.19.1", "torch-directml": "0.2.5.dev240914",
@@ -50,11 +58,11 @@ def names(rows):
     ("", ()), (None, ()), ("unknown version", ()),
 ])
 def test_release_reads_the_numeric_part(text, expected):
-    assert doctor.release(text) == expected
+    assert release(text) == expected
 
 
 def test_exact_pins_reads_only_unconditional_equality_pins():
-    pins = doctor.exact_pins(["torch==2.4.1", "torchvision == 0.19.1", "numpy>=1.21",
+    pins = exact_pins(["torch==2.4.1", "torchvision == 0.19.1", "numpy>=1.21",
                               "pytest==8.0; extra == \"test\"", "Some_Pkg[x]==1.0"])
     assert pins == {"torch": "2.4.1", "torchvision": "0.19.1", "some-pkg": "1.0"}
 
@@ -62,7 +70,7 @@ def test_exact_pins_reads_only_unconditional_equality_pins():
 @pytest.mark.parametrize("torch_version, expected", [("2.4.1", "0.19"), ("2.13.0+cpu", "0.28"), ("2.0.0", "0.15"),
                                                      ("1.13.1", None), ("", None)])
 def test_torchvision_series_for_torch(torch_version, expected):
-    assert doctor.torchvision_for(torch_version) == expected
+    assert torchvision_for(torch_version) == expected
 
 
 def test_check_rejects_an_unknown_status():
@@ -72,38 +80,38 @@ def test_check_rejects_an_unknown_status():
 
 # -- python ----------------------------------------------------------------------
 def test_python_too_old_fails_and_blocks():
-    row = doctor.check_python(snap(python_version=(3, 8, 18)))
+    row = check_python(snap(python_version=(3, 8, 18)))
     assert (row.status, row.blocking) == ("fail", True) and "3.9" in row.detail
 
 
 def test_python_newer_than_directml_wheels_is_info_on_windows_and_linux():
     for platform in ("win32", "linux"):
-        row = doctor.check_python(snap(platform=platform, python_version=(3, 13, 1)))
+        row = check_python(snap(platform=platform, python_version=(3, 13, 1)))
         assert row.status == "info" and "3.12" in row.remedy
 
 
 def test_python_newer_than_directml_wheels_is_fine_on_macos():
-    assert doctor.check_python(snap(platform="darwin", python_version=(3, 13, 1))).status == "ok"
+    assert check_python(snap(platform="darwin", python_version=(3, 13, 1))).status == "ok"
 
 
 def test_python_supported_is_ok():
-    row = doctor.check_python(snap())
+    row = check_python(snap())
     assert row.status == "ok" and "3.11.7" in row.detail
 
 
 # -- torch -----------------------------------------------------------------------
 def test_torch_missing_fails_and_blocks_with_the_import_error():
-    row = doctor.check_torch(snap(torch=None, torch_error="ModuleNotFoundError: No module named 'torch'"))
+    row = check_torch(snap(torch=None, torch_error="ModuleNotFoundError: No module named 'torch'"))
     assert (row.status, row.blocking) == ("fail", True) and "No module named" in row.detail
 
 
 def test_torch_missing_without_a_reason_says_not_installed():
-    row = doctor.check_torch(snap(torch=None))
+    row = check_torch(snap(torch=None))
     assert row.status == "fail" and "not installed" in row.detail
 
 
 def test_torch_too_old_fails_and_blocks():
-    row = doctor.check_torch(snap(torch=TorchFacts(version="2.3.1")))
+    row = check_torch(snap(torch=TorchFacts(version="2.3.1")))
     assert (row.status, row.blocking) == ("fail", True)
 
 
@@ -114,55 +122,55 @@ def test_torch_too_old_fails_and_blocks():
     (TorchFacts(version="2.13.0", mps_built=True), "CPU build with MPS"),
 ])
 def test_torch_names_its_build(facts, build):
-    row = doctor.check_torch(snap(torch=facts))
+    row = check_torch(snap(torch=facts))
     assert row.status == "ok" and build in row.detail
 
 
 # -- dependencies ------------------------------------------------------------------
 def test_missing_pandas_or_tabulate_fails_and_blocks():
-    row = doctor.check_dependencies(snap(packages={"torch": "2.13.0", "jinja2": "3"}))
+    row = check_dependencies(snap(packages={"torch": "2.13.0", "jinja2": "3"}))
     assert (row.status, row.blocking) == ("fail", True) and "pandas, tabulate" in row.detail
 
 
 def test_missing_jinja2_only_warns():
     packages = dict(HEALTHY_PACKAGES, jinja2=None)
-    row = doctor.check_dependencies(snap(packages=packages))
+    row = check_dependencies(snap(packages=packages))
     assert row.status == "warn" and "--html" in row.detail
 
 
 def test_dependencies_present_are_ok():
-    assert doctor.check_dependencies(snap()).status == "ok"
+    assert check_dependencies(snap()).status == "ok"
 
 
 # -- torch-directml and its pins -------------------------------------------------------
 def test_directml_installed_is_ok():
-    row = doctor.check_directml_package(windows_dml())
+    row = check_directml_package(windows_dml())
     assert row.status == "ok" and "0.2.5.dev240914" in row.detail
 
 
 def test_directml_missing_is_info_with_an_install_line_where_it_can_run():
-    row = doctor.check_directml_package(snap())
+    row = check_directml_package(snap())
     assert row.status == "info" and "torch-directml==0.2.5.dev240914" in row.remedy
 
 
 def test_directml_missing_on_macos_suggests_nothing():
-    row = doctor.check_directml_package(snap(platform="darwin"))
+    row = check_directml_package(snap(platform="darwin"))
     assert row.status == "info" and row.remedy == ""
 
 
 def test_pin_is_silent_without_directml():
-    assert doctor.check_directml_torch_pin(snap()) is None
+    assert check_directml_torch_pin(snap()) is None
 
 
 def test_pin_matches_local_build_suffix():
     packages = dict(DML_PACKAGES, torch="2.4.1+cu121")
-    row = doctor.check_directml_torch_pin(windows_dml(packages=packages))
+    row = check_directml_torch_pin(windows_dml(packages=packages))
     assert row.status == "ok" and "torch==2.4.1" in row.detail
 
 
 def test_pin_mismatch_fails_without_blocking_dmlprof():
     packages = dict(DML_PACKAGES, torch="2.13.0+cpu")
-    row = doctor.check_directml_torch_pin(windows_dml(packages=packages))
+    row = check_directml_torch_pin(windows_dml(packages=packages))
     assert (row.status, row.blocking) == ("fail", False)
     assert "2.13.0" in row.detail and "torch==2.4.1 torchvision==0.19.1" in row.remedy
 
@@ -170,174 +178,174 @@ def test_pin_mismatch_fails_without_blocking_dmlprof():
 def test_pin_is_read_from_the_installed_metadata_not_assumed():
     # GIVEN an older torch-directml whose metadata pins torch 2.3.1
     packages = dict(DML_PACKAGES, torch="2.3.1", **{"torch-directml": "0.2.4.dev240815"})
-    row = doctor.check_directml_torch_pin(windows_dml(packages=packages, requires={"torch-directml": ["torch==2.3.1"]}))
+    row = check_directml_torch_pin(windows_dml(packages=packages, requires={"torch-directml": ["torch==2.3.1"]}))
     assert row.status == "ok" and "torch==2.3.1" in row.detail
 
 
 def test_pin_falls_back_to_the_known_release_pins_when_metadata_is_unreadable():
     packages = dict(DML_PACKAGES, torch="2.5.0")
-    row = doctor.check_directml_torch_pin(windows_dml(packages=packages, requires={}))
+    row = check_directml_torch_pin(windows_dml(packages=packages, requires={}))
     assert row.status == "fail" and "torch==2.4.1" in row.detail
 
 
 def test_pin_without_a_torch_pin_in_metadata_is_info():
-    row = doctor.check_directml_torch_pin(windows_dml(requires={"torch-directml": ["torchvision==0.19.1"]}))
+    row = check_directml_torch_pin(windows_dml(requires={"torch-directml": ["torchvision==0.19.1"]}))
     assert row.status == "info"
 
 
 def test_pin_with_torch_missing_fails():
     packages = dict(DML_PACKAGES, torch=None)
-    row = doctor.check_directml_torch_pin(windows_dml(packages=packages, torch=None))
+    row = check_directml_torch_pin(windows_dml(packages=packages, torch=None))
     assert row.status == "fail" and "not installed" in row.detail
 
 
 # -- exact predictions ---------------------------------------------------------------------
 def test_exact_predictions_on_torch_241_are_ok():
-    row = doctor.check_exact_predictions(windows_dml())
+    row = check_exact_predictions(windows_dml())
     assert row.status == "ok" and "2.4.1" in row.detail and not row.remedy
 
 
 def test_exact_predictions_on_a_newer_torch_say_how_to_get_torch_241_on_linux():
-    row = doctor.check_exact_predictions(snap())
+    row = check_exact_predictions(snap())
     assert row.status == "info" and "2.13.0" in row.detail and "isneginf" in row.detail
     assert "python -m venv dml241" in row.remedy and 'dml241/bin/pip install "numpy<2" -e ".[dml]"' in row.remedy
     assert "dml241/bin/dmlprof scan model.py --target dml" in row.remedy and not row.blocking
 
 
 def test_exact_predictions_on_windows_use_the_scripts_folder():
-    row = doctor.check_exact_predictions(snap(platform="win32", platform_release="10"))
+    row = check_exact_predictions(snap(platform="win32", platform_release="10"))
     assert "dml241\\Scripts\\pip install" in row.remedy and "dml241/bin" not in row.remedy
 
 
 def test_exact_predictions_name_a_python_torch_241_has_wheels_for():
-    linux = doctor.check_exact_predictions(snap(python_version=(3, 13, 1)))
-    windows = doctor.check_exact_predictions(snap(python_version=(3, 13, 1), platform="win32"))
+    linux = check_exact_predictions(snap(python_version=(3, 13, 1)))
+    windows = check_exact_predictions(snap(python_version=(3, 13, 1), platform="win32"))
     assert linux.remedy.startswith("exact predictions") and "python3.12 -m venv" in linux.remedy
     assert "py -3.12 -m venv" in windows.remedy and "3.8 to 3.12" in windows.remedy
 
 
 def test_exact_predictions_on_macos_point_to_linux_or_windows():
-    row = doctor.check_exact_predictions(snap(platform="darwin"))
+    row = check_exact_predictions(snap(platform="darwin"))
     assert row.status == "info" and "no macOS wheels" in row.remedy
 
 
 def test_exact_predictions_say_nothing_without_torch():
-    assert doctor.check_exact_predictions(snap(torch=None)) is None
+    assert check_exact_predictions(snap(torch=None)) is None
 
 
 # -- torchvision ------------------------------------------------------------------------
 def test_torchvision_missing_is_info():
-    assert doctor.check_torchvision(snap()).status == "info"
+    assert check_torchvision(snap()).status == "info"
 
 
 def test_torchvision_matching_the_directml_pin_is_ok():
-    assert doctor.check_torchvision(windows_dml()).status == "ok"
+    assert check_torchvision(windows_dml()).status == "ok"
 
 
 def test_torchvision_against_the_directml_pin_fails():
-    row = doctor.check_torchvision(windows_dml(packages=dict(DML_PACKAGES, torchvision="0.20.1")))
+    row = check_torchvision(windows_dml(packages=dict(DML_PACKAGES, torchvision="0.20.1")))
     assert row.status == "fail" and "torchvision==0.19.1" in row.remedy
 
 
 def test_torchvision_pairs_with_torch_without_directml():
-    ok = doctor.check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torchvision="0.28.0+cpu")))
-    bad = doctor.check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torchvision="0.19.1")))
+    ok = check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torchvision="0.28.0+cpu")))
+    bad = check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torchvision="0.19.1")))
     assert ok.status == "ok"
     assert bad.status == "fail" and "0.28" in bad.detail and "torchvision==0.28.*" in bad.remedy
 
 
 def test_torchvision_pairing_unknown_for_other_torch_majors_is_info():
-    row = doctor.check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torch="3.0.0", torchvision="1.0.0")))
+    row = check_torchvision(snap(packages=dict(HEALTHY_PACKAGES, torch="3.0.0", torchvision="1.0.0")))
     assert row.status == "info"
 
 
 # -- can a DirectML adapter exist here -----------------------------------------------------
 def test_adapter_possible_is_ok_with_its_reason():
-    row = doctor.check_directml_adapter_possible(windows_dml())
+    row = check_directml_adapter_possible(windows_dml())
     assert row.status == "ok" and row.detail == "Windows"
 
 
 def test_no_adapter_on_plain_linux_is_info_when_directml_is_not_installed():
-    row = doctor.check_directml_adapter_possible(snap())
+    row = check_directml_adapter_possible(snap())
     assert row.status == "info" and "no D3D12 adapter" in row.detail and "Windows" in row.remedy
 
 
 def test_no_adapter_with_directml_installed_warns():
-    row = doctor.check_directml_adapter_possible(
+    row = check_directml_adapter_possible(
         snap(packages=dict(DML_PACKAGES), requires=dict(DML_REQUIRES), torch=TorchFacts(version="2.4.1")))
     assert row.status == "warn" and row.detail.startswith("torch-directml is installed, but")
 
 
 def test_no_adapter_when_dml_is_asked_for_warns():
-    assert doctor.check_directml_adapter_possible(snap(device="dml")).status == "warn"
+    assert check_directml_adapter_possible(snap(device="dml")).status == "warn"
 
 
 def test_wsl_without_gpu_libraries_points_at_the_windows_driver():
-    row = doctor.check_directml_adapter_possible(snap(platform_release="5.15.153.1-microsoft-standard-WSL2"))
+    row = check_directml_adapter_possible(snap(platform_release="5.15.153.1-microsoft-standard-WSL2"))
     assert "Windows GPU driver with WSL2" in row.remedy
 
 
 def test_no_adapter_on_macos_has_no_os_remedy_but_mentions_the_predictor_when_there():
-    assert doctor.check_directml_adapter_possible(snap(platform="darwin", directml_adapter_reason="DirectML does not run on darwin")).remedy == ""
-    row = doctor.check_directml_adapter_possible(snap(platform="darwin", predictor_available=True))
+    assert check_directml_adapter_possible(snap(platform="darwin", directml_adapter_reason="DirectML does not run on darwin")).remedy == ""
+    row = check_directml_adapter_possible(snap(platform="darwin", predictor_available=True))
     assert "--target dml" in row.remedy
 
 
 # -- adapters and float64 (from the child-process probe) -----------------------------------------
 def test_adapters_row_is_absent_when_nothing_was_probed():
-    assert doctor.check_directml_adapters(snap()) is None
-    assert doctor.check_directml_float64(snap()) is None
+    assert check_directml_adapters(snap()) is None
+    assert check_directml_float64(snap()) is None
 
 
 def test_adapters_row_names_devices_and_memory_in_use():
     adapters = [{"index": 0, "name": "AMD Radeon RX 6600", "float64": True, "memory_used_mb": 412.0},
                 {"index": 1, "name": "Intel UHD 770", "float64": False, "memory_used_mb": None}]
-    row = doctor.check_directml_adapters(windows_dml(adapters=adapters))
+    row = check_directml_adapters(windows_dml(adapters=adapters))
     assert row.status == "ok"
     assert "[0] AMD Radeon RX 6600, 412 MiB in use" in row.detail and "[1] Intel UHD 770" in row.detail
 
 
 def test_adapters_available_without_details_is_still_ok():
-    row = doctor.check_directml_adapters(windows_dml(adapters=[]))
+    row = check_directml_adapters(windows_dml(adapters=[]))
     assert row.status == "ok" and row.detail == "available"
 
 
 def test_no_adapter_seen_warns_and_a_failed_probe_fails():
-    none_seen = doctor.check_directml_adapters(windows_dml(adapters=[], available=False, reason="torch-directml sees no adapter"))
-    crashed = doctor.check_directml_adapters(windows_dml(adapters=[], available=False,
+    none_seen = check_directml_adapters(windows_dml(adapters=[], available=False, reason="torch-directml sees no adapter"))
+    crashed = check_directml_adapters(windows_dml(adapters=[], available=False,
                                                          reason="torch-directml could not enumerate adapters: Unknown error -2147"))
     assert none_seen.status == "warn" and crashed.status == "fail" and "Unknown error" in crashed.detail
 
 
 def test_hidden_adapters_are_named_as_a_possible_cause():
-    row = doctor.check_directml_adapters(windows_dml(adapters=[], available=False, reason="torch-directml sees no adapter",
+    row = check_directml_adapters(windows_dml(adapters=[], available=False, reason="torch-directml sees no adapter",
                                                      env={"DML_VISIBLE_DEVICES": "3"}))
     assert "DML_VISIBLE_DEVICES=3" in row.remedy
 
 
 def test_float64_rows():
-    assert doctor.check_directml_float64(windows_dml()).status == "ok"
-    no = doctor.check_directml_float64(windows_dml(adapters=[{"index": 0, "name": "iGPU", "float64": False}]))
+    assert check_directml_float64(windows_dml()).status == "ok"
+    no = check_directml_float64(windows_dml(adapters=[{"index": 0, "name": "iGPU", "float64": False}]))
     assert no.status == "warn" and "Double (Float64)" in no.detail and "float32" in no.remedy
-    unknown = doctor.check_directml_float64(windows_dml(adapters=[{"index": 0, "name": "iGPU", "float64": None}]))
+    unknown = check_directml_float64(windows_dml(adapters=[{"index": 0, "name": "iGPU", "float64": None}]))
     assert unknown.status == "info"
-    assert doctor.check_directml_float64(windows_dml(adapters=[], available=False, reason="x")) is None
+    assert check_directml_float64(windows_dml(adapters=[], available=False, reason="x")) is None
 
 
 # -- CUDA / ROCm, MPS, XPU --------------------------------------------------------------------
 def test_cuda_rows():
-    assert doctor.check_cuda(snap(torch=None)) is None
-    cuda = doctor.check_cuda(snap(torch=TorchFacts(version="2.6.0", cuda_version="12.4", cuda_available=True,
+    assert check_cuda(snap(torch=None)) is None
+    cuda = check_cuda(snap(torch=TorchFacts(version="2.6.0", cuda_version="12.4", cuda_available=True,
                                                    cuda_devices=["NVIDIA H200"])))
     assert cuda.name == "CUDA" and cuda.status == "ok" and "NVIDIA H200" in cuda.detail
-    rocm = doctor.check_cuda(snap(torch=TorchFacts(version="2.5.1", hip_version="6.2", cuda_available=True,
+    rocm = check_cuda(snap(torch=TorchFacts(version="2.5.1", hip_version="6.2", cuda_available=True,
                                                    cuda_devices=["AMD Instinct MI300X"])))
     assert rocm.name == "ROCm" and rocm.status == "ok" and "ROCm 6.2" in rocm.detail
-    cpu = doctor.check_cuda(snap())
+    cpu = check_cuda(snap())
     assert cpu.status == "info" and "without CUDA or ROCm" in cpu.detail
-    no_gpu = doctor.check_cuda(snap(torch=TorchFacts(version="2.4.1+cu121", cuda_version="12.1")))
+    no_gpu = check_cuda(snap(torch=TorchFacts(version="2.4.1+cu121", cuda_version="12.1")))
     assert no_gpu.status == "info" and "nvidia-smi" in no_gpu.remedy
-    no_rocm_gpu = doctor.check_cuda(snap(torch=TorchFacts(version="2.5.1", hip_version="6.2")))
+    no_rocm_gpu = check_cuda(snap(torch=TorchFacts(version="2.5.1", hip_version="6.2")))
     assert "rocm-smi" in no_rocm_gpu.remedy
 
 
@@ -345,32 +353,32 @@ def test_cuda_rows():
                                                   ("HIP_VISIBLE_DEVICES", "", "6.2")])
 def test_hidden_gpus_warn(variable, value, hip):
     facts = TorchFacts(version="2.5.1", cuda_version=None if hip else "12.1", hip_version=hip)
-    row = doctor.check_cuda(snap(torch=facts, env={variable: value}))
+    row = check_cuda(snap(torch=facts, env={variable: value}))
     assert row.status == "warn" and variable in row.detail
 
 
 def test_mps_rows():
-    assert doctor.check_mps(snap()) is None  # not macOS
-    assert doctor.check_mps(snap(platform="darwin", torch=None)) is None
-    on = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True, mps_available=True),
+    assert check_mps(snap()) is None  # not macOS
+    assert check_mps(snap(platform="darwin", torch=None)) is None
+    on = check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True, mps_available=True),
                                env={"PYTORCH_ENABLE_MPS_FALLBACK": "1"}))
     assert on.status == "ok"
-    off = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True, mps_available=True)))
+    off = check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True, mps_available=True)))
     assert off.status == "warn" and "PYTORCH_ENABLE_MPS_FALLBACK=1" in off.remedy
-    unavailable = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True)))
+    unavailable = check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1", mps_built=True)))
     assert unavailable.status == "warn"
-    not_built = doctor.check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1")))
+    not_built = check_mps(snap(platform="darwin", torch=TorchFacts(version="2.4.1")))
     assert not_built.status == "info"
 
 
 def test_xpu_rows():
-    assert doctor.check_xpu(snap(torch=None)) is None
-    assert doctor.check_xpu(snap(torch=TorchFacts(version="2.3.1", xpu_present=False))).status == "info"
-    assert doctor.check_xpu(snap()).status == "info"
+    assert check_xpu(snap(torch=None)) is None
+    assert check_xpu(snap(torch=TorchFacts(version="2.3.1", xpu_present=False))).status == "info"
+    assert check_xpu(snap()).status == "info"
     facts = TorchFacts(version="2.6.0", xpu_present=True, xpu_available=True, xpu_devices=["Intel Arc A770"])
-    quiet = doctor.check_xpu(snap(torch=facts))
+    quiet = check_xpu(snap(torch=facts))
     assert quiet.status == "warn" and "PYTORCH_DEBUG_XPU_FALLBACK=1" in quiet.remedy
-    loud = doctor.check_xpu(snap(torch=facts, env={"PYTORCH_DEBUG_XPU_FALLBACK": "1"}))
+    loud = check_xpu(snap(torch=facts, env={"PYTORCH_DEBUG_XPU_FALLBACK": "1"}))
     assert loud.status == "ok" and "Intel Arc A770" in loud.detail
 
 
@@ -378,39 +386,39 @@ def test_xpu_rows():
 def test_auto_device_follows_the_runner_order():
     cuda_and_dml = windows_dml(torch=TorchFacts(version="2.4.1", cuda_version="12.1", cuda_available=True,
                                                 cuda_devices=["RTX 4090"]))
-    assert doctor.auto_device(cuda_and_dml) == "cuda"
-    assert doctor.auto_device(windows_dml()) == "dml"
-    assert doctor.auto_device(windows_dml(available=False, reason="torch-directml sees no adapter")) == "cpu"
-    assert doctor.auto_device(snap()) == "cpu"
-    assert doctor.auto_device(snap(torch=TorchFacts(version="2.6", xpu_present=True, xpu_available=True))) == "xpu"
-    assert doctor.auto_device(snap(platform="darwin", torch=TorchFacts(version="2.6", mps_available=True))) == "mps"
+    assert auto_device(cuda_and_dml) == "cuda"
+    assert auto_device(windows_dml()) == "dml"
+    assert auto_device(windows_dml(available=False, reason="torch-directml sees no adapter")) == "cpu"
+    assert auto_device(snap()) == "cpu"
+    assert auto_device(snap(torch=TorchFacts(version="2.6", xpu_present=True, xpu_available=True))) == "xpu"
+    assert auto_device(snap(platform="darwin", torch=TorchFacts(version="2.6", mps_available=True))) == "mps"
 
 
 def test_device_available_reasons():
-    assert doctor.device_available(snap(torch=None), "cuda") == (False, "torch does not import")
-    assert doctor.device_available(snap(), "dml") == (False, "torch-directml is not installed")
+    assert device_available(snap(torch=None), "cuda") == (False, "torch does not import")
+    assert device_available(snap(), "dml") == (False, "torch-directml is not installed")
     installed_linux = snap(packages=dict(DML_PACKAGES))
-    assert doctor.device_available(installed_linux, "dml") == (False, NO_ADAPTER)
+    assert device_available(installed_linux, "dml") == (False, NO_ADAPTER)
     not_asked = windows_dml(directml_probe=None)
-    assert doctor.device_available(not_asked, "dml")[0] is False
-    assert doctor.device_available(snap(), "emulated-dml")[0] is True
-    assert doctor.device_available(snap(), "tpu")[0] is False
-    assert doctor.device_available(snap(), "cpu")[0] is True
+    assert device_available(not_asked, "dml")[0] is False
+    assert device_available(snap(), "emulated-dml")[0] is True
+    assert device_available(snap(), "tpu")[0] is False
+    assert device_available(snap(), "cpu")[0] is True
 
 
 def test_scan_device_rows():
-    cpu = doctor.check_scan_device(snap())
+    cpu = check_scan_device(snap())
     assert cpu.status == "info" and "CPU" in cpu.detail and cpu.remedy == ""
-    assert "--target dml" in doctor.check_scan_device(snap(predictor_available=True)).remedy
-    assert doctor.check_scan_device(windows_dml()).detail == "--device auto will use dml"
-    assert doctor.check_scan_device(snap(device="cpu")).status == "ok"
-    asked = doctor.check_scan_device(snap(device="dml"))
+    assert "--target dml" in check_scan_device(snap(predictor_available=True)).remedy
+    assert check_scan_device(windows_dml()).detail == "--device auto will use dml"
+    assert check_scan_device(snap(device="cpu")).status == "ok"
+    asked = check_scan_device(snap(device="dml"))
     assert (asked.status, asked.blocking) == ("fail", True) and "not installed" in asked.detail
 
 
 # -- settings known to fail on DirectML ------------------------------------------------------------
-SETTING_CHECKS = [doctor.check_with_stack, doctor.check_inference_mode, doctor.check_bf16, doctor.check_autocast,
-                  doctor.check_float64]
+SETTING_CHECKS = [check_with_stack, check_inference_mode, check_bf16, check_autocast,
+                  check_float64]
 
 
 @pytest.mark.parametrize("check", SETTING_CHECKS)
@@ -441,16 +449,16 @@ def test_settings_are_ok_when_the_files_read_do_not_use_them(check):
 def test_settings_found_in_files_name_the_line():
     findings = {"inference_mode": ["train.py:12"], "bf16": ["train.py:30", "eval.py:4"]}
     dml = windows_dml(files=("train.py", "eval.py"), source_findings=findings)
-    row = doctor.check_inference_mode(dml)
+    row = check_inference_mode(dml)
     assert row.status == "warn" and "train.py:12" in row.detail and "no_grad" in row.remedy
-    assert "eval.py:4" in doctor.check_bf16(dml).detail
+    assert "eval.py:4" in check_bf16(dml).detail
     # on another device the same finding is only information
-    elsewhere = doctor.check_bf16(snap(files=("train.py",), source_findings=findings))
+    elsewhere = check_bf16(snap(files=("train.py",), source_findings=findings))
     assert elsewhere.status == "info" and "train.py:30" in elsewhere.detail
 
 
 def test_float64_setting_is_ok_on_an_adapter_that_runs_doubles():
-    row = doctor.check_float64(windows_dml(source_findings={"float64": ["a.py:1"]}, files=("a.py",)))
+    row = check_float64(windows_dml(source_findings={"float64": ["a.py:1"]}, files=("a.py",)))
     assert row.status == "ok" and "a.py:1" in row.detail
 
 
@@ -470,7 +478,7 @@ def test_find_settings_reads_text_and_skips_comments():
             "with torch.autocast(device_type='cuda', dtype=torch.float16):",
         ]),
     }
-    found = doctor.find_settings(["train.py"], read=sources.__getitem__)
+    found = find_settings(["train.py"], read=sources.__getitem__)
     assert found == {
         "inference_mode": ["train.py:2"],
         "bf16": ["train.py:3", "train.py:9"],
@@ -481,24 +489,24 @@ def test_find_settings_reads_text_and_skips_comments():
 
 
 # -- environment variables -------------------------------------------------------------------
-@pytest.mark.parametrize("variable", doctor.PLACEBO_ENV)
+@pytest.mark.parametrize("variable", PLACEBO_ENV)
 def test_placebo_variables_warn_and_name_the_real_one(variable):
-    row = doctor.check_placebo_env(snap(env={variable: "1"}))
+    row = check_placebo_env(snap(env={variable: "1"}))
     assert row.status == "warn" and variable in row.detail
     assert "DML_VISIBLE_DEVICES" in row.remedy and "torch.dml.empty_cache()" in row.remedy
     assert "torch.backends.dml" in row.remedy and "ProfilerActivity.DML" in row.remedy
 
 
 def test_no_placebo_variables_is_ok_where_directml_matters_and_silent_elsewhere():
-    assert doctor.check_placebo_env(windows_dml()).status == "ok"
-    assert doctor.check_placebo_env(snap()) is None
+    assert check_placebo_env(windows_dml()).status == "ok"
+    assert check_placebo_env(snap()) is None
 
 
 def test_dml_visible_devices_is_real_and_reported_as_info():
-    assert doctor.check_dml_visible_devices(snap()) is None
-    absent = doctor.check_dml_visible_devices(snap(env={"DML_VISIBLE_DEVICES": "1"}))
+    assert check_dml_visible_devices(snap()) is None
+    absent = check_dml_visible_devices(snap(env={"DML_VISIBLE_DEVICES": "1"}))
     assert absent.status == "info" and "not installed" in absent.detail
-    present = doctor.check_dml_visible_devices(windows_dml(env={"DML_VISIBLE_DEVICES": "1"}))
+    present = check_dml_visible_devices(windows_dml(env={"DML_VISIBLE_DEVICES": "1"}))
     assert present.status == "info" and "sees only" in present.detail
 
 
@@ -507,34 +515,34 @@ def test_every_check_returns_a_check_or_nothing_on_varied_machines():
     machines = [snap(), windows_dml(), snap(torch=None), snap(platform="darwin"), snap(device="dml"),
                 windows_dml(available=False, reason="torch-directml sees no adapter", adapters=[])]
     for machine in machines:
-        for check in doctor.CHECKS:
+        for check in CHECKS:
             row = check(machine)
-            assert row is None or (isinstance(row, Check) and row.status in doctor.STATUSES and row.detail)
+            assert row is None or (isinstance(row, Check) and row.status in STATUSES and row.detail)
 
 
 def test_a_check_that_raises_becomes_a_failed_row_and_the_rest_still_run():
     def check_broken(_):
         raise KeyError("oops")
 
-    rows = doctor.run_checks(snap(), [doctor.check_python, check_broken, doctor.check_torch])
+    rows = run_checks(snap(), [check_python, check_broken, check_torch])
     assert names(rows) == ["python", "broken", "torch"]
     assert rows[1].status == "fail" and "oops" in rows[1].detail
 
 
 def test_exit_code_blocks_only_on_blocking_failures_unless_strict():
-    healthy = doctor.run_checks(snap())
-    assert doctor.exit_code(healthy) == 0
+    healthy = run_checks(snap())
+    assert exit_code(healthy) == 0
     assert not any(r.status == "fail" for r in healthy)
-    mismatched = doctor.run_checks(windows_dml(packages=dict(DML_PACKAGES, torch="2.13.0")))
+    mismatched = run_checks(windows_dml(packages=dict(DML_PACKAGES, torch="2.13.0")))
     assert any(r.status == "fail" for r in mismatched)
-    assert doctor.exit_code(mismatched) == 0 and doctor.exit_code(mismatched, strict=True) == 1
-    assert doctor.exit_code(doctor.run_checks(snap(torch=None))) == 1
-    assert doctor.exit_code(doctor.run_checks(snap(device="dml"))) == 1
+    assert exit_code(mismatched) == 0 and exit_code(mismatched, strict=True) == 1
+    assert exit_code(run_checks(snap(torch=None))) == 1
+    assert exit_code(run_checks(snap(device="dml"))) == 1
 
 
 def test_plain_linux_ci_machine_reads_truthfully():
     """GIVEN the CI box (Linux, CPU torch, no DirectML) THEN nothing fails and DirectML is 'not installed'."""
-    rows = {r.name: r for r in doctor.run_checks(snap())}
+    rows = {r.name: r for r in run_checks(snap())}
     assert rows["torch-directml"].detail == "torch-directml is not installed"
     assert rows["DirectML adapter possible"].status == "info"
     assert "DirectML adapters" not in rows and "profiler with_stack" not in rows
@@ -543,12 +551,12 @@ def test_plain_linux_ci_machine_reads_truthfully():
 
 def test_table_and_json_render_every_row():
     machine = windows_dml(env={"DML_EXECUTION_MODE": "1"})
-    rows = doctor.run_checks(machine)
-    table = doctor.render_table(rows)
+    rows = run_checks(machine)
+    table = render_table(rows)
     assert table.splitlines()[0].split()[:4] == ["status", "check", "detail", "remedy"]
     assert "WARN" in table and "DirectML env advice" in table
-    assert table.rstrip().endswith(doctor.tally(rows))
-    data = json.loads(doctor.to_json(rows, machine))
+    assert table.rstrip().endswith(tally(rows))
+    data = json.loads(to_json(rows, machine))
     assert [c["name"] for c in data["checks"]] == names(rows)
     assert data["exit_code"] == 0 and data["snapshot"]["env"] == {"DML_EXECUTION_MODE": "1"}
     assert data["snapshot"]["directml_probe"]["adapters"][0]["name"] == "AMD Radeon RX 6600"
@@ -556,7 +564,7 @@ def test_table_and_json_render_every_row():
 
 def test_tally_counts_each_status():
     rows = [Check("a", "ok", "x"), Check("b", "warn", "x"), Check("c", "warn", "x"), Check("d", "info", "x")]
-    assert doctor.tally(rows) == "1 ok, 2 warn, 0 fail, 1 info"
+    assert tally(rows) == "1 ok, 2 warn, 0 fail, 1 info"
 
 
 # -- the real snapshot ----------------------------------------------------------------------------
@@ -568,7 +576,7 @@ def test_real_snapshot_is_truthful_and_never_probes_where_no_adapter_can_exist()
 
     from dmlprof.backends.dml import adapter_possible
 
-    real = doctor.gather_snapshot()
+    real = gather_snapshot()
     assert real.platform == sys.platform and real.python_version == tuple(sys.version_info[:3])
     assert real.torch is not None and real.torch.version == torch.__version__
     assert real.torch.cuda_available == torch.cuda.is_available()
@@ -583,7 +591,7 @@ def test_real_snapshot_is_truthful_and_never_probes_where_no_adapter_can_exist()
 
 def test_float64_setting_warns_when_any_adapter_lacks_doubles():
     mixed = [{"index": 0, "name": "dGPU", "float64": True}, {"index": 1, "name": "iGPU", "float64": False}]
-    assert doctor.check_float64(windows_dml(adapters=mixed)).status == "warn"
+    assert check_float64(windows_dml(adapters=mixed)).status == "warn"
 
 
 FAKE_DIRECTML = '''
@@ -607,13 +615,13 @@ def test_the_child_process_probe_reads_names_float64_and_memory(tmp_path, monkey
     (tmp_path / "torch_directml.py").write_text(FAKE_DIRECTML, encoding="utf-8")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     answer = probe_adapters.__wrapped__(timeout_s=60)  # bypass the cache: this is not the real package
-    probe = doctor.probe_from_availability(answer)
+    probe = probe_from_availability(answer)
     assert probe.available
     assert probe.adapters == [
         {"index": 0, "name": "Radeon RX 7600", "float64": True, "memory_used_mb": 128.5},
         {"index": 1, "name": "Intel UHD 770", "float64": None, "memory_used_mb": 128.5},
     ]
-    row = doctor.check_directml_float64(windows_dml(adapters=probe.adapters))
+    row = check_directml_float64(windows_dml(adapters=probe.adapters))
     assert row.status == "info" and "adapter 1" in row.detail
 
 
@@ -622,6 +630,6 @@ def test_a_probe_that_crashes_is_a_reason_not_a_crash(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     from dmlprof.backends.dml import probe_adapters
 
-    probe = doctor.probe_from_availability(probe_adapters.__wrapped__(timeout_s=60))
+    probe = probe_from_availability(probe_adapters.__wrapped__(timeout_s=60))
     assert not probe.available and probe.adapters == []
-    assert doctor.check_directml_adapters(windows_dml(adapters=[], available=False, reason=probe.reason)).status == "fail"
+    assert check_directml_adapters(windows_dml(adapters=[], available=False, reason=probe.reason)).status == "fail"
