@@ -1,7 +1,8 @@
 """The op frame's schema: one row per op call, its columns, verdicts and phases.
 
-The bottom of the house: the recorder writes this frame, the Session saves
-it, analysis reads it, the report and the HTML page's script name its values.
+The bottom of the house: the recorder writes this frame (its verdicts made
+final in :func:`typed_ops_frame`), the Session saves it, analysis reads it,
+the report and the HTML page's script name its values.
 Everything that compares a verdict or a phase uses these names, never a
 string literal of its own. No torch here (renderers and the CLI import it).
 """
@@ -23,12 +24,13 @@ OP_COLUMNS = (
 DEVICE = "device"      #: the device's own kernel (or the CPU, when the CPU is the device)
 FALLBACK = "fallback"  #: the backend sent it to the CPU: copy in, CPU kernel, copy out
 CPU = "cpu"            #: an accelerator run, but the call's tensors were already on the CPU
-VERDICTS = (DEVICE, FALLBACK, CPU)
-#: The report's, never the recorder's: a ``cpu`` call whose every input is a 0-dim CPU tensor (a scalar):
-#: the host keeping its books (an optimizer's step counters). It moves no data and no work off the
-#: device, so it is not a finding (the analysis decides it, :func:`dmlprof.analysis.with_host_bookkeeping`).
+#: A call on CPU tensors whose every input is a 0-dim tensor (a scalar): the host keeping its books (an
+#: optimizer's step counters). It moves no data and no work off the device, so it is not a finding. The
+#: recorder sees such a call as ``cpu``; :func:`typed_ops_frame` makes it ``host``, for every producer of
+#: an op frame and every session file loaded (sessions of format 1 hold ``cpu`` there).
 HOST = "host"
-REPORT_VERDICTS = VERDICTS + (HOST,)
+VERDICTS = (DEVICE, FALLBACK, CPU, HOST)
+REPORT_VERDICTS = VERDICTS  #: the same four: what the op frame holds is what the report counts
 
 # Phases of a training step, in the order a step runs them (comm: a distributed run's collectives).
 FORWARD, BACKWARD, OPTIMIZER, COMM, OTHER = "forward", "backward", "optimizer", "comm", "other"
@@ -40,6 +42,9 @@ SYNC_OPS = frozenset({
     "aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal", "aten::nonzero",
     "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
 })
+
+# The ``shapes`` of a call whose inputs are all 0-dim tensors: ``[[]]``, ``[[], []]``... (a foreach over step counters)
+_SCALARS_ONLY = r"\[\[\](?:, \[\])*\]"
 
 _INT_COLUMNS = ("seq", "step", "fallback_calls", "start_ns", "time_ns", "bytes_moved", "thread")
 _STR_COLUMNS = tuple(c for c in OP_COLUMNS if c not in _INT_COLUMNS + ("device_time_ns",))
@@ -91,7 +96,14 @@ def empty_ops_frame() -> pd.DataFrame:
 
 
 def typed_ops_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Fix column types (also after loading from JSON); missing columns are added empty."""
+    """The op frame as every reader sees it: columns typed, missing ones added empty, verdicts final.
+
+    Every producer of an op frame ends here (the recorder's :func:`dmlprof.record.frame.rows_to_frame`,
+    :meth:`dmlprof.session.Session.from_dict` for a file, the tests' sessions), so the verdict is judged
+    in this one place and every reader (the report, a sweep's fallback share, the distributed merge,
+    the trace) reads the same column. A session file saved before ``host`` was a verdict of the frame
+    (format 1) upgrades here as it loads.
+    """
     for column in OP_COLUMNS:
         if column not in frame:
             frame[column] = None
@@ -101,4 +113,22 @@ def typed_ops_frame(frame: pd.DataFrame) -> pd.DataFrame:
     frame["device_time_ns"] = pd.to_numeric(frame["device_time_ns"], errors="coerce").astype("Float64")
     for column in _STR_COLUMNS:
         frame[column] = frame[column].fillna("").astype(str)
+    _judge_host_bookkeeping(frame)
     return frame
+
+
+def _judge_host_bookkeeping(frame: pd.DataFrame) -> None:
+    """``cpu`` calls on 0-dim CPU tensors only become ``host``, in place (:data:`HOST`).
+
+    An optimizer's step counters are the everyday case (Adam's ``state_steps``:
+    ``_foreach_add_`` on them, ``_local_scalar_dense`` reading each, ``lift_fresh``
+    making them): scalars the host keeps on purpose. A call with any tensor of one
+    element or more on the CPU stays ``cpu``; so does one with no tensor input. Only
+    the ``cpu`` rows are matched (a few, against a frame of millions of calls).
+    """
+    marked = (frame["verdict"] == CPU).to_numpy(dtype=bool, copy=True)
+    if not marked.any():
+        return
+    shapes = pd.Series(frame["shapes"].to_numpy()[marked], dtype=object)
+    marked[marked] = shapes.str.fullmatch(_SCALARS_ONLY).to_numpy(dtype=bool)
+    frame.loc[marked, "verdict"] = HOST

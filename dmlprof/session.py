@@ -23,7 +23,10 @@ from dmlprof.schema import FALLBACK, empty_ops_frame, typed_ops_frame
 from dmlprof.session_check import MAX_NAME_CHARS, MAX_TEXT_CHARS, NAME_COLUMNS, check_session_dict
 
 FORMAT = "dmlprof-session"
-FORMAT_VERSION = 1
+#: 2: the op frame's verdicts are final (``host`` for the host's bookkeeping, where format 1 held ``cpu``).
+#: A format 1 file loads upgraded: its frame goes through the function every recording does
+#: (:func:`dmlprof.schema.typed_ops_frame`), so old and new files read the same.
+FORMAT_VERSION = 2
 SUFFIX = ".session.json"
 
 
@@ -95,7 +98,7 @@ class Session:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise SessionFileError("not a dmlprof session file")
         check_session_dict(data, FORMAT_VERSION)
-        ops = typed_ops_frame(pd.DataFrame(data.get("ops") or {}))
+        ops = typed_ops_frame(pd.DataFrame(data.get("ops") or {}))  # verdicts final: a format 1 file upgrades here
         profiler_ops = pd.DataFrame(data.get("profiler_ops") or {})
         return cls(meta=data.get("meta") or {}, ops=ops, profiler_ops=profiler_ops, extras=data.get("extras") or {})
 

@@ -18,9 +18,7 @@ from dmlprof.analysis.core import (
     summary,
     time_by_op,
     transfer_hotspots,
-    with_host_bookkeeping,
 )
 
 __all__ = ["calls_after", "cpu_hotspots", "device_calls_by_op", "summary", "op_summary", "fallback_hotspots", "fallback_op_set", "phase_split",
-           "module_summary", "transfer_hotspots", "profiler_crosscheck", "range_summary", "split_fixed_cost", "time_by_op",
-           "with_host_bookkeeping"]
+           "module_summary", "transfer_hotspots", "profiler_crosscheck", "range_summary", "split_fixed_cost", "time_by_op"]

@@ -6,40 +6,20 @@ from typing import Optional
 
 import pandas as pd
 
-from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, REPORT_VERDICTS, parse_fallback_ops, parse_ranges
+from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, VERDICTS, parse_fallback_ops, parse_ranges
 
 _NS_PER_MS = 1e6
-# The ``shapes`` of a call whose inputs are all 0-dim tensors: ``[[]]``, ``[[], []]``... (a foreach over step counters)
-_SCALARS_ONLY = r"\[\[\](?:, \[\])*\]"
 
 
 def _share(part, whole) -> float:
     return float(part) / float(whole) if whole else 0.0
 
 
-def with_host_bookkeeping(ops: pd.DataFrame) -> pd.DataFrame:
-    """``ops`` with the host's bookkeeping judged: ``cpu`` calls on 0-dim CPU tensors only get the verdict ``host``.
-
-    An optimizer's step counters are the everyday case (Adam's ``state_steps``:
-    ``_foreach_add_`` on them, ``_local_scalar_dense`` reading each, ``lift_fresh``
-    making them): scalars the host keeps on purpose. They move no data to the
-    host and no work off the device, so a report does not count them against
-    the device or list them as findings; a call with any tensor of one element
-    or more on the CPU stays ``cpu``.
-    """
-    marked = (ops["verdict"] == CPU) & ops["shapes"].str.fullmatch(_SCALARS_ONLY)
-    if not marked.any():
-        return ops
-    judged = ops.copy()
-    judged.loc[marked, "verdict"] = HOST
-    return judged
-
-
 def summary(ops: pd.DataFrame) -> dict:
     """Headline numbers for a run (the JSON report's ``summary``).
 
-    Shares leave host bookkeeping (verdict ``host``, :func:`with_host_bookkeeping`) out
-    of both sides: they are shares of the step's work.
+    Shares leave host bookkeeping (verdict ``host``, judged with the frame: :func:`dmlprof.schema.typed_ops_frame`)
+    out of both sides: they are shares of the step's work.
     """
     verdict = ops["verdict"]
     time_ns = ops["time_ns"]
@@ -336,16 +316,16 @@ def _natural_path(module: str) -> tuple:
 def time_by_op(ops: pd.DataFrame) -> pd.DataFrame:
     """Per op, its time split by verdict (``device_ms``, ``fallback_ms``, ``cpu_ms``, ``host_ms``, ``time_ms``);
     slowest first."""
-    columns = ["op"] + [f"{verdict}_ms" for verdict in REPORT_VERDICTS] + ["time_ms"]
+    columns = ["op"] + [f"{verdict}_ms" for verdict in VERDICTS] + ["time_ms"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
     by = ops.groupby(["op", "verdict"], sort=False)["time_ns"].sum().unstack(fill_value=0)
-    for verdict in REPORT_VERDICTS:
+    for verdict in VERDICTS:
         if verdict not in by:
             by[verdict] = 0
-    by["total"] = by[list(REPORT_VERDICTS)].sum(axis=1)
+    by["total"] = by[list(VERDICTS)].sum(axis=1)
     by = by.sort_values("total", ascending=False, kind="stable").reset_index()
-    for verdict in REPORT_VERDICTS:
+    for verdict in VERDICTS:
         by[f"{verdict}_ms"] = by[verdict] / _NS_PER_MS
     by["time_ms"] = by["total"] / _NS_PER_MS
     return by[columns]

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dmlprof.schema import COMM, CPU, DEVICE, FALLBACK, HOST
+
 _NS_PER_MS = 1e6
-COMM = "comm"
 #: a rank is called the straggler when it is busy this much longer than the others (share of its step)
 STRAGGLER_MIN_SHARE = 0.10
 STRAGGLER_MIN_MS = 0.5
-SPLIT_COLUMNS = ["rank", "step", "step_ms", "compute_ms", "fallback_ms", "cpu_ms", "comm_call_ms", "comm_ms",
+SPLIT_COLUMNS = ["rank", "step", "step_ms", "compute_ms", "fallback_ms", "cpu_ms", "host_ms", "comm_call_ms", "comm_ms",
                  "other_ms", "busy_ms", "comm_calls", "comm_bytes", "fallback_calls"]
 
 
@@ -44,11 +45,13 @@ def step_split(ops: pd.DataFrame, collectives: pd.DataFrame, steps: pd.DataFrame
 
     ``compute_ms`` device calls, ``fallback_ms`` calls the backend sent to the
     CPU, ``cpu_ms`` calls on CPU tensors (host work inside an accelerator
-    step), ``comm_call_ms`` the collectives' calls themselves (handing work to
-    the process group), ``comm_ms`` the collectives' own duration (they run
-    beside compute, and include waiting for the other ranks), ``other_ms`` the
-    rest of the step (Python, waiting for a collective to finish).
-    ``busy_ms`` = compute + fallback + cpu + comm calls. ``steps`` holds the
+    step: findings, as the single-run report's ``cpu``), ``host_ms`` the host's
+    bookkeeping (verdict ``host``: calls on CPU scalars only, not findings, but
+    time the rank is busy), ``comm_call_ms`` the collectives' calls themselves
+    (handing work to the process group), ``comm_ms`` the collectives' own
+    duration (they run beside compute, and include waiting for the other
+    ranks), ``other_ms`` the rest of the step (Python, waiting for a collective
+    to finish). ``busy_ms`` = compute + fallback + cpu + host + comm calls. ``steps`` holds the
     measured step times (model files); without them steps are read off the
     calls (:func:`script_step_times`).
     """
@@ -59,11 +62,12 @@ def step_split(ops: pd.DataFrame, collectives: pd.DataFrame, steps: pd.DataFrame
     comm = ops["phase"] == COMM
     per = lambda mask: ops[mask].groupby(["rank", "step"])["time_ns"].sum() / _NS_PER_MS  # noqa: E731
     frame = pd.DataFrame({
-        "compute_ms": per(~comm & (ops["verdict"] == "device")),
-        "fallback_ms": per(~comm & (ops["verdict"] == "fallback")),
-        "cpu_ms": per(~comm & (ops["verdict"] == "cpu")),
+        "compute_ms": per(~comm & (ops["verdict"] == DEVICE)),
+        "fallback_ms": per(~comm & (ops["verdict"] == FALLBACK)),
+        "cpu_ms": per(~comm & (ops["verdict"] == CPU)),
+        "host_ms": per(~comm & (ops["verdict"] == HOST)),
         "comm_call_ms": per(comm),
-        "fallback_calls": ops[ops["verdict"] == "fallback"].groupby(["rank", "step"]).size(),
+        "fallback_calls": ops[ops["verdict"] == FALLBACK].groupby(["rank", "step"]).size(),
     })
     if collectives is not None and len(collectives):
         grouped = collectives.assign(comm_ns=pd.to_numeric(collectives["comm_time_ns"], errors="coerce"),
@@ -73,10 +77,12 @@ def step_split(ops: pd.DataFrame, collectives: pd.DataFrame, steps: pd.DataFrame
         frame["comm_bytes"] = grouped["payload"].sum()
     frame = frame.reindex(columns=[c for c in SPLIT_COLUMNS if c not in ("rank", "step", "step_ms", "other_ms", "busy_ms")])
     frame = frame.reset_index().rename(columns={"level_0": "rank", "level_1": "step"})
-    for column in ("compute_ms", "fallback_ms", "cpu_ms", "comm_call_ms", "fallback_calls", "comm_calls", "comm_bytes"):
+    for column in ("compute_ms", "fallback_ms", "cpu_ms", "host_ms", "comm_call_ms", "fallback_calls", "comm_calls",
+                   "comm_bytes"):
         frame[column] = frame[column].fillna(0)
     frame = frame.merge(steps[["rank", "step", "step_ms"]], on=["rank", "step"], how="inner")
-    frame["busy_ms"] = frame["compute_ms"] + frame["fallback_ms"] + frame["cpu_ms"] + frame["comm_call_ms"]
+    frame["busy_ms"] = (frame["compute_ms"] + frame["fallback_ms"] + frame["cpu_ms"] + frame["host_ms"]
+                        + frame["comm_call_ms"])
     frame["other_ms"] = (frame["step_ms"] - frame["busy_ms"]).clip(lower=0)
     return frame[SPLIT_COLUMNS].sort_values(["rank", "step"]).reset_index(drop=True)
 

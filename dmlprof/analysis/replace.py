@@ -6,7 +6,7 @@ from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
-from dmlprof.analysis.core import summary, with_host_bookkeeping
+from dmlprof.analysis.core import summary
 from dmlprof.schema import FALLBACK, parse_fallback_ops
 
 
@@ -17,7 +17,6 @@ def run_numbers(ops: pd.DataFrame, steps: int, step_times_ms: Sequence[float]) -
     back, a composite such as ``_foreach_lerp_`` once however many inner calls it sent to the CPU
     (those are ``inner_fallback_calls``), and shares of the work, host bookkeeping left out.
     """
-    ops = with_host_bookkeeping(ops)
     numbers = summary(ops)
     steps = max(int(steps or 1), 1)
     fallback = ops[ops["verdict"] == FALLBACK]

@@ -3,13 +3,18 @@
 Everything string-shaped or judged (verdicts, devices, shapes) is decided here,
 once, after recording, so the per-call hot path stays small. The frame's
 schema (columns, verdicts, phases, fallback lists) lives in :mod:`dmlprof.schema`.
+A call's evidence is read here (device, fallback, or cpu); the frame leaves through
+:func:`~dmlprof.schema.typed_ops_frame`, which makes the verdict final (a ``cpu``
+call on scalars only is the host's bookkeeping, ``host``) for this frame and for a
+loaded session file's alike, so no reader ever sees a half-judged column.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from dmlprof.schema import (  # noqa: F401  (re-exported: the frame's schema, by its old names)
-    OP_COLUMNS, SYNC_OPS, VERDICTS, empty_ops_frame, format_fallback_ops, parse_fallback_ops, typed_ops_frame,
+    CPU, DEVICE, FALLBACK, OP_COLUMNS, SYNC_OPS, VERDICTS, empty_ops_frame, format_fallback_ops, parse_fallback_ops,
+    typed_ops_frame,
 )
 
 # Copies between host and device: (op, how to read the direction).
@@ -79,7 +84,7 @@ def _transfer(op: str, inputs, outputs, device_type: str) -> tuple:
 
 
 def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
-    """Judge each raw call and return the op frame (one row per call).
+    """Judge each raw call and return the op frame (one row per call), its verdicts final.
 
     ``evidence`` is what arrived while recording (warnings, or a stand-in
     backend's own log); each row holds its span of it, and the backend names
@@ -103,16 +108,16 @@ def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
         on_device = any(m[0] == device_type for m in inputs) or any(m[0] == device_type for m in outputs)
         moved, direction = (0, "")
         if not accelerator:
-            verdict, evidence_label = "device", "backend"
+            verdict, evidence_label = DEVICE, "backend"
         elif fallen:
-            verdict, evidence_label = "fallback", backend.fallback_evidence
+            verdict, evidence_label = FALLBACK, backend.fallback_evidence
             moved = sum(m[3] for m in inputs if m[0] == device_type) + sum(m[3] for m in outputs if m[0] == device_type)
             direction = "both"
         elif on_device:
-            verdict, evidence_label = "device", "tensors"
+            verdict, evidence_label = DEVICE, "tensors"
             moved, direction = _transfer(op, inputs, outputs, device_type)
         else:
-            verdict, evidence_label = "cpu", "tensors"
+            verdict, evidence_label = CPU, "tensors"  # or host bookkeeping: typed_ops_frame tells
         out["seq"].append(seq)
         out["step"].append(step)
         out["phase"].append(phase)
@@ -134,4 +139,5 @@ def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
         out["transfer"].append(direction)
         out["thread"].append(threads.setdefault(thread, len(threads)))
         out["ranges"].append("")  # the profiler's to tell (record.profiler.join_call_events)
+    # typed_ops_frame makes the verdicts final (host bookkeeping): every producer and every loaded file meet there
     return empty_ops_frame() if not raw_rows else typed_ops_frame(pd.DataFrame(out, columns=list(OP_COLUMNS)))

@@ -119,5 +119,5 @@ def _bar(rank: dict) -> list:
     if not step:
         return []
     parts = [("compute", rank["compute_ms"]), ("fallback", rank["fallback_ms"]), ("host", rank["cpu_ms"]),
-             ("comm call", rank["comm_call_ms"]), ("other", rank["other_ms"])]
+             ("host", rank.get("host_ms")), ("comm call", rank["comm_call_ms"]), ("other", rank["other_ms"])]
     return [(name, min(1.0, (value or 0) / step)) for name, value in parts if value]

@@ -34,7 +34,7 @@ NOISY_P95_OVER_P50 = 2.0
 def build_report(session) -> Report:
     """The report of a Session (live, predicted or sweep), every figure computed once."""
     run = session.meta
-    ops = analysis.with_host_bookkeeping(session.ops)  # decided once: every figure below reads it
+    ops = session.ops  # its verdicts are final (host bookkeeping included: dmlprof.schema.typed_ops_frame)
     extras = session.extras if isinstance(session.extras, Mapping) else {}
     guess = run.prediction.guess if run.prediction is not None else None
     after = analysis.calls_after(ops, guess.first_seq if guess is not None else None)

@@ -11,7 +11,7 @@ from dmlprof.units import fmt_ranks
 
 SCHEMA = "dmlprof-distributed-report"
 SCHEMA_VERSION = 1
-_RANK_FIELDS = ("steps", "step_ms", "compute_ms", "fallback_ms", "cpu_ms", "comm_call_ms", "comm_ms", "other_ms",
+_RANK_FIELDS = ("steps", "step_ms", "compute_ms", "fallback_ms", "cpu_ms", "host_ms", "comm_call_ms", "comm_ms", "other_ms",
                 "busy_ms", "comm_calls", "comm_bytes", "fallback_calls", "comm_share", "fallback_share")
 
 

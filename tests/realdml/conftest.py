@@ -80,7 +80,7 @@ class Scan:
         keys = zip(ops.get("step", []), ops.get("op", []), ops.get("verdict", []), ops.get("fallback_ops", []),
                    ops.get("phase", []))
         return Counter((step, as_on_directml(op, phase), verdict, fallback)
-                       for step, op, verdict, fallback, phase in keys if verdict != "cpu")
+                       for step, op, verdict, fallback, phase in keys if verdict not in ("cpu", "host"))
 
     def describe(self) -> str:
         return f"exit {self.returncode}; stderr: {self.stderr[-1500:]}"

@@ -1,7 +1,7 @@
 """Host bookkeeping (calls on CPU scalars only, such as an optimizer's step counters) is not a finding.
 
 GIVEN a DirectML step whose optimizer keeps its step counters on the CPU (Adam's ``state_steps``)
-WHEN the report is built
+WHEN its op frame is made (the verdict ``host`` is judged there, dmlprof.schema.typed_ops_frame) and the report built
 THEN those calls are their own quiet category: out of every share, out of the CPU-call findings,
 and every renderer (terminal, JSON, HTML data) reads the same figures.
 """
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from dmlprof.analysis import summary, with_host_bookkeeping
+from dmlprof.analysis import summary
 from dmlprof.render.html import report_data
 from dmlprof.render.json_report import render_json
 from dmlprof.render.terminal import render_text
@@ -37,7 +37,7 @@ def _adam_step():
 
 
 def test_only_calls_on_zero_dim_cpu_tensors_become_host_bookkeeping():
-    judged = with_host_bookkeeping(_adam_step().ops)
+    judged = _adam_step().ops  # made by typed_ops_frame, as every op frame is
     assert list(judged["verdict"]).count("host") == 4
     assert judged.loc[judged["op"] == "aten::mul.Tensor", "verdict"].item() == "cpu"
     assert (judged.loc[judged["op"] == "aten::addmm", "verdict"] == "device").all()
@@ -46,11 +46,11 @@ def test_only_calls_on_zero_dim_cpu_tensors_become_host_bookkeeping():
 def test_device_calls_on_scalars_and_calls_without_tensors_are_left_alone():
     ops = make_session([{"op": "aten::add_.Tensor", "time_ns": 1, "shapes": "[[]]"},  # a scalar on the device
                         {"op": "aten::scalar_tensor", "verdict": "cpu", "time_ns": 1, "shapes": "[]"}]).ops
-    assert list(with_host_bookkeeping(ops)["verdict"]) == ["device", "cpu"]
+    assert list(ops["verdict"]) == ["device", "cpu"]
 
 
 def test_shares_leave_host_bookkeeping_out_of_both_sides():
-    numbers = summary(with_host_bookkeeping(_adam_step().ops))
+    numbers = summary(_adam_step().ops)
     assert numbers["host_bookkeeping_calls"] == 4 and numbers["cpu_calls"] == 1
     assert numbers["op_calls"] == 14 == sum(numbers[k] for k in ("device_calls", "fallback_calls", "cpu_calls",
                                                                   "host_bookkeeping_calls"))

@@ -58,6 +58,10 @@ def load_session(path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+#: verdicts of calls that never touched the device: calls on CPU tensors, and the host's bookkeeping
+_OFF_DEVICE = ("cpu", "host")
+
+
 def session_rows(session: dict, device_only: bool = False, as_on_directml: bool = False) -> list:
     """One ``(op, verdict, fallback ops)`` per recorded call, in order.
 
@@ -76,7 +80,7 @@ def session_rows(session: dict, device_only: bool = False, as_on_directml: bool 
     phases = ops.get("phase") or [""] * len(names)
     return [(directml_name(op, phase) if as_on_directml else op, verdict, _parse_fallbacks(text))
             for op, verdict, text, phase in zip(names, verdicts, fallbacks, phases)
-            if not device_only or verdict != "cpu"]
+            if not device_only or verdict not in _OFF_DEVICE]
 
 
 def session_steps(session: dict, device_only: bool = False) -> list:
@@ -86,7 +90,7 @@ def session_steps(session: dict, device_only: bool = False) -> list:
     if not device_only:
         return steps
     verdicts = ops.get("verdict") or [""] * len(steps)
-    return [step for step, verdict in zip(steps, verdicts) if verdict != "cpu"]
+    return [step for step, verdict in zip(steps, verdicts) if verdict not in _OFF_DEVICE]
 
 
 def _parse_fallbacks(text) -> tuple:

@@ -15,7 +15,7 @@ def device_calls(session: dict) -> dict:
     steps: dict = {}
     for step, op, verdict, fallback in zip(ops.get("step", []), ops.get("op", []), ops.get("verdict", []),
                                            ops.get("fallback_ops", [])):
-        if verdict == "cpu":
+        if verdict in ("cpu", "host"):  # off the device (a format 1 file says cpu for the host's bookkeeping too)
             continue
         steps.setdefault(str(step), Counter())[f"{op}|{verdict}|{fallback or ''}"] += 1
     return {step: dict(sorted(calls.items())) for step, calls in sorted(steps.items())}
