@@ -71,9 +71,11 @@ def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend:
 
 
 def _note_failed_call(failed, backend: Backend, meta: dict, raised: Optional[BaseException]) -> None:
-    """The call a partial run stopped in, with the user's line; first the device's refusal, when it was
-    one (DirectML raises or would end the process)."""
+    """The call a partial run stopped in, with the user's line and the module that made it; first the
+    device's refusal, when it was one (DirectML raises or would end the process)."""
     meta["failed_op"], meta["failed_source"] = failed["op"], failed["source"]
+    if failed["module"]:
+        meta["failed_module"] = failed["module"]
     on_device = backend.device_type in failed["input_devices"] + failed["output_devices"]
     found = backend.failure_in(raised, on_device) if raised is not None else None
     if found is None:  # the user's code failed: not the device's refusal

@@ -185,11 +185,13 @@ class Run:
             raise cause
         failed = session.meta.failed_op
         if failed and failed not in str(cause):
-            # Which call failed, and the user's line that made it.
+            # Which call failed, and the user's line that made it (or, inside a library's code that the
+            # training step called, the module that made it: "in Sequential.1 (Linear)").
             where = session.meta.failed_source or ""
             text = str(cause)
             if where and text.endswith(f" (at {where})"):  # the line _explain found: the call joins it
                 text = text[: -len(f" (at {where})")]
+            where = where or _module_named(session.meta.failed_module, session.meta.module_classes)
             located = type(cause)(f"{text} (at {failed}{', ' + where if where else ''})", remedy=cause.remedy)
             located.exit_code, cause = cause.exit_code, located  # SIGTERM's 143 is the instance's own
             session.meta = session.meta.updated(partial_reason=cause.one_line())
@@ -200,6 +202,14 @@ class Run:
         return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
                         step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
                         interrupted=self.interrupted, ops=ops, events=events)
+
+
+def _module_named(path: Optional[str], classes) -> str:
+    """``in Sequential.1 (Linear)``: a module's path and what it is ("" for none)."""
+    if not path:
+        return ""
+    kind = classes.get(path) if classes else None
+    return f"in {path}" + (f" ({kind})" if kind and kind != path.rsplit(".", 1)[-1] else "")
 
 
 def live_facts(path: Path, backend: Backend, *, run_mode: str, sync: bool) -> dict:
