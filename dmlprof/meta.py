@@ -228,8 +228,9 @@ class RunMeta(_MappingABC):
     notes: Tuple[str, ...] = ()
     warnings: Tuple[WarningRecord, ...] = ()
     replacements_applied: Optional[int] = None
-    failed_op: Optional[str] = None  # a run that stopped on a failing call: which op, and the user's line
+    failed_op: Optional[str] = None  # a run that stopped on a failing call: which op, the user's line, the module
     failed_source: Optional[str] = None
+    failed_module: Optional[str] = None
     remapped_from: Optional[str] = None  # --from cuda|mps: what the script asked for
     script_window: Optional[Mapping[str, Any]] = None  # script mode: the optimizer steps recorded
     #: a loss that went NaN or infinite: at which training step (warm-up included) and its value
@@ -321,6 +322,7 @@ class RunMeta(_MappingABC):
             partial_reason=read.text("partial_reason"), notes=_notes(data.get("notes")),
             warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
             failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
+            failed_module=read.text("failed_module"),
             remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
             nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")),
             device_failure=_device_failure(read.mapping("device_failure")), distributed=read.mapping("distributed"),
@@ -357,7 +359,7 @@ _ENVIRONMENT_KEYS = ("dmlprof_version", "torch_version", "python_version", "plat
 _PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "optimizer", "loss_fn", "parameters",
                  "script_args", "started_at", "duration_s", "step_times_ms", "recorded_step_times_ms", "partial_reason",
                  "replacements_applied",
-                 "failed_op", "failed_source", "remapped_from", "script_window", "nonfinite_loss", "device_unused",
+                 "failed_op", "failed_source", "failed_module", "remapped_from", "script_window", "nonfinite_loss", "device_unused",
                  "device_failure", "distributed")
 _RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",
                    "steady_state": "steady_state", "structure_step_ms": "structure_step_ms",

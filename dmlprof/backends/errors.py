@@ -1,7 +1,7 @@
 """Known device errors, recognised from their messages, with a remedy each.
 
 A scan that dies on one of these ends with one line saying what happened and
-what to change, instead of a traceback (see ``dmlprof.runner._explain``), and
+what to change, instead of a traceback (see ``dmlprof.runner.run.Run._explain``), and
 ``dmlprof sweep`` asks :func:`is_out_of_memory` to tell "this batch size does
 not fit" from any other failure.
 

@@ -97,7 +97,7 @@ def run_rank(args, info: RankInfo) -> int:
     folder = _own_run_dir(run_dir(args.out, str(model_file.path), backend.name, info))
     os.environ[RUN_DIR_ENV] = str(folder)  # this process's own: where the session hook exports the profiler trace
     timeout_s = float(getattr(args, "comm_timeout", None) or DEFAULT_COMM_TIMEOUT_S)
-    base_meta = _base_meta(model_file, backend, info)
+    base_meta = _base_meta(model_file, backend, info, args.sync)
     with script_output_to_stderr(args):  # --json -: rank 0's merged report is all standard output holds
         session, error = _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta)
     try:
@@ -306,12 +306,10 @@ class _HangHandler:
 def snapshot_session(recorder, backend, base_meta: dict, reason: str):
     """A partial session from the calls a (still running) recorder holds: what a stuck rank can keep."""
     from dmlprof.distributed.annotate import annotate
-    from dmlprof.record.frame import empty_ops_frame, rows_to_frame
+    from dmlprof.record.frame import empty_ops_frame
     from dmlprof.session import Session
 
-    rows = list(recorder.rows) if recorder is not None else []
-    messages = list(recorder.warnings.messages) if recorder is not None else []
-    ops = rows_to_frame(rows, messages, backend) if rows else empty_ops_frame()
+    ops = recorder.frame() if recorder is not None else empty_ops_frame()
     meta = dict(base_meta, partial=True, partial_reason=reason, steps=int(ops["step"].max()) + 1 if len(ops) else 0,
                 recording="the calls recorded until the watchdog ended the rank (no profiler data)")
     session = Session(meta=meta, ops=ops)
@@ -319,21 +317,12 @@ def snapshot_session(recorder, backend, base_meta: dict, reason: str):
     return session
 
 
-def _base_meta(model_file, backend, info: RankInfo) -> dict:
-    import platform
+def _base_meta(model_file, backend, info: RankInfo, sync: bool) -> dict:
+    """The rank's facts as a scan of it starts with them (kept by a snapshot if the rank gets stuck)."""
+    from dmlprof.runner.run import live_facts
 
-    import torch
-
-    import dmlprof
-
-    return {
-        "dmlprof_version": dmlprof.__version__, "torch_version": torch.__version__,
-        "python_version": platform.python_version(), "platform": platform.platform(),
-        "backend": backend.name, "device": str(backend.device()), "mode": "live", "run_mode": model_file.mode,
-        "model": str(model_file.path), "model_name": model_file.path.stem,
-        "started_at": _dt.datetime.now().isoformat(timespec="seconds"),
-        "timing": "wall time per call", "distributed": info.as_meta(),
-    }
+    return {**live_facts(model_file.path, backend, run_mode=model_file.mode, sync=sync),
+            "distributed": info.as_meta()}
 
 
 def _save(session, folder: Path, info: RankInfo, args) -> Path:

@@ -17,7 +17,7 @@ import torch
 
 from dmlprof.record.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
-from dmlprof.record.frame import leaves_device, op_name
+from dmlprof.record.frame import leaves_device, op_name, rows_to_frame
 from dmlprof.record.profiler import mark_rows_dropped
 from dmlprof.record.tap import DispatcherTap
 from dmlprof.record.warning_capture import WarningCapture
@@ -193,6 +193,11 @@ class Recorder:
         self.next_limit = self.max_calls
         self._enabled = None
         self._hook_handles: list = []
+
+    def frame(self):
+        """The op frame of the calls recorded so far, each judged (:func:`~dmlprof.record.frame.rows_to_frame`):
+        what every reader of a recording builds its figures from (the runner, the sweep's child, a stuck rank)."""
+        return rows_to_frame(list(self.rows), list(self.evidence), self.backend)
 
     # -- phase inference -----------------------------------------------------
     def infer_phase(self) -> str:

@@ -36,7 +36,7 @@ REPORT_META_KEYS = (
     "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
     "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
     "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify", "failed_op",
-    "failed_source", "device_unused", "remapped_from", "device_failure", "device_float64", "device_emulation",
+    "failed_source", "failed_module", "device_unused", "remapped_from", "device_failure", "device_float64", "device_emulation",
 )
 #: run facts the sweep document's ``meta`` carries
 SWEEP_META_KEYS = ("dmlprof_version", "torch_version", "python_version", "platform", "backend", "device",

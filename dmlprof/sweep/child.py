@@ -303,7 +303,6 @@ def _recorded_share(backend, one_step) -> tuple:
     """Fallback share of op time over one recorded step (with per-op sync on accelerators)."""
     from dmlprof.analysis import summary
     from dmlprof.analysis.core import fallback_op_set
-    from dmlprof.record.frame import rows_to_frame
     from dmlprof.record.recorder import Recorder
 
     recorder = Recorder(backend, sync=True)
@@ -311,7 +310,7 @@ def _recorded_share(backend, one_step) -> tuple:
         loss = one_step(recorder)
         recorder.active = False  # the closing sync is ours, not the model's
         backend.synchronize([loss])
-    frame = rows_to_frame(recorder.rows, recorder.evidence, backend)
+    frame = recorder.frame()
     return float(summary(frame)["fallback_time_share"]), sorted(fallback_op_set(frame))
 
 

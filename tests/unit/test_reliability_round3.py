@@ -528,10 +528,11 @@ def test_r1_a_full_recorder_keeps_its_first_calls_and_runs_the_rest_unrecorded()
 def test_r1_a_stepless_script_past_both_caps_is_saved_with_what_was_left_out(tmp_path, monkeypatch):
     from dmlprof import runner
     from dmlprof.record import recorder as recorder_module
+    from dmlprof.runner import run as run_module
     from dmlprof.session import Session
 
     monkeypatch.setattr(recorder_module, "MAX_RECORDED_CALLS", 300)
-    monkeypatch.setattr(runner, "PROFILED_CALLS_MAX", 40)
+    monkeypatch.setattr(run_module, "PROFILED_CALLS_MAX", 40)
     script = tmp_path / "loop.py"
     script.write_text(STEPLESS.format(calls=1_000), encoding="utf-8")
     session = runner.scan(script, "cpu", profiler=True)
@@ -589,11 +590,11 @@ def test_r9_a_script_that_replaces_sys_stdout_gets_its_own_back_only_while_it_ru
 def test_r9_a_closed_stream_is_opened_again_on_its_descriptor():
     import io
 
-    from dmlprof.runner import _open_again
+    from dmlprof.runner.user_code import open_again
 
     closed = io.StringIO()
     closed.close()
-    again = _open_again(closed, 2)
+    again = open_again(closed, 2)
     assert not again.closed and again.fileno() == 2
 
 

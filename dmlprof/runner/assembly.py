@@ -1,0 +1,190 @@
+"""Session assembly: what a recording holds (the recorder's calls, torch.profiler's events, the
+run's facts) made into a :class:`~dmlprof.session.Session`, once, for every kind of run.
+
+The contract run, the script run and ``dmlprof.profile`` finish through :func:`assemble`; the op
+frame itself is the recorder's (:meth:`~dmlprof.record.recorder.Recorder.frame`), which the sweep's
+child and a stuck rank's snapshot read too. ``meta`` is the run's flat facts, filled in here with
+what the recording says (the Session types them once, :class:`~dmlprof.meta.RunMeta`).
+"""
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from typing import Optional
+
+import torch
+
+from dmlprof.backends import Backend
+from dmlprof.distributed.annotate import annotate as annotate_distributed
+from dmlprof.record.profiler import ProfilerAlongside, join_call_events, profiler_op_totals
+from dmlprof.record.recorder import Recorder
+from dmlprof.session import Session
+
+
+def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend: Backend, meta: dict, *,
+             losses: list, step_times_ms: list, verifier=None, raised: Optional[BaseException] = None,
+             interrupted: bool = False, ops=None, events=None) -> Session:
+    """The Session of a recording. ``ops``/``events`` are given when the steps were timed by the
+    profiler alone (steady state); otherwise the recorder's calls are joined to the profiler's events
+    here. ``raised`` is what stopped a partial run (its failing call is named); after Ctrl-C
+    (``interrupted``) the profiler's events are not read: that is most of a long run's saving time."""
+    if ops is None:
+        ops = recorder.frame()
+        if recorder.failed_row is not None and meta.get("partial"):
+            _note_failed_call(ops.iloc[recorder.failed_row], backend, meta, raised)
+        if interrupted and profiler is not None and profiler.profile is not None:
+            meta.setdefault("notes", []).append(
+                "interrupted: torch.profiler's events were not read, so there is no cross-check of the times")
+        elif profiler is not None and profiler.profile is not None:
+            events = profiler.op_events()
+            ops = join_call_events(ops, events, device_times=backend.profiler_device_activity)
+    _check_losses(losses, backend, meta)
+    profiler_ops = profiler_op_totals(events) if events is not None else None
+    if "steady_state" in meta:  # the times are the profiler's own: nothing to cross-check
+        profiler_ops = None
+        meta["profiler_check"] = {"note": "measured steps were timed by torch.profiler itself"}
+    memory = safe(backend.memory, None)
+    meta.update(
+        step_times_ms=[round(t, 3) for t in step_times_ms],
+        memory=vars(memory) if memory is not None else {},
+        warnings=_other_warnings(recorder, backend),
+        module_classes=recorder.modules.classes(),
+    )
+    seen = ops.iloc[:profiler.covered_calls] if profiler is not None and profiler.covered_calls is not None else ops
+    if profiler_ops is not None:
+        meta["profiler_check"] = _profiler_check(seen, profiler_ops, synced=bool(meta.get("sync")))
+    if events is not None and backend.profiler_device_activity:
+        meta["device_time_check"] = _device_time_check(seen, events)
+    left_out = _recording_notes(recorder, profiler)
+    if left_out:
+        meta["notes"] = meta.get("notes", []) + left_out
+    if backend.predicted:
+        ops = _predicted_frame(ops, backend, meta, recorder.rows)
+    session = Session(meta=dict(meta), ops=ops)
+    # in a launched job: rank metadata, per-collective times, torch.profiler's own trace of this rank
+    annotate_distributed(session, events, profiler)
+    if verifier is not None:
+        session.extras["verify"] = verifier.result(partial=bool(meta.get("partial")))
+    if profiler_ops is not None:
+        session.profiler_ops = profiler_ops
+    return session
+
+
+def _note_failed_call(failed, backend: Backend, meta: dict, raised: Optional[BaseException]) -> None:
+    """The call a partial run stopped in, with the user's line and the module that made it; first the
+    device's refusal, when it was one (DirectML raises or would end the process)."""
+    meta["failed_op"], meta["failed_source"] = failed["op"], failed["source"]
+    if failed["module"]:
+        meta["failed_module"] = failed["module"]
+    on_device = backend.device_type in failed["input_devices"] + failed["output_devices"]
+    found = backend.failure_in(raised, on_device) if raised is not None else None
+    if found is None:  # the user's code failed: not the device's refusal
+        return
+    known = backend.known_error(raised)
+    meta["device_failure"] = {
+        "op": failed["op"], "kind": found.kind, "message": found.message, "dtypes": failed["dtypes"],
+        "source": failed["source"], "explanation": known.explanation if known else "",
+        "remedy": known.remedy if known else "", "observed": not backend.predicted}
+
+
+def _check_losses(losses: list, backend: Backend, meta: dict) -> None:
+    """Note the first step whose loss was NaN or infinite (after recording: the check reads the device)."""
+    if backend.predicted:
+        return  # a prediction's values are stand-ins, and reading them would count as calls
+    for number, loss in enumerate(losses, start=1):
+        try:
+            # on the CPU: isfinite may fall back on the device, and its warning is not the model's
+            value = loss.detach().to("cpu", torch.float32)
+            finite = bool(torch.isfinite(value).all())
+        except Exception:  # a loss the device cannot check is not ours to judge
+            continue
+        if not finite:
+            value = value.item() if value.numel() == 1 else "nan or inf"
+            meta["nonfinite_loss"] = {"step": number, "steps_run": len(losses), "value": str(value)}
+            return
+
+
+def _recording_notes(recorder: Recorder, profiler: Optional[ProfilerAlongside]) -> list:
+    """What a bounded recording left out, in words (dmlprof.record.recorder.MAX_RECORDED_CALLS,
+    dmlprof.record.profiler.PROFILED_CALLS_MAX)."""
+    notes = []
+    if recorder.full:
+        notes.append(f"the recording holds the first {recorder.filled_at[-1]:,} calls, its most (about 2 KB a call "
+                     "until saved); the calls after them ran unrecorded")
+    if profiler is not None and profiler.note():
+        notes.append(profiler.note())
+    return notes
+
+
+PLACEHOLDER_NOTE = ("these ops read values the prediction did not have (beyond its budget for real values, or "
+                    "from tensors made on the meta device) and made them up: a value read back, or an output sized "
+                    "by the data; the calls after the first may differ from a real run (the report marks them)")
+
+
+def _predicted_frame(ops, backend: Backend, meta: dict, rows: list):
+    """A prediction has calls, not times: the host time spent predicting is nobody's cost."""
+    ops = ops.copy()
+    ops["evidence"] = backend.fallback_evidence  # every verdict rests on the table's registrations
+    ops["time_ns"] = 0
+    ops["start_ns"] = 0
+    placeholders = backend.placeholder_ops()
+    meta.update(step_times_ms=[], memory={}, placeholder_ops=placeholders)
+    guess = backend.first_guess()
+    if guess is not None:
+        first_seq = _first_call_after(rows, guess.time_ns)
+        during = bool(rows) and rows[first_seq][5] <= guess.time_ns  # made up inside that call, not before it
+        meta["predicted_guess"] = {"first_seq": first_seq, "op": guess.op, "why": guess.why,
+                                   "source": rows[first_seq][10] if during else ""}
+    if placeholders:
+        meta["notes"] = meta.get("notes", []) + [PLACEHOLDER_NOTE]
+    return ops
+
+
+def _first_call_after(rows: list, time_ns: int) -> int:
+    """The first recorded call that may follow a value made up at ``time_ns``: the call that was running
+    then (a value is made up inside a call), or the first call when it came before every recorded one."""
+    starts = [row[5] for row in rows]
+    return max(bisect.bisect_right(starts, time_ns) - 1, 0)
+
+
+
+def _profiler_check(ops, profiler_ops, synced: bool = False) -> dict:
+    """Totals over the ops both we and torch.profiler timed."""
+    from dmlprof.analysis import profiler_crosscheck
+
+    both = profiler_crosscheck(ops, profiler_ops).dropna(subset=["profiler_time_ms"])
+    ours, theirs = float(both["time_ms"].sum()), float(both["profiler_time_ms"].sum())
+    return {
+        "matched_ops": int(len(both)),
+        "time_ms": round(ours, 3),
+        "profiler_time_ms": round(theirs, 3),
+        "ratio": round(ours / theirs, 4) if theirs else None,
+        **({"note": "per-op sync: our times include waiting for the device after each call; "
+                    "the profiler's host ranges end when the call returns"} if synced else {}),
+    }
+
+
+def _device_time_check(ops, events) -> dict:
+    """Kernel time joined to our calls against all kernel time the profiler saw."""
+    ours = float(ops["device_time_ns"].fillna(0).sum()) / 1e6
+    theirs = float(events["self_device_time_ns"].sum()) / 1e6
+    return {"calls_device_time_ms": round(ours, 3), "profiler_kernel_time_ms": round(theirs, 3),
+            "ratio": round(ours / theirs, 4) if theirs else None}
+
+
+def _other_warnings(recorder: Recorder, backend: Backend) -> list:
+    """Warnings that are not fallback evidence, once each with a count."""
+    counts = Counter(
+        (category, message)
+        for message, category in zip(recorder.warnings.messages, recorder.warnings.categories)
+        if backend.fallback_ops_in(message) is None
+    )
+    return [{"category": c, "message": m[:500], "count": n} for (c, m), n in counts.most_common(50)]
+
+
+def safe(fn, default):
+    try:
+        return fn()
+    except Exception:
+        return default
+

@@ -1,0 +1,245 @@
+"""What every run of the user's code shares: its facts, the guard around each piece of the user's
+code (an error becomes one line, a stop keeps the partial session), and the recording's stretch.
+
+:class:`Run` is the base of the contract run (:mod:`~dmlprof.runner.contract`) and the script run
+(:mod:`~dmlprof.runner.script`); ``dmlprof.profile`` uses it as is. The Session is assembled by
+:mod:`~dmlprof.runner.assembly`.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from dmlprof import interrupts, progress
+from dmlprof.backends import Backend
+from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelRaisedError
+from dmlprof.meta import LIVE, run_facts
+from dmlprof.model_file import describe_exception
+from dmlprof.record.attribution import raised_at
+from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside
+from dmlprof.record.recorder import Recorder
+from dmlprof.runner.assembly import assemble, safe
+from dmlprof.runner.user_code import HardExit, exit_call
+from dmlprof.session import Session
+
+
+class ScanStopped(DmlprofError):
+    """A scan that stopped early; ``session`` holds what was recorded."""
+
+    def __init__(self, cause: DmlprofError, session: Session):
+        super().__init__(str(cause), remedy=cause.remedy)
+        self.exit_code = cause.exit_code
+        self.session = session
+        self.cause = cause
+
+
+
+class Recording:
+    """A stretch of the run under record: a capture (the recorder, or a warning capture) inside
+    torch.profiler, entered together and closed once, capture first, however the stretch ends
+    (``close()`` early to build a partial session from what was recorded)."""
+
+    def __init__(self, capture, profiler: ProfilerAlongside):
+        self.capture, self.profiler = capture, profiler
+        self._closed = False
+
+    def __enter__(self) -> "Recording":
+        self.profiler.__enter__()
+        try:
+            self.capture.__enter__()
+        except BaseException:
+            self.profiler.__exit__(None, None, None)
+            raise
+        if isinstance(self.capture, Recorder):  # the profiler's cost is bounded by the calls it sees
+            rows = self.capture.rows
+            self.profiler.calls_so_far = lambda: len(rows)
+            self.capture.when_rows_reach(PROFILED_CALLS_MAX, self._profiler_full)
+        return self
+
+    def _profiler_full(self) -> None:
+        if not self.profiler.stop_early(f"it stops past {PROFILED_CALLS_MAX:,} calls, at about 35 KB a call"):
+            # reached on another thread (autograd's, on a GPU): the thread that started it stops it soon after
+            self.capture.when_rows_reach(len(self.capture.rows) + 100, self._profiler_full)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self.capture.__exit__(None, None, None)
+            finally:
+                self.profiler.__exit__(None, None, None)
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+
+class Run:
+    """One run of the user's code under record: its facts (``meta``, flat keys the Session types once)
+    and what it measured, the guard around the user's code, and the Session it ends with."""
+
+    def __init__(self, path: Path, backend: Backend, *, sync: bool, profiler: bool, run_mode: str,
+                 verify: bool = False):
+        self.path = path
+        self.verify = verify
+        self.verifier = None
+        self.backend = backend
+        self.sync = sync
+        self.profiler_enabled = profiler
+        self.run_mode = run_mode
+        # The run's facts as flat meta keys, gathered as it goes; the Session types them (RunMeta).
+        self.meta = {
+            **live_facts(path, backend, run_mode=run_mode, sync=sync),
+            "profiler": profiler,
+        }
+        if verify:
+            self.meta["verify"] = True
+        self.meta.update(backend.run_meta())
+        self.step_times_ms: list = []  # the recorded (or profiled) measured steps
+        self.unrecorded_step_times_ms: list = []  # steps nothing recorded or profiled, run beside them
+        #: every step's loss, checked for NaN/inf once recording is over (never during a step)
+        self.losses: list = []
+        #: the rows of the recording under way (how much a Ctrl-C has to save)
+        self.live_rows: list = []
+        self.interrupted = False
+        #: the exception that stopped the run, as the user's code or the device raised it
+        self.raised: Optional[BaseException] = None
+
+    @contextmanager
+    def _processing(self):
+        """The phase after the steps: the profiler stops and its events are read, each call is judged.
+        Signals wait meanwhile: what was recorded is being saved (dmlprof.interrupts)."""
+        with interrupts.saving(), progress.phase("processing the trace" if self.profiler_enabled
+                                                 else "processing the calls"):
+            yield
+
+    def _new_verifier(self, model):
+        if not self.verify:
+            return None
+        from dmlprof.verify import Verifier
+
+        self.verifier = Verifier(self.backend)
+        if model is not None:
+            self.verifier.name_parameters(model)
+        return self.verifier
+
+    def _user_call(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
+            raise interrupts.cause_of(stop, "interrupted before any step ran") from None
+        except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
+            raise ModelRaisedError(f"{what} called {exit_call(exc)} before any step ran") from None
+        except DmlprofError:
+            raise
+        except Exception as exc:
+            raise self._explain(exc, what) from exc
+
+    def _explain(self, exc: BaseException, what: str) -> DmlprofError:
+        known = self.backend.known_error(exc)
+        if known is not None:
+            return DeviceError(f"{what}: {known.explanation}", remedy=known.remedy)
+        remedy = None
+        if self.run_mode == "script" and not self.meta.get("remapped_from"):
+            # A script that checks for its own device ("assert torch.cuda.is_available()") fails in
+            # its own words; where it names a device this scan does not have, say how to scan it.
+            hint = remap_hint(self.path)
+            if hint and hint.split()[-1] != self.backend.name:
+                remedy = f"if the script fails for want of {hint.split()[-1]}, scan it with {hint}"
+        at = raised_at(exc)  # the user's line, so nobody has to run the script again without dmlprof to find it
+        return ModelRaisedError(f"{what} raised {describe_exception(exc)}" + (f" (at {at})" if at else ""), remedy=remedy)
+
+    def _guarded(self, body, *, finish=None):
+        """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""
+        where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
+        try:
+            body()
+        except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
+            cause: DmlprofError = interrupts.cause_of(stop)
+        except (SystemExit, HardExit) as exc:  # from a contract step (a script's own exit is handled in script())
+            cause = ModelRaisedError(f"{where} called {exit_call(exc)}")
+        except ModelRaisedError as exc:
+            cause = exc
+        except DmlprofError:
+            raise
+        except Exception as exc:
+            cause = self._explain(exc, where)
+            self.raised = exc
+        else:
+            return
+        if finish is None:  # warming up, or nothing recorded yet: nothing to keep
+            raise cause
+        self.meta.update(partial=True, partial_reason=str(cause.one_line()))
+        if isinstance(cause, Interrupted):
+            # Ctrl-C: saving a long recording takes a while; say so, and let no second Ctrl-C lose it
+            self.interrupted = True
+            with interrupts.saving():
+                interrupts.announce(len(self.live_rows))
+                session = finish()
+        else:
+            session = finish()
+        if session.ops.empty:  # failed before any call was recorded: an empty session would keep nothing
+            raise cause
+        failed = session.meta.failed_op
+        if failed and failed not in str(cause):
+            # Which call failed, and the user's line that made it (or, inside a library's code that the
+            # training step called, the module that made it: "in Sequential.1 (Linear)").
+            where = session.meta.failed_source or ""
+            text = str(cause)
+            if where and text.endswith(f" (at {where})"):  # the line _explain found: the call joins it
+                text = text[: -len(f" (at {where})")]
+            where = where or _module_named(session.meta.failed_module, session.meta.module_classes)
+            located = type(cause)(f"{text} (at {failed}{', ' + where if where else ''})", remedy=cause.remedy)
+            located.exit_code, cause = cause.exit_code, located  # SIGTERM's 143 is the instance's own
+            session.meta = session.meta.updated(partial_reason=cause.one_line())
+        raise ScanStopped(cause, session)
+
+    def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside], *, ops=None, events=None) -> Session:
+        """The Session of what was recorded (:func:`~dmlprof.runner.assembly.assemble`)."""
+        return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
+                        step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
+                        interrupted=self.interrupted, ops=ops, events=events)
+
+
+def _module_named(path: Optional[str], classes) -> str:
+    """``in Sequential.1 (Linear)``: a module's path and what it is ("" for none)."""
+    if not path:
+        return ""
+    kind = classes.get(path) if classes else None
+    return f"in {path}" + (f" ({kind})" if kind and kind != path.rsplit(".", 1)[-1] else "")
+
+
+def live_facts(path: Path, backend: Backend, *, run_mode: str, sync: bool) -> dict:
+    """The facts a live run of ``path`` on ``backend`` starts with (what a rank's snapshot keeps too)."""
+    return {
+        **run_facts(path, kind=LIVE, run_mode=run_mode, torch_version=torch.__version__),
+        "backend": backend.name,
+        "device": str(backend.device()),
+        "device_name": safe(backend.device_name, "unknown"),
+        "backend_versions": safe(backend.versions, {}),
+        "sync": bool(sync and backend.is_accelerator()),
+        "timing": _timing_note(backend, sync),
+    }
+
+
+def _timing_note(backend: Backend, sync: bool) -> str:
+    if not backend.is_accelerator():
+        return "wall time per call on the CPU"
+    if sync:
+        return "wall time per call, device synchronised after each call"
+    return "host-side time per call (--no-sync): device work may finish later and be billed to another call"
+
+
+def remap_hint(path: Path) -> str:
+    """Which --from would put a script's work on the scanned device, read from its source."""
+    try:
+        source = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    for device in ("cuda", "mps"):
+        if f"{device}" in source:
+            return f"--from {device}"
+    return ""

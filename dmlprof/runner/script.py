@@ -1,0 +1,122 @@
+"""The script run: the user's file runs as ``__main__`` (or ``python -m module``) with its own argv,
+recorded from its set-up through the optimizer steps asked for (:mod:`dmlprof.record.window`), its
+phases inferred. A script asking for a device this scan does not have is answered by the scanned one
+(a torch_directml stand-in, ``--from cuda``).
+"""
+from __future__ import annotations
+
+import runpy
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Optional
+
+from dmlprof import progress
+from dmlprof.backends import Backend
+from dmlprof.errors import ModelFileError, ModelRaisedError
+from dmlprof.meta import DeviceUnused
+from dmlprof.record.forks import forked_child_ends_here
+from dmlprof.record.profiler import ProfilerAlongside
+from dmlprof.record.recorder import Recorder
+from dmlprof.record.window import StepWindow, WindowClosed
+from dmlprof.runner.run import Recording, Run, remap_hint
+from dmlprof.runner.user_code import HardExit, script_context
+from dmlprof.session import Session
+
+
+class ScriptRun(Run):
+    """A script's run (``run_mode`` "script")."""
+
+    def run(self, *, script_args: list, steps: int, warmup: int, run_to_end: bool = False,
+            remap_from: Optional[str] = None, module: Optional[str] = None) -> Session:
+        self.meta.update(script_args=script_args, steps=0, batch_size=None)
+        recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(None))
+        self.live_rows = recorder.rows
+        profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
+        # After the recorded steps the profiler stops too: a script left to run to its end
+        # would otherwise pile up hours of events.
+        recorder.window = StepWindow(warmup, steps, run_to_end, on_close=lambda: profiler.__exit__(None, None, None))
+        start = time.perf_counter()
+
+        def run_script():
+            with script_context(self.path, script_args, module), self._script_devices(remap_from):
+                try:
+                    with forked_child_ends_here(exits=(SystemExit, HardExit)):
+                        if module:
+                            runpy.run_module(module, run_name="__main__", alter_sys=True)
+                        else:
+                            runpy.run_path(str(self.path), run_name="__main__")
+                except WindowClosed:
+                    pass  # the recorded steps are done: the script is stopped, cleanly
+                except (SystemExit, HardExit) as exc:
+                    if exc.code not in (None, 0):
+                        raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}"
+                                               + (" (os._exit)" if isinstance(exc, HardExit) else "")) from None
+
+        def finish():
+            with self._processing():
+                recording.close()
+                self.meta["steps"] = recorder.step if recorder.window.taken >= warmup else 0
+                self.meta["script_window"] = recorder.window.describe()
+                return self._finish(recorder, profiler)
+
+        self.meta["recording"] = ("every call of the script's optimizer steps through the dispatcher (and of its "
+                                  "set-up before the first step)")
+        if remap_from:
+            self.meta["remapped_from"] = remap_from
+        self.backend.reset_peak_memory()
+        with Recording(recorder, profiler) as recording:
+            with progress.phase("optimizer steps", total=warmup + steps) as bar:
+                recorder.window.progress = bar
+                self._guarded(run_script, finish=finish)
+            self.meta["duration_s"] = round(time.perf_counter() - start, 3)
+            session = finish()  # inside: stopping the profiler is part of the processing shown
+        if session.ops.empty and recorder.window.taken:  # it ran ops, all in steps left unrecorded
+            raise ModelFileError(
+                f"{self.path.name} took {recorder.window.taken} optimizer step(s), all of them unrecorded warm-up "
+                f"(--warmup {warmup}): nothing was recorded",
+                remedy="scan with --warmup 0, or let the script take more steps (its own arguments go after --)")
+        if session.ops.empty:
+            raise ModelFileError(
+                f"{self.path.name} is neither a model file (build_model, make_batch) "
+                "nor a script that runs PyTorch ops: it ran none"
+            )
+        self._check_window(recorder.window)
+        return with_device_use(session, self.backend, remap_from)
+
+    def _script_devices(self, remap_from: Optional[str]):
+        """What a script asks of devices, answered by this scan's: a torch_directml stand-in, --from."""
+        stack = ExitStack()
+        if self.backend.stands_in_for_directml:
+            from dmlprof.backends.directml_shim import installed
+
+            stack.enter_context(installed(self.backend))
+        if remap_from:
+            from dmlprof.backends.remap import remapped
+
+            stack.enter_context(remapped(remap_from, self.backend))
+        return stack
+
+    def _check_window(self, window: StepWindow) -> None:
+        if window.taken and window.taken < window.warmup + window.steps and not self.meta.get("partial"):
+            recorded = ("its set-up and first step" if window.taken < window.warmup else
+                        f"{window.taken - window.warmup} step(s) after {window.warmup} unrecorded")
+            self.meta.setdefault("notes", []).append(
+                f"the script took {window.taken} optimizer step(s), fewer than --warmup {window.warmup} + "
+                f"--steps {window.steps}: the session holds {recorded}")
+
+
+def with_device_use(session: Session, backend: Backend, remap_from: Optional[str]) -> Session:
+    """A script that never put a tensor on the scanned device says so first, not "all on the device"."""
+    if not backend.is_accelerator():
+        return session
+    ops = session.ops
+    device_type = backend.device_type
+    used = ops["input_devices"].str.contains(device_type, regex=False) | \
+        ops["output_devices"].str.contains(device_type, regex=False)
+    if used.any():
+        return session
+    chose = sorted({d for column in ("input_devices", "output_devices") for cell in ops[column] for d in cell.split(",") if d})
+    hint = "" if remap_from else remap_hint(Path(session.meta.model or ""))
+    session.meta = session.meta.updated(device_unused=DeviceUnused(tuple(chose), hint))
+    return session

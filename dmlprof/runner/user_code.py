@@ -1,0 +1,104 @@
+"""What the user's code may do to the process while dmlprof runs it, undone or made safe.
+
+The scanned code runs in dmlprof's own process: it may end it (``sys.exit``,
+``os._exit``), change folder, replace or close the standard streams, and a
+script expects ``sys.argv`` and ``sys.path[0]`` to be its own. Each context here
+lets it, and leaves dmlprof's process as it was for the report that follows.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+
+class HardExit(BaseException):
+    """``os._exit(code)`` called by the model or script while dmlprof ran it.
+
+    ``os._exit`` ends the process on the spot (no ``finally``, no atexit), so
+    the recording would be lost; during a scan it raises this instead (in the
+    scanning process's main thread only: forked children and other threads
+    still exit for real), and the scan ends as if the code had returned there.
+    """
+
+    def __init__(self, code: int):
+        super().__init__(f"os._exit({code})")
+        self.code = code
+
+
+def exit_call(exc: BaseException) -> str:
+    """``sys.exit(2)`` / ``os._exit(0)``: how the user's code asked to end the process."""
+    if isinstance(exc, HardExit):
+        return f"os._exit({exc.code})"
+    return f"sys.exit({exc.code!r})" if exc.code is not None else "sys.exit()"
+
+
+@contextmanager
+def hard_exit_trapped():
+    real_exit, pid = os._exit, os.getpid()
+
+    def trapped(code):
+        if os.getpid() != pid or threading.current_thread() is not threading.main_thread():
+            real_exit(code)
+        raise HardExit(code)
+
+    os._exit = trapped
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+
+
+@contextmanager
+def cwd_kept():
+    """The user's code may ``os.chdir``; dmlprof's outputs stay relative to where it was started."""
+    try:
+        start = os.getcwd()
+    except OSError:  # started in a folder that no longer exists: nothing to come back to
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            os.chdir(start)
+        except OSError:
+            pass
+
+
+@contextmanager
+def streams_kept():
+    """The user's code may replace ``sys.stdout``/``sys.stderr`` (a script that logs to a file) or close
+    them; dmlprof's report goes to the streams it was started with, reopened if they were closed."""
+    saved = sys.stdout, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = (open_again(stream, fd) for stream, fd in zip(saved, (1, 2)))
+
+
+def open_again(stream, fd: int):
+    """``stream`` or, when the user's code closed it, a new text stream on its descriptor."""
+    if stream is not None and not getattr(stream, "closed", False):
+        return stream
+    try:
+        return open(fd, "w", encoding="utf-8", errors="replace", closefd=False, buffering=1)
+    except (OSError, ValueError):
+        return open(os.devnull, "w", encoding="utf-8")
+
+
+
+@contextmanager
+def script_context(path: Path, script_args: list, module: Optional[str] = None):
+    """Run a script as ``python path args...`` (or ``python -m module args...``) would: argv and sys.path[0]."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(path.resolve() if module else path)] + script_args
+    sys.path.insert(0, os.getcwd() if module else str(path.resolve().parent))
+    try:
+        yield
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path
