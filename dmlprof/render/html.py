@@ -21,9 +21,8 @@ from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
 from dmlprof.plain import plain
 from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share
 from dmlprof.render.sweep_plots import sweep_plots
-from dmlprof.render.verdict import verdict_of
 from dmlprof.report import report_of
-from dmlprof.schema import CPU, DEVICE, FALLBACK, PHASES, REPORT_VERDICTS
+from dmlprof.schema import PHASES, REPORT_VERDICTS
 
 #: bump when report_data's shape changes (the page's script reads it)
 DATA_VERSION = 2
@@ -51,13 +50,13 @@ def report_data(source) -> dict:
     vocabulary, for the page's script and filters).
     """
     report = report_of(source)
-    timed = report.summary.time_ms > 0
+    timed = report.has_times
     return {
         "data_version": DATA_VERSION,
         "title": report.title,
         "kind": report.kind,
         "session_kind": report.session_kind,
-        "verdict": plain(verdict_of(report)),
+        "verdict": plain(report.verdict),
         "is_sweep": report.kind == SWEEP,
         "cpu_is_device": report.cpu_is_device,
         "verdicts": list(REPORT_VERDICTS),
@@ -73,7 +72,7 @@ def report_data(source) -> dict:
         "ops": [_op_row(r, timed) for r in report.ops],
         "modules": _module_rows(report.modules, timed),
         "phases": _phase_rows(report.phases, timed),
-        "charts": {"time_by_op": _time_by_op_chart(report.time_by_op), "verdict_split": _verdict_split(report.summary)},
+        "charts": {"time_by_op": _time_by_op_chart(report.time_by_op), "verdict_split": _verdict_split(report.verdict_split)},
         "sweep": _sweep(report.sweep),
         "replace": _replace(report.replace, report.host_cpu_times_note),
         "verify": _verify(report.verification),
@@ -257,7 +256,7 @@ def _sweep_cards(sweep) -> list:
     """A sweep's headline: the size to use, the best throughput, the knee, the memory edge."""
     if sweep is None or not sweep.rows:
         return [_card("recommended", "Recommended batch size", "none", "no size was measured", "warn")]
-    best = next((r for r in sweep.rows if r.recommended), None)
+    best = sweep.recommended_row
     recommended = (_card("recommended", "Recommended batch size", str(best.batch_size),
                          f"{fmt_rate(best.samples_per_s)} samples/s \u00b7 p95 {fmt_ms(best.step_ms_p95)}", "good")
                    if best else _card("recommended", "Recommended batch size", "none", "no size ran to the end", "warn"))
@@ -417,22 +416,12 @@ def _time_by_op_chart(times) -> dict:
     return {"bars": bars, "other_ms": sum(t.time_ms for t in rest), "other_ops": len(rest)}
 
 
-def _verdict_split(head) -> dict:
-    """Device / fallback / CPU shares of calls and of time (each list sums to 1 or is empty).
+def _verdict_split(split) -> dict:
+    """The report's device / fallback / CPU shares of calls and of time, each with its text."""
+    def parts(shares) -> list:
+        return [{"verdict": part.verdict, "share": part.share, "text": fmt_share(part.share)} for part in shares]
 
-    Host bookkeeping (optimizer step counters) is no finding: out of both wholes, as in every share.
-    """
-    def parts(values, whole):
-        if not whole:
-            return []
-        return [{"verdict": v, "share": float(x) / whole, "text": fmt_share(float(x) / whole)} for v, x in values if x]
-
-    return {
-        "calls": parts([(DEVICE, head.device_calls), (FALLBACK, head.fallback_calls), (CPU, head.cpu_calls)],
-                       head.device_calls + head.fallback_calls + head.cpu_calls),
-        "time": parts([(DEVICE, head.device_op_time_ms), (FALLBACK, head.fallback_time_ms), (CPU, head.cpu_time_ms)],
-                      head.device_op_time_ms + head.fallback_time_ms + head.cpu_time_ms),
-    }
+    return {"calls": parts(split.calls), "time": parts(split.time)}
 
 
 def _sweep(sweep) -> Optional[dict]:
@@ -487,19 +476,12 @@ def _replace(data, times_note: Optional[str] = None) -> Optional[dict]:
                                      ("step time (median)", "step_time_ms", "ms"))]
     return {
         "rows": rows,
-        "speedup": _speedup(data.step_time_speedup),
+        "speedup": data.speed_change or "",
         "times_note": times_note if data.step_time_speedup else None,  # whose times the speed-up compares
         "applied": len(data.applied),
         "removed_ops": list(data.removed_ops),
         "remaining_ops": [{"op": r.op, "calls": r.calls, "replacement": r.replacement} for r in data.remaining_ops],
     }
-
-
-def _speedup(ratio: Optional[float]) -> str:
-    """A before/after step-time ratio, with its direction in words."""
-    if not ratio:
-        return ""
-    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
 
 
 def _timeline(line, classes) -> Optional[dict]:

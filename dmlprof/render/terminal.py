@@ -15,7 +15,6 @@ from dmlprof.render.format import (
     wrap_line,
 )
 from dmlprof.report import Report, report_of
-from dmlprof.schema import HOST
 
 
 def render_text(source, top: int = 15, width=None) -> str:
@@ -265,7 +264,7 @@ def _host_bookkeeping(report: Report, top: int) -> list:
     rows, s = report.host_bookkeeping, report.summary
     if not rows:
         return []
-    ops = fmt_list(sorted({r.op for r in rows}, key=lambda op: -sum(r.calls for r in rows if r.op == op)), 3)
+    ops = fmt_list(report.host_bookkeeping_ops, 3)
     spent = f", {fmt_ms(s.host_bookkeeping_time_ms)}" if report.timed else ""
     calls = fmt_count(s.host_bookkeeping_calls, "call")
     return [f"Host bookkeeping, not a finding: {calls} on CPU scalars only{spent} ({ops}), "
@@ -275,9 +274,7 @@ def _host_bookkeeping(report: Report, top: int) -> list:
 
 def _ops(report: Report, top: int) -> list:
     timed = report.timed
-    # host bookkeeping has its own line ("not a finding"): by calls, an optimizer's step counters would lead
-    ops = [r for r in report.ops if r.verdict != HOST]
-    ops = ops if timed else sorted(ops, key=lambda r: -r.calls)  # a prediction has calls, not times
+    ops = report.ranked_ops
     with_device = any(r.device_time_ms is not None for r in ops)
     rows = [[" ".join([r.op] + _if(r.guessed, GUESS_MARK)), r.verdict, r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms))
             + _if(with_device, fmt_ms(r.device_time_ms))
@@ -316,8 +313,8 @@ def _replace(report: Report, top: int) -> list:
     ]
     lines.append(TableSpec(rows, ["", "before", "after patching"], {"": WRAP},
                            {"colalign": ("left", "right", "right"), "disable_numparse": True}))
-    if data.step_time_speedup:  # none when a side has no step time
-        lines.append(f"  step time: {_ratio(data.step_time_speedup)} after patching")
+    if data.speed_change:  # none when a side has no step time
+        lines.append(f"  step time: {data.speed_change} after patching")
     lines += _if(report.host_cpu_times_note is not None, f"  ({report.host_cpu_times_note})")
     lines += _if(bool(data.removed_ops), "  no longer falls back: " + ", ".join(data.removed_ops))
     lines += [f"  still falls back: {r.op} ({r.calls} calls): {r.replacement or 'no replacement known'}"
@@ -345,13 +342,6 @@ def _known_wrong(report: Report, top: int) -> list:
 def _fallen(side) -> str:
     inner = side.inner_fallback_calls
     return f"{side.fallback_calls}" + (f" ({inner} inner)" if inner is not None and inner != side.fallback_calls else "")
-
-
-def _ratio(speedup: float) -> str:
-    """Before / after as words: ``1.60x faster``, ``2.28x slower`` (never a bare ``0.44x``)."""
-    if speedup >= 1:
-        return f"{speedup:.2f}x faster"
-    return f"{1 / speedup:.2f}x slower"
 
 
 def _step_ms(value) -> str:
@@ -442,27 +432,7 @@ def _sweep_notes(sweep) -> list:
 
 
 def _sweep_verdicts(sweep) -> list:
-    return [_recommendation_line(sweep), _knee_line(sweep)]
-
-
-def _recommendation_line(sweep) -> str:
-    best = next((row for row in sweep.rows if row.recommended), None)
-    if best is not None:
-        within = " within the memory budget" if sweep.memory_budget_bytes is not None else ""
-        return (f"recommended batch size: {best.batch_size} ({best.samples_per_s:.1f} samples/s, "
-                f"the best throughput{within})")
-    if not sweep.ok_rows:
-        return "recommended batch size: none (no size ran to the end)"
-    return "recommended batch size: none (no size that ran fits in the memory budget; try smaller sizes or --memory-budget)"
-
-
-def _knee_line(sweep) -> str:
-    threshold = f"{100 * sweep.knee_min_growth:.0f}%"
-    if sweep.knee_batch_size is not None:
-        return f"knee: {sweep.knee_batch_size} (past it, throughput grows less than {threshold} per doubling)"
-    if len(sweep.ok_rows) < 2:
-        return "knee: unknown (fewer than two sizes ran)"
-    return f"knee: not reached (throughput still grows {threshold} or more per doubling at the largest size)"
+    return [sweep.recommendation, sweep.knee_note]
 
 
 def _sweep_end(report: Report) -> list:
@@ -470,3 +440,4 @@ def _sweep_end(report: Report) -> list:
     if sweep is None:
         return []
     return _if(bool(sweep.stop_reason), f"stopped: {sweep.stop_reason}") + [f"note: {note}" for note in sweep.notes]
+
