@@ -233,3 +233,7 @@ def fmt_list(values, limit: int = 2) -> str:
         return ", ".join(values)
     return ", ".join(values[:limit]) + f" (+{len(values) - limit})"
 
+
+def verdict_counts(counts) -> str:
+    """``device 2, fallback 1``: an op's calls per step by verdict on one rank (``never called`` for none)."""
+    return ", ".join(f"{clean(verdict)} {value:g}" for verdict, value in sorted(counts.items())) or "never called"

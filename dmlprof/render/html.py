@@ -19,9 +19,10 @@ from typing import Optional
 
 from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
 from dmlprof.plain import plain
-from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share
+from dmlprof.units import fmt_ranks
+from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share, verdict_counts
 from dmlprof.render.sweep_plots import sweep_plots
-from dmlprof.report import report_of
+from dmlprof.report import is_merged_run, report_of
 from dmlprof.schema import PHASES, REPORT_VERDICTS
 
 #: bump when report_data's shape changes (the page's script reads it)
@@ -50,6 +51,8 @@ def report_data(source) -> dict:
     vocabulary, for the page's script and filters).
     """
     report = report_of(source)
+    if is_merged_run(report):
+        return _run_data(report)
     timed = report.has_times
     return {
         "data_version": DATA_VERSION,
@@ -123,7 +126,8 @@ def _profiler_check(check) -> str:
 
 
 #: the page's sections, as the contents bar names them
-SECTION_NAMES = {"verify": "Verification", "replace": "With replacements", "charts": "Where the time went",
+SECTION_NAMES = {"ranks": "Ranks", "straggler": "Straggler", "verdict_differences": "Verdicts by rank",
+                 "collectives": "Collectives", "facts": "Run details", "verify": "Verification", "replace": "With replacements", "charts": "Where the time went",
                  "hotspots": "Fallback hotspots", "timeline": "Timeline", "transfers": "Copies & syncs",
                  "phases": "Phases", "modules": "Modules", "ops": "All ops", "sweep": "Batch-size sweep",
                  "run": "Run details"}
@@ -528,6 +532,78 @@ def _verify(found) -> Optional[dict]:
 
 def _shape(shape) -> str:
     return "x".join(str(n) for n in shape)
+
+
+# -- a launched job: every rank as one report ------------------------------------------------------
+#: the merged run's sections, in reading order
+RUN_SECTIONS = ("ranks", "straggler", "verdict_differences", "collectives", "facts")
+#: where a rank's step went, as the page's legend names each part (RunReport's StepPart.part)
+STEP_PART_NAMES = {"compute": "compute", "fallback": "fallback", "host": "host calls", "comm call": "collective calls",
+                   "other": "other (Python, waiting for collectives)"}
+
+
+def _run_data(report) -> dict:
+    """A merged run (:class:`~dmlprof.report.run.RunReport`) as the page's data: the keys the page's frame reads
+    (no op, module or timeline of one run), and ``run``, the rows its sections show."""
+    about = report.meta
+    texts = {"model": about.model, "backend": about.backend, "torch_version": about.torch_version,
+             "dmlprof_version": about.dmlprof_version, "run_mode": about.run_mode, "timing": about.timing}
+    return {
+        "data_version": DATA_VERSION, "title": report.title, "kind": report.kind, "session_kind": report.session_kind,
+        "verdict": plain(report.verdict), "is_sweep": False, "cpu_is_device": False,
+        "verdicts": list(REPORT_VERDICTS), "phase_names": list(PHASES),
+        "meta": {**{key: value or "" for key, value in texts.items()}, "device_name": "", "started_at": "",
+                 "batch_size": about.batch_size},
+        "flags": [_flag("bad", "Rank failed" if e.rank is not None else "Left out", e.text) for e in report.errors],
+        "summary": {}, "timed": True, "cards": _run_cards(report),
+        "hotspots": [], "transfers": [], "ops": [], "modules": [], "phases": [], "charts": {}, "sweep": None,
+        "replace": None, "verify": None, "timeline": None, "warnings": [],
+        "sections": list(RUN_SECTIONS), "run": _run_rows(report),
+    }
+
+
+def _run_cards(report) -> list:
+    about, straggler = report.meta, report.straggler
+    missing = f"missing: {fmt_ranks(report.missing_ranks)}" if report.missing_ranks else "every rank saved one"
+    return [
+        _card("device", "Device", about.backend or "?", f"process group {about.dist_backend or 'unknown'}"
+              + (f" \u00b7 torch {about.torch_version}" if about.torch_version else "")),
+        _card("ranks", "Ranks with a session", f"{len(report.ranks_found)} of {report.world_size}", missing,
+              "bad" if report.missing_ranks else "good"),
+        _card("straggler", "Straggler", "none" if straggler.rank is None else f"rank {straggler.rank}",
+              "" if straggler.rank is None else f"busy {fmt_ms(straggler.busy_excess_ms)} longer per step",
+              "" if straggler.rank is None else "warn"),
+    ]
+
+
+def _run_rows(report) -> dict:
+    """Every table of the merged run, its figures as text (as the terminal shows them)."""
+    return {
+        "facts": [list(fact) for fact in report.facts],
+        "step_parts": [{"part": key, "label": label} for key, label in STEP_PART_NAMES.items()],
+        "ranks": [_rank_row(r) for r in report.ranks],
+        "straggler": {"rank": report.straggler.rank, "sentence": report.straggler.sentence,
+                      "ops": [{"op": o.op, "verdict": o.verdict, "rank": fmt_ms(o.rank_ms_per_step),
+                               "others": fmt_ms(o.others_ms_per_step), "extra": fmt_ms(o.excess_ms_per_step)}
+                              for o in report.straggler.ops]},
+        "difference_ranks": sorted(report.verdict_differences[0].by_rank) if report.verdict_differences else [],
+        "verdict_differences": [{"op": d.op, "by_rank": [verdict_counts(v) for _, v in sorted(d.by_rank.items())]}
+                                for d in report.verdict_differences],
+        "collectives": [{"rank": c.rank, "collective": c.collective, "op": c.op, "calls": c.calls,
+                         "bytes": fmt_bytes(c.bytes), "in_call": fmt_ms(c.call_time_ms), "comm": fmt_ms(c.comm_time_ms)}
+                        for c in report.collectives],
+    }
+
+
+def _rank_row(r) -> dict:
+    times = {key: fmt_ms(getattr(r, key)) for key in ("step_ms", "compute_ms", "fallback_ms", "cpu_ms", "comm_ms",
+                                                       "other_ms")}
+    return {"rank": r.rank, "steps": "-" if r.steps is None else f"{r.steps:g}", **times,
+            "comm_share": fmt_share(r.comm_share), "comm_calls": "-" if r.comm_calls is None else f"{r.comm_calls:g}",
+            "comm_bytes": "-" if r.comm_bytes is None else fmt_bytes(r.comm_bytes), "status": r.status,
+            "partial_reason": r.partial_reason,
+            "bar": [{"part": p.part.replace(" ", "-"), "label": STEP_PART_NAMES[p.part], "share": p.share,
+                     "text": fmt_share(p.share)} for p in r.step_parts]}
 
 
 # -- markup --------------------------------------------------------------------

@@ -86,11 +86,14 @@ def test_html_report_data_matches_golden(kind):
 @pytest.mark.parametrize("fmt", ["txt", "json", "html"])
 def test_merged_job_report_matches_golden(fmt, tmp_path):
     """A launched job's merged report: a straggling rank whose extra time is fallbacks, and a rank that failed."""
-    from dmlprof.render.run import render_html, render_json, render_text
-    from dmlprof.report.run import merged_report
+    from dmlprof.render.html import render_html
+    from dmlprof.render.json_report import render_json
+    from dmlprof.render.terminal import render_text
+    from dmlprof.report import merged_report
     from session_kinds import job_run, rank_session
 
     run = job_run(tmp_path, {0: rank_session(0), 1: rank_session(1, fallback_ms=20.0)},
                   errors=[(2, "rank 2: ProcessGroupGloo timed out")])
+    # the renderers of one run's report, given every rank as one value
     render = {"txt": lambda r: render_text(r) + "\n", "json": render_json, "html": render_html}[fmt]
     check_golden(f"job/merged.{fmt}", render(merged_report(run)).replace(str(tmp_path), "<run folder>"))
