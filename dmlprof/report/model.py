@@ -706,7 +706,8 @@ class Report:
         meta = self.run.to_dict()
         document = {
             "schema_version": SCHEMA_VERSION,
-            "meta": {key: meta[key] for key in REPORT_META_KEYS if key in meta},
+            "meta": {**{key: meta[key] for key in REPORT_META_KEYS if key in meta}, **self._step_medians()},
+            "verdict": plain(self.verdict),
             "summary": plain(self.summary),
             "phases": plain(self.phases),
             "ops": plain(self.ops),
@@ -724,6 +725,11 @@ class Report:
             "extras": plain(self.extras),
         }
         return document if self.timed else _without_time_shares(document)
+
+    def _step_medians(self) -> dict:
+        """The step-time medians every other format prints, so that a script reads the same figure (null: none)."""
+        return {"step_time_ms_p50": self.run.step_time_ms_p50,
+                "recorded_step_time_ms_p50": self.run.recorded_step_time_ms_p50}
 
     def _sweep_document(self) -> dict:
         meta = self.run.to_dict()
