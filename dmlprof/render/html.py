@@ -75,7 +75,7 @@ def report_data(source) -> dict:
         "ops": [_op_row(r, timed) for r in report.ops],
         "modules": _module_rows(report.modules, timed),
         "phases": _phase_rows(report.phases, timed),
-        "charts": {"time_by_op": _time_by_op_chart(report.time_by_op), "verdict_split": _verdict_split(report.verdict_split)},
+        "charts": {"time_by_op": _time_by_op_chart(report), "verdict_split": _verdict_split(report.verdict_split)},
         "sweep": _sweep(report.sweep),
         "replace": _replace(report.replace, report.host_cpu_times_note),
         "verify": _verify(report.verification),
@@ -247,12 +247,12 @@ def _cards(report, timed: bool) -> list:
              _card("coverage_calls", "On device, by calls", fmt_share(head.device_call_share),
                    f"{head.device_calls:,} of {head.op_calls - head.host_bookkeeping_calls:,} op calls"
                    + (f" (and {head.host_bookkeeping_calls:,} host bookkeeping)" if head.host_bookkeeping_calls else ""),
-                   _coverage_tone(head.device_call_share, head.op_calls))]
-    cards += _time_cards(head) if timed else [
+                   report.device_call_tone)]
+    cards += _time_cards(report) if timed else [
         _card("coverage_time", "On device, by time", "n/a", "no per-call times"),
         _card("fallback_time", "Fallback time share", "n/a",
               f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops",
-              "bad" if head.fallback_calls else "good")]
+              report.fallback_tone)]
     return cards + _step_card(report)
 
 
@@ -292,14 +292,15 @@ def _device_card(report) -> dict:
     return _card("device", "Device", facts["backend"] or "?", name + detail)
 
 
-def _time_cards(head) -> list:
+def _time_cards(report) -> list:
+    head = report.summary
     return [
         _card("coverage_time", "On device, by time", fmt_share(head.device_time_share),
               f"{fmt_ms(head.device_op_time_ms)} of {fmt_ms(head.time_ms)} op time",
-              _coverage_tone(head.device_time_share, head.op_calls)),
+              report.device_time_tone),
         _card("fallback_time", "Fallback time share", fmt_share(head.fallback_time_share),
               f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops \u00b7 "
-              f"{fmt_ms(head.fallback_time_ms)}", "bad" if head.fallback_calls else "good"),
+              f"{fmt_ms(head.fallback_time_ms)}", report.fallback_tone),
     ]
 
 
@@ -320,12 +321,6 @@ def _mode_detail(report) -> str:
         return f"script mode \u00b7 {fmt_count(run.steps, 'optimizer step')}"
     return (f"batch {run.batch_size} \u00b7 {fmt_count(run.steps, 'step')}"
             + (f" \u00b7 {run.optimizer}" if run.optimizer else ""))
-
-
-def _coverage_tone(share: float, calls: int) -> str:
-    if not calls:
-        return ""
-    return "good" if share >= 0.99 else "warn" if share >= 0.9 else "bad"
 
 
 #: what a time or a share of time reads in a session that has none (a prediction): never "0.0 us"
@@ -408,16 +403,17 @@ def _phase_rows(phases, timed: bool) -> list:
     } for p in phases]
 
 
-def _time_by_op_chart(times) -> dict:
-    """Top ops by total time, each split by verdict (bar lengths 0..1 of the biggest)."""
-    if not times or not sum(t.time_ms for t in times):
+def _time_by_op_chart(report) -> dict:
+    """The report's top ops by time, each split by verdict; bar lengths 0..1 of the longest bar (the drawing's
+    scale), and the rest as the report sums it."""
+    top, other_ms, other_ops = report.top_ops_by_time(CHART_TOP_OPS)
+    if not top:
         return {"bars": [], "other_ms": 0.0, "other_ops": 0}
-    top, rest = times[:CHART_TOP_OPS], times[CHART_TOP_OPS:]
     biggest = top[0].time_ms or 1.0
     bars = [{"op": t.op, "time_ms": t.time_ms, "time": fmt_ms(t.time_ms),
              "segments": [{"verdict": v, "length": round(getattr(t, f"{v}_ms") / biggest, 6), "time_ms": getattr(t, f"{v}_ms")}
                           for v in REPORT_VERDICTS if getattr(t, f"{v}_ms") > 0]} for t in top]
-    return {"bars": bars, "other_ms": sum(t.time_ms for t in rest), "other_ops": len(rest)}
+    return {"bars": bars, "other_ms": other_ms, "other_ops": other_ops}
 
 
 def _verdict_split(split) -> dict:

@@ -150,12 +150,13 @@ def _headline(report: Report, top: int) -> list:
     bookkeeping = f", {s.host_bookkeeping_calls} host bookkeeping" if s.host_bookkeeping_calls else ""
     lines += [f"{s.op_calls} op calls: {s.device_calls} on the device, "
               f"{s.fallback_calls} fell back to the CPU, {s.cpu_calls} on CPU tensors{bookkeeping}"]
-    if report.timed:
+    if report.has_times:
         lines.append(f"device share: {fmt_share(s.device_call_share)} of calls, {fmt_share(s.device_time_share)} of time; "
                      f"fallback: {fmt_ms(s.fallback_time_ms)} = {fmt_share(s.fallback_time_share)} of op time "
                      f"({fmt_ms(s.time_ms)} total)")
-    else:
-        lines.append(f"device share: {fmt_share(s.device_call_share)} of calls (predicted: no times)")
+    else:  # no time is not 0 % of it (the page says n/a)
+        why = "no times recorded" if report.timed else "predicted: no times"
+        lines.append(f"device share: {fmt_share(s.device_call_share)} of calls ({why})")
     return lines + _step_time(report.run)
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Mapping, Optional, Tuple
 
 from dmlprof.meta import BLOCK, PREDICTED, SCRIPT, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
-from dmlprof.report.verdict import Verdict
+from dmlprof.report.verdict import Verdict, coverage_tone
 from dmlprof.schema import HOST
 
 #: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
@@ -615,6 +615,29 @@ class Report:
     def has_times(self) -> bool:
         """Whether there are times to show: a timed session that recorded some (else times read "n/a")."""
         return self.timed and self.summary.time_ms > 0
+
+    @property
+    def device_call_tone(self) -> str:
+        """How the share of calls on the device reads (good, warn, bad; '' without calls)."""
+        return coverage_tone(self.summary.device_call_share, self.summary.op_calls)
+
+    @property
+    def device_time_tone(self) -> str:
+        """How the share of time on the device reads (good, warn, bad; '' without calls)."""
+        return coverage_tone(self.summary.device_time_share, self.summary.op_calls)
+
+    @property
+    def fallback_tone(self) -> str:
+        """Any fallback is bad news; none is good."""
+        return "bad" if self.summary.fallback_calls else "good"
+
+    def top_ops_by_time(self, top: int) -> Tuple[Tuple[OpTime, ...], float, int]:
+        """The ``top`` ops by time, and the time and the number of the ops after them (what a chart of the top
+        ops sums up in one line); nothing when no op took time."""
+        if not sum(row.time_ms for row in self.time_by_op):
+            return (), 0.0, 0
+        rest = self.time_by_op[top:]
+        return self.time_by_op[:top], sum(row.time_ms for row in rest), len(rest)
 
     @property
     def ranked_ops(self) -> Tuple[OpRow, ...]:

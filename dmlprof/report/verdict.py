@@ -13,6 +13,17 @@ from dataclasses import dataclass
 from dmlprof.units import fmt_bytes, fmt_ms, fmt_rate, fmt_share
 
 
+#: work on the device at this share or more reads as good, at WARN_DEVICE_SHARE or more as a warning, below as bad
+GOOD_DEVICE_SHARE, WARN_DEVICE_SHARE = 0.99, 0.9
+
+
+def coverage_tone(share: float, calls: int) -> str:
+    """The tone of a share of work on the device ('' when there were no calls to judge)."""
+    if not calls:
+        return ""
+    return "good" if share >= GOOD_DEVICE_SHARE else "warn" if share >= WARN_DEVICE_SHARE else "bad"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The first sentence of a report, its tone, and what to read or do next."""

@@ -178,7 +178,7 @@ def test_every_format_shows_the_reports_verdict_counts_step_median_and_verdict(n
     """GIVEN any kind of session WHEN the terminal, JSON, HTML page and notebook render its Report THEN each shows
     the Report's verdict counts, step-time median and verdict, as they are: no renderer computes its own."""
     from dmlprof.plain import plain
-    from dmlprof.render.format import fmt_ms
+    from dmlprof.render.format import fmt_ms, fmt_share
     from dmlprof.render.notebook import notebook_html
 
     report = build_report(_even_steps() if name == "even_steps" else KINDS[name]())
@@ -199,6 +199,12 @@ def test_every_format_shows_the_reports_verdict_counts_step_median_and_verdict(n
     for part in ("calls", "time"):
         assert [(p["verdict"], p["share"]) for p in split[part]] == [
             (p.verdict, p.share) for p in getattr(report.verdict_split, part)]
+    # times, or none: a session without them shows no share of time anywhere (0 % of nothing is no figure)
+    if report.has_times:
+        assert f"{fmt_share(head.device_time_share)} of time" in text
+        assert cards["coverage_time"]["value"] == fmt_share(head.device_time_share)
+    else:
+        assert " of time;" not in text and cards["coverage_time"]["value"] == "n/a"
     # the step-time median
     assert document["meta"]["step_time_ms_p50"] == p50 and data["meta"]["step_time_ms_p50"] == p50
     if p50 is None:
