@@ -11,8 +11,8 @@ from __future__ import annotations
 from dmlprof.meta import BLOCK, SCRIPT, SWEEP, SweepRun
 from dmlprof.tables.drift import BASELINE_TORCH
 from dmlprof.render.format import (
-    KEEP_END, KEEP_START, WRAP, TableSpec, clean, fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_share, table,
-    terminal_width, verdict_counts, wrap_line,
+    KEEP_END, KEEP_START, WRAP, TableSpec, clean, fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_share, terminal_width,
+    verdict_counts, wrap_line,
 )
 from dmlprof.report import Report, is_merged_run, report_of
 
@@ -22,7 +22,7 @@ def render_text(source, top: int = 15, width=None) -> str:
     ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
     report = report_of(source)
     if is_merged_run(report):
-        return _run_text(report, top)
+        return _join((section(report, top) for section in _RUN_SECTIONS), width)
     if report.kind == SWEEP:
         return render_sweep_text(report, width)
     return _join((section(report, top) for section in _SECTIONS), width)
@@ -446,41 +446,33 @@ def _sweep_end(report: Report) -> list:
 
 
 # -- a launched job: every rank as one report (RunReport) -----------------------------------------------
-def _run_text(report, top: int) -> str:
-    """The merged run as plain ASCII text: its sections, each name from the run folder cleaned.
-
-    Laid out as it always was (tables at their natural width), not yet fitted to the terminal."""
-    blocks = [section(report, top) for section in _RUN_SECTIONS]
-    text = "\n\n".join("\n".join(lines) for lines in blocks if lines)
-    return text.encode("ascii", "replace").decode("ascii")
-
-
 def _run_header(report, top: int) -> list:
-    lines = [clean(report.title), "=" * len(clean(report.title)), table(report.facts, tablefmt="plain")]
-    return lines + [f"ERROR   {clean(error.text)}" for error in report.errors]
+    return _title(report.title) + [_facts(list(report.facts))] + [f"ERROR   {error.text}" for error in report.errors]
 
 
 def _run_ranks(report, top: int) -> list:
-    rows = [[r.rank, r.steps, fmt_ms(r.step_ms), fmt_ms(r.compute_ms), fmt_ms(r.fallback_ms), fmt_ms(r.cpu_ms),
-             fmt_ms(r.comm_ms), fmt_share(r.comm_share), fmt_ms(r.other_ms), _run_calls(r.comm_calls),
-             fmt_bytes(r.comm_bytes) if r.comm_bytes is not None else "-", r.status] for r in report.ranks]
+    rows = [[r.rank, _run_number(r.steps), fmt_ms(r.step_ms), fmt_ms(r.compute_ms), fmt_ms(r.fallback_ms),
+             fmt_ms(r.cpu_ms), fmt_ms(r.comm_ms), fmt_share(r.comm_share), fmt_ms(r.other_ms),
+             _run_number(r.comm_calls), fmt_bytes(r.comm_bytes) if r.comm_bytes is not None else "-", r.status]
+            for r in report.ranks]
     headers = ["rank", "steps", "step", "compute", "fallback", "host calls", "comm", "comm share", "other",
                "collectives", "bytes", "status"]
-    return ["Per rank (median step)", table(rows, headers)]
+    # on a narrow terminal the collectives' figures leave the row for lines under it, whole
+    return _table("Per rank (median step)", headers, rows, details=("comm share", "collectives", "bytes"))
 
 
-def _run_calls(value) -> str:
+def _run_number(value) -> str:
     return "-" if value is None else f"{value:g}"
 
 
 def _run_straggler(report, top: int) -> list:
     straggler = report.straggler
-    lines = [clean(straggler.sentence)]
-    if straggler.ops:
-        rows = [[o.op, o.verdict, fmt_ms(o.rank_ms_per_step), fmt_ms(o.others_ms_per_step),
-                 fmt_ms(o.excess_ms_per_step)] for o in straggler.ops]
-        lines.append(table(rows, ["op", "verdict", f"rank {straggler.rank}/step", "others/step", "extra"]))
-    return lines
+    if not straggler.ops:
+        return [straggler.sentence]
+    rows = [[o.op, o.verdict, fmt_ms(o.rank_ms_per_step), fmt_ms(o.others_ms_per_step), fmt_ms(o.excess_ms_per_step)]
+            for o in straggler.ops]
+    return [straggler.sentence] + _table("", ["op", "verdict", f"rank {straggler.rank}/step", "others/step", "extra"],
+                                         rows, {"op": WRAP})[1:]
 
 
 def _run_differences(report, top: int) -> list:
@@ -488,19 +480,18 @@ def _run_differences(report, top: int) -> list:
     if not differences:
         return ["Verdicts: every op has the same verdicts and calls per step on every rank."]
     rows = [[d.op] + [verdict_counts(v) for _, v in sorted(d.by_rank.items())] for d in differences[:top]]
-    ranks = sorted(differences[0].by_rank)
-    return [f"Ops whose verdict differs between ranks ({len(differences)}; calls per step)",
-            table(rows, ["op"] + [f"rank {r}" for r in ranks])]
+    headers = ["op"] + [f"rank {r}" for r in sorted(differences[0].by_rank)]
+    return _table(f"Ops whose verdict differs between ranks ({len(differences)}; calls per step)", headers, rows,
+                  {header: WRAP for header in headers})
 
 
 def _run_collectives(report, top: int) -> list:
     if not report.collectives:
         return []
-    shown = report.collectives[: top * max(1, len(report.ranks))]
     rows = [[c.rank, c.collective, c.op, c.calls, fmt_bytes(c.bytes), fmt_ms(c.call_time_ms), fmt_ms(c.comm_time_ms)]
-            for c in shown]
-    return ["Collectives (all steps)",
-            table(rows, ["rank", "collective", "op", "calls", "bytes", "in the call", "collective"])]
+            for c in report.collectives[: top * max(1, len(report.ranks))]]
+    return _table("Collectives (all steps)", ["rank", "collective", "op", "calls", "bytes", "in the call", "collective"],
+                  rows, {"collective": WRAP, "op": WRAP})
 
 
 _RUN_SECTIONS = (_run_header, _run_ranks, _run_straggler, _run_differences, _run_collectives)

@@ -233,7 +233,7 @@ def test_a_merged_run_goes_through_every_renderer_as_one_value(tmp_path):
 
     report = merged_report(job_run(tmp_path, {0: rank_session(0), 1: rank_session(1, fallback_ms=20.0)},
                                    errors=[(2, "rank 2: ProcessGroupGloo timed out")]))
-    text, document, data = render_text(report), json.loads(render_json(report)), report_data(report)
+    text, document, data = render_text(report, width=400), json.loads(render_json(report)), report_data(report)
     assert report.straggler.sentence in text and _shown(report.straggler.sentence) in render_html(report)
     assert document["schema"] == "dmlprof-distributed-report" and document["straggler"]["rank"] == 1
     assert [row["status"] for row in data["run"]["ranks"]] == [row.status for row in report.ranks] == ["ok", "ok"]
