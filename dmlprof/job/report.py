@@ -15,13 +15,17 @@ from dmlprof.report import RunReport, merged_report
 
 # -- the command ------------------------------------------------------------------------
 def write_reports(report: RunReport, args) -> None:
-    """--json and --html of ``dmlprof report RUN_DIR`` (and of the rank that prints the merged report)."""
-    from dmlprof.output import _write
+    """--json and --html of ``dmlprof report RUN_DIR`` (and of the rank that prints the merged report): each
+    written whole or not at all, as every command's reports; a one-line UsageError naming what could not be."""
+    from dmlprof.output import Written, announce, write_output
 
+    written = Written()
     if getattr(args, "json", None):
-        _write(Path(args.json), render_json(report), "JSON report")
+        write_output(written, args.json, lambda: render_json(report), "JSON report")
     if getattr(args, "html", None):
-        _write(Path(args.html), render_html(report), "HTML report")
+        write_output(written, args.html, lambda: render_html(report), "HTML report")
+    announce(written, sys.stderr)  # what was written is said, whatever else could not be
+    written.raise_problems()
 
 
 def write_rank_traces(run, args) -> None:
