@@ -702,7 +702,8 @@ def _top_modules(rows: list, limit: int) -> list:
 
 
 def render_html(source) -> str:
-    """The report of a Session or Report as one self-contained HTML document (no network needed to open it)."""
+    """The report of a Session, a Report or a RunReport as one self-contained HTML document (no network needed
+    to open it)."""
     data = page_data(report_data(source))
     page = {key: data[key] for key in ("title", "data_version")}
     page["ops"] = data["ops"]

@@ -18,8 +18,8 @@ from dmlprof.report import Report, is_merged_run, report_of
 
 
 def render_text(source, top: int = 15, width=None) -> str:
-    """The whole report of a Session or Report as plain text (ASCII only, safe on any console), at most
-    ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
+    """The whole report of a Session, a Report or a RunReport (every rank of a job) as plain text (ASCII only,
+    safe on any console), at most ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
     report = report_of(source)
     if is_merged_run(report):
         return _join((section(report, top) for section in _RUN_SECTIONS), width)
