@@ -747,7 +747,7 @@ class Report:
             "guess": plain(self.guess),
             "extras": plain(self.extras),
         }
-        return document if self.timed else _without_time_shares(document)
+        return document if self.has_times else _without_time_shares(document)
 
     def _step_medians(self) -> dict:
         """The step-time medians every other format prints, so that a script reads the same figure (null: none)."""
@@ -767,7 +767,8 @@ class Report:
         }
 
 
-#: the JSON report's shares of time, by section: a prediction has calls, not times, so they are null there
+#: the JSON report's shares of time, by section: a prediction (or a run that recorded no time) has calls, not
+#: times, so they are null there
 #: (no time, not 0 % of it)
 _TIME_SHARES = {"summary": ("device_time_share", "fallback_time_share"), "phases": ("share",), "ops": ("share",),
                 "fallbacks": ("share",), "modules": ("device_share",)}

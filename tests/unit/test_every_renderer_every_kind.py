@@ -205,6 +205,7 @@ def test_every_format_shows_the_reports_verdict_counts_step_median_and_verdict(n
         assert cards["coverage_time"]["value"] == fmt_share(head.device_time_share)
     else:
         assert " of time;" not in text and cards["coverage_time"]["value"] == "n/a"
+        assert document["summary"]["device_time_share"] is None
     # the step-time median
     assert document["meta"]["step_time_ms_p50"] == p50 and data["meta"]["step_time_ms_p50"] == p50
     if p50 is None:
