@@ -88,7 +88,8 @@ def _register_notebook_view() -> None:
     if shell is None:
         return
     formatter = shell.display_formatter.formatters["text/html"]
-    for module, name in (("dmlprof.session", "Session"), ("dmlprof.report.model", "Report")):
+    for module, name in (("dmlprof.session", "Session"), ("dmlprof.report.model", "Report"),
+                         ("dmlprof.report.run", "RunReport")):
         formatter.for_type_by_name(module, name, _notebook_html)
 
 

@@ -232,14 +232,6 @@ def write_output(written: Written, target: str, render: Callable[[], str], what:
         written.files.append((what, target))
 
 
-def _write(path: Path, text: str, what: str = "report") -> None:
-    """Write one output file whole or not at all, and say so on stderr; a one-line UsageError when it cannot be written."""
-    written = Written()
-    write_output(written, str(path), lambda: text, what)
-    written.raise_problems()
-    announce(written, sys.stderr)
-
-
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 

@@ -10,7 +10,7 @@
 
 The job's commands (the launcher, each rank's entry point, the merged report's command) are
 :mod:`dmlprof.job`'s; :mod:`dmlprof.analysis.distributed` merges the ranks, :mod:`dmlprof.report.run`
-makes the merged report a value and :mod:`dmlprof.render.run` formats it.
+makes every rank one report value (``RunReport``), which the renderers of every report format.
 
 Importing this package imports neither torch nor torch.distributed.
 """

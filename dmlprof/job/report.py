@@ -1,24 +1,31 @@
 """``dmlprof report RUN_DIR`` (and the rank that prints a launched run's report): load the run folder,
-build the merged report, write --json/--html/--tb and print it."""
+build the merged report (every rank as one RunReport), write --json/--html/--tb and print it, through
+the renderers every report goes through."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 from dmlprof.render.format import clean
-from dmlprof.render.run import render_html, render_json, render_text
-from dmlprof.report.run import merged_report
+from dmlprof.render.html import render_html
+from dmlprof.render.json_report import render_json
+from dmlprof.render.terminal import render_text
+from dmlprof.report import RunReport, merged_report
 
 
 # -- the command ------------------------------------------------------------------------
-def write_reports(report: dict, args) -> None:
-    """--json and --html of ``dmlprof report RUN_DIR`` (and of the rank that prints the merged report)."""
-    from dmlprof.output import _write
+def write_reports(report: RunReport, args) -> None:
+    """--json and --html of ``dmlprof report RUN_DIR`` (and of the rank that prints the merged report): each
+    written whole or not at all, as every command's reports; a one-line UsageError naming what could not be."""
+    from dmlprof.output import Written, announce, write_output
 
+    written = Written()
     if getattr(args, "json", None):
-        _write(Path(args.json), render_json(report), "JSON report")
+        write_output(written, args.json, lambda: render_json(report), "JSON report")
     if getattr(args, "html", None):
-        _write(Path(args.html), render_html(report), "HTML report")
+        write_output(written, args.html, lambda: render_html(report), "HTML report")
+    announce(written, sys.stderr)  # what was written is said, whatever else could not be
+    written.raise_problems()
 
 
 def write_rank_traces(run, args) -> None:
@@ -31,7 +38,7 @@ def write_rank_traces(run, args) -> None:
             print(clean(f"TensorBoard trace of rank {rank} written to {path}"), file=sys.stderr)
 
 
-def print_run(folder, args, traces: bool = False) -> dict:
+def print_run(folder, args, traces: bool = False) -> RunReport:
     """Load a run folder, write --json/--html (and, with ``traces``, --tb: the ranks of a scan wrote their own),
     print the text report unless --quiet or a report goes to standard output; returns the report."""
     from dmlprof.output import to_stdout

@@ -21,15 +21,22 @@ def render_check_text(result: GateResult, model: str) -> str:
     report = result.report
     device = report.run.device.backend or "?"
     lines = [f"dmlprof check {model} on {device} ({report.kind}): {'passed' if result.passed else 'FAILED'}"]
-    lines += [f"  {'ok  ' if check.passed else 'FAIL'}  {check.describe()}" for check in result.checks]
-    for hotspot in result.hotspots:
-        where = fmt_list(hotspot.sources, 2) or fmt_list(hotspot.modules, 1) or "no source line"
-        lines.append(f"  fell back: {_hotspot_line(hotspot, report.timed)} at {where}")
-        lines += [f"    fix: {fix.advice}" for fix in hotspot.fixes[:1]]
-    for hotspot in report.hotspots:
-        if hotspot not in result.hotspots:
-            lines.append(f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)")
+    lines += [f"  {_mark(check)}  {check.describe()}" for check in result.checks]
+    lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]
+    lines += [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
+              for hotspot in report.hotspots if hotspot not in result.hotspots]
     return "\n".join(clean(line) for line in lines)
+
+
+def _mark(check) -> str:
+    return "ok  " if check.passed else "FAIL"
+
+
+def _counted_lines(hotspot, timed: bool) -> list:
+    """A hotspot the check counted: where it falls back, and its first fix."""
+    where = fmt_list(hotspot.sources, 2) or fmt_list(hotspot.modules, 1) or "no source line"
+    return ([f"  fell back: {_hotspot_line(hotspot, timed)} at {where}"]
+            + [f"    fix: {fix.advice}" for fix in hotspot.fixes[:1]])
 
 
 def _hotspot_line(hotspot, timed: bool) -> str:

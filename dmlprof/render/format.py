@@ -8,7 +8,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from dmlprof.units import fmt_bytes  # noqa: F401  (one byte formatter for the whole house)
+# one formatter per unit for the whole house: the report composes its sentences with them too
+from dmlprof.units import fmt_bytes, fmt_count, fmt_ms, fmt_rate, fmt_share  # noqa: F401
 
 # C0 controls (ESC, CR, LF, BS...), DEL and C1 controls (0x9b is a one-byte CSI on some terminals)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -226,39 +227,13 @@ def wrap_line(line: str, width: int) -> list:
     return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [line[:width]]
 
 
-def fmt_count(count, noun: str, plural: str = "") -> str:
-    """``1 step``, ``3 steps``: a count and its noun, singular for one (``plural`` where ``s`` is wrong)."""
-    count = count or 0
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
-
-
-def fmt_ms(ms) -> str:
-    try:
-        ms = float(ms)
-    except (TypeError, ValueError):  # None, pandas.NA: not measured
-        return "-"
-    if ms != ms:
-        return "-"
-    if ms >= 1000:
-        return f"{ms / 1000:.2f} s"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    if ms >= 0.01:
-        return f"{ms:.3f} ms"
-    return f"{ms * 1000:.1f} us"
-
-
-def fmt_rate(samples_per_s: float) -> str:
-    """A throughput: whole numbers from 100 up, two decimals below."""
-    return f"{samples_per_s:,.0f}" if samples_per_s >= 100 else f"{samples_per_s:,.2f}"
-
-
-def fmt_share(share) -> str:
-    return "-" if share is None else f"{100 * float(share):.1f}%"
-
-
 def fmt_list(values, limit: int = 2) -> str:
     values = list(values or [])
     if len(values) <= limit:
         return ", ".join(values)
     return ", ".join(values[:limit]) + f" (+{len(values) - limit})"
+
+
+def verdict_counts(counts) -> str:
+    """``device 2, fallback 1``: an op's calls per step by verdict on one rank (``never called`` for none)."""
+    return ", ".join(f"{clean(verdict)} {value:g}" for verdict, value in sorted(counts.items())) or "never called"

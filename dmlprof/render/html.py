@@ -19,11 +19,11 @@ from typing import Optional
 
 from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
 from dmlprof.plain import plain
-from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share
+from dmlprof.units import fmt_ranks
+from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share, verdict_counts
 from dmlprof.render.sweep_plots import sweep_plots
-from dmlprof.render.verdict import verdict_of
-from dmlprof.report import report_of
-from dmlprof.schema import CPU, DEVICE, FALLBACK, PHASES, REPORT_VERDICTS
+from dmlprof.report import is_merged_run, report_of
+from dmlprof.schema import PHASES, REPORT_VERDICTS
 
 #: bump when report_data's shape changes (the page's script reads it)
 DATA_VERSION = 2
@@ -51,13 +51,15 @@ def report_data(source) -> dict:
     vocabulary, for the page's script and filters).
     """
     report = report_of(source)
-    timed = report.summary.time_ms > 0
+    if is_merged_run(report):
+        return _run_data(report)
+    timed = report.has_times
     return {
         "data_version": DATA_VERSION,
         "title": report.title,
         "kind": report.kind,
         "session_kind": report.session_kind,
-        "verdict": plain(verdict_of(report)),
+        "verdict": plain(report.verdict),
         "is_sweep": report.kind == SWEEP,
         "cpu_is_device": report.cpu_is_device,
         "verdicts": list(REPORT_VERDICTS),
@@ -73,7 +75,7 @@ def report_data(source) -> dict:
         "ops": [_op_row(r, timed) for r in report.ops],
         "modules": _module_rows(report.modules, timed),
         "phases": _phase_rows(report.phases, timed),
-        "charts": {"time_by_op": _time_by_op_chart(report.time_by_op), "verdict_split": _verdict_split(report.summary)},
+        "charts": {"time_by_op": _time_by_op_chart(report), "verdict_split": _verdict_split(report.verdict_split)},
         "sweep": _sweep(report.sweep),
         "replace": _replace(report.replace, report.host_cpu_times_note),
         "verify": _verify(report.verification),
@@ -124,7 +126,8 @@ def _profiler_check(check) -> str:
 
 
 #: the page's sections, as the contents bar names them
-SECTION_NAMES = {"verify": "Verification", "replace": "With replacements", "charts": "Where the time went",
+SECTION_NAMES = {"ranks": "Ranks", "straggler": "Straggler", "verdict_differences": "Verdicts by rank",
+                 "collectives": "Collectives", "facts": "Run details", "verify": "Verification", "replace": "With replacements", "charts": "Where the time went",
                  "hotspots": "Fallback hotspots", "timeline": "Timeline", "transfers": "Copies & syncs",
                  "phases": "Phases", "modules": "Modules", "ops": "All ops", "sweep": "Batch-size sweep",
                  "run": "Run details"}
@@ -244,12 +247,12 @@ def _cards(report, timed: bool) -> list:
              _card("coverage_calls", "On device, by calls", fmt_share(head.device_call_share),
                    f"{head.device_calls:,} of {head.op_calls - head.host_bookkeeping_calls:,} op calls"
                    + (f" (and {head.host_bookkeeping_calls:,} host bookkeeping)" if head.host_bookkeeping_calls else ""),
-                   _coverage_tone(head.device_call_share, head.op_calls))]
-    cards += _time_cards(head) if timed else [
+                   report.device_call_tone)]
+    cards += _time_cards(report) if timed else [
         _card("coverage_time", "On device, by time", "n/a", "no per-call times"),
         _card("fallback_time", "Fallback time share", "n/a",
               f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops",
-              "bad" if head.fallback_calls else "good")]
+              report.fallback_tone)]
     return cards + _step_card(report)
 
 
@@ -257,7 +260,7 @@ def _sweep_cards(sweep) -> list:
     """A sweep's headline: the size to use, the best throughput, the knee, the memory edge."""
     if sweep is None or not sweep.rows:
         return [_card("recommended", "Recommended batch size", "none", "no size was measured", "warn")]
-    best = next((r for r in sweep.rows if r.recommended), None)
+    best = sweep.recommended_row
     recommended = (_card("recommended", "Recommended batch size", str(best.batch_size),
                          f"{fmt_rate(best.samples_per_s)} samples/s \u00b7 p95 {fmt_ms(best.step_ms_p95)}", "good")
                    if best else _card("recommended", "Recommended batch size", "none", "no size ran to the end", "warn"))
@@ -289,14 +292,15 @@ def _device_card(report) -> dict:
     return _card("device", "Device", facts["backend"] or "?", name + detail)
 
 
-def _time_cards(head) -> list:
+def _time_cards(report) -> list:
+    head = report.summary
     return [
         _card("coverage_time", "On device, by time", fmt_share(head.device_time_share),
               f"{fmt_ms(head.device_op_time_ms)} of {fmt_ms(head.time_ms)} op time",
-              _coverage_tone(head.device_time_share, head.op_calls)),
+              report.device_time_tone),
         _card("fallback_time", "Fallback time share", fmt_share(head.fallback_time_share),
               f"{head.fallback_calls:,} calls \u00b7 {head.distinct_fallback_ops} distinct ops \u00b7 "
-              f"{fmt_ms(head.fallback_time_ms)}", "bad" if head.fallback_calls else "good"),
+              f"{fmt_ms(head.fallback_time_ms)}", report.fallback_tone),
     ]
 
 
@@ -317,12 +321,6 @@ def _mode_detail(report) -> str:
         return f"script mode \u00b7 {fmt_count(run.steps, 'optimizer step')}"
     return (f"batch {run.batch_size} \u00b7 {fmt_count(run.steps, 'step')}"
             + (f" \u00b7 {run.optimizer}" if run.optimizer else ""))
-
-
-def _coverage_tone(share: float, calls: int) -> str:
-    if not calls:
-        return ""
-    return "good" if share >= 0.99 else "warn" if share >= 0.9 else "bad"
 
 
 #: what a time or a share of time reads in a session that has none (a prediction): never "0.0 us"
@@ -405,34 +403,25 @@ def _phase_rows(phases, timed: bool) -> list:
     } for p in phases]
 
 
-def _time_by_op_chart(times) -> dict:
-    """Top ops by total time, each split by verdict (bar lengths 0..1 of the biggest)."""
-    if not times or not sum(t.time_ms for t in times):
+def _time_by_op_chart(report) -> dict:
+    """The report's top ops by time, each split by verdict; bar lengths 0..1 of the longest bar (the drawing's
+    scale), and the rest as the report sums it."""
+    top, other_ms, other_ops = report.top_ops_by_time(CHART_TOP_OPS)
+    if not top:
         return {"bars": [], "other_ms": 0.0, "other_ops": 0}
-    top, rest = times[:CHART_TOP_OPS], times[CHART_TOP_OPS:]
     biggest = top[0].time_ms or 1.0
     bars = [{"op": t.op, "time_ms": t.time_ms, "time": fmt_ms(t.time_ms),
              "segments": [{"verdict": v, "length": round(getattr(t, f"{v}_ms") / biggest, 6), "time_ms": getattr(t, f"{v}_ms")}
                           for v in REPORT_VERDICTS if getattr(t, f"{v}_ms") > 0]} for t in top]
-    return {"bars": bars, "other_ms": sum(t.time_ms for t in rest), "other_ops": len(rest)}
+    return {"bars": bars, "other_ms": other_ms, "other_ops": other_ops}
 
 
-def _verdict_split(head) -> dict:
-    """Device / fallback / CPU shares of calls and of time (each list sums to 1 or is empty).
+def _verdict_split(split) -> dict:
+    """The report's device / fallback / CPU shares of calls and of time, each with its text."""
+    def parts(shares) -> list:
+        return [{"verdict": part.verdict, "share": part.share, "text": fmt_share(part.share)} for part in shares]
 
-    Host bookkeeping (optimizer step counters) is no finding: out of both wholes, as in every share.
-    """
-    def parts(values, whole):
-        if not whole:
-            return []
-        return [{"verdict": v, "share": float(x) / whole, "text": fmt_share(float(x) / whole)} for v, x in values if x]
-
-    return {
-        "calls": parts([(DEVICE, head.device_calls), (FALLBACK, head.fallback_calls), (CPU, head.cpu_calls)],
-                       head.device_calls + head.fallback_calls + head.cpu_calls),
-        "time": parts([(DEVICE, head.device_op_time_ms), (FALLBACK, head.fallback_time_ms), (CPU, head.cpu_time_ms)],
-                      head.device_op_time_ms + head.fallback_time_ms + head.cpu_time_ms),
-    }
+    return {"calls": parts(split.calls), "time": parts(split.time)}
 
 
 def _sweep(sweep) -> Optional[dict]:
@@ -487,19 +476,12 @@ def _replace(data, times_note: Optional[str] = None) -> Optional[dict]:
                                      ("step time (median)", "step_time_ms", "ms"))]
     return {
         "rows": rows,
-        "speedup": _speedup(data.step_time_speedup),
+        "speedup": data.speed_change or "",
         "times_note": times_note if data.step_time_speedup else None,  # whose times the speed-up compares
         "applied": len(data.applied),
         "removed_ops": list(data.removed_ops),
         "remaining_ops": [{"op": r.op, "calls": r.calls, "replacement": r.replacement} for r in data.remaining_ops],
     }
-
-
-def _speedup(ratio: Optional[float]) -> str:
-    """A before/after step-time ratio, with its direction in words."""
-    if not ratio:
-        return ""
-    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
 
 
 def _timeline(line, classes) -> Optional[dict]:
@@ -546,6 +528,79 @@ def _verify(found) -> Optional[dict]:
 
 def _shape(shape) -> str:
     return "x".join(str(n) for n in shape)
+
+
+# -- a launched job: every rank as one report ------------------------------------------------------
+#: the merged run's sections, in reading order
+RUN_SECTIONS = ("ranks", "straggler", "verdict_differences", "collectives", "facts")
+#: where a rank's step went, as the page's legend names each part (RunReport's StepPart.part)
+STEP_PART_NAMES = {"compute": "compute", "fallback": "fallback", "host": "host calls", "bookkeeping": "host bookkeeping",
+                   "comm call": "collective calls",
+                   "other": "other (Python, waiting for collectives)"}
+
+
+def _run_data(report) -> dict:
+    """A merged run (:class:`~dmlprof.report.run.RunReport`) as the page's data: the keys the page's frame reads
+    (no op, module or timeline of one run), and ``run``, the rows its sections show."""
+    about = report.meta
+    texts = {"model": about.model, "backend": about.backend, "torch_version": about.torch_version,
+             "dmlprof_version": about.dmlprof_version, "run_mode": about.run_mode, "timing": about.timing}
+    return {
+        "data_version": DATA_VERSION, "title": report.title, "kind": report.kind, "session_kind": report.session_kind,
+        "verdict": plain(report.verdict), "is_sweep": False, "cpu_is_device": False,
+        "verdicts": list(REPORT_VERDICTS), "phase_names": list(PHASES),
+        "meta": {**{key: value or "" for key, value in texts.items()}, "device_name": "", "started_at": "",
+                 "batch_size": about.batch_size},
+        "flags": [_flag("bad", "Rank failed" if e.rank is not None else "Left out", e.text) for e in report.errors],
+        "summary": {}, "timed": True, "cards": _run_cards(report),
+        "hotspots": [], "transfers": [], "ops": [], "modules": [], "phases": [], "charts": {}, "sweep": None,
+        "replace": None, "verify": None, "timeline": None, "warnings": [],
+        "sections": list(RUN_SECTIONS), "run": _run_rows(report),
+    }
+
+
+def _run_cards(report) -> list:
+    about, straggler = report.meta, report.straggler
+    missing = f"missing: {fmt_ranks(report.missing_ranks)}" if report.missing_ranks else "every rank saved one"
+    return [
+        _card("device", "Device", about.backend or "?", f"process group {about.dist_backend or 'unknown'}"
+              + (f" \u00b7 torch {about.torch_version}" if about.torch_version else "")),
+        _card("ranks", "Ranks with a session", f"{len(report.ranks_found)} of {report.world_size}", missing,
+              "bad" if report.missing_ranks else "good"),
+        _card("straggler", "Straggler", "none" if straggler.rank is None else f"rank {straggler.rank}",
+              "" if straggler.rank is None else f"busy {fmt_ms(straggler.busy_excess_ms)} longer per step",
+              "" if straggler.rank is None else "warn"),
+    ]
+
+
+def _run_rows(report) -> dict:
+    """Every table of the merged run, its figures as text (as the terminal shows them)."""
+    return {
+        "facts": [list(fact) for fact in report.facts],
+        "step_parts": [{"part": key, "label": label} for key, label in STEP_PART_NAMES.items()],
+        "ranks": [_rank_row(r) for r in report.ranks],
+        "straggler": {"rank": report.straggler.rank, "sentence": report.straggler.sentence,
+                      "ops": [{"op": o.op, "verdict": o.verdict, "rank": fmt_ms(o.rank_ms_per_step),
+                               "others": fmt_ms(o.others_ms_per_step), "extra": fmt_ms(o.excess_ms_per_step)}
+                              for o in report.straggler.ops]},
+        "difference_ranks": sorted(report.verdict_differences[0].by_rank) if report.verdict_differences else [],
+        "verdict_differences": [{"op": d.op, "by_rank": [verdict_counts(v) for _, v in sorted(d.by_rank.items())]}
+                                for d in report.verdict_differences],
+        "collectives": [{"rank": c.rank, "collective": c.collective, "op": c.op, "calls": c.calls,
+                         "bytes": fmt_bytes(c.bytes), "in_call": fmt_ms(c.call_time_ms), "comm": fmt_ms(c.comm_time_ms)}
+                        for c in report.collectives],
+    }
+
+
+def _rank_row(r) -> dict:
+    times = {key: fmt_ms(getattr(r, key)) for key in ("step_ms", "compute_ms", "fallback_ms", "cpu_ms", "comm_ms",
+                                                       "other_ms")}
+    return {"rank": r.rank, "steps": "-" if r.steps is None else f"{r.steps:g}", **times,
+            "comm_share": fmt_share(r.comm_share), "comm_calls": "-" if r.comm_calls is None else f"{r.comm_calls:g}",
+            "comm_bytes": "-" if r.comm_bytes is None else fmt_bytes(r.comm_bytes), "status": r.status,
+            "partial_reason": r.partial_reason,
+            "bar": [{"part": p.part.replace(" ", "-"), "label": STEP_PART_NAMES[p.part], "share": p.share,
+                     "text": fmt_share(p.share)} for p in r.step_parts]}
 
 
 # -- markup --------------------------------------------------------------------
@@ -648,7 +703,8 @@ def _top_modules(rows: list, limit: int) -> list:
 
 
 def render_html(source) -> str:
-    """The report of a Session or Report as one self-contained HTML document (no network needed to open it)."""
+    """The report of a Session, a Report or a RunReport as one self-contained HTML document (no network needed
+    to open it)."""
     data = page_data(report_data(source))
     page = {key: data[key] for key in ("title", "data_version")}
     page["ops"] = data["ops"]

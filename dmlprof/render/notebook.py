@@ -1,4 +1,4 @@
-"""The notebook view: a Session or Report as an HTML fragment for Jupyter (IPython's ``text/html``).
+"""The notebook view: a Session, Report or RunReport as an HTML fragment for Jupyter (IPython's ``text/html``).
 
 Registered with IPython by the top-level package (:mod:`dmlprof`), so that the
 Session, which sits below every renderer, never imports one. It formats the

@@ -12,16 +12,17 @@ from dmlprof.meta import BLOCK, SCRIPT, SWEEP, SweepRun
 from dmlprof.tables.drift import BASELINE_TORCH
 from dmlprof.render.format import (
     KEEP_END, KEEP_START, WRAP, TableSpec, clean, fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_share, terminal_width,
-    wrap_line,
+    verdict_counts, wrap_line,
 )
-from dmlprof.report import Report, report_of
-from dmlprof.schema import HOST
+from dmlprof.report import Report, is_merged_run, report_of
 
 
 def render_text(source, top: int = 15, width=None) -> str:
-    """The whole report of a Session or Report as plain text (ASCII only, safe on any console), at most
-    ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
+    """The whole report of a Session, a Report or a RunReport (every rank of a job) as plain text (ASCII only,
+    safe on any console), at most ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
     report = report_of(source)
+    if is_merged_run(report):
+        return _join((section(report, top) for section in _RUN_SECTIONS), width)
     if report.kind == SWEEP:
         return render_sweep_text(report, width)
     return _join((section(report, top) for section in _SECTIONS), width)
@@ -149,12 +150,13 @@ def _headline(report: Report, top: int) -> list:
     bookkeeping = f", {s.host_bookkeeping_calls} host bookkeeping" if s.host_bookkeeping_calls else ""
     lines += [f"{s.op_calls} op calls: {s.device_calls} on the device, "
               f"{s.fallback_calls} fell back to the CPU, {s.cpu_calls} on CPU tensors{bookkeeping}"]
-    if report.timed:
+    if report.has_times:
         lines.append(f"device share: {fmt_share(s.device_call_share)} of calls, {fmt_share(s.device_time_share)} of time; "
                      f"fallback: {fmt_ms(s.fallback_time_ms)} = {fmt_share(s.fallback_time_share)} of op time "
                      f"({fmt_ms(s.time_ms)} total)")
-    else:
-        lines.append(f"device share: {fmt_share(s.device_call_share)} of calls (predicted: no times)")
+    else:  # no time is not 0 % of it (the page says n/a)
+        why = "no times recorded" if report.timed else "predicted: no times"
+        lines.append(f"device share: {fmt_share(s.device_call_share)} of calls ({why})")
     return lines + _step_time(report.run)
 
 
@@ -265,7 +267,7 @@ def _host_bookkeeping(report: Report, top: int) -> list:
     rows, s = report.host_bookkeeping, report.summary
     if not rows:
         return []
-    ops = fmt_list(sorted({r.op for r in rows}, key=lambda op: -sum(r.calls for r in rows if r.op == op)), 3)
+    ops = fmt_list(report.host_bookkeeping_ops, 3)
     spent = f", {fmt_ms(s.host_bookkeeping_time_ms)}" if report.timed else ""
     calls = fmt_count(s.host_bookkeeping_calls, "call")
     return [f"Host bookkeeping, not a finding: {calls} on CPU scalars only{spent} ({ops}), "
@@ -275,9 +277,7 @@ def _host_bookkeeping(report: Report, top: int) -> list:
 
 def _ops(report: Report, top: int) -> list:
     timed = report.timed
-    # host bookkeeping has its own line ("not a finding"): by calls, an optimizer's step counters would lead
-    ops = [r for r in report.ops if r.verdict != HOST]
-    ops = ops if timed else sorted(ops, key=lambda r: -r.calls)  # a prediction has calls, not times
+    ops = report.ranked_ops
     with_device = any(r.device_time_ms is not None for r in ops)
     rows = [[" ".join([r.op] + _if(r.guessed, GUESS_MARK)), r.verdict, r.phase, r.calls] + _if(timed, fmt_ms(r.time_ms))
             + _if(with_device, fmt_ms(r.device_time_ms))
@@ -316,8 +316,8 @@ def _replace(report: Report, top: int) -> list:
     ]
     lines.append(TableSpec(rows, ["", "before", "after patching"], {"": WRAP},
                            {"colalign": ("left", "right", "right"), "disable_numparse": True}))
-    if data.step_time_speedup:  # none when a side has no step time
-        lines.append(f"  step time: {_ratio(data.step_time_speedup)} after patching")
+    if data.speed_change:  # none when a side has no step time
+        lines.append(f"  step time: {data.speed_change} after patching")
     lines += _if(report.host_cpu_times_note is not None, f"  ({report.host_cpu_times_note})")
     lines += _if(bool(data.removed_ops), "  no longer falls back: " + ", ".join(data.removed_ops))
     lines += [f"  still falls back: {r.op} ({r.calls} calls): {r.replacement or 'no replacement known'}"
@@ -345,13 +345,6 @@ def _known_wrong(report: Report, top: int) -> list:
 def _fallen(side) -> str:
     inner = side.inner_fallback_calls
     return f"{side.fallback_calls}" + (f" ({inner} inner)" if inner is not None and inner != side.fallback_calls else "")
-
-
-def _ratio(speedup: float) -> str:
-    """Before / after as words: ``1.60x faster``, ``2.28x slower`` (never a bare ``0.44x``)."""
-    if speedup >= 1:
-        return f"{speedup:.2f}x faster"
-    return f"{1 / speedup:.2f}x slower"
 
 
 def _step_ms(value) -> str:
@@ -442,27 +435,7 @@ def _sweep_notes(sweep) -> list:
 
 
 def _sweep_verdicts(sweep) -> list:
-    return [_recommendation_line(sweep), _knee_line(sweep)]
-
-
-def _recommendation_line(sweep) -> str:
-    best = next((row for row in sweep.rows if row.recommended), None)
-    if best is not None:
-        within = " within the memory budget" if sweep.memory_budget_bytes is not None else ""
-        return (f"recommended batch size: {best.batch_size} ({best.samples_per_s:.1f} samples/s, "
-                f"the best throughput{within})")
-    if not sweep.ok_rows:
-        return "recommended batch size: none (no size ran to the end)"
-    return "recommended batch size: none (no size that ran fits in the memory budget; try smaller sizes or --memory-budget)"
-
-
-def _knee_line(sweep) -> str:
-    threshold = f"{100 * sweep.knee_min_growth:.0f}%"
-    if sweep.knee_batch_size is not None:
-        return f"knee: {sweep.knee_batch_size} (past it, throughput grows less than {threshold} per doubling)"
-    if len(sweep.ok_rows) < 2:
-        return "knee: unknown (fewer than two sizes ran)"
-    return f"knee: not reached (throughput still grows {threshold} or more per doubling at the largest size)"
+    return [sweep.recommendation, sweep.knee_note]
 
 
 def _sweep_end(report: Report) -> list:
@@ -470,3 +443,55 @@ def _sweep_end(report: Report) -> list:
     if sweep is None:
         return []
     return _if(bool(sweep.stop_reason), f"stopped: {sweep.stop_reason}") + [f"note: {note}" for note in sweep.notes]
+
+
+# -- a launched job: every rank as one report (RunReport) -----------------------------------------------
+def _run_header(report, top: int) -> list:
+    return _title(report.title) + [_facts(list(report.facts))] + [f"ERROR   {error.text}" for error in report.errors]
+
+
+def _run_ranks(report, top: int) -> list:
+    rows = [[r.rank, _run_number(r.steps), fmt_ms(r.step_ms), fmt_ms(r.compute_ms), fmt_ms(r.fallback_ms),
+             fmt_ms(r.cpu_ms), fmt_ms(r.comm_ms), fmt_share(r.comm_share), fmt_ms(r.other_ms),
+             _run_number(r.comm_calls), fmt_bytes(r.comm_bytes) if r.comm_bytes is not None else "-", r.status]
+            for r in report.ranks]
+    headers = ["rank", "steps", "step", "compute", "fallback", "host calls", "comm", "comm share", "other",
+               "collectives", "bytes", "status"]
+    # on a narrow terminal the collectives' figures leave the row for lines under it, whole
+    return _table("Per rank (median step)", headers, rows, details=("comm share", "collectives", "bytes"))
+
+
+def _run_number(value) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _run_straggler(report, top: int) -> list:
+    straggler = report.straggler
+    if not straggler.ops:
+        return [straggler.sentence]
+    rows = [[o.op, o.verdict, fmt_ms(o.rank_ms_per_step), fmt_ms(o.others_ms_per_step), fmt_ms(o.excess_ms_per_step)]
+            for o in straggler.ops]
+    return [straggler.sentence] + _table("", ["op", "verdict", f"rank {straggler.rank}/step", "others/step", "extra"],
+                                         rows, {"op": WRAP})[1:]
+
+
+def _run_differences(report, top: int) -> list:
+    differences = report.verdict_differences
+    if not differences:
+        return ["Verdicts: every op has the same verdicts and calls per step on every rank."]
+    rows = [[d.op] + [verdict_counts(v) for _, v in sorted(d.by_rank.items())] for d in differences[:top]]
+    headers = ["op"] + [f"rank {r}" for r in sorted(differences[0].by_rank)]
+    return _table(f"Ops whose verdict differs between ranks ({len(differences)}; calls per step)", headers, rows,
+                  {header: WRAP for header in headers})
+
+
+def _run_collectives(report, top: int) -> list:
+    if not report.collectives:
+        return []
+    rows = [[c.rank, c.collective, c.op, c.calls, fmt_bytes(c.bytes), fmt_ms(c.call_time_ms), fmt_ms(c.comm_time_ms)]
+            for c in report.collectives[: top * max(1, len(report.ranks))]]
+    return _table("Collectives (all steps)", ["rank", "collective", "op", "calls", "bytes", "in the call", "collective"],
+                  rows, {"collective": WRAP, "op": WRAP})
+
+
+_RUN_SECTIONS = (_run_header, _run_ranks, _run_straggler, _run_differences, _run_collectives)

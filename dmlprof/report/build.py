@@ -21,9 +21,10 @@ from dmlprof.replacements.catalog import advice_for, advice_for_wrong_results
 from dmlprof.report.model import (
     DivergentOp, Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, RemainingOp, ReplaceComparison,
     ReplaceSide, Report, StepSpan, Summary, SweepReport, SweepRow, Timeline, TorchPaths, TransferRow, Unchecked,
-    Verification,
+    Verification, VerdictShare, VerdictSplit,
 )
-from dmlprof.schema import HOST, parse_fallback_ops
+from dmlprof.report.verdict import verdict_of
+from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, parse_fallback_ops
 from dmlprof.tables.drift import BASELINE_TORCH, path_drift, path_note
 from dmlprof.tables.measured import load_measured
 
@@ -39,7 +40,7 @@ def build_report(session) -> Report:
     guess = run.prediction.guess if run.prediction is not None else None
     after = analysis.calls_after(ops, guess.first_seq if guess is not None else None)
     torch_only = _torch_only(run, ops)
-    return Report(
+    report = Report(
         run=run,
         summary=Summary(**analysis.summary(ops)),
         hotspots=_hotspots(analysis.fallback_hotspots(ops), set(after["op"]), torch_only),
@@ -69,6 +70,20 @@ def build_report(session) -> Report:
         guess=GuessNote(guess.op, guess.why, guess.source, len(after), len(ops)) if guess is not None else None,
         timeline=_timeline(ops) if run.kind != PREDICTED else None,
     )
+    # the verdict reads the whole report (its failure, its verification, its fixes): decided last, once
+    return replace(report, verdict=verdict_of(report), verdict_split=_verdict_split(report.summary))
+
+
+def _verdict_split(head: Summary) -> VerdictSplit:
+    """Device / fallback / CPU shares of calls and of time; host bookkeeping (optimizer step counters) is no
+    finding, so it is out of both wholes, as in every share."""
+    def parts(values) -> tuple:
+        whole = sum(value for _, value in values)
+        return tuple(VerdictShare(verdict, float(value) / whole) for verdict, value in values if value) if whole else ()
+
+    return VerdictSplit(
+        calls=parts(((DEVICE, head.device_calls), (FALLBACK, head.fallback_calls), (CPU, head.cpu_calls))),
+        time=parts(((DEVICE, head.device_op_time_ms), (FALLBACK, head.fallback_time_ms), (CPU, head.cpu_time_ms))))
 
 
 def _timeline(ops) -> Optional[Timeline]:

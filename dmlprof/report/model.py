@@ -12,6 +12,8 @@ from typing import Any, ClassVar, Mapping, Optional, Tuple
 
 from dmlprof.meta import BLOCK, PREDICTED, SCRIPT, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
+from dmlprof.report.verdict import Verdict, coverage_tone
+from dmlprof.schema import HOST
 
 #: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
 HOST_TIMED_BACKENDS = ("emulated-dml",)
@@ -322,6 +324,15 @@ class ReplaceComparison:
     remaining_ops: Tuple[RemainingOp, ...]
     applied: Tuple[Mapping[str, Any], ...]
 
+    @property
+    def speed_change(self) -> Optional[str]:
+        """Before / after as words, ``1.60x faster`` or ``2.28x slower`` (never a bare ``0.44x``); None without
+        a step time on both sides."""
+        ratio = self.step_time_speedup
+        if not ratio:
+            return None
+        return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+
 
 # -- sweep -------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -386,6 +397,34 @@ class SweepReport:
                 "lazy initialisation); throughput uses the median, but rerun with more --steps to be sure")
 
     @property
+    def recommended_row(self) -> Optional[SweepRow]:
+        """The size the sweep recommends (None: none)."""
+        return next((row for row in self.rows if row.recommended), None)
+
+    @property
+    def recommendation(self) -> str:
+        """The recommended size and why, or why there is none: the sentence every format gives it."""
+        best = self.recommended_row
+        if best is not None:
+            within = " within the memory budget" if self.memory_budget_bytes is not None else ""
+            return (f"recommended batch size: {best.batch_size} ({best.samples_per_s:.1f} samples/s, "
+                    f"the best throughput{within})")
+        if not self.ok_rows:
+            return "recommended batch size: none (no size ran to the end)"
+        return ("recommended batch size: none (no size that ran fits in the memory budget; try smaller sizes or "
+                "--memory-budget)")
+
+    @property
+    def knee_note(self) -> str:
+        """Where throughput stops growing, or why no knee is named: the sentence every format gives it."""
+        threshold = f"{100 * self.knee_min_growth:.0f}%"
+        if self.knee_batch_size is not None:
+            return f"knee: {self.knee_batch_size} (past it, throughput grows less than {threshold} per doubling)"
+        if len(self.ok_rows) < 2:
+            return "knee: unknown (fewer than two sizes ran)"
+        return f"knee: not reached (throughput still grows {threshold} or more per doubling at the largest size)"
+
+    @property
     def oom_batch_size(self) -> Optional[int]:
         """The smallest size that ran out of memory: the sweep's memory edge (None: none did)."""
         return min((row.batch_size for row in self.rows if row.status == "oom"), default=None)
@@ -442,6 +481,22 @@ class Timeline:
 
 
 # -- the report ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerdictShare:
+    """One verdict's share of the calls or of the time that are findings (host bookkeeping left out)."""
+
+    verdict: str
+    share: float  # 0..1
+
+
+@dataclass(frozen=True)
+class VerdictSplit:
+    """Device / fallback / CPU shares of calls and of time; each sums to 1, or is empty when there is no whole."""
+
+    calls: Tuple[VerdictShare, ...]
+    time: Tuple[VerdictShare, ...]
+
+
 @dataclass(frozen=True)
 class GuessNote:
     """Where a prediction made a value up, and how many of its calls came after (rows ``guessed``)."""
@@ -515,6 +570,10 @@ class Report:
     #: the timed calls on one axis (None without per-call times: a prediction, a sweep, an empty run);
     #: not in the JSON report, whose rows are per op (a trace file holds every call: ``--trace``)
     timeline: Optional[Timeline] = None
+    #: the first thing every format says: the most serious finding, in its tone (report/verdict.py)
+    verdict: Optional[Verdict] = None
+    #: device / fallback / CPU shares of the calls and of the time that are findings
+    verdict_split: Optional[VerdictSplit] = None
 
     @property
     def kind(self) -> str:
@@ -551,6 +610,49 @@ class Report:
         """``dmlprof live scan of net``: every renderer's first line, naming the kind of session."""
         kind = self.session_kind
         return f"dmlprof {_TITLE_WORDS[kind]} of {self.run.title_name}{_TITLE_TAILS.get(kind, '')}"
+
+    @property
+    def has_times(self) -> bool:
+        """Whether there are times to show: a timed session that recorded some (else times read "n/a")."""
+        return self.timed and self.summary.time_ms > 0
+
+    @property
+    def device_call_tone(self) -> str:
+        """How the share of calls on the device reads (good, warn, bad; '' without calls)."""
+        return coverage_tone(self.summary.device_call_share, self.summary.op_calls)
+
+    @property
+    def device_time_tone(self) -> str:
+        """How the share of time on the device reads (good, warn, bad; '' without calls)."""
+        return coverage_tone(self.summary.device_time_share, self.summary.op_calls)
+
+    @property
+    def fallback_tone(self) -> str:
+        """Any fallback is bad news; none is good."""
+        return "bad" if self.summary.fallback_calls else "good"
+
+    def top_ops_by_time(self, top: int) -> Tuple[Tuple[OpTime, ...], float, int]:
+        """The ``top`` ops by time, and the time and the number of the ops after them (what a chart of the top
+        ops sums up in one line); nothing when no op took time."""
+        if not sum(row.time_ms for row in self.time_by_op):
+            return (), 0.0, 0
+        rest = self.time_by_op[top:]
+        return self.time_by_op[:top], sum(row.time_ms for row in rest), len(rest)
+
+    @property
+    def ranked_ops(self) -> Tuple[OpRow, ...]:
+        """The op rows that are findings (host bookkeeping has its own line), most time first, or most calls
+        first where there are no times (a prediction)."""
+        ops = tuple(row for row in self.ops if row.verdict != HOST)
+        return ops if self.timed else tuple(sorted(ops, key=lambda row: -row.calls))
+
+    @property
+    def host_bookkeeping_ops(self) -> Tuple[str, ...]:
+        """The ops of the host's bookkeeping, most calls first."""
+        calls: dict = {}
+        for row in self.host_bookkeeping:
+            calls[row.op] = calls.get(row.op, 0) + row.calls
+        return tuple(sorted(calls, key=lambda op: -calls[op]))
 
     @property
     def host_cpu_times(self) -> bool:
@@ -627,7 +729,8 @@ class Report:
         meta = self.run.to_dict()
         document = {
             "schema_version": SCHEMA_VERSION,
-            "meta": {key: meta[key] for key in REPORT_META_KEYS if key in meta},
+            "meta": {**{key: meta[key] for key in REPORT_META_KEYS if key in meta}, **self._step_medians()},
+            "verdict": plain(self.verdict),
             "summary": plain(self.summary),
             "phases": plain(self.phases),
             "ops": plain(self.ops),
@@ -644,7 +747,12 @@ class Report:
             "guess": plain(self.guess),
             "extras": plain(self.extras),
         }
-        return document if self.timed else _without_time_shares(document)
+        return document if self.has_times else _without_time_shares(document)
+
+    def _step_medians(self) -> dict:
+        """The step-time medians every other format prints, so that a script reads the same figure (null: none)."""
+        return {"step_time_ms_p50": self.run.step_time_ms_p50,
+                "recorded_step_time_ms_p50": self.run.recorded_step_time_ms_p50}
 
     def _sweep_document(self) -> dict:
         meta = self.run.to_dict()
@@ -659,7 +767,8 @@ class Report:
         }
 
 
-#: the JSON report's shares of time, by section: a prediction has calls, not times, so they are null there
+#: the JSON report's shares of time, by section: a prediction (or a run that recorded no time) has calls, not
+#: times, so they are null there
 #: (no time, not 0 % of it)
 _TIME_SHARES = {"summary": ("device_time_share", "fallback_time_share"), "phases": ("share",), "ops": ("share",),
                 "fallbacks": ("share",), "modules": ("device_share",)}

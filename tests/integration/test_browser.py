@@ -148,6 +148,33 @@ def test_a_sweep_page_shows_the_sweep_without_scan_sections_or_script_errors(dri
     assert [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] == []
 
 
+def test_a_merged_run_page_shows_its_ranks_through_the_one_report_page_without_script_errors(driver, tmp_path):
+    """A launched job's ranks are one report value: the page every report has, with the sections a run has."""
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from session_kinds import job_run, rank_session
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    from dmlprof.report import merged_report
+    from selenium.webdriver.common.by import By
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    report = merged_report(job_run(folder, {0: rank_session(0), 1: rank_session(1, fallback_ms=20.0)}))
+    path = tmp_path / "merged.html"
+    path.write_text(render_html(report), encoding="utf-8")
+    _load(driver, path)
+    assert "distributed run of net" in driver.find_element(By.TAG_NAME, "h1").text
+    assert driver.find_element(By.ID, "verdict").text.startswith("Straggler: rank 1")
+    assert [e.get_attribute("id") for e in driver.find_elements(By.TAG_NAME, "section")][1:] == [
+        "ranks", "straggler", "verdict_differences", "collectives", "facts"]
+    assert not driver.find_elements(By.ID, "ops-table") and not driver.find_elements(By.ID, "timeline")
+    # rank 1's bar: its fallback is half of its 40 ms step, as the report says
+    bar = driver.find_element(By.CSS_SELECTOR, "tr[data-rank='1'] .step-fallback")
+    track = bar.find_element(By.XPATH, "..")
+    assert bar.size["width"] / track.size["width"] == pytest.approx(0.5, abs=0.02)
+
+
 # -- every kind of session, as a user first sees it ----------------------------------------------------------------
 #: a synthetic session (tests/session_kinds.py) for each kind a report names
 KIND_SESSIONS = {"scan": "live_dml", "prediction": "predicted", "script": "script_mode", "block": "profile_block",

@@ -12,8 +12,10 @@ from dmlprof.analysis import distributed as merge
 from dmlprof.distributed import env
 from dmlprof.record.collectives import (collective_of, collectives_frame, comm_phase, payload_bytes)
 from dmlprof.job.launch import failure_line, rank_argv
-from dmlprof.report.run import merged_report
-from dmlprof.render.run import render_html, render_json, render_text
+from dmlprof.render.html import render_html
+from dmlprof.render.json_report import render_json
+from dmlprof.render.terminal import render_text
+from dmlprof.report import merged_report
 from dmlprof.distributed.run_dir import load_run
 from dmlprof.distributed.watchdog import Progress, Watchdog, blame
 from dmlprof.errors import SessionFileError, UsageError
@@ -97,15 +99,15 @@ def test_merge_names_the_straggler_and_why(tmp_path):
     # GIVEN rank 1 spends 12 ms per step in a fallback rank 0 does not have; rank 0 waits in its all-reduce
     run = job_run(tmp_path, {0: rank_session(0, comm_ms=17.0), 1: rank_session(1, fallback_ms=12.0, comm_ms=5.0)})
     report = merged_report(run)
-    straggler = report["straggler"]
-    assert straggler["rank"] == 1
-    assert straggler["fallback_excess_ms"] == pytest.approx(12.0)
-    assert straggler["others_comm_excess_ms"] == pytest.approx(12.0)
-    assert straggler["ops"][0]["op"] == "aten::native_group_norm_backward"
+    straggler = report.straggler
+    assert straggler.rank == 1
+    assert straggler.fallback_excess_ms == pytest.approx(12.0)
+    assert straggler.others_comm_excess_ms == pytest.approx(12.0)
+    assert straggler.ops[0].op == "aten::native_group_norm_backward"
     text = render_text(report)
     assert "Straggler: rank 1, busy 12.0 ms longer" in text and "12.0 ms in calls that fell back to the CPU" in text
     # and the fallback is a verdict rank 0 never had
-    differences = {d["op"]: d["by_rank"] for d in report["verdict_differences"]}
+    differences = {d.op: d.by_rank for d in report.verdict_differences}
     assert differences == {"aten::native_group_norm_backward": {0: {}, 1: {"fallback": 1.0}}}
     assert "never called" in text
 
@@ -113,24 +115,27 @@ def test_merge_names_the_straggler_and_why(tmp_path):
 def test_ranks_within_noise_have_no_straggler(tmp_path):
     run = job_run(tmp_path, {0: rank_session(0), 1: rank_session(1, compute_ms=10.5)})
     report = merged_report(run)
-    assert report["straggler"]["rank"] is None and report["verdict_differences"] == []
+    assert report.straggler.rank is None and report.verdict_differences == ()
     assert "Straggler: none." in render_text(report)
 
 
 def test_per_rank_split_adds_up_to_the_step(tmp_path):
     run = job_run(tmp_path, {0: rank_session(0, fallback_ms=2.0), 1: rank_session(1)})
-    ranks = {r["rank"]: r for r in merged_report(run)["ranks"]}
+    ranks = {r.rank: r for r in merged_report(run).ranks}
     zero = ranks[0]
-    assert zero["step_ms"] == 40.0 and zero["compute_ms"] == 10.0 and zero["fallback_ms"] == 2.0
-    assert zero["comm_call_ms"] == pytest.approx(0.1) and zero["comm_ms"] == 5.0
-    assert zero["other_ms"] == pytest.approx(40.0 - 10.0 - 2.0 - 0.1)
-    assert zero["comm_calls"] == 1 and zero["comm_bytes"] == 4000 and zero["comm_share"] == pytest.approx(5 / 40)
+    assert zero.step_ms == 40.0 and zero.compute_ms == 10.0 and zero.fallback_ms == 2.0
+    assert zero.comm_call_ms == pytest.approx(0.1) and zero.comm_ms == 5.0
+    assert zero.other_ms == pytest.approx(40.0 - 10.0 - 2.0 - 0.1)
+    assert zero.comm_calls == 1 and zero.comm_bytes == 4000 and zero.comm_share == pytest.approx(5 / 40)
+    # the bar of where the step went is the report's: each part's share of the median step
+    assert [(p.part, round(p.share, 4)) for p in zero.step_parts] == [
+        ("compute", 0.25), ("fallback", 0.05), ("comm call", 0.0025), ("other", 0.6975)]
 
 
 def test_a_missing_rank_and_its_error_line_are_reported(tmp_path):
     run = job_run(tmp_path, {0: rank_session(0)}, errors=[(1, "died (killed by SIGKILL)")])
     report = merged_report(run)
-    assert report["missing_ranks"] == [1] and report["world_size"] == 2
+    assert report.missing_ranks == (1,) and report.world_size == 2
     assert "ERROR   rank 1: died (killed by SIGKILL)" in render_text(report)
 
 

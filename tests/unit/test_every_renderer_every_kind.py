@@ -149,3 +149,97 @@ def test_every_renderer_gives_one_step_time_median_and_the_same_verdict_counts()
     assert report_data(report)["meta"]["step_time_ms_p50"] == pytest.approx(13.8)  # the page's data
     summary = json.loads(render_json(report))["summary"]
     assert (summary["device_calls"], summary["fallback_calls"], summary["cpu_calls"]) == (1, 1, 1)
+
+
+# -- the report decides, every format shows it as it is --------------------------------------------------------
+#: the verdict counts every format shows
+COUNTS = ("op_calls", "device_calls", "fallback_calls", "cpu_calls", "host_bookkeeping_calls")
+
+
+def _shown(text: str) -> str:
+    """``text`` as the page and the notebook hold it (autoescaped)."""
+    from markupsafe import escape
+
+    return str(escape(text))
+
+
+def _even_steps():
+    """Two steps of 26.4 and 1.2 ms (a median of 13.8, no step's time) and a call of each verdict."""
+    from session_factory import make_session
+
+    return make_session([{"op": "aten::mm", "time_ns": 5_000},
+                         {"op": "aten::cumsum", "verdict": "fallback", "time_ns": 9_000},
+                         {"op": "aten::nonzero", "verdict": "cpu", "time_ns": 1_000}],
+                        meta={"step_times_ms": [26.4, 1.2]})
+
+
+@pytest.mark.parametrize("name", OP_KINDS + ("even_steps",))
+def test_every_format_shows_the_reports_verdict_counts_step_median_and_verdict(name):
+    """GIVEN any kind of session WHEN the terminal, JSON, HTML page and notebook render its Report THEN each shows
+    the Report's verdict counts, step-time median and verdict, as they are: no renderer computes its own."""
+    from dmlprof.plain import plain
+    from dmlprof.render.format import fmt_ms, fmt_share
+    from dmlprof.render.notebook import notebook_html
+
+    report = build_report(_even_steps() if name == "even_steps" else KINDS[name]())
+    head, p50 = report.summary, report.run.step_time_ms_p50
+    text, document, data = render_text(report, width=400), json.loads(render_json(report)), report_data(report)
+    page, notebook = render_html(report), notebook_html(report)
+    cards = {card["key"]: card for card in data["cards"]}
+    # the verdict counts
+    assert (f"{head.op_calls} op calls: {head.device_calls} on the device, {head.fallback_calls} fell back to the "
+            f"CPU, {head.cpu_calls} on CPU tensors") in text
+    assert [document["summary"][key] for key in COUNTS] == [getattr(head, key) for key in COUNTS]
+    assert [data["summary"][key] for key in COUNTS] == [getattr(head, key) for key in COUNTS]
+    assert cards["coverage_calls"]["detail"].startswith(f"{head.device_calls:,} of ")
+    assert cards["fallback_time"]["detail"].startswith(f"{head.fallback_calls:,} calls")
+    for card in ("coverage_calls", "fallback_time"):
+        assert _shown(cards[card]["detail"]) in notebook and _shown(cards[card]["detail"]) in page
+    split = data["charts"]["verdict_split"]
+    for part in ("calls", "time"):
+        assert [(p["verdict"], p["share"]) for p in split[part]] == [
+            (p.verdict, p.share) for p in getattr(report.verdict_split, part)]
+    # times, or none: a session without them shows no share of time anywhere (0 % of nothing is no figure)
+    if report.has_times:
+        assert f"{fmt_share(head.device_time_share)} of time" in text
+        assert cards["coverage_time"]["value"] == fmt_share(head.device_time_share)
+    else:
+        assert " of time;" not in text and cards["coverage_time"]["value"] == "n/a"
+        assert document["summary"]["device_time_share"] is None
+    # the step-time median
+    assert document["meta"]["step_time_ms_p50"] == p50 and data["meta"]["step_time_ms_p50"] == p50
+    if p50 is None:
+        assert "step_time" not in cards and " median over " not in text
+    else:
+        assert f"step time: {fmt_ms(p50)} median over " in text
+        assert cards["step_time"]["value"] == fmt_ms(p50) and fmt_ms(p50) in notebook
+    # the verdict
+    assert document["verdict"] == data["verdict"] == plain(report.verdict)
+    assert _shown(report.verdict.headline) in page and _shown(report.verdict.headline) in notebook
+
+
+def test_a_sweep_says_its_recommendation_and_knee_as_its_report_does():
+    report = build_report(KINDS["sweep"]())
+    text = render_text(report, width=400)
+    assert report.sweep.recommendation in text and report.sweep.knee_note in text
+    assert report_data(report)["verdict"]["headline"] == report.verdict.headline
+
+
+def test_a_merged_run_goes_through_every_renderer_as_one_value(tmp_path):
+    """GIVEN a job's ranks (rank 1 straggles on a fallback; rank 2 failed) WHEN each renderer formats the one
+    RunReport THEN each shows its statuses, its straggler sentence and where each step went, as the report says."""
+    from dmlprof.render.notebook import notebook_html
+    from dmlprof.report import merged_report
+    from session_kinds import job_run, rank_session
+
+    report = merged_report(job_run(tmp_path, {0: rank_session(0), 1: rank_session(1, fallback_ms=20.0)},
+                                   errors=[(2, "rank 2: ProcessGroupGloo timed out")]))
+    text, document, data = render_text(report, width=400), json.loads(render_json(report)), report_data(report)
+    assert report.straggler.sentence in text and _shown(report.straggler.sentence) in render_html(report)
+    assert document["schema"] == "dmlprof-distributed-report" and document["straggler"]["rank"] == 1
+    assert [row["status"] for row in data["run"]["ranks"]] == [row.status for row in report.ranks] == ["ok", "ok"]
+    assert [[(p["part"], p["share"]) for p in row["bar"]] for row in data["run"]["ranks"]] == [
+        [(p.part.replace(" ", "-"), p.share) for p in row.step_parts] for row in report.ranks]
+    assert "ERROR   rank 2: ProcessGroupGloo timed out" in text
+    assert data["verdict"]["tone"] == report.verdict.tone == "bad"
+    assert _shown(report.verdict.headline) in notebook_html(report)

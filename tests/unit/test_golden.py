@@ -83,14 +83,22 @@ def test_html_report_data_matches_golden(kind):
     check_golden(f"html/{kind}.json", _json(json.loads(script_json(report_data(KINDS[kind]())))))
 
 
-@pytest.mark.parametrize("fmt", ["txt", "json", "html"])
+@pytest.mark.parametrize("fmt", ["txt", "txt-80", "json", "html"])
 def test_merged_job_report_matches_golden(fmt, tmp_path):
     """A launched job's merged report: a straggling rank whose extra time is fallbacks, and a rank that failed."""
-    from dmlprof.render.run import render_html, render_json, render_text
-    from dmlprof.report.run import merged_report
+    from dmlprof.render.html import render_html
+    from dmlprof.render.json_report import render_json
+    from dmlprof.render.terminal import render_text
+    from dmlprof.report import merged_report
     from session_kinds import job_run, rank_session
 
     run = job_run(tmp_path, {0: rank_session(0), 1: rank_session(1, fallback_ms=20.0)},
                   errors=[(2, "rank 2: ProcessGroupGloo timed out")])
-    render = {"txt": lambda r: render_text(r) + "\n", "json": render_json, "html": render_html}[fmt]
-    check_golden(f"job/merged.{fmt}", render(merged_report(run)).replace(str(tmp_path), "<run folder>"))
+    # the renderers of one run's report, given every rank as one value
+    render = {"txt": lambda r: render_text(r, width=120) + "\n", "txt-80": lambda r: render_text(r, width=80) + "\n",
+              "json": render_json, "html": render_html}[fmt]
+    name = "merged-80.txt" if fmt == "txt-80" else f"merged.{fmt}"  # the text at 120 columns and at 80
+    rendered = render(merged_report(run))
+    if fmt.startswith("txt"):  # laid out as every text report is: no line wider than the terminal
+        assert max(len(line) for line in rendered.splitlines()) <= (80 if fmt == "txt-80" else 120)
+    check_golden(f"job/{name}", rendered.replace(str(tmp_path), "<run folder>"))

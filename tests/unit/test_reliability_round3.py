@@ -173,32 +173,33 @@ def _forge(path: Path, **distributed):
 
 @pytest.mark.parametrize("world_size", [10**12, "abc", -1])
 def test_r5_a_forged_world_size_is_an_unreadable_rank_not_a_crash(tmp_path, world_size):
-    from dmlprof.report.run import merged_report
-    from dmlprof.render.run import render_text
+    from dmlprof.report import merged_report
+    from dmlprof.render.terminal import render_text
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0), 1: _rank(1)})
     _forge(tmp_path / "rank1.session.json", world_size=world_size)
     report = merged_report(load_run(tmp_path))
-    assert report["world_size"] == 2 and report["ranks_found"] == [0]
-    assert "session unreadable" in render_text(report) and "world_size" in report["errors"][0]["line"]
+    assert report.world_size == 2 and report.ranks_found == (0,)
+    assert "session unreadable" in render_text(report) and "world_size" in report.errors[0].line
 
 
 def test_r5_a_rank_file_numbered_past_any_job_is_ignored_saying_so(tmp_path):
-    from dmlprof.report.run import merged_report
+    from dmlprof.report import merged_report
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0), 1: _rank(1)})
     (tmp_path / "rank99999999999.session.json").write_text("{}", encoding="utf-8")
     (tmp_path / "rank99999999999.error.json").write_text('{"line": "x"}', encoding="utf-8")
     report = merged_report(load_run(tmp_path))
-    assert report["world_size"] == 2 and report["missing_ranks"] == []
-    assert any("rank99999999999.session.json ignored" in e["line"] for e in report["errors"])
+    assert report.world_size == 2 and report.missing_ranks == ()
+    assert any("rank99999999999.session.json ignored" in e.line for e in report.errors)
 
 
 def test_r5_a_million_missing_ranks_print_as_one_short_line(tmp_path):
-    from dmlprof.report.run import merged_report
-    from dmlprof.render.run import render_html, render_text
+    from dmlprof.report import merged_report
+    from dmlprof.render.html import render_html
+    from dmlprof.render.terminal import render_text
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0, world_size=1_000_000), 5: _rank(5, world_size=1_000_000)})
@@ -210,8 +211,8 @@ def test_r5_a_million_missing_ranks_print_as_one_short_line(tmp_path):
 
 # -- R6: what the merged report and the error lines print ---------------------------------------------------------
 def test_r6_the_merged_report_shows_control_characters_and_forges_no_line(tmp_path):
-    from dmlprof.report.run import merged_report
-    from dmlprof.render.run import render_text
+    from dmlprof.report import merged_report
+    from dmlprof.render.terminal import render_text
     from dmlprof.distributed.run_dir import load_run
 
     evil = "net\x1b]2;pwned\x07\nStraggler: none - forged"
@@ -233,8 +234,8 @@ def test_r6_an_error_line_is_one_line_without_control_characters(capsys):
 
 # -- R23: every HTML document dmlprof writes forbids loading anything ------------------------------------------
 def test_r23_the_merged_run_page_has_the_same_content_security_policy_as_a_report(tmp_path):
-    from dmlprof.report.run import merged_report
-    from dmlprof.render.run import render_html
+    from dmlprof.report import merged_report
+    from dmlprof.render.html import render_html
     from dmlprof.distributed.run_dir import load_run
     from dmlprof.render.html import render_html as render_report
 
@@ -246,13 +247,13 @@ def test_r23_the_merged_run_page_has_the_same_content_security_policy_as_a_repor
 
 # -- R16: sessions of two runs are not merged as one ---------------------------------------------------------------
 def test_r16_a_rank_session_of_another_run_is_left_out_saying_so(tmp_path):
-    from dmlprof.report.run import merged_report
+    from dmlprof.report import merged_report
     from dmlprof.distributed.run_dir import load_run
 
     _save_ranks(tmp_path, {0: _rank(0, world_size=3), 1: _rank(1, world_size=3), 2: _rank(2, 3, run_id="run-b")})
     report = merged_report(load_run(tmp_path))
-    assert report["ranks_found"] == [0, 1] and report["missing_ranks"] == [2]
-    assert "another run (run id run-b" in report["errors"][0]["line"]
+    assert report.ranks_found == (0, 1) and report.missing_ranks == (2,)
+    assert "another run (run id run-b" in report.errors[0].line
 
 
 def test_r16_every_rank_of_a_job_carries_one_run_id():

@@ -106,7 +106,12 @@ def test_a_sweep_childs_fallback_share_leaves_host_bookkeeping_out_as_the_report
         """The recorder, as the child uses it: a context whose rows and evidence are this step's."""
 
         def __init__(self, backend, sync):
-            self.rows, self.evidence, self.active = rows, evidence, True
+            self.rows, self.evidence, self.active, self.backend = rows, evidence, True, backend
+
+        def frame(self):
+            from dmlprof.record.frame import rows_to_frame
+
+            return rows_to_frame(self.rows, self.evidence, self.backend)
 
         def __enter__(self):
             return self
@@ -128,10 +133,11 @@ def test_a_jobs_merged_report_splits_findings_from_bookkeeping_for_new_and_forma
         if rank == 1:
             _as_format_1(path)
     report = merged_report(load_run(tmp_path))
-    for rank in report["ranks"]:
-        assert rank["cpu_ms"] == pytest.approx(0.01) and rank["host_ms"] == pytest.approx(0.07)
-        assert rank["busy_ms"] == pytest.approx(0.23)  # the bookkeeping is still time the rank is busy
-    assert report["verdict_differences"] == []  # the old file's rank judged as the new one's
+    for rank in report.ranks:
+        assert rank.cpu_ms == pytest.approx(0.01) and rank.host_ms == pytest.approx(0.07)
+        assert rank.busy_ms == pytest.approx(0.23)  # the bookkeeping is still time the rank is busy
+        assert [p.part for p in rank.step_parts if p.part in ("host", "bookkeeping")] == ["host", "bookkeeping"]
+    assert report.verdict_differences == ()  # the old file's rank judged as the new one's
 
 
 def test_the_trace_labels_each_call_with_the_judged_verdict():

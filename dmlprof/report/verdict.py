@@ -1,7 +1,8 @@
 """The verdict a report leads with: one sentence in the colour of what the run found.
 
-Shared by the HTML page and the notebook view, so that both say the same
-first thing. Tones: ``bad`` (results are wrong), ``warn`` (the step works but
+Decided once, here, when the report is built (``Report.verdict``, and a merged
+run's ``RunReport.verdict``): the HTML page, the notebook view and the JSON
+report show it as it is, so that every format says the same first thing. Tones: ``bad`` (results are wrong), ``warn`` (the step works but
 work left the device, or the run says less than it should), ``good`` (every
 call ran where it should), ``info`` (nothing to judge: the CPU was the device).
 """
@@ -9,11 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dmlprof.render.format import fmt_bytes, fmt_ms, fmt_rate, fmt_share
+from dmlprof.units import fmt_bytes, fmt_ms, fmt_rate, fmt_share
+
+
+#: work on the device at this share or more reads as good, at WARN_DEVICE_SHARE or more as a warning, below as bad
+GOOD_DEVICE_SHARE, WARN_DEVICE_SHARE = 0.99, 0.9
+
+
+def coverage_tone(share: float, calls: int) -> str:
+    """The tone of a share of work on the device ('' when there were no calls to judge)."""
+    if not calls:
+        return ""
+    return "good" if share >= GOOD_DEVICE_SHARE else "warn" if share >= WARN_DEVICE_SHARE else "bad"
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """The first sentence of a report, its tone, and what to read or do next."""
+
     tone: str  # bad, warn, good, info
     headline: str
     detail: str = ""
