@@ -32,6 +32,8 @@ _TITLE_WORDS = {SCAN: "live scan", PREDICTION: "predicted scan", SCRIPT_SCAN: "s
 #: what a title adds after the name, for the kinds whose name alone does not say what was compared
 _TITLE_TAILS = {REPLACE: ", before and after dmlprof's replacements", VERIFY: ", results checked against the CPU"}
 #: run facts the JSON report's ``meta`` carries, in this order
+#: the session extras the JSON report shows as a section of their own, so not again under ``extras``
+_EXTRAS_WITH_A_SECTION = ("verify",)
 REPORT_META_KEYS = (
     "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
     "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
@@ -745,7 +747,8 @@ class Report:
             "torch_paths": plain(self.torch_paths),
             "known_wrong_results": plain(self.known_wrong_results),
             "guess": plain(self.guess),
-            "extras": plain(self.extras),
+            # what other commands attached, but not twice: --verify's result is the "verification" section
+            "extras": plain({key: value for key, value in self.extras.items() if key not in _EXTRAS_WITH_A_SECTION}),
         }
         return document if self.has_times else _without_time_shares(document)
 

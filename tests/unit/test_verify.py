@@ -283,8 +283,10 @@ def test_reports_show_divergent_ops_and_lost_updates():
     text = render_text(session)
     assert "1 of 1 checked device op calls diverged" in text
     assert "aten::addmm" in text and "Net.fc" in text and "model.py:3" in text and "Net.<b>fc</b>.weight" in text
-    data = build_report(session).to_dict()["verification"]
+    document = build_report(session).to_dict()
+    data = document["verification"]
     assert not data["clean"] and data["divergent_ops"][0]["op"] == "aten::addmm"
+    assert "verify" not in document["extras"]  # the verification is said once, in its own section
     assert data["divergent_ops"][0]["max_abs_error"] == pytest.approx(2.0, rel=1e-4)
     html = render_html(session)
     assert 'id="verify"' in html and 'data-verify="divergent"' in html
