@@ -428,18 +428,14 @@ def _sweep(sweep) -> Optional[dict]:
     """The sweep's plots and table rows (None without a sweep)."""
     if sweep is None or not sweep.rows:
         return None
-    budget = sweep.memory_budget_bytes
     return {
         "rows": [_sweep_row(r) for r in sweep.rows],
         "plots": sweep_plots(sweep),
-        "oom_batch_size": sweep.oom_batch_size,
-        "largest_ok_batch_size": sweep.largest_ok_batch_size,
-        "recommended_batch_size": sweep.recommended_batch_size,
-        "knee_batch_size": sweep.knee_batch_size,
         "noisy_note": sweep.noisy_note,
+        # the report's sentences, as the terminal says them
+        "lead": [sweep.recommendation, sweep.knee_note] + ([sweep.memory_edge_note] if sweep.memory_edge_note else []),
         "fallback_column": sweep.fallback_recorded is not False,  # the CPU cannot fall back: no such column
-        "memory_budget_bytes": budget,
-        "budget": fmt_bytes(budget) if budget else "",
+        "memory_budget_bytes": sweep.memory_budget_bytes,
     }
 
 

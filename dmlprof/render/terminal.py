@@ -435,7 +435,7 @@ def _sweep_notes(sweep) -> list:
 
 
 def _sweep_verdicts(sweep) -> list:
-    return [sweep.recommendation, sweep.knee_note]
+    return [sweep.recommendation, sweep.knee_note] + _if(sweep.memory_edge_note is not None, sweep.memory_edge_note)
 
 
 def _sweep_end(report: Report) -> list:

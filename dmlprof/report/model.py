@@ -427,6 +427,17 @@ class SweepReport:
         return f"knee: not reached (throughput still grows {threshold} or more per doubling at the largest size)"
 
     @property
+    def memory_edge_note(self) -> Optional[str]:
+        """Where memory ran out and the largest size that fit below it, the sentence every format gives it
+        (None: no size ran out of memory)."""
+        edge = self.oom_batch_size
+        if edge is None:
+            return None
+        largest = self.largest_ok_batch_size
+        return (f"out of memory at batch size {edge}"
+                + (f"; {largest} is the largest that fit" if largest is not None else "; no smaller size ran"))
+
+    @property
     def oom_batch_size(self) -> Optional[int]:
         """The smallest size that ran out of memory: the sweep's memory edge (None: none did)."""
         return min((row.batch_size for row in self.rows if row.status == "oom"), default=None)

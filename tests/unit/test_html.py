@@ -93,6 +93,8 @@ def test_phase_split_follows_forward_backward_optimizer():
 
 
 def test_sweep_plots_only_with_a_sweep():
+    from dmlprof.render.terminal import render_sweep_text
+
     assert report_data(fallback_mix())["sweep"] is None
     assert 'id="plot-throughput"' not in render_html(fallback_mix())
 
@@ -100,8 +102,9 @@ def test_sweep_plots_only_with_a_sweep():
     sweep = report_data(session)["sweep"]
     assert [r["batch_size"] for r in sweep["rows"]] == [8, 16, 32]
     assert [r["recommended"] for r in sweep["rows"]] == [False, True, False]
-    assert sweep["oom_batch_size"] == 32 and sweep["largest_ok_batch_size"] == 16
+    assert sweep["lead"][-1] == "out of memory at batch size 32; 16 is the largest that fit"
     html = render_html(session)
+    assert "out of memory at batch size 32; 16 is the largest that fit" in render_sweep_text(session)
     assert all(f'id="plot-{key}"' in html for key in ("throughput", "p95", "memory")) and "OOM" in html
 
 
