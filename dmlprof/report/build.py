@@ -19,10 +19,12 @@ from dmlprof.analysis.verification import summary as verification_summary
 from dmlprof.meta import PREDICTED, SWEEP, RunMeta
 from dmlprof.replacements.catalog import advice_for, advice_for_wrong_results
 from dmlprof.report.model import (
-    DivergentOp, Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, LostUpdate, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, RemainingOp, ReplaceComparison,
-    ReplaceSide, Report, StepSpan, Summary, SweepReport, SweepRow, Timeline, TorchPaths, TransferRow, Unchecked,
-    Verification, VerdictShare, VerdictSplit,
+    Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, Report, StepSpan,
+    Summary, Timeline, TorchPaths, TransferRow, VerdictShare, VerdictSplit,
 )
+from dmlprof.report.replace import RemainingOp, ReplaceComparison, ReplaceSide
+from dmlprof.report.sweep import SweepReport, SweepRow
+from dmlprof.report.verification import DivergentOp, LostUpdate, Unchecked, Verification
 from dmlprof.report.verdict import verdict_of
 from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, parse_fallback_ops
 from dmlprof.tables.drift import BASELINE_TORCH, path_drift, path_note
