@@ -264,3 +264,14 @@ def test_renderers_read_no_metadata_dict():
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if "meta.get(" in line or "meta[" in line]
     assert offenders == []
+
+
+#: the most lines a module of dmlprof may hold: past it, a module is doing more than one thing (issue 24)
+MODULE_LINES_MAX = 800
+
+
+def test_no_module_is_longer_than_one_thing_needs():
+    lengths = {path.relative_to(PACKAGE).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+               for path in PACKAGE.rglob("*.py")}
+    assert lengths["runner/__init__.py"] > 0  # the runner is a package of the pieces a run is made of
+    assert {name: n for name, n in lengths.items() if n > MODULE_LINES_MAX} == {}
