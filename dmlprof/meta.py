@@ -1,15 +1,17 @@
 """Run metadata as a typed value: what ran, where, how it was recorded, and what kind of session it is.
 
-A session file stores it as a flat JSON object (the ``meta`` of
-docs/report_schema.md); :meth:`RunMeta.from_dict` reads one (a run's facts as
-gathered, or a file's, which ``Session.load`` has checked), keeps keys it does
-not know in ``extra`` so that they survive a load and a save, and reads a value
-of the wrong type as not recorded rather than failing. :meth:`RunMeta.to_dict`
-writes the flat object back; values not recorded are ``None`` and left out.
+A session file (format 2) stores it under its own field names, each sub-document
+an object of its record's fields (:meth:`RunMeta.to_file`, :meth:`RunMeta.from_file`):
+one vocabulary from the code to the file. Reading keeps keys it does not know in
+``extra``, so that they survive a load and a save, and reads a value of the wrong
+type as not recorded rather than failing.
 
-A RunMeta also reads like that flat object (``meta["steps"]``, ``meta.get``),
-read-only: the file's vocabulary, for scripts and notebooks. dmlprof's own code
-reads the typed fields.
+Format 1, and the JSON report's ``meta`` (docs/report_schema.md), spread the
+sub-documents out as one flat object under other names (:data:`FLAT_KEYS`);
+:meth:`RunMeta.from_dict` reads that flat object (by moving it into the file's
+structure, :func:`meta_from_flat`) and :meth:`RunMeta.to_dict` writes it. A
+RunMeta also reads like it (``meta["steps"]``, ``meta.get``), read-only, for
+scripts and notebooks; dmlprof's own code reads the typed fields.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import platform as _platform
 import re
 import time
 from collections.abc import Mapping as _MappingABC
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from statistics import median
 from types import MappingProxyType
@@ -291,27 +293,19 @@ class RunMeta(_MappingABC):
             return self.to_dict() == dict(other)
         return NotImplemented
 
-    # -- the flat object of session files ------------------------------------------------
+    # -- the session file (format 2): each field under its own name -------------------------
     @classmethod
-    def from_dict(cls, data: Mapping) -> "RunMeta":
-        """Read a session file's ``meta``; missing keys stay ``None``, unknown keys go to ``extra``."""
+    def from_file(cls, data: Mapping) -> "RunMeta":
+        """Read a format-2 session file's ``meta``: the typed fields under their own names, each
+        sub-document an object of its fields. Missing keys stay ``None``; keys this dmlprof does not know
+        go to ``extra``, so that they survive a load and a save; a value of the wrong type reads as missing."""
         data = data if isinstance(data, Mapping) else {}
         read = _Reader(data)
         meta = cls(
-            kind=read.choice("mode", KINDS, LIVE),
-            run_mode=read.choice("run_mode", RUN_MODES, None),
-            model=read.text("model"),
-            model_name=read.text("model_name"),
-            environment=Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS)),
-            device=Device(read.text("backend"), read.text("device"), read.text("device_name"),
-                          read.text_map("backend_versions"), read.flag("device_float64"),
-                          read.text("device_emulation")),
-            recording=Recording(
-                sync=read.flag("sync"), profiler=read.flag("profiler"), timing=read.text("timing"),
-                description=read.text("recording"), steady_state=read.mapping("steady_state"),
-                structure_step_ms=read.number("structure_step_ms"),
-                profiler_check=_profiler_check(read.mapping("profiler_check")),
-                device_time_check=read.mapping("device_time_check"), verify=read.flag("verify")),
+            kind=read.choice("kind", KINDS, LIVE), run_mode=read.choice("run_mode", RUN_MODES, None),
+            model=read.text("model"), model_name=read.text("model_name"),
+            environment=_environment(read.mapping("environment")), device=_device(read.mapping("device")),
+            recording=_recording(read.mapping("recording")),
             batch_size=read.integer("batch_size"), warmup_steps=read.integer("warmup_steps"),
             steps=read.integer("steps"), steps_requested=read.integer("steps_requested"),
             optimizer=read.text("optimizer"), loss_fn=read.text("loss_fn"), parameters=read.integer("parameters"),
@@ -326,12 +320,34 @@ class RunMeta(_MappingABC):
             remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
             nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")),
             device_failure=_device_failure(read.mapping("device_failure")), distributed=read.mapping("distributed"),
-            prediction=_prediction(read), sweep=_sweep(read), module_classes=read.text_pairs("module_classes"),
+            prediction=_prediction(read.mapping("prediction")), sweep=_sweep(read.mapping("sweep")),
+            module_classes=read.text_pairs("module_classes"),
         )
-        return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN_KEYS}))
+        return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _FIELD_NAMES}))
+
+    def to_file(self) -> dict:
+        """The ``meta`` object of a format-2 session file: what :meth:`from_file` reads (values not
+        recorded, and empty lists and objects, are left out)."""
+        out = {}
+        for name in _FIELD_NAMES:
+            value = _file_value(getattr(self, name))
+            if value is not None:
+                out[name] = value
+        if self.kind == SWEEP:  # a sweep's steps are per size, in its details
+            out.pop("step_times_ms", None)
+        out.update(self.extra)
+        return out
+
+    # -- the flat view: format 1's keys, and the JSON report's ---------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "RunMeta":
+        """Read a flat ``meta`` (a format-1 file's, or a run's facts as the runner still gathers them):
+        it is upgraded to the file's structure (:func:`meta_from_flat`) and read by :meth:`from_file`."""
+        return cls.from_file(meta_from_flat(data))
 
     def to_dict(self) -> dict:
-        """The flat ``meta`` object of a session file (values not recorded are left out)."""
+        """The flat ``meta`` of format 1, which the JSON report's ``meta`` keeps (docs/report_schema.md):
+        one object, sub-documents spread out under their format-1 names (values not recorded are left out)."""
         out = {"mode": self.kind, "run_mode": self.run_mode, "model": self.model, "model_name": self.model_name,
                **{k: getattr(self.environment, k) for k in _ENVIRONMENT_KEYS},
                "backend": self.device.backend, "device": self.device.device, "device_name": self.device.name,
@@ -361,21 +377,53 @@ _PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "opti
                  "replacements_applied",
                  "failed_op", "failed_source", "failed_module", "remapped_from", "script_window", "nonfinite_loss", "device_unused",
                  "device_failure", "distributed")
-_RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",
-                   "steady_state": "steady_state", "structure_step_ms": "structure_step_ms",
-                   "profiler_check": "profiler_check", "device_time_check": "device_time_check", "verify": "verify"}
-_PREDICTION_KEYS = {"target": "target", "table_version": "table_version", "table_torch_version": "table_torch_version",
-                    "stand_in_device": "stand_in_device", "unknown_ops": "unknown_ops",
-                    "unknown_op_calls": "unknown_op_calls", "placeholder_ops": "placeholder_ops",
-                    "drift_ops": "drift_ops", "failure_op": "predicted_failure_op", "guess": "predicted_guess"}
-_SWEEP_KEYS = {"stop_reason": "sweep_stop_reason", "memory_budget": "memory_budget",
-               "memory_total_bytes": "memory_total_bytes", "settings": "sweep_settings", "notes": "sweep_notes",
-               "details": "sweep_details"}
-_KNOWN_KEYS = frozenset(
-    ("mode", "run_mode", "model", "model_name", "backend", "device", "device_name", "backend_versions",
-     "device_float64", "device_emulation", "memory",
-     "partial", "notes", "warnings", "module_classes") + _ENVIRONMENT_KEYS + _PLAIN_FIELDS
-    + tuple(_RECORDING_KEYS.values()) + tuple(_PREDICTION_KEYS.values()) + tuple(_SWEEP_KEYS.values()))
+#: a flat (format 1) key -> where the typed field is: (field,) or (sub-document, its field); other keys keep their place
+FLAT_KEYS = {
+    "mode": ("kind",),
+    **{key: ("environment", key) for key in _ENVIRONMENT_KEYS},
+    "backend": ("device", "backend"), "device": ("device", "device"), "device_name": ("device", "name"),
+    "backend_versions": ("device", "versions"), "device_float64": ("device", "float64"),
+    "device_emulation": ("device", "emulation"),
+    **{key: ("recording", key) for key in ("sync", "profiler", "timing", "steady_state", "structure_step_ms",
+                                           "profiler_check", "device_time_check", "verify")},
+    "recording": ("recording", "description"),
+    **{key: ("prediction", key) for key in ("target", "table_version", "table_torch_version", "stand_in_device",
+                                            "unknown_ops", "unknown_op_calls", "placeholder_ops", "drift_ops")},
+    "predicted_failure_op": ("prediction", "failure_op"), "predicted_guess": ("prediction", "guess"),
+    "sweep_stop_reason": ("sweep", "stop_reason"), "memory_budget": ("sweep", "memory_budget"),
+    "memory_total_bytes": ("sweep", "memory_total_bytes"), "sweep_settings": ("sweep", "settings"),
+    "sweep_notes": ("sweep", "notes"), "sweep_details": ("sweep", "details"),
+}
+_RECORDING_KEYS = {path[1]: key for key, path in FLAT_KEYS.items() if path[0] == "recording"}
+_PREDICTION_KEYS = {path[1]: key for key, path in FLAT_KEYS.items() if path[0] == "prediction"}
+_SWEEP_KEYS = {path[1]: key for key, path in FLAT_KEYS.items() if path[0] == "sweep"}
+
+
+def meta_from_flat(data) -> dict:
+    """A flat ``meta`` (format 1) in the file's structure of format 2: each key moved to its typed field
+    (:data:`FLAT_KEYS`); keys it does not name stay where they are. Values are moved, not checked."""
+    if not isinstance(data, Mapping):
+        return data
+    out: dict = {}
+    for key, value in data.items():
+        path = FLAT_KEYS.get(key, (key,))
+        if len(path) == 1:
+            out[path[0]] = value
+        else:
+            if not isinstance(out.get(path[0]), dict):
+                out[path[0]] = {}
+            out[path[0]][path[1]] = value
+    return out
+
+
+def _file_value(value):
+    """A field's value as a session file holds it; ``None`` for nothing recorded (or an empty list or object)."""
+    if hasattr(value, "__dataclass_fields__"):
+        value = {f.name: _file_value(getattr(value, f.name)) for f in fields(value)}
+        value = {k: v for k, v in value.items() if v is not None}
+    else:
+        value = plain(value)
+    return None if value in ({}, []) else value
 
 
 class _Reader:
@@ -492,15 +540,37 @@ def _warnings(value) -> Tuple[WarningRecord, ...]:
     return tuple(records)
 
 
-def _prediction(read: _Reader) -> Optional[Prediction]:
-    if not any(key in read.data for key in _PREDICTION_KEYS.values()):
+def _prediction(data: Optional[Mapping]) -> Optional[Prediction]:
+    if data is None:
         return None
+    read = _Reader(data)
     return Prediction(
         target=read.text("target"), table_version=read.text("table_version"),
         table_torch_version=read.text("table_torch_version"), stand_in_device=read.text("stand_in_device"),
         unknown_ops=read.texts("unknown_ops"), unknown_op_calls=read.count_map("unknown_op_calls"),
         placeholder_ops=read.count_map("placeholder_ops"), drift_ops=read.texts("drift_ops"),
-        failure_op=read.text("predicted_failure_op"), guess=_guess(read.mapping("predicted_guess")))
+        failure_op=read.text("failure_op"), guess=_guess(read.mapping("guess")))
+
+
+def _environment(data: Optional[Mapping]) -> Environment:
+    read = _Reader(data or {})
+    return Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS))
+
+
+def _device(data: Optional[Mapping]) -> Device:
+    read = _Reader(data or {})
+    return Device(read.text("backend"), read.text("device"), read.text("name"), read.text_map("versions"),
+                  read.flag("float64"), read.text("emulation"))
+
+
+def _recording(data: Optional[Mapping]) -> Recording:
+    read = _Reader(data or {})
+    return Recording(
+        sync=read.flag("sync"), profiler=read.flag("profiler"), timing=read.text("timing"),
+        description=read.text("description"), steady_state=read.mapping("steady_state"),
+        structure_step_ms=read.number("structure_step_ms"),
+        profiler_check=_profiler_check(read.mapping("profiler_check")),
+        device_time_check=read.mapping("device_time_check"), verify=read.flag("verify"))
 
 
 def _guess(data: Optional[Mapping]) -> Optional[Guess]:
@@ -513,15 +583,16 @@ def _guess(data: Optional[Mapping]) -> Optional[Guess]:
     return Guess(first_seq, op, read.text("why") or "", read.text("source") or "")
 
 
-def _sweep(read: _Reader) -> Optional[SweepRun]:
-    if not any(key in read.data for key in _SWEEP_KEYS.values()):
+def _sweep(data: Optional[Mapping]) -> Optional[SweepRun]:
+    if data is None:
         return None
-    details = read.data.get("sweep_details")
+    read = _Reader(data)
+    details = data.get("details")
     details = tuple(MappingProxyType(dict(d)) for d in details if isinstance(d, Mapping)) if isinstance(details, list) else ()
-    return SweepRun(stop_reason=read.text("sweep_stop_reason"), memory_budget=read.text("memory_budget"),
+    return SweepRun(stop_reason=read.text("stop_reason"), memory_budget=read.text("memory_budget"),
                     memory_total_bytes=read.integer("memory_total_bytes"),
-                    settings=_sweep_settings(read.mapping("sweep_settings") or {}),
-                    notes=read.texts("sweep_notes") or (), details=details)
+                    settings=_sweep_settings(read.mapping("settings") or {}),
+                    notes=read.texts("notes") or (), details=details)
 
 
 def _sweep_settings(data: Mapping) -> SweepSettings:
@@ -551,6 +622,9 @@ def _sweep_dict(sweep: Optional[SweepRun]) -> dict:
     if sweep is None:
         return {}
     return {key: plain(getattr(sweep, name)) for name, key in _SWEEP_KEYS.items()}
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(RunMeta) if f.name != "extra")
 
 
 def run_meta(meta) -> RunMeta:
