@@ -94,6 +94,26 @@ class ProfilerCheck:
 
 
 @dataclass(frozen=True)
+class SteadyState:
+    """--no-sync: how the measured steps matched the one recorded structure step (docs/timing.md)."""
+
+    structure_step_calls: Optional[int] = None
+    matched_steps: Optional[int] = None
+    unmatched_steps: Tuple[int, ...] = ()  # left out: their calls differed from the structure step's
+    fallback_mismatch_steps: Tuple[int, ...] = ()  # kept, but their fallbacks differed
+    calls_timed_from_structure_step: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class DeviceTimeCheck:
+    """Kernel time joined to our calls against all the kernel time torch.profiler saw."""
+
+    calls_device_time_ms: Optional[float] = None
+    profiler_kernel_time_ms: Optional[float] = None
+    ratio: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class Recording:
     """How the calls were recorded and timed."""
 
@@ -102,10 +122,10 @@ class Recording:
     timing: Optional[str] = None       # in words: what the times mean
     description: Optional[str] = None  # in words: what went through the dispatcher ("recording")
     #: --no-sync: one structure step recorded, measured steps timed by torch.profiler (docs/timing.md)
-    steady_state: Optional[Mapping[str, Any]] = None
+    steady_state: Optional[SteadyState] = None
     structure_step_ms: Optional[float] = None
     profiler_check: Optional[ProfilerCheck] = None
-    device_time_check: Optional[Mapping[str, Any]] = None
+    device_time_check: Optional[DeviceTimeCheck] = None
     verify: Optional[bool] = None      # scan --verify
 
     @property
@@ -192,6 +212,26 @@ class DeviceFailure:
 
 
 @dataclass(frozen=True)
+class ScriptWindow:
+    """Script mode: the optimizer steps a script took, and which of them were recorded."""
+
+    warmup_steps: Optional[int] = None
+    steps_requested: Optional[int] = None
+    optimizer_steps_taken: Optional[int] = None
+    window_closed: Optional[bool] = None  # the recorded steps were all taken
+    run_to_end: Optional[bool] = None  # after them, the script ran on unrecorded (--run-to-end)
+
+
+@dataclass(frozen=True)
+class NonfiniteLoss:
+    """A loss that went NaN or infinite: at which training step (warm-up included), and its value."""
+
+    step: Optional[int] = None
+    steps_run: Optional[int] = None
+    value: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class WarningRecord:
     """A warning raised while recording that is not fallback evidence, once, with its count."""
 
@@ -234,9 +274,8 @@ class RunMeta(_MappingABC):
     failed_source: Optional[str] = None
     failed_module: Optional[str] = None
     remapped_from: Optional[str] = None  # --from cuda|mps: what the script asked for
-    script_window: Optional[Mapping[str, Any]] = None  # script mode: the optimizer steps recorded
-    #: a loss that went NaN or infinite: at which training step (warm-up included) and its value
-    nonfinite_loss: Optional[Mapping[str, Any]] = None
+    script_window: Optional[ScriptWindow] = None  # script mode: the optimizer steps recorded
+    nonfinite_loss: Optional[NonfiniteLoss] = None
     device_unused: Optional[DeviceUnused] = None
     device_failure: Optional[DeviceFailure] = None
     distributed: Optional[Mapping[str, Any]] = None  # one rank of a distributed run (docs/distributed.md)
@@ -312,14 +351,14 @@ class RunMeta(_MappingABC):
             script_args=read.texts("script_args"), started_at=read.text("started_at"),
             duration_s=read.number("duration_s"), step_times_ms=read.numbers("step_times_ms") or (),
             recorded_step_times_ms=read.numbers("recorded_step_times_ms") or (),
-            memory=_memory(read.mapping("memory")), partial=bool(read.flag("partial")),
+            memory=_memory(data.get("memory")), partial=bool(read.flag("partial")),
             partial_reason=read.text("partial_reason"), notes=_notes(data.get("notes")),
             warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
             failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
             failed_module=read.text("failed_module"),
-            remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
-            nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")),
-            device_failure=_device_failure(read.mapping("device_failure")), distributed=read.mapping("distributed"),
+            remapped_from=read.text("remapped_from"), script_window=_script_window(data.get("script_window")),
+            nonfinite_loss=_nonfinite_loss(data.get("nonfinite_loss")),
+            device_unused=_device_unused(data.get("device_unused")), device_failure=_device_failure(data.get("device_failure")), distributed=read.mapping("distributed"),
             prediction=_prediction(read.mapping("prediction")), sweep=_sweep(read.mapping("sweep")),
             module_classes=read.text_pairs("module_classes"),
         )
@@ -459,6 +498,10 @@ class _Reader:
             return None
         return tuple(v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
 
+    def integers(self, key: str) -> Tuple[int, ...]:
+        values = self.data.get(key)
+        return tuple(v for v in values if isinstance(v, int) and not isinstance(v, bool)) if isinstance(values, list) else ()
+
     def texts(self, key: str) -> Optional[Tuple[str, ...]]:
         values = self.data.get(key)
         return tuple(str(v) for v in values) if isinstance(values, list) else None
@@ -487,20 +530,51 @@ class _Reader:
         return MappingProxyType({str(k): v for k, v in value.items() if isinstance(v, int)})
 
 
-def _profiler_check(data: Optional[Mapping]) -> Optional[ProfilerCheck]:
-    if data is None:
-        return None
+def _profiler_check(data) -> Optional[ProfilerCheck]:
+    if isinstance(data, ProfilerCheck) or not isinstance(data, Mapping):
+        return data if isinstance(data, ProfilerCheck) else None
     read = _Reader(data)
     return ProfilerCheck(read.integer("matched_ops"), read.number("time_ms"), read.number("profiler_time_ms"),
                          read.number("ratio"), read.text("note"))
 
 
-def _memory(data: Optional[Mapping]) -> Optional[Memory]:
-    if data is None:
-        return None
+def _memory(data) -> Optional[Memory]:
+    if isinstance(data, Memory) or not isinstance(data, Mapping):
+        return data if isinstance(data, Memory) else None
     read = _Reader(data)
     return Memory(read.integer("allocated_bytes"), read.integer("peak_bytes"), read.integer("total_bytes"),
                   read.text("source"))
+
+
+def _steady_state(data) -> Optional[SteadyState]:
+    if isinstance(data, SteadyState) or not isinstance(data, Mapping):
+        return data if isinstance(data, SteadyState) else None
+    read = _Reader(data)
+    return SteadyState(read.integer("structure_step_calls"), read.integer("matched_steps"), read.integers("unmatched_steps"),
+                       read.integers("fallback_mismatch_steps"), read.integer("calls_timed_from_structure_step"))
+
+
+def _device_time_check(data) -> Optional[DeviceTimeCheck]:
+    if isinstance(data, DeviceTimeCheck) or not isinstance(data, Mapping):
+        return data if isinstance(data, DeviceTimeCheck) else None
+    read = _Reader(data)
+    return DeviceTimeCheck(read.number("calls_device_time_ms"), read.number("profiler_kernel_time_ms"), read.number("ratio"))
+
+
+def _script_window(data) -> Optional[ScriptWindow]:
+    if isinstance(data, ScriptWindow) or not isinstance(data, Mapping):
+        return data if isinstance(data, ScriptWindow) else None
+    read = _Reader(data)
+    return ScriptWindow(read.integer("warmup_steps"), read.integer("steps_requested"),
+                        read.integer("optimizer_steps_taken"), read.flag("window_closed"), read.flag("run_to_end"))
+
+
+def _nonfinite_loss(data) -> Optional[NonfiniteLoss]:
+    if isinstance(data, NonfiniteLoss) or not isinstance(data, Mapping):
+        return data if isinstance(data, NonfiniteLoss) else None
+    read = _Reader(data)
+    return NonfiniteLoss(read.integer("step"), read.integer("steps_run"),
+                         str(data["value"]) if data.get("value") is not None else None)
 
 
 def _notes(value) -> Tuple[str, ...]:
@@ -509,9 +583,9 @@ def _notes(value) -> Tuple[str, ...]:
     return tuple(str(note) for note in value) if isinstance(value, list) else ()
 
 
-def _device_failure(data: Optional[Mapping]) -> Optional[DeviceFailure]:
-    if data is None:
-        return None
+def _device_failure(data) -> Optional[DeviceFailure]:
+    if isinstance(data, DeviceFailure) or not isinstance(data, Mapping):
+        return data if isinstance(data, DeviceFailure) else None
     read = _Reader(data)
     op, kind = read.text("op"), read.choice("kind", ("raises", "aborts"), None)
     if op is None or kind is None:
@@ -521,9 +595,9 @@ def _device_failure(data: Optional[Mapping]) -> Optional[DeviceFailure]:
                          read.flag("observed") is not False)
 
 
-def _device_unused(data: Optional[Mapping]) -> Optional[DeviceUnused]:
-    if data is None:
-        return None
+def _device_unused(data) -> Optional[DeviceUnused]:
+    if isinstance(data, DeviceUnused) or not isinstance(data, Mapping):
+        return data if isinstance(data, DeviceUnused) else None
     read = _Reader(data)
     return DeviceUnused(read.texts("devices_used") or (), read.text("hint"))
 
@@ -567,10 +641,10 @@ def _recording(data: Optional[Mapping]) -> Recording:
     read = _Reader(data or {})
     return Recording(
         sync=read.flag("sync"), profiler=read.flag("profiler"), timing=read.text("timing"),
-        description=read.text("description"), steady_state=read.mapping("steady_state"),
+        description=read.text("description"), steady_state=_steady_state(read.data.get("steady_state")),
         structure_step_ms=read.number("structure_step_ms"),
-        profiler_check=_profiler_check(read.mapping("profiler_check")),
-        device_time_check=read.mapping("device_time_check"), verify=read.flag("verify"))
+        profiler_check=_profiler_check(read.data.get("profiler_check")),
+        device_time_check=_device_time_check(read.data.get("device_time_check")), verify=read.flag("verify"))
 
 
 def _guess(data: Optional[Mapping]) -> Optional[Guess]:

@@ -172,8 +172,8 @@ def _warning_flags(report) -> list:
               for k in report.known_wrong_results]
     loss = report.run.nonfinite_loss
     if loss:
-        flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.get('value')} at training step "
-                                                       f"{loss.get('step')} of {loss.get('steps_run')} (warm-up "
+        flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.value} at training step "
+                                                       f"{loss.step} of {loss.steps_run} (warm-up "
                                                        "included): the training diverges."))
     return flags + ([_partial_flag(report)] if report.run.partial else [])
 

@@ -133,3 +133,26 @@ def test_a_saved_session_s_meta_keys_are_the_typed_field_names(name, tmp_path):
         typed = getattr(run, key)
         if dataclasses.is_dataclass(typed):
             assert set(value) <= {f.name for f in dataclasses.fields(typed)}, key
+
+
+def test_sub_documents_are_records_whether_the_producer_or_a_file_gave_them(tmp_path):
+    from dmlprof.meta import DeviceTimeCheck, NonfiniteLoss, ScriptWindow, SteadyState
+    from dmlprof.session import Session
+
+    # GIVEN run facts as a producer builds them (records) and as a format-1 file holds them (objects)
+    built = {"steady_state": SteadyState(structure_step_calls=9, matched_steps=2, unmatched_steps=(3,)),
+             "nonfinite_loss": NonfiniteLoss(step=1, steps_run=2, value="nan")}
+    read = {"script_window": {"warmup_steps": 1, "steps_requested": 2, "optimizer_steps_taken": 3,
+                              "window_closed": True, "run_to_end": False},
+            "device_time_check": {"calls_device_time_ms": 1.5, "profiler_kernel_time_ms": 2.0, "ratio": 0.75}}
+    run = RunMeta.from_dict({**built, **read})
+    # THEN both are typed records, the same after a save and a load
+    assert run.recording.steady_state == built["steady_state"] and run.nonfinite_loss == built["nonfinite_loss"]
+    assert run.script_window == ScriptWindow(1, 2, 3, True, False)
+    assert run.recording.device_time_check == DeviceTimeCheck(1.5, 2.0, 0.75)
+    again = Session.load(Session(meta=run).save(tmp_path / "s.session.json")).meta
+    assert again.recording == run.recording and again.script_window == run.script_window
+    assert again.nonfinite_loss == run.nonfinite_loss
+    # AND the JSON report's flat view writes them as the objects it always did
+    assert run["steady_state"]["unmatched_steps"] == [3] and run["nonfinite_loss"] == {"step": 1, "steps_run": 2,
+                                                                                        "value": "nan"}
