@@ -232,6 +232,22 @@ class NonfiniteLoss:
 
 
 @dataclass(frozen=True)
+class Distributed:
+    """One rank of a launched job (docs/distributed.md): its place, and the collectives it ran."""
+
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    world_size: Optional[int] = None
+    local_world_size: Optional[int] = None
+    node_rank: Optional[int] = None
+    #: what every rank of one job shares, and no other job does (sessions of two runs are never merged)
+    run_id: Optional[str] = None
+    backend: Optional[str] = None  # the process group's: gloo, nccl, ...
+    collective_calls: Optional[int] = None
+    comm_timing: Optional[str] = None  # in words: what the collectives' times mean
+
+
+@dataclass(frozen=True)
 class WarningRecord:
     """A warning raised while recording that is not fallback evidence, once, with its count."""
 
@@ -278,7 +294,7 @@ class RunMeta(_MappingABC):
     nonfinite_loss: Optional[NonfiniteLoss] = None
     device_unused: Optional[DeviceUnused] = None
     device_failure: Optional[DeviceFailure] = None
-    distributed: Optional[Mapping[str, Any]] = None  # one rank of a distributed run (docs/distributed.md)
+    distributed: Optional[Distributed] = None  # one rank of a distributed run
     prediction: Optional[Prediction] = None
     sweep: Optional[SweepRun] = None
     #: module path -> class name, as the recorder named them (``Net.layer1.0`` -> ``BasicBlock``)
@@ -358,7 +374,7 @@ class RunMeta(_MappingABC):
             failed_module=read.text("failed_module"),
             remapped_from=read.text("remapped_from"), script_window=_script_window(data.get("script_window")),
             nonfinite_loss=_nonfinite_loss(data.get("nonfinite_loss")),
-            device_unused=_device_unused(data.get("device_unused")), device_failure=_device_failure(data.get("device_failure")), distributed=read.mapping("distributed"),
+            device_unused=_device_unused(data.get("device_unused")), device_failure=_device_failure(data.get("device_failure")), distributed=_distributed(data.get("distributed")),
             prediction=_prediction(read.mapping("prediction")), sweep=_sweep(read.mapping("sweep")),
             module_classes=read.text_pairs("module_classes"),
         )
@@ -403,6 +419,7 @@ class RunMeta(_MappingABC):
             out["recorded_step_times_ms"] = None
         out["warnings"] = [plain(w) for w in self.warnings] if self.warnings else None
         out["module_classes"] = dict(self.module_classes) if self.module_classes else None
+        out["distributed"] = _file_value(self.distributed)  # what the rank knew, as it was gathered
         out.update(_prediction_dict(self.prediction))
         out.update(_sweep_dict(self.sweep))
         out = {key: value for key, value in out.items() if value is not None}
@@ -559,6 +576,15 @@ def _device_time_check(data) -> Optional[DeviceTimeCheck]:
         return data if isinstance(data, DeviceTimeCheck) else None
     read = _Reader(data)
     return DeviceTimeCheck(read.number("calls_device_time_ms"), read.number("profiler_kernel_time_ms"), read.number("ratio"))
+
+
+def _distributed(data) -> Optional[Distributed]:
+    if isinstance(data, Distributed) or not isinstance(data, Mapping):
+        return data if isinstance(data, Distributed) else None
+    read = _Reader(data)
+    return Distributed(*(read.integer(k) for k in ("rank", "local_rank", "world_size", "local_world_size", "node_rank")),
+                       run_id=read.text("run_id"), backend=read.text("backend"),
+                       collective_calls=read.integer("collective_calls"), comm_timing=read.text("comm_timing"))
 
 
 def _script_window(data) -> Optional[ScriptWindow]:

@@ -156,3 +156,13 @@ def test_sub_documents_are_records_whether_the_producer_or_a_file_gave_them(tmp_
     # AND the JSON report's flat view writes them as the objects it always did
     assert run["steady_state"]["unmatched_steps"] == [3] and run["nonfinite_loss"] == {"step": 1, "steps_run": 2,
                                                                                         "value": "nan"}
+
+
+def test_a_rank_s_facts_are_a_record_and_the_flat_view_keeps_what_the_rank_knew():
+    from dmlprof.meta import Distributed
+
+    # GIVEN a rank's facts without a launcher (the script's own process group): no rank or world size
+    run = RunMeta.from_dict({"distributed": {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}})
+    # THEN it is a record, and the flat view holds only what was known (readers default the rest)
+    assert run.distributed == Distributed(backend="gloo", collective_calls=4, comm_timing="wall")
+    assert run["distributed"] == {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}
