@@ -304,6 +304,12 @@ class RunMeta(_MappingABC):
 
     # -- what the report asks ----------------------------------------------------------
     @property
+    def is_prediction(self) -> bool:
+        """Whether the verdicts came from an op table, not from a run on the device (``--target``): the one
+        question every reader asks of a session's kind (``prediction`` holds what the table said)."""
+        return self.kind == PREDICTED
+
+    @property
     def title_name(self) -> str:
         return self.model_name or self.model or "model"
 

@@ -166,3 +166,12 @@ def test_a_rank_s_facts_are_a_record_and_the_flat_view_keeps_what_the_rank_knew(
     # THEN it is a record, and the flat view holds only what was known (readers default the rest)
     assert run.distributed == Distributed(backend="gloo", collective_calls=4, comm_timing="wall")
     assert run["distributed"] == {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_whether_a_session_is_a_prediction_is_one_property(name):
+    from dmlprof.report import build_report
+
+    session = KINDS[name]()
+    # the run's facts and the report answer alike, from the kind alone
+    assert session.meta.is_prediction == (session.kind == PREDICTED) == build_report(session).is_prediction
