@@ -388,7 +388,7 @@ class RunMeta(_MappingABC):
 
     def to_file(self) -> dict:
         """The ``meta`` object of a format-2 session file: what :meth:`from_file` reads (values not
-        recorded, and empty lists and objects, are left out)."""
+        recorded are left out)."""
         out = {}
         for name in _FIELD_NAMES:
             value = _file_value(getattr(self, name))
@@ -479,13 +479,12 @@ def meta_from_flat(data) -> dict:
 
 
 def _file_value(value):
-    """A field's value as a session file holds it; ``None`` for nothing recorded (or an empty list or object)."""
+    """A field's value as a session file holds it: a record as an object of the fields it recorded (``None``
+    fields left out); an empty list or record is kept, as it reads back (an empty list is not "not recorded")."""
     if hasattr(value, "__dataclass_fields__"):
         value = {f.name: _file_value(getattr(value, f.name)) for f in fields(value)}
-        value = {k: v for k, v in value.items() if v is not None}
-    else:
-        value = plain(value)
-    return None if value in ({}, []) else value
+        return {k: v for k, v in value.items() if v is not None}
+    return plain(value)
 
 
 class _Reader:

@@ -175,3 +175,27 @@ def test_whether_a_session_is_a_prediction_is_one_property(name):
     session = KINDS[name]()
     # the run's facts and the report answer alike, from the kind alone
     assert session.meta.is_prediction == (session.kind == PREDICTED) == build_report(session).is_prediction
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_a_session_saved_and_loaded_has_the_same_run_facts_and_report_meta(name, tmp_path):
+    from dmlprof.report import build_report
+    from dmlprof.session import Session
+
+    session = KINDS[name]()
+    again = Session.load(session.save(tmp_path / "s.session.json"))
+    # THEN the typed facts, their flat view and the JSON report's meta are the same as before the save
+    assert again.meta == session.meta and again.meta.to_file() == session.meta.to_file()
+    assert build_report(again).to_dict()["meta"] == build_report(session).to_dict()["meta"]
+
+
+@pytest.mark.parametrize("path", sorted((__import__("pathlib").Path(__file__).parents[1] / "fixtures" / "sessions")
+                                        .glob("*.session.json")), ids=lambda p: p.name)
+def test_a_real_format_1_session_reads_the_same_after_its_format_2_save(path, tmp_path):
+    from dmlprof.report import build_report
+    from dmlprof.session import Session
+
+    old = Session.load(path)
+    new = Session.load(old.save(tmp_path / path.name))
+    assert new.meta == old.meta and not old.meta.extra
+    assert build_report(new).to_dict()["meta"] == build_report(old).to_dict()["meta"]
