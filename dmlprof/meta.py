@@ -638,7 +638,9 @@ def _warnings(value) -> Tuple[WarningRecord, ...]:
         return ()
     records = []
     for item in value:
-        if isinstance(item, Mapping):
+        if isinstance(item, WarningRecord):  # a producer's record
+            records.append(item)
+        elif isinstance(item, Mapping):
             count = item.get("count", 1)
             records.append(WarningRecord(str(item.get("category", "")), str(item.get("message", "")),
                                          count if isinstance(count, int) and count > 0 else 1))
@@ -654,7 +656,7 @@ def _prediction(data: Optional[Mapping]) -> Optional[Prediction]:
         table_torch_version=read.text("table_torch_version"), stand_in_device=read.text("stand_in_device"),
         unknown_ops=read.texts("unknown_ops"), unknown_op_calls=read.count_map("unknown_op_calls"),
         placeholder_ops=read.count_map("placeholder_ops"), drift_ops=read.texts("drift_ops"),
-        failure_op=read.text("failure_op"), guess=_guess(read.mapping("guess")))
+        failure_op=read.text("failure_op"), guess=_guess(data.get("guess")))
 
 
 def _environment(data: Optional[Mapping]) -> Environment:
@@ -678,9 +680,9 @@ def _recording(data: Optional[Mapping]) -> Recording:
         device_time_check=_device_time_check(read.data.get("device_time_check")), verify=read.flag("verify"))
 
 
-def _guess(data: Optional[Mapping]) -> Optional[Guess]:
-    if data is None:
-        return None
+def _guess(data) -> Optional[Guess]:
+    if isinstance(data, Guess) or not isinstance(data, Mapping):
+        return data if isinstance(data, Guess) else None
     read = _Reader(data)
     first_seq, op = read.integer("first_seq"), read.text("op")
     if first_seq is None or op is None:

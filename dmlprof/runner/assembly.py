@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from dmlprof.backends import Backend
-from dmlprof.meta import DeviceFailure, DeviceTimeCheck, NonfiniteLoss, ProfilerCheck
+from dmlprof.meta import DeviceFailure, DeviceTimeCheck, Guess, Memory, NonfiniteLoss, ProfilerCheck, WarningRecord
 from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.record.profiler import ProfilerAlongside, join_call_events, profiler_op_totals
 from dmlprof.record.recorder import Recorder
@@ -47,7 +47,7 @@ def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend:
     memory = safe(backend.memory, None)
     meta.update(
         step_times_ms=[round(t, 3) for t in step_times_ms],
-        memory=vars(memory) if memory is not None else {},
+        memory=Memory(**vars(memory)) if memory is not None else Memory(),
         warnings=_other_warnings(recorder, backend),
         module_classes=recorder.modules.classes(),
     )
@@ -129,13 +129,13 @@ def _predicted_frame(ops, backend: Backend, meta: dict, rows: list):
     ops["time_ns"] = 0
     ops["start_ns"] = 0
     placeholders = backend.placeholder_ops()
-    meta.update(step_times_ms=[], memory={}, placeholder_ops=placeholders)
+    meta.update(step_times_ms=[], memory=Memory(), placeholder_ops=placeholders)
     guess = backend.first_guess()
     if guess is not None:
         first_seq = _first_call_after(rows, guess.time_ns)
         during = bool(rows) and rows[first_seq][5] <= guess.time_ns  # made up inside that call, not before it
-        meta["predicted_guess"] = {"first_seq": first_seq, "op": guess.op, "why": guess.why,
-                                   "source": rows[first_seq][10] if during else ""}
+        meta["predicted_guess"] = Guess(first_seq=first_seq, op=guess.op, why=guess.why,
+                                        source=rows[first_seq][10] if during else "")
     if placeholders:
         meta["notes"] = meta.get("notes", []) + [PLACEHOLDER_NOTE]
     return ops
@@ -177,7 +177,7 @@ def _other_warnings(recorder: Recorder, backend: Backend) -> list:
         for message, category in zip(recorder.warnings.messages, recorder.warnings.categories)
         if backend.fallback_ops_in(message) is None
     )
-    return [{"category": c, "message": m[:500], "count": n} for (c, m), n in counts.most_common(50)]
+    return [WarningRecord(category=c, message=m[:500], count=n) for (c, m), n in counts.most_common(50)]
 
 
 def safe(fn, default):
