@@ -38,7 +38,12 @@ class Session:
     """``meta``: the run's facts (a RunMeta; a dict of its flat keys is typed on the way in);
     ``ops``: one row per op call; ``profiler_ops``: torch.profiler's own per-op totals for the
     same steps; ``extras``: results other commands attach (a sweep, a verification, a replace
-    comparison)."""
+    comparison, a rank's collectives).
+
+    ``extras`` is still a mapping, but not a bag: its four keys are named and each is checked against its
+    schema on load (:data:`dmlprof.session_check.EXTRAS`; docs/sweep_schema.md, docs/verify.md,
+    docs/replacements.md, docs/distributed.md), and the report types each where it reads it
+    (:mod:`dmlprof.report.build`). Making them typed members of the Session is issue 24's open step."""
 
     meta: RunMeta
     ops: pd.DataFrame = field(default_factory=empty_ops_frame)
