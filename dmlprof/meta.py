@@ -381,7 +381,7 @@ class RunMeta(_MappingABC):
             remapped_from=read.text("remapped_from"), script_window=_script_window(data.get("script_window")),
             nonfinite_loss=_nonfinite_loss(data.get("nonfinite_loss")),
             device_unused=_device_unused(data.get("device_unused")), device_failure=_device_failure(data.get("device_failure")), distributed=_distributed(data.get("distributed")),
-            prediction=_prediction(read.mapping("prediction")), sweep=_sweep(read.mapping("sweep")),
+            prediction=_prediction(read.mapping("prediction")), sweep=_sweep(data.get("sweep")),
             module_classes=read.text_pairs("module_classes"),
         )
         return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _FIELD_NAMES}))
@@ -690,9 +690,9 @@ def _guess(data) -> Optional[Guess]:
     return Guess(first_seq, op, read.text("why") or "", read.text("source") or "")
 
 
-def _sweep(data: Optional[Mapping]) -> Optional[SweepRun]:
-    if data is None:
-        return None
+def _sweep(data) -> Optional[SweepRun]:
+    if isinstance(data, SweepRun) or not isinstance(data, Mapping):
+        return data if isinstance(data, SweepRun) else None
     read = _Reader(data)
     details = data.get("details")
     details = tuple(MappingProxyType(dict(d)) for d in details if isinstance(d, Mapping)) if isinstance(details, list) else ()
