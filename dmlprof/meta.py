@@ -365,7 +365,7 @@ class RunMeta(_MappingABC):
         meta = cls(
             kind=read.choice("kind", KINDS, LIVE), run_mode=read.choice("run_mode", RUN_MODES, None),
             model=read.text("model"), model_name=read.text("model_name"),
-            environment=_environment(read.mapping("environment")), device=_device(read.mapping("device")),
+            environment=_environment(data.get("environment")), device=_device(read.mapping("device")),
             recording=_recording(read.mapping("recording")),
             batch_size=read.integer("batch_size"), warmup_steps=read.integer("warmup_steps"),
             steps=read.integer("steps"), steps_requested=read.integer("steps_requested"),
@@ -659,8 +659,10 @@ def _prediction(data: Optional[Mapping]) -> Optional[Prediction]:
         failure_op=read.text("failure_op"), guess=_guess(data.get("guess")))
 
 
-def _environment(data: Optional[Mapping]) -> Environment:
-    read = _Reader(data or {})
+def _environment(data) -> Environment:
+    if isinstance(data, Environment):
+        return data
+    read = _Reader(data if isinstance(data, Mapping) else {})
     return Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS))
 
 
@@ -740,15 +742,15 @@ def run_meta(meta) -> RunMeta:
 
 
 def run_facts(model, *, kind: str, run_mode: str, torch_version: str) -> dict:
-    """The facts every run starts with (live, predicted or sweep), as the flat keys of its ``meta``.
+    """The facts every run starts with (live, predicted or sweep), under RunMeta's own names.
 
-    The runner and the sweep driver add what they measure; the Session types it all once
-    (:meth:`RunMeta.from_dict`).
+    The runner and the sweep driver add what they measure (some still under format 1's flat keys,
+    :data:`FLAT_KEYS`); the Session types it all once (:meth:`RunMeta.from_dict`).
     """
     from dmlprof import __version__
 
     model = Path(model)
-    return {"dmlprof_version": __version__, "torch_version": torch_version,
-            "python_version": _platform.python_version(), "platform": _platform.platform(), "mode": kind,
-            "run_mode": run_mode, "model": str(model), "model_name": model.stem,
+    environment = Environment(dmlprof_version=__version__, torch_version=torch_version,
+                              python_version=_platform.python_version(), platform=_platform.platform())
+    return {"environment": environment, "kind": kind, "run_mode": run_mode, "model": str(model), "model_name": model.stem,
             "started_at": _dt.datetime.now().isoformat(timespec="seconds"), "partial": False}
