@@ -1,15 +1,17 @@
 """Run metadata as a typed value: what ran, where, how it was recorded, and what kind of session it is.
 
-A session file stores it as a flat JSON object (the ``meta`` of
-docs/report_schema.md); :meth:`RunMeta.from_dict` reads one (a run's facts as
-gathered, or a file's, which ``Session.load`` has checked), keeps keys it does
-not know in ``extra`` so that they survive a load and a save, and reads a value
-of the wrong type as not recorded rather than failing. :meth:`RunMeta.to_dict`
-writes the flat object back; values not recorded are ``None`` and left out.
+A session file (format 2) stores it under its own field names, each sub-document
+an object of its record's fields (:meth:`RunMeta.to_file`, :meth:`RunMeta.from_file`):
+one vocabulary from the code to the file. Reading keeps keys it does not know in
+``extra``, so that they survive a load and a save, and reads a value of the wrong
+type as not recorded rather than failing.
 
-A RunMeta also reads like that flat object (``meta["steps"]``, ``meta.get``),
-read-only: the file's vocabulary, for scripts and notebooks. dmlprof's own code
-reads the typed fields.
+Format 1, and the JSON report's ``meta`` (docs/report_schema.md), spread the
+sub-documents out as one flat object under other names (:data:`FLAT_KEYS`);
+:meth:`RunMeta.from_dict` reads that flat object (by moving it into the file's
+structure, :func:`meta_from_flat`) and :meth:`RunMeta.to_dict` writes it. A
+RunMeta also reads like it (``meta["steps"]``, ``meta.get``), read-only, for
+scripts and notebooks; dmlprof's own code reads the typed fields.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import platform as _platform
 import re
 import time
 from collections.abc import Mapping as _MappingABC
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from statistics import median
 from types import MappingProxyType
@@ -92,6 +94,26 @@ class ProfilerCheck:
 
 
 @dataclass(frozen=True)
+class SteadyState:
+    """--no-sync: how the measured steps matched the one recorded structure step (docs/timing.md)."""
+
+    structure_step_calls: Optional[int] = None
+    matched_steps: Optional[int] = None
+    unmatched_steps: Tuple[int, ...] = ()  # left out: their calls differed from the structure step's
+    fallback_mismatch_steps: Tuple[int, ...] = ()  # kept, but their fallbacks differed
+    calls_timed_from_structure_step: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class DeviceTimeCheck:
+    """Kernel time joined to our calls against all the kernel time torch.profiler saw."""
+
+    calls_device_time_ms: Optional[float] = None
+    profiler_kernel_time_ms: Optional[float] = None
+    ratio: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class Recording:
     """How the calls were recorded and timed."""
 
@@ -100,10 +122,10 @@ class Recording:
     timing: Optional[str] = None       # in words: what the times mean
     description: Optional[str] = None  # in words: what went through the dispatcher ("recording")
     #: --no-sync: one structure step recorded, measured steps timed by torch.profiler (docs/timing.md)
-    steady_state: Optional[Mapping[str, Any]] = None
+    steady_state: Optional[SteadyState] = None
     structure_step_ms: Optional[float] = None
     profiler_check: Optional[ProfilerCheck] = None
-    device_time_check: Optional[Mapping[str, Any]] = None
+    device_time_check: Optional[DeviceTimeCheck] = None
     verify: Optional[bool] = None      # scan --verify
 
     @property
@@ -190,6 +212,42 @@ class DeviceFailure:
 
 
 @dataclass(frozen=True)
+class ScriptWindow:
+    """Script mode: the optimizer steps a script took, and which of them were recorded."""
+
+    warmup_steps: Optional[int] = None
+    steps_requested: Optional[int] = None
+    optimizer_steps_taken: Optional[int] = None
+    window_closed: Optional[bool] = None  # the recorded steps were all taken
+    run_to_end: Optional[bool] = None  # after them, the script ran on unrecorded (--run-to-end)
+
+
+@dataclass(frozen=True)
+class NonfiniteLoss:
+    """A loss that went NaN or infinite: at which training step (warm-up included), and its value."""
+
+    step: Optional[int] = None
+    steps_run: Optional[int] = None
+    value: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """One rank of a launched job (docs/distributed.md): its place, and the collectives it ran."""
+
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    world_size: Optional[int] = None
+    local_world_size: Optional[int] = None
+    node_rank: Optional[int] = None
+    #: what every rank of one job shares, and no other job does (sessions of two runs are never merged)
+    run_id: Optional[str] = None
+    backend: Optional[str] = None  # the process group's: gloo, nccl, ...
+    collective_calls: Optional[int] = None
+    comm_timing: Optional[str] = None  # in words: what the collectives' times mean
+
+
+@dataclass(frozen=True)
 class WarningRecord:
     """A warning raised while recording that is not fallback evidence, once, with its count."""
 
@@ -232,12 +290,11 @@ class RunMeta(_MappingABC):
     failed_source: Optional[str] = None
     failed_module: Optional[str] = None
     remapped_from: Optional[str] = None  # --from cuda|mps: what the script asked for
-    script_window: Optional[Mapping[str, Any]] = None  # script mode: the optimizer steps recorded
-    #: a loss that went NaN or infinite: at which training step (warm-up included) and its value
-    nonfinite_loss: Optional[Mapping[str, Any]] = None
+    script_window: Optional[ScriptWindow] = None  # script mode: the optimizer steps recorded
+    nonfinite_loss: Optional[NonfiniteLoss] = None
     device_unused: Optional[DeviceUnused] = None
     device_failure: Optional[DeviceFailure] = None
-    distributed: Optional[Mapping[str, Any]] = None  # one rank of a distributed run (docs/distributed.md)
+    distributed: Optional[Distributed] = None  # one rank of a distributed run
     prediction: Optional[Prediction] = None
     sweep: Optional[SweepRun] = None
     #: module path -> class name, as the recorder named them (``Net.layer1.0`` -> ``BasicBlock``)
@@ -246,6 +303,12 @@ class RunMeta(_MappingABC):
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     # -- what the report asks ----------------------------------------------------------
+    @property
+    def is_prediction(self) -> bool:
+        """Whether the verdicts came from an op table, not from a run on the device (``--target``): the one
+        question every reader asks of a session's kind (``prediction`` holds what the table said)."""
+        return self.kind == PREDICTED
+
     @property
     def title_name(self) -> str:
         return self.model_name or self.model or "model"
@@ -291,47 +354,61 @@ class RunMeta(_MappingABC):
             return self.to_dict() == dict(other)
         return NotImplemented
 
-    # -- the flat object of session files ------------------------------------------------
+    # -- the session file (format 2): each field under its own name -------------------------
     @classmethod
-    def from_dict(cls, data: Mapping) -> "RunMeta":
-        """Read a session file's ``meta``; missing keys stay ``None``, unknown keys go to ``extra``."""
+    def from_file(cls, data: Mapping) -> "RunMeta":
+        """Read a format-2 session file's ``meta``: the typed fields under their own names, each
+        sub-document an object of its fields. Missing keys stay ``None``; keys this dmlprof does not know
+        go to ``extra``, so that they survive a load and a save; a value of the wrong type reads as missing."""
         data = data if isinstance(data, Mapping) else {}
         read = _Reader(data)
         meta = cls(
-            kind=read.choice("mode", KINDS, LIVE),
-            run_mode=read.choice("run_mode", RUN_MODES, None),
-            model=read.text("model"),
-            model_name=read.text("model_name"),
-            environment=Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS)),
-            device=Device(read.text("backend"), read.text("device"), read.text("device_name"),
-                          read.text_map("backend_versions"), read.flag("device_float64"),
-                          read.text("device_emulation")),
-            recording=Recording(
-                sync=read.flag("sync"), profiler=read.flag("profiler"), timing=read.text("timing"),
-                description=read.text("recording"), steady_state=read.mapping("steady_state"),
-                structure_step_ms=read.number("structure_step_ms"),
-                profiler_check=_profiler_check(read.mapping("profiler_check")),
-                device_time_check=read.mapping("device_time_check"), verify=read.flag("verify")),
+            kind=read.choice("kind", KINDS, LIVE), run_mode=read.choice("run_mode", RUN_MODES, None),
+            model=read.text("model"), model_name=read.text("model_name"),
+            environment=_environment(data.get("environment")), device=_device(read.mapping("device")),
+            recording=_recording(read.mapping("recording")),
             batch_size=read.integer("batch_size"), warmup_steps=read.integer("warmup_steps"),
             steps=read.integer("steps"), steps_requested=read.integer("steps_requested"),
             optimizer=read.text("optimizer"), loss_fn=read.text("loss_fn"), parameters=read.integer("parameters"),
             script_args=read.texts("script_args"), started_at=read.text("started_at"),
             duration_s=read.number("duration_s"), step_times_ms=read.numbers("step_times_ms") or (),
             recorded_step_times_ms=read.numbers("recorded_step_times_ms") or (),
-            memory=_memory(read.mapping("memory")), partial=bool(read.flag("partial")),
+            memory=_memory(data.get("memory")), partial=bool(read.flag("partial")),
             partial_reason=read.text("partial_reason"), notes=_notes(data.get("notes")),
             warnings=_warnings(data.get("warnings")), replacements_applied=read.integer("replacements_applied"),
             failed_op=read.text("failed_op"), failed_source=read.text("failed_source"),
             failed_module=read.text("failed_module"),
-            remapped_from=read.text("remapped_from"), script_window=read.mapping("script_window"),
-            nonfinite_loss=read.mapping("nonfinite_loss"), device_unused=_device_unused(read.mapping("device_unused")),
-            device_failure=_device_failure(read.mapping("device_failure")), distributed=read.mapping("distributed"),
-            prediction=_prediction(read), sweep=_sweep(read), module_classes=read.text_pairs("module_classes"),
+            remapped_from=read.text("remapped_from"), script_window=_script_window(data.get("script_window")),
+            nonfinite_loss=_nonfinite_loss(data.get("nonfinite_loss")),
+            device_unused=_device_unused(data.get("device_unused")), device_failure=_device_failure(data.get("device_failure")), distributed=_distributed(data.get("distributed")),
+            prediction=_prediction(read.mapping("prediction")), sweep=_sweep(data.get("sweep")),
+            module_classes=read.text_pairs("module_classes"),
         )
-        return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN_KEYS}))
+        return replace(meta, extra=MappingProxyType({k: v for k, v in data.items() if k not in _FIELD_NAMES}))
+
+    def to_file(self) -> dict:
+        """The ``meta`` object of a format-2 session file: what :meth:`from_file` reads (values not
+        recorded are left out)."""
+        out = {}
+        for name in _FIELD_NAMES:
+            value = _file_value(getattr(self, name))
+            if value is not None:
+                out[name] = value
+        if self.kind == SWEEP:  # a sweep's steps are per size, in its details
+            out.pop("step_times_ms", None)
+        out.update(self.extra)
+        return out
+
+    # -- the flat view: format 1's keys, and the JSON report's ---------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "RunMeta":
+        """Read a flat ``meta`` (a format-1 file's, or a run's facts as the runner still gathers them):
+        it is upgraded to the file's structure (:func:`meta_from_flat`) and read by :meth:`from_file`."""
+        return cls.from_file(meta_from_flat(data))
 
     def to_dict(self) -> dict:
-        """The flat ``meta`` object of a session file (values not recorded are left out)."""
+        """The flat ``meta`` of format 1, which the JSON report's ``meta`` keeps (docs/report_schema.md):
+        one object, sub-documents spread out under their format-1 names (values not recorded are left out)."""
         out = {"mode": self.kind, "run_mode": self.run_mode, "model": self.model, "model_name": self.model_name,
                **{k: getattr(self.environment, k) for k in _ENVIRONMENT_KEYS},
                "backend": self.device.backend, "device": self.device.device, "device_name": self.device.name,
@@ -348,6 +425,7 @@ class RunMeta(_MappingABC):
             out["recorded_step_times_ms"] = None
         out["warnings"] = [plain(w) for w in self.warnings] if self.warnings else None
         out["module_classes"] = dict(self.module_classes) if self.module_classes else None
+        out["distributed"] = _file_value(self.distributed)  # what the rank knew, as it was gathered
         out.update(_prediction_dict(self.prediction))
         out.update(_sweep_dict(self.sweep))
         out = {key: value for key, value in out.items() if value is not None}
@@ -361,21 +439,52 @@ _PLAIN_FIELDS = ("batch_size", "warmup_steps", "steps", "steps_requested", "opti
                  "replacements_applied",
                  "failed_op", "failed_source", "failed_module", "remapped_from", "script_window", "nonfinite_loss", "device_unused",
                  "device_failure", "distributed")
-_RECORDING_KEYS = {"sync": "sync", "profiler": "profiler", "timing": "timing", "description": "recording",
-                   "steady_state": "steady_state", "structure_step_ms": "structure_step_ms",
-                   "profiler_check": "profiler_check", "device_time_check": "device_time_check", "verify": "verify"}
-_PREDICTION_KEYS = {"target": "target", "table_version": "table_version", "table_torch_version": "table_torch_version",
-                    "stand_in_device": "stand_in_device", "unknown_ops": "unknown_ops",
-                    "unknown_op_calls": "unknown_op_calls", "placeholder_ops": "placeholder_ops",
-                    "drift_ops": "drift_ops", "failure_op": "predicted_failure_op", "guess": "predicted_guess"}
-_SWEEP_KEYS = {"stop_reason": "sweep_stop_reason", "memory_budget": "memory_budget",
-               "memory_total_bytes": "memory_total_bytes", "settings": "sweep_settings", "notes": "sweep_notes",
-               "details": "sweep_details"}
-_KNOWN_KEYS = frozenset(
-    ("mode", "run_mode", "model", "model_name", "backend", "device", "device_name", "backend_versions",
-     "device_float64", "device_emulation", "memory",
-     "partial", "notes", "warnings", "module_classes") + _ENVIRONMENT_KEYS + _PLAIN_FIELDS
-    + tuple(_RECORDING_KEYS.values()) + tuple(_PREDICTION_KEYS.values()) + tuple(_SWEEP_KEYS.values()))
+#: a flat (format 1) key -> where the typed field is: (field,) or (sub-document, its field); other keys keep their place
+FLAT_KEYS = {
+    "mode": ("kind",),
+    **{key: ("environment", key) for key in _ENVIRONMENT_KEYS},
+    "backend": ("device", "backend"), "device": ("device", "device"), "device_name": ("device", "name"),
+    "backend_versions": ("device", "versions"), "device_float64": ("device", "float64"),
+    "device_emulation": ("device", "emulation"),
+    **{key: ("recording", key) for key in ("sync", "profiler", "timing", "steady_state", "structure_step_ms",
+                                           "profiler_check", "device_time_check", "verify")},
+    "recording": ("recording", "description"),
+    **{key: ("prediction", key) for key in ("target", "table_version", "table_torch_version", "stand_in_device",
+                                            "unknown_ops", "unknown_op_calls", "placeholder_ops", "drift_ops")},
+    "predicted_failure_op": ("prediction", "failure_op"), "predicted_guess": ("prediction", "guess"),
+    "sweep_stop_reason": ("sweep", "stop_reason"), "memory_budget": ("sweep", "memory_budget"),
+    "memory_total_bytes": ("sweep", "memory_total_bytes"), "sweep_settings": ("sweep", "settings"),
+    "sweep_notes": ("sweep", "notes"), "sweep_details": ("sweep", "details"),
+}
+_RECORDING_KEYS = {path[1]: key for key, path in FLAT_KEYS.items() if path[0] == "recording"}
+_PREDICTION_KEYS = {path[1]: key for key, path in FLAT_KEYS.items() if path[0] == "prediction"}
+_SWEEP_KEYS = {path[1]: key for key, path in FLAT_KEYS.items() if path[0] == "sweep"}
+
+
+def meta_from_flat(data) -> dict:
+    """A flat ``meta`` (format 1) in the file's structure of format 2: each key moved to its typed field
+    (:data:`FLAT_KEYS`); keys it does not name stay where they are. Values are moved, not checked."""
+    if not isinstance(data, Mapping):
+        return data
+    out: dict = {}
+    for key, value in data.items():
+        path = FLAT_KEYS.get(key, (key,))
+        if len(path) == 1:
+            out[path[0]] = value
+        else:
+            if not isinstance(out.get(path[0]), dict):
+                out[path[0]] = {}
+            out[path[0]][path[1]] = value
+    return out
+
+
+def _file_value(value):
+    """A field's value as a session file holds it: a record as an object of the fields it recorded (``None``
+    fields left out); an empty list or record is kept, as it reads back (an empty list is not "not recorded")."""
+    if hasattr(value, "__dataclass_fields__"):
+        value = {f.name: _file_value(getattr(value, f.name)) for f in fields(value)}
+        return {k: v for k, v in value.items() if v is not None}
+    return plain(value)
 
 
 class _Reader:
@@ -411,6 +520,10 @@ class _Reader:
             return None
         return tuple(v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
 
+    def integers(self, key: str) -> Tuple[int, ...]:
+        values = self.data.get(key)
+        return tuple(v for v in values if isinstance(v, int) and not isinstance(v, bool)) if isinstance(values, list) else ()
+
     def texts(self, key: str) -> Optional[Tuple[str, ...]]:
         values = self.data.get(key)
         return tuple(str(v) for v in values) if isinstance(values, list) else None
@@ -439,20 +552,60 @@ class _Reader:
         return MappingProxyType({str(k): v for k, v in value.items() if isinstance(v, int)})
 
 
-def _profiler_check(data: Optional[Mapping]) -> Optional[ProfilerCheck]:
-    if data is None:
-        return None
+def _profiler_check(data) -> Optional[ProfilerCheck]:
+    if isinstance(data, ProfilerCheck) or not isinstance(data, Mapping):
+        return data if isinstance(data, ProfilerCheck) else None
     read = _Reader(data)
     return ProfilerCheck(read.integer("matched_ops"), read.number("time_ms"), read.number("profiler_time_ms"),
                          read.number("ratio"), read.text("note"))
 
 
-def _memory(data: Optional[Mapping]) -> Optional[Memory]:
-    if data is None:
-        return None
+def _memory(data) -> Optional[Memory]:
+    if isinstance(data, Memory) or not isinstance(data, Mapping):
+        return data if isinstance(data, Memory) else None
     read = _Reader(data)
     return Memory(read.integer("allocated_bytes"), read.integer("peak_bytes"), read.integer("total_bytes"),
                   read.text("source"))
+
+
+def _steady_state(data) -> Optional[SteadyState]:
+    if isinstance(data, SteadyState) or not isinstance(data, Mapping):
+        return data if isinstance(data, SteadyState) else None
+    read = _Reader(data)
+    return SteadyState(read.integer("structure_step_calls"), read.integer("matched_steps"), read.integers("unmatched_steps"),
+                       read.integers("fallback_mismatch_steps"), read.integer("calls_timed_from_structure_step"))
+
+
+def _device_time_check(data) -> Optional[DeviceTimeCheck]:
+    if isinstance(data, DeviceTimeCheck) or not isinstance(data, Mapping):
+        return data if isinstance(data, DeviceTimeCheck) else None
+    read = _Reader(data)
+    return DeviceTimeCheck(read.number("calls_device_time_ms"), read.number("profiler_kernel_time_ms"), read.number("ratio"))
+
+
+def _distributed(data) -> Optional[Distributed]:
+    if isinstance(data, Distributed) or not isinstance(data, Mapping):
+        return data if isinstance(data, Distributed) else None
+    read = _Reader(data)
+    return Distributed(*(read.integer(k) for k in ("rank", "local_rank", "world_size", "local_world_size", "node_rank")),
+                       run_id=read.text("run_id"), backend=read.text("backend"),
+                       collective_calls=read.integer("collective_calls"), comm_timing=read.text("comm_timing"))
+
+
+def _script_window(data) -> Optional[ScriptWindow]:
+    if isinstance(data, ScriptWindow) or not isinstance(data, Mapping):
+        return data if isinstance(data, ScriptWindow) else None
+    read = _Reader(data)
+    return ScriptWindow(read.integer("warmup_steps"), read.integer("steps_requested"),
+                        read.integer("optimizer_steps_taken"), read.flag("window_closed"), read.flag("run_to_end"))
+
+
+def _nonfinite_loss(data) -> Optional[NonfiniteLoss]:
+    if isinstance(data, NonfiniteLoss) or not isinstance(data, Mapping):
+        return data if isinstance(data, NonfiniteLoss) else None
+    read = _Reader(data)
+    return NonfiniteLoss(read.integer("step"), read.integer("steps_run"),
+                         str(data["value"]) if data.get("value") is not None else None)
 
 
 def _notes(value) -> Tuple[str, ...]:
@@ -461,9 +614,9 @@ def _notes(value) -> Tuple[str, ...]:
     return tuple(str(note) for note in value) if isinstance(value, list) else ()
 
 
-def _device_failure(data: Optional[Mapping]) -> Optional[DeviceFailure]:
-    if data is None:
-        return None
+def _device_failure(data) -> Optional[DeviceFailure]:
+    if isinstance(data, DeviceFailure) or not isinstance(data, Mapping):
+        return data if isinstance(data, DeviceFailure) else None
     read = _Reader(data)
     op, kind = read.text("op"), read.choice("kind", ("raises", "aborts"), None)
     if op is None or kind is None:
@@ -473,9 +626,9 @@ def _device_failure(data: Optional[Mapping]) -> Optional[DeviceFailure]:
                          read.flag("observed") is not False)
 
 
-def _device_unused(data: Optional[Mapping]) -> Optional[DeviceUnused]:
-    if data is None:
-        return None
+def _device_unused(data) -> Optional[DeviceUnused]:
+    if isinstance(data, DeviceUnused) or not isinstance(data, Mapping):
+        return data if isinstance(data, DeviceUnused) else None
     read = _Reader(data)
     return DeviceUnused(read.texts("devices_used") or (), read.text("hint"))
 
@@ -485,27 +638,53 @@ def _warnings(value) -> Tuple[WarningRecord, ...]:
         return ()
     records = []
     for item in value:
-        if isinstance(item, Mapping):
+        if isinstance(item, WarningRecord):  # a producer's record
+            records.append(item)
+        elif isinstance(item, Mapping):
             count = item.get("count", 1)
             records.append(WarningRecord(str(item.get("category", "")), str(item.get("message", "")),
                                          count if isinstance(count, int) and count > 0 else 1))
     return tuple(records)
 
 
-def _prediction(read: _Reader) -> Optional[Prediction]:
-    if not any(key in read.data for key in _PREDICTION_KEYS.values()):
+def _prediction(data: Optional[Mapping]) -> Optional[Prediction]:
+    if data is None:
         return None
+    read = _Reader(data)
     return Prediction(
         target=read.text("target"), table_version=read.text("table_version"),
         table_torch_version=read.text("table_torch_version"), stand_in_device=read.text("stand_in_device"),
         unknown_ops=read.texts("unknown_ops"), unknown_op_calls=read.count_map("unknown_op_calls"),
         placeholder_ops=read.count_map("placeholder_ops"), drift_ops=read.texts("drift_ops"),
-        failure_op=read.text("predicted_failure_op"), guess=_guess(read.mapping("predicted_guess")))
+        failure_op=read.text("failure_op"), guess=_guess(data.get("guess")))
 
 
-def _guess(data: Optional[Mapping]) -> Optional[Guess]:
-    if data is None:
-        return None
+def _environment(data) -> Environment:
+    if isinstance(data, Environment):
+        return data
+    read = _Reader(data if isinstance(data, Mapping) else {})
+    return Environment(*(read.text(k) for k in _ENVIRONMENT_KEYS))
+
+
+def _device(data: Optional[Mapping]) -> Device:
+    read = _Reader(data or {})
+    return Device(read.text("backend"), read.text("device"), read.text("name"), read.text_map("versions"),
+                  read.flag("float64"), read.text("emulation"))
+
+
+def _recording(data: Optional[Mapping]) -> Recording:
+    read = _Reader(data or {})
+    return Recording(
+        sync=read.flag("sync"), profiler=read.flag("profiler"), timing=read.text("timing"),
+        description=read.text("description"), steady_state=_steady_state(read.data.get("steady_state")),
+        structure_step_ms=read.number("structure_step_ms"),
+        profiler_check=_profiler_check(read.data.get("profiler_check")),
+        device_time_check=_device_time_check(read.data.get("device_time_check")), verify=read.flag("verify"))
+
+
+def _guess(data) -> Optional[Guess]:
+    if isinstance(data, Guess) or not isinstance(data, Mapping):
+        return data if isinstance(data, Guess) else None
     read = _Reader(data)
     first_seq, op = read.integer("first_seq"), read.text("op")
     if first_seq is None or op is None:
@@ -513,15 +692,16 @@ def _guess(data: Optional[Mapping]) -> Optional[Guess]:
     return Guess(first_seq, op, read.text("why") or "", read.text("source") or "")
 
 
-def _sweep(read: _Reader) -> Optional[SweepRun]:
-    if not any(key in read.data for key in _SWEEP_KEYS.values()):
-        return None
-    details = read.data.get("sweep_details")
+def _sweep(data) -> Optional[SweepRun]:
+    if isinstance(data, SweepRun) or not isinstance(data, Mapping):
+        return data if isinstance(data, SweepRun) else None
+    read = _Reader(data)
+    details = data.get("details")
     details = tuple(MappingProxyType(dict(d)) for d in details if isinstance(d, Mapping)) if isinstance(details, list) else ()
-    return SweepRun(stop_reason=read.text("sweep_stop_reason"), memory_budget=read.text("memory_budget"),
+    return SweepRun(stop_reason=read.text("stop_reason"), memory_budget=read.text("memory_budget"),
                     memory_total_bytes=read.integer("memory_total_bytes"),
-                    settings=_sweep_settings(read.mapping("sweep_settings") or {}),
-                    notes=read.texts("sweep_notes") or (), details=details)
+                    settings=_sweep_settings(read.mapping("settings") or {}),
+                    notes=read.texts("notes") or (), details=details)
 
 
 def _sweep_settings(data: Mapping) -> SweepSettings:
@@ -553,21 +733,24 @@ def _sweep_dict(sweep: Optional[SweepRun]) -> dict:
     return {key: plain(getattr(sweep, name)) for name, key in _SWEEP_KEYS.items()}
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(RunMeta) if f.name != "extra")
+
+
 def run_meta(meta) -> RunMeta:
     """``meta`` as a RunMeta (a session's meta may still be a plain dict)."""
     return meta if isinstance(meta, RunMeta) else RunMeta.from_dict(meta)
 
 
 def run_facts(model, *, kind: str, run_mode: str, torch_version: str) -> dict:
-    """The facts every run starts with (live, predicted or sweep), as the flat keys of its ``meta``.
+    """The facts every run starts with (live, predicted or sweep), under RunMeta's own names.
 
-    The runner and the sweep driver add what they measure; the Session types it all once
-    (:meth:`RunMeta.from_dict`).
+    The runner and the sweep driver add what they measure (some still under format 1's flat keys,
+    :data:`FLAT_KEYS`); the Session types it all once (:meth:`RunMeta.from_dict`).
     """
     from dmlprof import __version__
 
     model = Path(model)
-    return {"dmlprof_version": __version__, "torch_version": torch_version,
-            "python_version": _platform.python_version(), "platform": _platform.platform(), "mode": kind,
-            "run_mode": run_mode, "model": str(model), "model_name": model.stem,
+    environment = Environment(dmlprof_version=__version__, torch_version=torch_version,
+                              python_version=_platform.python_version(), platform=_platform.platform())
+    return {"environment": environment, "kind": kind, "run_mode": run_mode, "model": str(model), "model_name": model.stem,
             "started_at": _dt.datetime.now().isoformat(timespec="seconds"), "partial": False}

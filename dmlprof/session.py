@@ -17,15 +17,18 @@ import pandas as pd
 
 from dmlprof.errors import SessionFileError
 from dmlprof.files import write_atomic, write_new
-from dmlprof.meta import RunMeta, run_meta
+from dmlprof.meta import RunMeta, meta_from_flat, run_meta
 from dmlprof.plain import plain
 from dmlprof.schema import FALLBACK, empty_ops_frame, typed_ops_frame
 from dmlprof.session_check import MAX_NAME_CHARS, MAX_TEXT_CHARS, NAME_COLUMNS, check_session_dict
 
 FORMAT = "dmlprof-session"
-#: 2: the op frame's verdicts are final (``host`` for the host's bookkeeping, where format 1 held ``cpu``).
+#: 2: the op frame's verdicts are final (``host`` for the host's bookkeeping, where format 1 held ``cpu``),
+#: and ``meta`` holds RunMeta's fields under their own names, each sub-document an object of its fields
+#: (:meth:`RunMeta.to_file`; format 1 spread them out under other names).
 #: A format 1 file loads upgraded: its frame goes through the function every recording does
-#: (:func:`dmlprof.schema.typed_ops_frame`), so old and new files read the same.
+#: (:func:`dmlprof.schema.typed_ops_frame`) and its meta through :func:`dmlprof.meta.meta_from_flat`,
+#: so old and new files read the same.
 FORMAT_VERSION = 2
 SUFFIX = ".session.json"
 
@@ -35,7 +38,12 @@ class Session:
     """``meta``: the run's facts (a RunMeta; a dict of its flat keys is typed on the way in);
     ``ops``: one row per op call; ``profiler_ops``: torch.profiler's own per-op totals for the
     same steps; ``extras``: results other commands attach (a sweep, a verification, a replace
-    comparison)."""
+    comparison, a rank's collectives).
+
+    ``extras`` is still a mapping, but not a bag: its four keys are named and each is checked against its
+    schema on load (:data:`dmlprof.session_check.EXTRAS`; docs/sweep_schema.md, docs/verify.md,
+    docs/replacements.md, docs/distributed.md), and the report types each where it reads it
+    (:mod:`dmlprof.report.build`). Making them typed members of the Session is issue 24's open step."""
 
     meta: RunMeta
     ops: pd.DataFrame = field(default_factory=empty_ops_frame)
@@ -62,7 +70,7 @@ class Session:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "meta": clip(self.meta.to_dict()),
+            "meta": clip(self.meta.to_file()),
             "ops": _frame_to_columns(self.ops, names=NAME_COLUMNS),
             "profiler_ops": _frame_to_columns(self.profiler_ops, names=("op",)),
             "extras": clip(self.extras),
@@ -97,10 +105,13 @@ class Session:
         """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise SessionFileError("not a dmlprof session file")
+        if data.get("format_version") == 1:  # its meta upgrades here, before the check of format 2's structure
+            data = {**data, "meta": meta_from_flat(data.get("meta"))}
         check_session_dict(data, FORMAT_VERSION)
         ops = typed_ops_frame(pd.DataFrame(data.get("ops") or {}))  # verdicts final: a format 1 file upgrades here
         profiler_ops = pd.DataFrame(data.get("profiler_ops") or {})
-        return cls(meta=data.get("meta") or {}, ops=ops, profiler_ops=profiler_ops, extras=data.get("extras") or {})
+        return cls(meta=RunMeta.from_file(data.get("meta") or {}), ops=ops, profiler_ops=profiler_ops,
+                   extras=data.get("extras") or {})
 
     @classmethod
     def load(cls, path) -> "Session":

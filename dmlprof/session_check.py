@@ -162,33 +162,36 @@ def requiring(keys, check: Check) -> Check:
 _shape = list_of(integer)
 _scalar = optional(lambda v, w: _expect(isinstance(v, (str, int, float, bool)), v, w, "a string or number"))
 
+#: a session's ``meta`` as format 2 holds it (dmlprof.meta.RunMeta.to_file; format 1 is upgraded before the check)
 META = record({
-    **{key: text for key in (
-        "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
-        "mode", "run_mode", "model", "model_name", "timing", "started_at", "partial_reason", "recording",
-        "optimizer", "loss_fn", "table_version", "memory_budget", "sweep_stop_reason", "target")},
-    **{key: boolean for key in ("partial", "sync", "profiler", "verify")},
-    **{key: optional(count) for key in (
-        "batch_size", "steps", "warmup_steps", "steps_requested", "parameters", "memory_total_bytes",
-        "replacements_applied")},
+    **{key: text for key in ("kind", "run_mode", "model", "model_name", "started_at", "partial_reason", "optimizer",
+                             "loss_fn")},
+    "partial": boolean,
+    **{key: optional(count) for key in ("batch_size", "steps", "warmup_steps", "steps_requested", "parameters",
+                                        "replacements_applied")},
     "duration_s": optional(duration_s),
     "step_times_ms": list_of(duration_ms),
     "recorded_step_times_ms": optional(list_of(duration_ms)),
-    "structure_step_ms": optional(duration_ms),
     "notes": list_of(text),
-    "sweep_notes": list_of(text),
     "script_args": list_of(text),
     "warnings": list_of(record({"category": text, "message": text, "count": count})),
     "memory": record({"peak_bytes": optional(count), "total_bytes": optional(count),
                       "allocated_bytes": optional(count), "source": optional(text)}),
-    "backend_versions": dict_of(_scalar),
     "module_classes": dict_of(text),
-    "profiler_check": record({"matched_ops": count, "time_ms": number, "profiler_time_ms": number,
-                              "ratio": optional(number), "note": text}),
+    "environment": record({key: text for key in ("dmlprof_version", "torch_version", "python_version", "platform")}),
+    "device": record({"backend": text, "device": text, "name": text, "versions": dict_of(_scalar)}),
+    "recording": record({
+        "timing": text, "description": text, "structure_step_ms": optional(duration_ms),
+        **{key: boolean for key in ("sync", "profiler", "verify")},
+        "profiler_check": record({"matched_ops": count, "time_ms": number, "profiler_time_ms": number,
+                                  "ratio": optional(number), "note": text})}),
     "nonfinite_loss": record({"step": count, "steps_run": count, "value": text}),
-    "sweep_settings": record({"steps": optional(count), "warmup_steps": optional(count), "amp": optional(text)}),
-    "sweep_details": list_of(record({"fallback_ops": list_of(text), "fallback_recorded": boolean,
-                                     "step_times_ms": list_of(duration_ms)})),
+    "prediction": record({"table_version": text, "target": text}),
+    "sweep": record({
+        "stop_reason": text, "memory_budget": text, "memory_total_bytes": optional(count), "notes": list_of(text),
+        "settings": record({"steps": optional(count), "warmup_steps": optional(count), "amp": optional(text)}),
+        "details": list_of(record({"fallback_ops": list_of(text), "fallback_recorded": boolean,
+                                   "step_times_ms": list_of(duration_ms)}))}),
     "distributed": record({"rank": below(MAX_WORLD_SIZE), "local_rank": below(MAX_WORLD_SIZE),
                            "world_size": optional(below(MAX_WORLD_SIZE + 1)), "local_world_size": below(MAX_WORLD_SIZE + 1),
                            "node_rank": below(MAX_WORLD_SIZE), "backend": optional(text), "run_id": text,

@@ -1,6 +1,6 @@
 """What a session recorded in a launched job carries beyond a plain one.
 
-``meta["distributed"]``: rank, local rank, world size, local world size,
+``meta.distributed`` (a :class:`~dmlprof.meta.Distributed`): rank, local rank, world size, local world size,
 node rank and the process-group backend; ``extras["collectives"]``: one row
 per collective call (columns as lists; see docs/distributed.md). And beside
 the session, torch.profiler's own trace of the rank (Kineto's export, with
@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 
 from dmlprof.record.collectives import BACKEND_EVENT_PREFIXES, backend_events, collectives_frame
 from dmlprof.distributed.env import RUN_DIR_ENV, rank_info
 from dmlprof.errors import UsageError
+from dmlprof.meta import Distributed
+from dmlprof.plain import plain
 
 #: torch.profiler's own per-rank traces, under the run folder
 PROFILER_DIR = "profiler"
@@ -37,21 +40,22 @@ def annotate(session, events, profiler=None) -> None:
     calls = collectives_frame(session.ops, events)
     if info is None and calls.empty:
         return
-    meta = info.as_meta() if info is not None else {}
-    meta["backend"] = process_group_backend(events)
-    meta["collective_calls"] = int(len(calls))
-    meta["comm_timing"] = _comm_timing(calls, events)
-    session.meta = session.meta.updated(distributed=meta)
+    place = info.as_meta() if info is not None else {}
+    meta = plain(Distributed(**place, backend=process_group_backend(events), collective_calls=int(len(calls)),
+                             comm_timing=_comm_timing(calls, events)))
+    session.meta = session.meta.updated(distributed=Distributed(**meta))
     session.extras["collectives"] = frame_columns(calls)
     if info is not None and profiler is not None and profiler.profile is not None and os.environ.get(RUN_DIR_ENV):
-        export_profiler_trace(profiler.profile, Path(os.environ[RUN_DIR_ENV]), meta)
+        note = export_profiler_trace(profiler.profile, Path(os.environ[RUN_DIR_ENV]), meta)
+        if note is not None:
+            session.meta = session.meta.updated(notes=session.meta.notes + (note,))
 
 
 def profiler_trace_path(folder: Path, rank: int) -> Path:
     return Path(folder) / PROFILER_DIR / f"rank{int(rank)}.pt.trace.json"
 
 
-def export_profiler_trace(profile, folder: Path, meta: dict) -> None:
+def export_profiler_trace(profile, folder: Path, meta: dict) -> Optional[str]:
     """torch.profiler's own trace of this rank, with ``distributedInfo`` even where the
     process group started after the profiler (a script's own init_process_group).
 
@@ -74,9 +78,9 @@ def export_profiler_trace(profile, folder: Path, meta: dict) -> None:
         trace.setdefault("distributedInfo", {"backend": meta.get("backend") or "unknown", "rank": meta.get("rank", 0),
                                              "world_size": meta.get("world_size", 1)})
         write_atomic(path, json.dumps(trace))
-    except (OSError, RuntimeError, ValueError) as exc:
-        session_note = f"torch.profiler's trace of this rank could not be written: {exc}"
-        meta.setdefault("notes", []).append(session_note[:300])
+    except (OSError, RuntimeError, ValueError) as exc:  # the session's note, for the rank's report
+        return f"torch.profiler's trace of this rank could not be written: {exc}"[:300]
+    return None
 
 
 def process_group_backend(events):

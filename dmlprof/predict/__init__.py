@@ -5,7 +5,7 @@ on a stand-in ``privateuseone`` device (:mod:`dmlprof.predict.backend`):
 torch-directml's exact kernel registrations as Python kernels that compute
 shapes but no values, so torch makes every device-dependent choice it makes on
 DirectML, and the ops that would fall back are named by the stand-in's own
-fallback kernel. The Session has ``meta["mode"] == "predicted"`` and no times
+fallback kernel. The Session has ``meta.is_prediction`` (its kind is ``predicted``) and no times
 (every timing column is 0, ``device_time_ns`` empty).
 """
 from __future__ import annotations

@@ -94,7 +94,7 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
     def run_meta(self) -> dict:
         """What a predicted session says about itself, beyond a live scan's metadata."""
         return {
-            "mode": "predicted",
+            "kind": "predicted",  # RunMeta.kind: the session is a prediction
             "target": self.table.backend,
             "timing": "none: a predicted session has no times (time columns are 0)",
             "table_version": self.table.version_label(),

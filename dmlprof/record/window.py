@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import torch
 
 from dmlprof import progress
+from dmlprof.meta import ScriptWindow
 
 
 class WindowClosed(BaseException):
@@ -74,9 +75,10 @@ class StepWindow:
             if not self.run_to_end:
                 raise WindowClosed()
 
-    def describe(self) -> dict:
-        return {"warmup_steps": self.warmup, "steps_requested": self.steps, "optimizer_steps_taken": self.taken,
-                "window_closed": self.closed, "run_to_end": self.run_to_end}
+    def describe(self) -> ScriptWindow:
+        """The window as the session's run facts hold it."""
+        return ScriptWindow(warmup_steps=self.warmup, steps_requested=self.steps, optimizer_steps_taken=self.taken,
+                            window_closed=self.closed, run_to_end=self.run_to_end)
 
 
 def _set_recording(recorder, on: bool) -> None:

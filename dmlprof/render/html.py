@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from dmlprof.meta import PREDICTED, SCRIPT, SWEEP, Memory, Prediction
+from dmlprof.meta import SCRIPT, SWEEP, Memory, Prediction
 from dmlprof.plain import plain
 from dmlprof.units import fmt_ranks
 from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share, verdict_counts
@@ -172,8 +172,8 @@ def _warning_flags(report) -> list:
               for k in report.known_wrong_results]
     loss = report.run.nonfinite_loss
     if loss:
-        flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.get('value')} at training step "
-                                                       f"{loss.get('step')} of {loss.get('steps_run')} (warm-up "
+        flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.value} at training step "
+                                                       f"{loss.step} of {loss.steps_run} (warm-up "
                                                        "included): the training diverges."))
     return flags + ([_partial_flag(report)] if report.run.partial else [])
 
@@ -213,7 +213,7 @@ def _flag(tone: str, label: str, text: str) -> dict:
 
 
 def _timing_flags(report, timed: bool) -> list:
-    if report.kind == PREDICTED:
+    if report.is_prediction:
         return [_predicted_flag(report, timed)]
     if not timed and report.summary.op_calls:
         return [_flag("info", "No timings", "This session has no per-call times; shares by time are not shown.")]
@@ -243,7 +243,7 @@ def _cards(report, timed: bool) -> list:
     head = report.summary
     cards = [_device_card(report),
              _card("mode", "Session", report.session_kind, _mode_detail(report),
-                   "info" if report.kind == PREDICTED else ""),
+                   "info" if report.is_prediction else ""),
              _card("coverage_calls", "On device, by calls", fmt_share(head.device_call_share),
                    f"{head.device_calls:,} of {head.op_calls - head.host_bookkeeping_calls:,} op calls"
                    + (f" (and {head.host_bookkeeping_calls:,} host bookkeeping)" if head.host_bookkeeping_calls else ""),
@@ -315,7 +315,7 @@ def _step_card(report) -> list:
 
 def _mode_detail(report) -> str:
     run = report.run
-    if report.kind == PREDICTED:
+    if report.is_prediction:
         return f"op table {_table_version(report) or 'unknown'}"
     if run.run_mode == SCRIPT:
         return f"script mode \u00b7 {fmt_count(run.steps, 'optimizer step')}"

@@ -94,7 +94,7 @@ def _facts(facts: list) -> TableSpec:
 def _loss_fact(loss) -> list:
     if not loss:
         return []
-    return [("LOSS", f"{loss.get('value')} at training step {loss.get('step')} of {loss.get('steps_run')} "
+    return [("LOSS", f"{loss.value} at training step {loss.step} of {loss.steps_run} "
                      "(warm-up included): the training diverges")]
 
 
@@ -125,14 +125,14 @@ def _step_time(run) -> list:
 
 
 def _script_line(run) -> str:
-    window = run.script_window or {}
-    if not window:  # a session from before step windows: the whole run was recorded
+    window = run.script_window
+    if window is None:  # a session from before step windows: the whole run was recorded
         return f"script mode (recorded the whole run; {fmt_count(run.steps, 'optimizer step')} seen)"
-    taken = window.get("optimizer_steps_taken", 0)
-    end = ("then stopped" if window.get("window_closed") and not window.get("run_to_end")
-           else "then ran to its end unrecorded" if window.get("window_closed") else "the script ended")
+    taken = window.optimizer_steps_taken or 0
+    end = ("then stopped" if window.window_closed and not window.run_to_end
+           else "then ran to its end unrecorded" if window.window_closed else "the script ended")
     return (f"script mode, {fmt_count(taken, 'optimizer step')} taken: {run.steps or 0} recorded after "
-            f"{window.get('warmup_steps', 0)} warm-up, {end}")
+            f"{window.warmup_steps or 0} warm-up, {end}")
 
 
 def _device_failure(report: Report, top: int) -> list:

@@ -16,7 +16,7 @@ from dmlprof import analysis
 from dmlprof.analysis.timeline import LANES, step_spans, timeline
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
 from dmlprof.analysis.verification import summary as verification_summary
-from dmlprof.meta import PREDICTED, SWEEP, RunMeta
+from dmlprof.meta import SWEEP, RunMeta
 from dmlprof.replacements.catalog import advice_for, advice_for_wrong_results
 from dmlprof.report.model import (
     Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, Report, StepSpan,
@@ -70,7 +70,7 @@ def build_report(session) -> Report:
         torch_paths=_torch_paths(run, ops),
         known_wrong_results=_known_wrong_results(run, ops),
         guess=GuessNote(guess.op, guess.why, guess.source, len(after), len(ops)) if guess is not None else None,
-        timeline=_timeline(ops) if run.kind != PREDICTED else None,
+        timeline=_timeline(ops) if not run.is_prediction else None,
     )
     # the verdict reads the whole report (its failure, its verification, its fixes): decided last, once
     return replace(report, verdict=verdict_of(report), verdict_split=_verdict_split(report.summary))
@@ -105,7 +105,7 @@ _DIRECTML_STAND_INS = ("emulated-dml",)
 def _drift(run: RunMeta, ops) -> Optional[list]:
     """For a prediction or an emulated DirectML scan: the ops of its step whose presence differs on torch 2.4.1
     (None for other sessions)."""
-    if run.kind == SWEEP or not (run.kind == PREDICTED or run.device.backend in _DIRECTML_STAND_INS):
+    if run.kind == SWEEP or not (run.is_prediction or run.device.backend in _DIRECTML_STAND_INS):
         return None
     version = run.environment.torch_version or ""
     if not version:

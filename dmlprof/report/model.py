@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional, Tuple
 
-from dmlprof.meta import BLOCK, PREDICTED, SCRIPT, SWEEP, RunMeta, WarningRecord
+from dmlprof.meta import BLOCK, SCRIPT, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
 from dmlprof.report.replace import ReplaceComparison
 from dmlprof.report.sweep import SweepReport
@@ -364,6 +364,11 @@ class Report:
     def kind(self) -> str:
         return self.run.kind
 
+    @property
+    def is_prediction(self) -> bool:
+        """Whether the verdicts came from an op table (:attr:`RunMeta.is_prediction`)."""
+        return self.run.is_prediction
+
     def __repr__(self) -> str:
         """One line: the title and the finding that matters most (a notebook shows the whole report beside it)."""
         title = f"{self.title} (on {self.run.device.backend or 'an unknown device'})"
@@ -382,7 +387,7 @@ class Report:
         comparison (``--replace``) found comes before how the code ran (a script, a ``profile()`` block)."""
         if self.kind == SWEEP:
             return SWEEP_RUN
-        if self.kind == PREDICTED:
+        if self.is_prediction:
             return PREDICTION
         if self.verification is not None:
             return VERIFY
@@ -447,7 +452,7 @@ class Report:
     @property
     def timed(self) -> bool:
         """Whether calls have times (a prediction has calls, not times)."""
-        return self.kind != PREDICTED
+        return not self.is_prediction
 
     @property
     def host_cpu_times_note(self) -> Optional[str]:
@@ -460,7 +465,7 @@ class Report:
     @property
     def cpu_is_device(self) -> bool:
         """Nothing can fall back: the CPU ran the step as the device."""
-        return self.run.device.is_cpu and self.kind != PREDICTED
+        return self.run.device.is_cpu and not self.is_prediction
 
     @property
     def device_failure_note(self) -> Optional[str]:

@@ -82,7 +82,7 @@ def _wrong_results(found) -> str:
 
 def _fallback_verdict(report, checked: str) -> Verdict:
     head = report.summary
-    predicted = report.kind == "predicted"
+    predicted = report.is_prediction
     where = report.run.device.backend or "the device"
     if not head.fallback_calls:
         verb = "would run" if predicted else "ran"

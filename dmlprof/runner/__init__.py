@@ -151,10 +151,10 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
 
 def loss_problem(session: Session) -> Optional[ModelRaisedError]:
     """The error a complete scan still ends with when its loss went NaN or infinite (None when it did not)."""
-    found = session.meta.get("nonfinite_loss")
-    if not isinstance(found, dict):
+    found = session.meta.nonfinite_loss
+    if found is None:
         return None
     return ModelRaisedError(
-        f"the loss was {found.get('value')} at training step {found.get('step')} of {found.get('steps_run')} "
+        f"the loss was {found.value} at training step {found.step} of {found.steps_run} "
         "(warm-up included); the report covers every step, but the training diverges",
         remedy="lower the learning rate, check the data and the loss for NaN/inf")

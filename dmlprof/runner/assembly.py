@@ -15,6 +15,7 @@ from typing import Optional
 import torch
 
 from dmlprof.backends import Backend
+from dmlprof.meta import DeviceFailure, DeviceTimeCheck, Guess, Memory, NonfiniteLoss, ProfilerCheck, WarningRecord
 from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.record.profiler import ProfilerAlongside, join_call_events, profiler_op_totals
 from dmlprof.record.recorder import Recorder
@@ -42,11 +43,11 @@ def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend:
     profiler_ops = profiler_op_totals(events) if events is not None else None
     if "steady_state" in meta:  # the times are the profiler's own: nothing to cross-check
         profiler_ops = None
-        meta["profiler_check"] = {"note": "measured steps were timed by torch.profiler itself"}
+        meta["profiler_check"] = ProfilerCheck(note="measured steps were timed by torch.profiler itself")
     memory = safe(backend.memory, None)
     meta.update(
         step_times_ms=[round(t, 3) for t in step_times_ms],
-        memory=vars(memory) if memory is not None else {},
+        memory=Memory(**vars(memory)) if memory is not None else Memory(),
         warnings=_other_warnings(recorder, backend),
         module_classes=recorder.modules.classes(),
     )
@@ -81,10 +82,10 @@ def _note_failed_call(failed, backend: Backend, meta: dict, raised: Optional[Bas
     if found is None:  # the user's code failed: not the device's refusal
         return
     known = backend.known_error(raised)
-    meta["device_failure"] = {
-        "op": failed["op"], "kind": found.kind, "message": found.message, "dtypes": failed["dtypes"],
-        "source": failed["source"], "explanation": known.explanation if known else "",
-        "remedy": known.remedy if known else "", "observed": not backend.predicted}
+    meta["device_failure"] = DeviceFailure(
+        op=failed["op"], kind=found.kind, message=found.message, dtypes=failed["dtypes"] or "",
+        source=failed["source"] or "", explanation=known.explanation if known else "",
+        remedy=known.remedy if known else "", observed=not backend.predicted)
 
 
 def _check_losses(losses: list, backend: Backend, meta: dict) -> None:
@@ -100,7 +101,7 @@ def _check_losses(losses: list, backend: Backend, meta: dict) -> None:
             continue
         if not finite:
             value = value.item() if value.numel() == 1 else "nan or inf"
-            meta["nonfinite_loss"] = {"step": number, "steps_run": len(losses), "value": str(value)}
+            meta["nonfinite_loss"] = NonfiniteLoss(step=number, steps_run=len(losses), value=str(value))
             return
 
 
@@ -128,13 +129,13 @@ def _predicted_frame(ops, backend: Backend, meta: dict, rows: list):
     ops["time_ns"] = 0
     ops["start_ns"] = 0
     placeholders = backend.placeholder_ops()
-    meta.update(step_times_ms=[], memory={}, placeholder_ops=placeholders)
+    meta.update(step_times_ms=[], memory=Memory(), placeholder_ops=placeholders)
     guess = backend.first_guess()
     if guess is not None:
         first_seq = _first_call_after(rows, guess.time_ns)
         during = bool(rows) and rows[first_seq][5] <= guess.time_ns  # made up inside that call, not before it
-        meta["predicted_guess"] = {"first_seq": first_seq, "op": guess.op, "why": guess.why,
-                                   "source": rows[first_seq][10] if during else ""}
+        meta["predicted_guess"] = Guess(first_seq=first_seq, op=guess.op, why=guess.why,
+                                        source=rows[first_seq][10] if during else "")
     if placeholders:
         meta["notes"] = meta.get("notes", []) + [PLACEHOLDER_NOTE]
     return ops
@@ -148,28 +149,25 @@ def _first_call_after(rows: list, time_ns: int) -> int:
 
 
 
-def _profiler_check(ops, profiler_ops, synced: bool = False) -> dict:
+def _profiler_check(ops, profiler_ops, synced: bool = False) -> ProfilerCheck:
     """Totals over the ops both we and torch.profiler timed."""
     from dmlprof.analysis import profiler_crosscheck
 
     both = profiler_crosscheck(ops, profiler_ops).dropna(subset=["profiler_time_ms"])
     ours, theirs = float(both["time_ms"].sum()), float(both["profiler_time_ms"].sum())
-    return {
-        "matched_ops": int(len(both)),
-        "time_ms": round(ours, 3),
-        "profiler_time_ms": round(theirs, 3),
-        "ratio": round(ours / theirs, 4) if theirs else None,
-        **({"note": "per-op sync: our times include waiting for the device after each call; "
-                    "the profiler's host ranges end when the call returns"} if synced else {}),
-    }
+    return ProfilerCheck(
+        matched_ops=int(len(both)), time_ms=round(ours, 3), profiler_time_ms=round(theirs, 3),
+        ratio=round(ours / theirs, 4) if theirs else None,
+        note=("per-op sync: our times include waiting for the device after each call; "
+              "the profiler's host ranges end when the call returns") if synced else None)
 
 
-def _device_time_check(ops, events) -> dict:
+def _device_time_check(ops, events) -> DeviceTimeCheck:
     """Kernel time joined to our calls against all kernel time the profiler saw."""
     ours = float(ops["device_time_ns"].fillna(0).sum()) / 1e6
     theirs = float(events["self_device_time_ns"].sum()) / 1e6
-    return {"calls_device_time_ms": round(ours, 3), "profiler_kernel_time_ms": round(theirs, 3),
-            "ratio": round(ours / theirs, 4) if theirs else None}
+    return DeviceTimeCheck(calls_device_time_ms=round(ours, 3), profiler_kernel_time_ms=round(theirs, 3),
+                           ratio=round(ours / theirs, 4) if theirs else None)
 
 
 def _other_warnings(recorder: Recorder, backend: Backend) -> list:
@@ -179,7 +177,7 @@ def _other_warnings(recorder: Recorder, backend: Backend) -> list:
         for message, category in zip(recorder.warnings.messages, recorder.warnings.categories)
         if backend.fallback_ops_in(message) is None
     )
-    return [{"category": c, "message": m[:500], "count": n} for (c, m), n in counts.most_common(50)]
+    return [WarningRecord(category=c, message=m[:500], count=n) for (c, m), n in counts.most_common(50)]
 
 
 def safe(fn, default):

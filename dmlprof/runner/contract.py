@@ -18,6 +18,7 @@ import torch
 from dmlprof import progress
 from dmlprof.backends.base import FALLBACK_WARNING
 from dmlprof.errors import DeviceError, DmlprofError, ModelRaisedError
+from dmlprof.meta import SteadyState
 from dmlprof.record import steady
 from dmlprof.record.profiler import ProfilerAlongside, numbered_ranges
 from dmlprof.record.recorder import Recorder, refusals
@@ -198,13 +199,9 @@ class ContractRun(Run):
         ops = pd.concat(frames, ignore_index=True) if frames else structure.template.iloc[0:0].copy()
         ops["seq"] = range(len(ops))
         ops["ranges"] = numbered_ranges(ops["ranges"].tolist() if frames else [])
-        self.meta["steady_state"] = {
-            "structure_step_calls": len(structure.template),
-            "matched_steps": len(frames),
-            "unmatched_steps": unmatched,
-            "fallback_mismatch_steps": mismatched,
-            "calls_timed_from_structure_step": unmatched_calls,
-        }
+        self.meta["steady_state"] = SteadyState(
+            structure_step_calls=len(structure.template), matched_steps=len(frames), unmatched_steps=tuple(unmatched),
+            fallback_mismatch_steps=tuple(mismatched), calls_timed_from_structure_step=unmatched_calls)
         if unmatched or mismatched:
             self.meta.setdefault("notes", []).append(
                 f"steps {unmatched + mismatched} differed from the structure step and are "

@@ -16,7 +16,7 @@ import dmlprof
 from dmlprof import progress
 from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
-from dmlprof.meta import SWEEP, run_facts
+from dmlprof.meta import SWEEP, SweepRun, SweepSettings, run_facts
 from dmlprof.model_file import inspect_model_file
 from dmlprof.sweep.child import AMP_DTYPES, RESULT_MARKER, memory_limit_supported
 from dmlprof.sweep.options import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS, DEFAULT_TIME_BUDGET_S,
@@ -36,7 +36,7 @@ class SweepResult:
     budget: MemoryBudget = field(default_factory=MemoryBudget)
     stop_reason: str = ""
     notes: List[str] = field(default_factory=list)
-    settings: dict = field(default_factory=dict)
+    settings: SweepSettings = field(default_factory=SweepSettings)
     started_at: str = ""
     duration_s: float = 0.0
     interrupted: bool = False
@@ -81,12 +81,11 @@ class SweepResult:
             "duration_s": round(self.duration_s, 3),
             "partial": self.interrupted,
             **({"partial_reason": "interrupted"} if self.interrupted else {}),
-            "sweep_stop_reason": self.stop_reason,
-            "memory_budget": self.budget.describe(total, "device memory" if accelerator else "physical memory"),
-            "memory_total_bytes": total,
-            "sweep_settings": dict(self.settings),
-            "sweep_notes": list(self.notes),
-            "sweep_details": [{k: r.get(k) for k in _DETAIL_KEYS if k in r} for r in self.results],
+            "sweep": SweepRun(
+                stop_reason=self.stop_reason,
+                memory_budget=self.budget.describe(total, "device memory" if accelerator else "physical memory"),
+                memory_total_bytes=total, settings=self.settings, notes=tuple(self.notes),
+                details=tuple({k: r.get(k) for k in _DETAIL_KEYS if k in r} for r in self.results)),
         }
 
     def to_session(self):
@@ -245,10 +244,10 @@ def run_sweep(
 
     result = SweepResult(model=model_file.path, device=backend_name, budget=budget,
                          started_at=_dt.datetime.now().isoformat(timespec="seconds"))
-    result.settings = {"auto": bool(auto), "sizes_planned": sizes, "steps": steps, "warmup_steps": warmup, "amp": amp,
-                       "max_batch_size": max_batch_size if auto else None,
-                       "time_budget_s": time_budget_s if auto else None, "child_memory_limit_bytes": child_memory_limit,
-                       "device_index": device_index}
+    result.settings = SweepSettings(
+        auto=bool(auto), sizes_planned=tuple(sizes), steps=steps, warmup_steps=warmup, amp=amp,
+        max_batch_size=max_batch_size if auto else None, time_budget_s=time_budget_s if auto else None,
+        child_memory_limit_bytes=child_memory_limit, device_index=device_index)
     if child_memory_limit:
         supported, why = memory_limit_supported()
         if not supported:

@@ -143,7 +143,7 @@ def predicted_ops(python: str, entry: Path, work: Path) -> dict:
     for text in ops.get("fallback_ops") or []:
         reached.update(part.rpartition("=")[0] for part in filter(None, (text or "").split(";")))
     return {"ops": sorted(reached), "error": error, "partial": bool(session["meta"].get("partial")),
-            "torch": session["meta"].get("torch_version", "")}
+            "torch": (session["meta"].get("environment") or {}).get("torch_version", "")}  # session format 2
 
 
 def interpreter_torch(python: str) -> str:

@@ -146,7 +146,7 @@ def test_no_sync_times_the_ddp_steps_with_the_profiler_alone(cli, tmp_path):
     folder = _run_folder(tmp_path / "reports")
     for rank in (0, 1):
         meta = json.loads((folder / f"rank{rank}.session.json").read_text())["meta"]
-        assert meta["steady_state"]["matched_steps"] == 2 and meta["warmup_steps"] == 2
+        assert meta["recording"]["steady_state"]["matched_steps"] == 2 and meta["warmup_steps"] == 2
     report = json.loads((tmp_path / "merged.json").read_text())
     assert [r["steps"] for r in report["ranks"]] == [2, 2]
     assert all(c["comm_time_ms"] > 0 for c in report["collectives"] if c["op"] == "c10d::allreduce_")

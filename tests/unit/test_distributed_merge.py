@@ -255,7 +255,7 @@ def test_sweep_devices_run_at_once(tmp_path):
                 "peak_memory_bytes": 1, "memory_source": "", "fallback_time_share": 0.0, "error": None}
 
     results = run_sweep_devices(model, "cpu", [0, 1], batch_sizes=[1, 2], runner=runner)
-    assert [r.settings["device_index"] for r in results] == [0, 1]
+    assert [r.settings.device_index for r in results] == [0, 1]
     assert [len(r.results) for r in results] == [2, 2]
     first = {d: min(s for i, s, _ in spans if i == d) for d in (0, 1)}
     last = {d: max(e for i, _, e in spans if i == d) for d in (0, 1)}

@@ -73,3 +73,129 @@ def test_file_stem_names_the_model_backend_kind_and_start():
     assert RunMeta.from_dict(KINDS["sweep"]().meta).file_stem() == "net-dml-sweep-20260102T030405"
     odd = RunMeta.from_dict({"model_name": "my model/../x", "backend": "dml", "started_at": "2026-01-02T03:04:05"})
     assert odd.file_stem() == "my_model_x-dml-20260102T030405"
+
+
+# -- format 2: the file holds the typed fields under their own names -------------------------------
+def _every_flat_key() -> dict:
+    """A format-1 meta with a value under every key format 1 named otherwise than its typed field."""
+    return {"mode": "predicted", "dmlprof_version": "0.9", "torch_version": "2.4.1", "python_version": "3.11.9",
+            "platform": "Windows-10", "backend": "dml", "device": "privateuseone:0", "device_name": "Radeon",
+            "backend_versions": {"torch-directml": "0.2.5"}, "device_float64": False, "device_emulation": "lavapipe",
+            "sync": True, "profiler": False, "timing": "wall", "recording": "every call", "verify": True,
+            "steady_state": {"steps": 3}, "structure_step_ms": 4.5, "device_time_check": {"ratio": 1.0},
+            "profiler_check": {"matched_ops": 2, "time_ms": 1.0, "profiler_time_ms": 1.1, "ratio": 0.9},
+            "target": "dml", "table_version": "t1", "table_torch_version": "2.4.1", "stand_in_device": "meta",
+            "unknown_ops": ["aten::x"], "unknown_op_calls": {"aten::x": 2}, "placeholder_ops": {"aten::y": 1},
+            "drift_ops": ["aten::z"], "predicted_failure_op": "aten::lu",
+            "predicted_guess": {"first_seq": 3, "op": "aten::_local_scalar_dense", "why": "no value"},
+            "sweep_stop_reason": "out of memory", "memory_budget": "8 GiB", "memory_total_bytes": 8 << 30,
+            "sweep_settings": {"steps": 6, "warmup_steps": 2}, "sweep_notes": ["a note"],
+            "sweep_details": [{"batch_size": 8}], "steps": 2, "partial": False, "started_at": "2026-01-02T03:04:05"}
+
+
+def test_a_format_1_file_loads_into_the_same_run_meta_as_its_format_2_save(tmp_path):
+    import json
+
+    from dmlprof.meta import FLAT_KEYS
+    from dmlprof.session import Session
+
+    # GIVEN a format-1 file whose meta holds every key that format 1 named otherwise than its field
+    flat = _every_flat_key()
+    assert set(FLAT_KEYS) <= set(flat)
+    old = tmp_path / "old.session.json"
+    old.write_text(json.dumps({"format": "dmlprof-session", "format_version": 1, "meta": flat}), encoding="utf-8")
+    # WHEN it is loaded, saved (format 2) and loaded again
+    loaded = Session.load(old)
+    again = Session.load(loaded.save(tmp_path / "new.session.json"))
+    # THEN both read the same, field by field, and nothing became an unknown extra
+    assert again.meta.to_file() == loaded.meta.to_file() and not loaded.meta.extra
+    assert loaded.meta.device.name == "Radeon" and loaded.meta.recording.description == "every call"
+    assert loaded.meta.prediction.failure_op == "aten::lu" and loaded.meta.prediction.guess.first_seq == 3
+    assert loaded.meta.sweep.settings.steps == 6 and loaded.meta.environment.platform == "Windows-10"
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_a_saved_session_s_meta_keys_are_the_typed_field_names(name, tmp_path):
+    import dataclasses
+    import json
+
+    from dmlprof.meta import RunMeta
+    from dmlprof.session import Session
+
+    # GIVEN any kind of session, saved
+    data = json.loads(KINDS[name]().save(tmp_path / "s.session.json").read_text(encoding="utf-8"))
+    # THEN its meta's keys are RunMeta's fields, and each sub-document's keys are its record's fields
+    assert data["format_version"] == 2
+    names = {f.name: f for f in dataclasses.fields(RunMeta)}
+    assert set(data["meta"]) <= set(names) - {"extra"}, set(data["meta"]) - set(names)
+    run = Session.load(tmp_path / "s.session.json").meta
+    for key, value in data["meta"].items():
+        typed = getattr(run, key)
+        if dataclasses.is_dataclass(typed):
+            assert set(value) <= {f.name for f in dataclasses.fields(typed)}, key
+
+
+def test_sub_documents_are_records_whether_the_producer_or_a_file_gave_them(tmp_path):
+    from dmlprof.meta import DeviceTimeCheck, NonfiniteLoss, ScriptWindow, SteadyState
+    from dmlprof.session import Session
+
+    # GIVEN run facts as a producer builds them (records) and as a format-1 file holds them (objects)
+    built = {"steady_state": SteadyState(structure_step_calls=9, matched_steps=2, unmatched_steps=(3,)),
+             "nonfinite_loss": NonfiniteLoss(step=1, steps_run=2, value="nan")}
+    read = {"script_window": {"warmup_steps": 1, "steps_requested": 2, "optimizer_steps_taken": 3,
+                              "window_closed": True, "run_to_end": False},
+            "device_time_check": {"calls_device_time_ms": 1.5, "profiler_kernel_time_ms": 2.0, "ratio": 0.75}}
+    run = RunMeta.from_dict({**built, **read})
+    # THEN both are typed records, the same after a save and a load
+    assert run.recording.steady_state == built["steady_state"] and run.nonfinite_loss == built["nonfinite_loss"]
+    assert run.script_window == ScriptWindow(1, 2, 3, True, False)
+    assert run.recording.device_time_check == DeviceTimeCheck(1.5, 2.0, 0.75)
+    again = Session.load(Session(meta=run).save(tmp_path / "s.session.json")).meta
+    assert again.recording == run.recording and again.script_window == run.script_window
+    assert again.nonfinite_loss == run.nonfinite_loss
+    # AND the JSON report's flat view writes them as the objects it always did
+    assert run["steady_state"]["unmatched_steps"] == [3] and run["nonfinite_loss"] == {"step": 1, "steps_run": 2,
+                                                                                        "value": "nan"}
+
+
+def test_a_rank_s_facts_are_a_record_and_the_flat_view_keeps_what_the_rank_knew():
+    from dmlprof.meta import Distributed
+
+    # GIVEN a rank's facts without a launcher (the script's own process group): no rank or world size
+    run = RunMeta.from_dict({"distributed": {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}})
+    # THEN it is a record, and the flat view holds only what was known (readers default the rest)
+    assert run.distributed == Distributed(backend="gloo", collective_calls=4, comm_timing="wall")
+    assert run["distributed"] == {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_whether_a_session_is_a_prediction_is_one_property(name):
+    from dmlprof.report import build_report
+
+    session = KINDS[name]()
+    # the run's facts and the report answer alike, from the kind alone
+    assert session.meta.is_prediction == (session.kind == PREDICTED) == build_report(session).is_prediction
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_a_session_saved_and_loaded_has_the_same_run_facts_and_report_meta(name, tmp_path):
+    from dmlprof.report import build_report
+    from dmlprof.session import Session
+
+    session = KINDS[name]()
+    again = Session.load(session.save(tmp_path / "s.session.json"))
+    # THEN the typed facts, their flat view and the JSON report's meta are the same as before the save
+    assert again.meta == session.meta and again.meta.to_file() == session.meta.to_file()
+    assert build_report(again).to_dict()["meta"] == build_report(session).to_dict()["meta"]
+
+
+@pytest.mark.parametrize("path", sorted((__import__("pathlib").Path(__file__).parents[1] / "fixtures" / "sessions")
+                                        .glob("*.session.json")), ids=lambda p: p.name)
+def test_a_real_format_1_session_reads_the_same_after_its_format_2_save(path, tmp_path):
+    from dmlprof.report import build_report
+    from dmlprof.session import Session
+
+    old = Session.load(path)
+    new = Session.load(old.save(tmp_path / path.name))
+    assert new.meta == old.meta and not old.meta.extra
+    assert build_report(new).to_dict()["meta"] == build_report(old).to_dict()["meta"]

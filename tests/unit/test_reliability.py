@@ -318,7 +318,7 @@ def test_d4_every_kind_of_session_this_dmlprof_writes_loads_again(tmp_path):
         path = tmp_path / f"{i}.session.json"
         session.save(path)
         loaded = Session.load(path)
-        assert loaded.meta == json.loads(path.read_text(encoding="utf-8"))["meta"] and len(loaded.ops) == len(session.ops)
+        assert loaded.meta.to_file() == json.loads(path.read_text(encoding="utf-8"))["meta"] and len(loaded.ops) == len(session.ops)
 
 
 def test_a_lock_left_by_a_killed_build_is_cleared_and_a_live_one_kept(tmp_path):

@@ -317,7 +317,7 @@ def test_prediction_equals_real_directml(entry, work):
     from zoo_harness.realdml import device_calls, gradient_adds_merged
 
     expected, got = real["calls"], device_calls(session)
-    if session["meta"].get("backend") == "emulated-dml":  # a script's --target dml runs on the emulated device
+    if (session["meta"].get("device") or {}).get("backend") == "emulated-dml":  # a script's --target dml runs on the emulated device
         expected, got = gradient_adds_merged(expected), gradient_adds_merged(got)
     gap_ops, gap = REAL_LAYOUT_GAPS.get(entry.path.stem, (set(), ""))
     differences = [f"step {step}: {line}" for step in sorted(set(expected) | set(got))
