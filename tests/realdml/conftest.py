@@ -69,7 +69,11 @@ class Scan:
 
     @property
     def meta(self) -> dict:
-        return (self.session or {}).get("meta") or {}
+        """The run's facts under their JSON-report names (read through dmlprof's own session reader, as any
+        consumer of a session file should: the file's layout is dmlprof's, docs/report_schema.md)."""
+        from dmlprof.session import Session
+
+        return Session.from_dict(self.session).meta.to_dict() if self.session else {}
 
     def calls(self) -> Counter:
         """Calls per (step, op, verdict, fallback ops) on the device: the session's rows, counted (autograd's
