@@ -530,7 +530,7 @@ def _shape(shape) -> str:
 #: the merged run's sections, in reading order
 RUN_SECTIONS = ("ranks", "straggler", "verdict_differences", "collectives", "facts")
 #: where a rank's step went, as the page's legend names each part (RunReport's StepPart.part)
-STEP_PART_NAMES = {"compute": "compute", "fallback": "fallback", "host": "host calls", "bookkeeping": "host bookkeeping",
+STEP_PART_NAMES = {"compute": "compute", "fallback": "fallback", "cpu": "host calls", "host": "host bookkeeping",
                    "comm call": "collective calls",
                    "other": "other (Python, waiting for collectives)"}
 

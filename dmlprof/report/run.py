@@ -27,8 +27,9 @@ DISTRIBUTED = "distributed"
 OK, PARTIAL, FAILED = "ok", "partial", "failed"
 _RANK_FIELDS = ("steps", "step_ms", "compute_ms", "fallback_ms", "cpu_ms", "host_ms", "comm_call_ms", "comm_ms", "other_ms",
                 "busy_ms", "comm_calls", "comm_bytes", "fallback_calls", "comm_share", "fallback_share")
-#: the parts of a rank's median step its bar shows, in order: (name, the rank's field)
-STEP_PARTS = (("compute", "compute_ms"), ("fallback", "fallback_ms"), ("host", "cpu_ms"), ("bookkeeping", "host_ms"),
+#: the parts of a rank's median step its bar shows, in order: (name, the rank's field); cpu and host as the verdicts
+#: name them (calls on CPU tensors, the host's bookkeeping)
+STEP_PARTS = (("compute", "compute_ms"), ("fallback", "fallback_ms"), ("cpu", "cpu_ms"), ("host", "host_ms"),
               ("comm call", "comm_call_ms"), ("other", "other_ms"))
 #: a part of the straggler's extra time is named when it is at least this share of it
 _NAMED_EXCESS_SHARE = 0.05
@@ -52,7 +53,7 @@ class RunAbout:
 
 @dataclass(frozen=True)
 class StepPart:
-    """One part of a rank's median step (compute, fallback, host, comm call, other) and its share of the step."""
+    """One part of a rank's median step (compute, fallback, cpu, host, comm call, other) and its share of the step."""
 
     part: str
     share: float  # 0..1 of the median step, capped at 1

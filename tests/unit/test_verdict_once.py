@@ -136,7 +136,7 @@ def test_a_jobs_merged_report_splits_findings_from_bookkeeping_for_new_and_forma
     for rank in report.ranks:
         assert rank.cpu_ms == pytest.approx(0.01) and rank.host_ms == pytest.approx(0.07)
         assert rank.busy_ms == pytest.approx(0.23)  # the bookkeeping is still time the rank is busy
-        assert [p.part for p in rank.step_parts if p.part in ("host", "bookkeeping")] == ["host", "bookkeeping"]
+        assert [p.part for p in rank.step_parts if p.part in ("cpu", "host")] == ["cpu", "host"]
     assert report.verdict_differences == ()  # the old file's rank judged as the new one's
 
 
