@@ -19,10 +19,9 @@ from dmlprof.record.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import leaves_device, op_name, rows_to_frame
 from dmlprof.record.profiler import mark_rows_dropped
-from dmlprof.record.tap import DispatcherTap
+from dmlprof.record.tap import DispatcherTap, call_as_dispatched
 from dmlprof.record.warning_capture import WarningCapture
 
-PHASES = ("forward", "backward", "optimizer", "comm", "other")
 #: the most op calls one recording holds (about 2 KB each until the session is saved: ~2 GB at most,
 #: benchmarks/results/recording_bound.json); past it the calls run unrecorded, and the session says so
 MAX_RECORDED_CALLS = 1_000_000
@@ -41,7 +40,7 @@ def _call_catching(func, args, kwargs):
     """``(func(*args, **kwargs), None)`` or ``(None, exception)``: no Python error may be
     pending when that handler flushes its warnings (CPython would raise SystemError)."""
     try:
-        return func(*args, **kwargs), None
+        return call_as_dispatched(func, args, kwargs), None
     except BaseException as exc:  # re-raised by the caller once the call is recorded
         return None, exc
 # Ops the profiler itself issues through the dispatcher; never the user's.
@@ -81,7 +80,7 @@ class _Calls:
             if func.namespace in _SKIP_NAMESPACES or not rec.active or rec.full:
                 refuse_or_call = rec.refusals.refuse_or_call if rec.refusals is not None else None
                 # unrecorded, but the process must not end here either
-                return refuse_or_call(func, args, kwargs) if refuse_or_call else func(*args, **kwargs)
+                return refuse_or_call(func, args, kwargs) if refuse_or_call else call_as_dispatched(func, args, kwargs)
             return self._record(rec, func, args, kwargs)
 
     @staticmethod
@@ -89,8 +88,16 @@ class _Calls:
         inputs = _tensor_meta(args)
         if kwargs:
             inputs += _tensor_meta(kwargs.values())
-        if rec.before_call is not None:  # a journal of the call about to run (it may end the process)
+        phase = rec.phase or rec.infer_phase()
+        module, source = rec.modules.owner(phase, rec.optimizer_name)
+        collective = comm_phase(func)  # c10d collectives are a phase of their own, attributed as if not
+        if collective is not None:
+            phase = collective
+        if rec.before_call is not None:  # a worker's own note of the call about to run (tools/realdml)
             rec.before_call(func, inputs)
+        journal = rec.journal
+        # written before the call runs: a call that ends the process (a native crash) is still named
+        journaled = journal.begin(op_name(func), rec.step, phase, module, inputs) if journal is not None else None
         verifier = rec.verifier
         # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
         pending = verifier.before(func, args, kwargs) if verifier is not None else None
@@ -111,20 +118,19 @@ class _Calls:
         elapsed = _perf_ns() - start
         warned_after = len(evidence)
 
-        phase = rec.phase or rec.infer_phase()
-        module, source = rec.modules.owner(phase, rec.optimizer_name)
         out_meta = _tensor_meta(outputs)
-        collective = comm_phase(func)  # c10d collectives are a phase of their own, attributed as if not
-        if collective is not None:
-            phase = collective
         if (collective is not None or warned_after != warned_before or failed is not None
                 or rec.wants_source(func, inputs, out_meta)):
             # The user's own line matters most where a call leaves the device, or fails.
             source = user_source_line(2) or source
+        thread = _thread_id()
         rec.rows.append(
             (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
-             module, source, _thread_id())
+             module, source, thread)
         )
+        if journal is not None:
+            fallen = rec.fallen_in(warned_before, warned_after) if warned_after != warned_before else ()
+            journal.end(journaled, out_meta, start, elapsed, thread, source, fallen)
         if len(rec.rows) >= rec.next_limit:  # what a recording may cost is bounded (Recorder.limit_reached)
             rec.limit_reached()
         if failed is not None:  # the call that broke the step stays in the (partial) session
@@ -170,9 +176,10 @@ class Recorder:
         #: the names a stand-in backend logs itself; rows keep their span of it
         self.evidence = backend.fallback_log if backend.fallback_log is not None else self.warnings.messages
         self.tap = DispatcherTap(_Calls(self))
-        #: ``before_call(func, inputs)``, called before each recorded call runs: where a backend can end
-        #: the process inside a call (a fatal check in its native code), what was running is known only
-        #: from a note written before it
+        #: where each call is written down as it happens (:mod:`dmlprof.record.journal`), when a scan's
+        #: parent process asked for one: a native crash then still leaves the recording
+        self.journal = None
+        #: ``before_call(func, inputs)``, called before each recorded call runs (the truth worker's own note)
         self.before_call = None
         #: ops whose calls the report points at by the user's line (the backend's known wrong results)
         self.flagged_ops = backend.flagged_ops()
@@ -225,6 +232,8 @@ class Recorder:
     def drop_rows(self) -> None:
         """Forget what was recorded so far (a script's warm-up steps); a full recorder records again."""
         mark_rows_dropped()  # torch.profiler saw those calls: the mark says where the rows begin
+        if self.journal is not None:
+            self.journal.rows_dropped()
         self.rows.clear()
         self.failed_row = None
         self.full = False
@@ -260,6 +269,11 @@ class Recorder:
         # Ops an extension defined since the run began (torchvision imported by the model).
         self.tap.refresh()
         self.backend.refresh()
+
+    def fallen_in(self, first: int, last: int) -> tuple:
+        """The ops the backend says fell back, in the evidence that arrived between two points."""
+        names = (self.backend.fallback_ops_in(item) for item in self.evidence[first:last])
+        return tuple(name for name in names if name)
 
     def wants_source(self, func, inputs, outputs) -> bool:
         """Whether a call leaves the device (tensors on the host, a sync), or is one of the backend's ops the
@@ -321,7 +335,7 @@ class _Refusals:
         refused = self.backend.refusal_for(found) if found is not None else None
         if refused is not None:
             raise refused
-        return func(*args, **kwargs)
+        return call_as_dispatched(func, args, kwargs)
 
     def _call(self, func, args, kwargs):
         with self.tap.paused():
