@@ -91,7 +91,7 @@ def supervise(argv: list, args) -> int:
     journal, crash_log = folder / "calls.journal", folder / "crash.log"
     env = {**os.environ, CHILD_ENV: "1", "DMLPROF_JOURNAL": str(journal), CRASH_LOG_ENV: str(crash_log)}
     try:
-        child = subprocess.Popen([sys.executable, "-m", "dmlprof", *argv], env=env)
+        child = _start([sys.executable, "-m", "dmlprof", *argv], env)
         with _passing_signals_to(child):
             status = child.wait()
         how = died_of(status)
@@ -102,9 +102,52 @@ def supervise(argv: list, args) -> int:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _start(command: list, env: dict):
+    """The child, in a process group of its own on POSIX: a signal meant for the whole group (a closed terminal,
+    a CI job's cancel) reaches the parent alone, which passes it on once. On a terminal the child's group
+    takes the foreground, so Ctrl-C and a script's ``input()`` reach the child, as without dmlprof."""
+    if os.name != "posix":
+        return subprocess.Popen(command, env=env)  # Windows: Ctrl-C reaches every process of the console
+    child = subprocess.Popen(command, env=env, preexec_fn=_in_own_group)
+    fd = _terminal_fd()
+    # a terminal whose foreground is dmlprof's group (not when dmlprof itself runs in the background)
+    child.terminal = fd if fd is not None and os.getpgrp() == os.tcgetpgrp(fd) else None
+    if child.terminal is not None:
+        _give_terminal(child.terminal, child.pid)
+    return child
+
+
+def _in_own_group() -> None:  # runs in the child between fork and exec
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):  # a child whose parent is killed outright (SIGKILL) ends too
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def _terminal_fd() -> Optional[int]:
+    try:
+        return sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _give_terminal(fd: int, process_group: int) -> None:
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group may not change it otherwise
+    try:
+        os.tcsetpgrp(fd, process_group)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
 class _passing_signals_to:
-    """While the child runs: Ctrl-C reaches it from the terminal (the parent ignores its own copy);
-    SIGTERM or SIGHUP sent to the parent alone (``kill``, ``timeout``) is passed on once."""
+    """While the child runs, Ctrl-C, SIGTERM and SIGHUP sent to the parent are passed on to the child (which
+    saves what it recorded and ends with their exit codes); afterwards the terminal is the parent's again."""
 
     def __init__(self, child):
         self.child = child
@@ -121,7 +164,8 @@ class _passing_signals_to:
             number = getattr(signal, name, None)
             if number is None:
                 continue
-            handler = signal.SIG_IGN if name == "SIGINT" else self._forward
+            # Windows: the console's Ctrl-C reaches the child itself; nothing can be passed on
+            handler = signal.SIG_IGN if os.name != "posix" else self._forward
             try:
                 self.saved[number] = signal.signal(number, handler)
             except (OSError, ValueError):  # not the main thread (dmlprof called from a library)
@@ -129,6 +173,8 @@ class _passing_signals_to:
         return self
 
     def __exit__(self, *exc):
+        if getattr(self.child, "terminal", None) is not None:
+            _give_terminal(self.child.terminal, os.getpgrp())
         for number, handler in self.saved.items():
             signal.signal(number, handler)
         return False
@@ -162,10 +208,10 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     if contents.finished is not None:  # it had said its last word: only the death is news
         error_line(f"stopped by {how} after the scan ended ({contents.finished})")
         return _stopped_exit_code(how) or CRASHED_EXIT_CODE
-    running = contents.running[-1] if contents.running else None
+    running = contents.running[-1] if contents.running else contents.unrecorded
     message = crash_message(how, running, user_line)
     if contents.header is None:
-        error_line(f"{message}, before any call was recorded", "nothing was recorded")
+        error_line(f"{message}, before the recording began", "nothing was recorded")
         return _stopped_exit_code(how) or CRASHED_EXIT_CODE
     from dmlprof.errors import DmlprofError
     from dmlprof.output import print_report, write_outputs
@@ -261,8 +307,9 @@ def session_from_journal(contents, message: str, how: str, user_line: str):
             changes["device_failure"] = DeviceFailure(
                 op=running.op, kind="aborts", message=f"the process died of {how}",
                 dtypes=",".join(sorted({m[1] for m in running.inputs})), source=user_line,
-                explanation=f"{running.op} ended the process ({how}) on the device: a native crash in the backend",
-                remedy="move this call to the CPU (or change its arguments), then scan again", observed=True)
+                explanation=f"the process died of {how} in this call on the device (a native crash in the backend)",
+                remedy="move this call to the CPU (or change its arguments), then scan again", observed=True,
+                ended_process=True)
     return Session(meta=header.meta.updated(**changes), ops=ops)
 
 

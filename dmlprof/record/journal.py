@@ -120,6 +120,15 @@ class Journal:
             self._write(f"E\t{number}\t{start_ns}\t{elapsed_ns}\t{thread}\t{self._id(source)}\t"
                         f"{_meta_text(outputs)}\t{fallen_ids}\n")
 
+    def unrecorded(self, op: str, inputs) -> None:
+        """A call outside the recording about to run (a warm-up step under the device's refusals): not a row,
+        but the call to name if the process dies in it."""
+        with self._lock:
+            self._write(f"U\t{self._id(op)}\t{_meta_text(inputs)}\n")
+
+    def unrecorded_returned(self) -> None:
+        self._write("u\n")
+
     def rows_dropped(self) -> None:
         """A script's warm-up ended: the rows so far are not the recording's."""
         self._write("D\n")
@@ -164,6 +173,8 @@ class JournalContents:
     header: Optional[str] = None
     calls: list = field(default_factory=list)
     running: list = field(default_factory=list)
+    #: the unrecorded call that was running (a warm-up step's), if the process died in one
+    unrecorded: Optional[JournaledCall] = None
     finished: Optional[str] = None
 
 
@@ -212,6 +223,11 @@ def _read_line(fields: list, strings: dict, begun: dict, contents: JournalConten
         call.fallen = tuple(strings[int(i)] for i in fields[7].split(",") if i)
         call.returned = True
         contents.calls.append(call)
+    elif kind == "U":
+        contents.unrecorded = JournaledCall(number=-1, op=strings[int(fields[1])], step=0, phase="", module="",
+                                            inputs=_parse_meta(fields[2]))
+    elif kind == "u":
+        contents.unrecorded = None
     elif kind == "D":
         contents.calls.clear()
     elif kind == "H":  # a recording begins (--replace records twice): its calls are the ones that count

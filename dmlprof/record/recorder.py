@@ -17,6 +17,7 @@ import torch
 
 from dmlprof.record.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
+from dmlprof.record.journal import process_journal
 from dmlprof.record.frame import leaves_device, op_name, rows_to_frame
 from dmlprof.record.profiler import mark_rows_dropped
 from dmlprof.record.tap import DispatcherTap, call_as_dispatched
@@ -326,6 +327,8 @@ class _Refusals:
 
     def __init__(self, rule, backend):
         self.rule, self.backend = rule, backend
+        #: a scan's child names the call a native crash ends the process in, recorded or not
+        self.journal = process_journal()
         self.tap = None
         self._enabled = None
 
@@ -335,7 +338,14 @@ class _Refusals:
         refused = self.backend.refusal_for(found) if found is not None else None
         if refused is not None:
             raise refused
-        return call_as_dispatched(func, args, kwargs)
+        journal = self.journal
+        if journal is None:
+            return call_as_dispatched(func, args, kwargs)
+        inputs = _tensor_meta(args) + (_tensor_meta(kwargs.values()) if kwargs else ())
+        journal.unrecorded(op_name(func), inputs)  # the call to name if the process dies in it
+        out = call_as_dispatched(func, args, kwargs)
+        journal.unrecorded_returned()
+        return out
 
     def _call(self, func, args, kwargs):
         with self.tap.paused():
