@@ -82,7 +82,7 @@ def child_finished(exit_code: int) -> None:
     if os.environ.get(CHILD_ENV):
         from dmlprof.record.journal import journal_finished
 
-        journal_finished(f"exit {exit_code}")
+        journal_finished(exit_code)
 
 
 def supervise(argv: list, args) -> int:
@@ -205,9 +205,13 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
 
     contents = read_journal(journal)
     user_line = crash_location(crash_log)
-    if contents.finished is not None:  # it had said its last word: only the death is news
-        error_line(f"stopped by {how} after the scan ended ({contents.finished})")
-        return _stopped_exit_code(how) or CRASHED_EXIT_CODE
+    if contents.finished is not None:  # it had said its last word and saved what it had: its exit code stands
+        if _stopped_exit_code(how) is not None:  # a signal that came after (docs/exit_codes.md)
+            error_line(f"stopped by {how} after the scan ended")
+            return _stopped_exit_code(how)
+        _note(f"the scanned process died of {how} on its way out, after its scan ended (a native library's exit "
+              "handler); nothing was lost")
+        return contents.finished
     running = contents.running[-1] if contents.running else contents.unrecorded
     message = crash_message(how, running, user_line)
     if contents.header is None:
@@ -232,6 +236,13 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         write_output(written, args.junit, lambda: junit_error_xml(args.model, message), "JUnit XML")
     error_line(message, written.note(partial=True))
     return _stopped_exit_code(how) or CRASHED_EXIT_CODE
+
+
+def _note(text: str) -> None:
+    try:
+        print(f"dmlprof: note: {text}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def crash_message(how: str, running, user_line: str) -> str:

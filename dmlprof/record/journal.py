@@ -52,10 +52,10 @@ def process_journal() -> "Optional[Journal]":
     return _process_journal
 
 
-def journal_finished(what: str) -> None:
+def journal_finished(exit_code: int) -> None:
     """The scan's child ends on its own terms (its session saved, or its error said): nothing to salvage."""
     if _process_journal is not None:
-        _process_journal.finished(what)
+        _process_journal.finished(exit_code)
 
 
 class Journal:
@@ -133,9 +133,9 @@ class Journal:
         """A script's warm-up ended: the rows so far are not the recording's."""
         self._write("D\n")
 
-    def finished(self, what: str) -> None:
-        """The child saved its session (or stopped and said why itself): nothing is left to salvage."""
-        self._write(f"F\t{json.dumps(what)}\n")
+    def finished(self, exit_code: int) -> None:
+        """The child said its last word (its report, or its error line): nothing is left to salvage."""
+        self._write(f"F\t{int(exit_code)}\n")
 
     def close(self) -> None:
         if self._fd is not None:
@@ -175,7 +175,9 @@ class JournalContents:
     running: list = field(default_factory=list)
     #: the unrecorded call that was running (a warm-up step's), if the process died in one
     unrecorded: Optional[JournaledCall] = None
-    finished: Optional[str] = None
+    #: the exit code the child chose, once it had said its last word (it may die after that: a native library's
+    #: exit handlers)
+    finished: Optional[int] = None
 
 
 def _parse_meta(text: str) -> tuple:
@@ -234,4 +236,4 @@ def _read_line(fields: list, strings: dict, begun: dict, contents: JournalConten
         contents.header = json.loads(fields[1])
         contents.calls.clear()
     elif kind == "F":
-        contents.finished = json.loads(fields[1])
+        contents.finished = int(fields[1])

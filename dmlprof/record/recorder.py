@@ -115,7 +115,10 @@ class _Calls:
             out, failed = None, refused
         outputs = _outputs_tuple(out)
         if rec.sync is not None and failed is None:
-            rec.sync(outputs)
+            try:
+                rec.sync(outputs)
+            except Exception as exc:  # the device failed running this call: the sync is where it tells
+                failed = exc
         elapsed = _perf_ns() - start
         warned_after = len(evidence)
 
@@ -136,6 +139,8 @@ class _Calls:
             rec.limit_reached()
         if failed is not None:  # the call that broke the step stays in the (partial) session
             rec.failed_row = len(rec.rows) - 1
+            if rec.device_lost_row is None and rec.backend.lost_device(failed):
+                rec.device_lost_row = rec.failed_row  # later failures are the lost device's, not their ops'
             if found is not None:
                 rec.backend.note_failure(failed, found)
             raise failed
@@ -166,6 +171,8 @@ class Recorder:
         self.rows: list = []
         #: the row of the call that raised, when one did
         self.failed_row: Optional[int] = None
+        #: the row of the call in which the device was lost (every call after it fails): the one finding
+        self.device_lost_row: Optional[int] = None
         self.step = 0
         self.phase: Optional[str] = None
         self.active = True
@@ -236,7 +243,7 @@ class Recorder:
         if self.journal is not None:
             self.journal.rows_dropped()
         self.rows.clear()
-        self.failed_row = None
+        self.failed_row = self.device_lost_row = None
         self.full = False
         self._arm()
 
