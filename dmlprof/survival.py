@@ -75,6 +75,18 @@ def in_child() -> None:
         faulthandler.enable(_crash_log_file, all_threads=True)
     except (OSError, RuntimeError, ValueError):
         _crash_log_file = None
+        return
+    import atexit
+
+    atexit.register(_close_crash_log)
+
+
+def _close_crash_log() -> None:
+    import faulthandler
+
+    faulthandler.disable()
+    if _crash_log_file is not None:
+        _crash_log_file.close()
 
 
 def child_finished(exit_code: int) -> None:
