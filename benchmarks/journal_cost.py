@@ -1,0 +1,108 @@
+"""What the journal costs: a recorded training step with and without every call written down as it happens.
+
+A scan's child journals each call twice (before it runs and after it returned: dmlprof/record/journal.py) so a
+native crash keeps the recording. Target: a recorded step costs at most 3 % more with the journal than
+without (issue 31). Both variants run in one process, interleaved in rounds (the order alternating), as
+``dmlprof scan`` records its steps (the dispatcher tap, a sync after each call on an accelerator); the figure
+is the ratio of median step times.
+
+    python benchmarks/journal_cost.py [--device auto] [--rounds 8] [--steps 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dmlprof.backends import resolve_backend  # noqa: E402
+from dmlprof.record.journal import Journal  # noqa: E402
+from dmlprof.record.recorder import Recorder  # noqa: E402
+from dmlprof.runner import TrainingStep  # noqa: E402
+
+MODELS = ("lenet5.py", "resnet18.py")
+TARGET = 1.03
+
+
+def recorded_steps(training, backend, journal, steps: int) -> list:
+    """Step times (ms) of ``steps`` recorded steps, the journal writing each call when one is given."""
+    recorder = Recorder(backend, sync=True)
+    recorder.journal = journal
+    times = []
+    with recorder:
+        for _ in range(steps):
+            start = time.perf_counter_ns()
+            loss = training.run(recorder)
+            backend.synchronize([loss])
+            times.append((time.perf_counter_ns() - start) / 1e6)
+    return times
+
+
+def measure_model(model: Path, backend, rounds: int, steps: int, folder: Path) -> dict:
+    training = TrainingStep.from_file(model, backend, None)
+    journal = Journal(folder / f"{model.stem}.journal")
+    variants = {"without_journal": None, "with_journal": journal}
+    for name, writer in variants.items():  # warm both paths (allocator, kernels, the journal's strings)
+        recorded_steps(training, backend, writer, 1)
+    times: dict = {name: [] for name in variants}
+    for round_index in range(rounds):
+        order = list(variants) if round_index % 2 == 0 else list(variants)[::-1]
+        for name in order:
+            times[name].extend(recorded_steps(training, backend, variants[name], steps))
+    journal.close()
+    median = {name: statistics.median(values) for name, values in times.items()}
+    recorder = Recorder(backend, sync=False)
+    with recorder:
+        training.run(recorder)
+    ratio = median["with_journal"] / median["without_journal"]
+    return {"model": model.name, "batch_size": training.batch_size, "op_calls_per_step": len(recorder.rows),
+            "median_recorded_step_ms": {name: round(value, 3) for name, value in median.items()},
+            "with_vs_without": round(ratio, 4), "meets_target": ratio <= TARGET,
+            "journal_bytes_per_call": round((folder / f"{model.stem}.journal").stat().st_size
+                                            / max(1, sum(len(v) for v in times.values()) // 2 + 1)
+                                            / max(1, len(recorder.rows)), 1)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5, help="recorded steps per variant per round")
+    parser.add_argument("--out", help="default: benchmarks/results/journal_cost-<device>.json")
+    args = parser.parse_args(argv)
+    backend = resolve_backend(args.device)
+    with tempfile.TemporaryDirectory() as folder:
+        results = [measure_model(REPO / "models" / name, backend, args.rounds, args.steps, Path(folder))
+                   for name in MODELS]
+    result = {
+        "benchmark": "journal_cost",
+        "date": time.strftime("%Y-%m-%d"),
+        "device": backend.name,
+        "device_name": backend.device_name(),
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+        "rounds": args.rounds,
+        "steps_per_round": args.steps,
+        "target": f"a recorded step with the journal <= {TARGET}x one without (median step times, one process)",
+        "models": results,
+        "meets_target": all(model["meets_target"] for model in results),
+    }
+    out = Path(args.out or REPO / "benchmarks" / "results" / f"journal_cost-{backend.name}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
