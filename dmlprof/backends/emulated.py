@@ -56,6 +56,13 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     def device_name(self) -> str:
         return "emulated DirectML device (host memory)"
 
+    #: what an emulated scan's times are: its kernels are the host CPU's, so its ranking by time is the CPU's
+    TIMING = ("wall time per call of the host CPU's kernels (the emulated device): its verdicts and errors are "
+              "DirectML's, its times are this CPU's, never a GPU's")
+
+    def run_meta(self) -> dict:
+        return {"timing": self.TIMING}
+
     def synchronize(self, outputs=None) -> None:
         """Nothing to wait for: kernels run synchronously in host memory."""
 

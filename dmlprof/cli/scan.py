@@ -72,7 +72,9 @@ def run(args) -> int:
 
         return run_rank(args, info)
     if args.target and args.replace:
-        raise UsageError("--replace runs the model twice on a device; it does not combine with --target")
+        raise UsageError("--replace runs the model twice on a device, so it does not combine with --target (a prediction "
+                         "runs nothing): use --device emulated-dml --replace to see the replacements on DirectML's "
+                         "op set, on this machine")
     if args.target and args.verify:
         raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
     if args.verify and args.replace:

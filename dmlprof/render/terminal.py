@@ -302,27 +302,38 @@ def _replace(report: Report, top: int) -> list:
     if data is None:
         return []
     b, a = data.before, data.after
-    lines = [f"Before and after dmlprof's replacements ({len(data.applied)} changes: dmlprof.patch(model, optimizer)"
-             " + loss)"]
+    applied = len(data.applied)
+    lines = [f"Before and after dmlprof's replacements ({fmt_count(applied, 'change')}: "
+             "dmlprof.patch(model, optimizer) + loss)"]
     if b.error:
-        lines.append(f"  before: the unpatched step failed ({b.error[:160]}); numbers are up to the failure")
+        lines.append(f"  before: the unpatched step failed, so its numbers are up to the failure: {_first_line(b.error)}")
+    shown_before, shown_after = data.step_times()
     rows = [
         ["calls that fell back", _fallen(b), _fallen(a)],
         ["calls that fell back per step", f"{b.fallback_calls_per_step:.1f}", f"{a.fallback_calls_per_step:.1f}"],
         ["fallback share of op time", f"{b.fallback_time_share:.1%}", f"{a.fallback_time_share:.1%}"],
         ["bytes fallbacks moved per step", fmt_bytes(b.fallback_bytes_moved_per_step),
          fmt_bytes(a.fallback_bytes_moved_per_step)],
-        ["step time (median)", _step_ms(b.step_time_ms), _step_ms(a.step_time_ms)],
+        ["step time (median)", shown_before, shown_after],
     ]
     lines.append(TableSpec(rows, ["", "before", "after patching"], {"": WRAP},
                            {"colalign": ("left", "right", "right"), "disable_numparse": True}))
+    if data.nothing_to_replace:
+        return lines + ["  nothing to replace: nothing fell back before patching, so the replacements removed "
+                        "nothing and the step times are not their effect"]
     if data.speed_change:  # none when a side has no step time
         lines.append(f"  step time: {data.speed_change} after patching")
     lines += _if(report.host_cpu_times_note is not None, f"  ({report.host_cpu_times_note})")
     lines += _if(bool(data.removed_ops), "  no longer falls back: " + ", ".join(data.removed_ops))
-    lines += [f"  still falls back: {r.op} ({r.calls} calls): {r.replacement or 'no replacement known'}"
+    lines += [f"  still falls back: {r.op} ({fmt_count(r.calls, 'call')}): {r.replacement or 'no replacement known'}"
               for r in data.remaining_ops]
     return lines + _if(not data.remaining_ops, "  after patching: no fallback calls")
+
+
+def _first_line(text: str) -> str:
+    """An error's first line whole (the terminal wraps it), never cut mid-sentence."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else "no message"
 
 
 def _known_wrong(report: Report, top: int) -> list:
