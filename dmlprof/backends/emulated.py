@@ -37,7 +37,9 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
         try:
             testing.load()
         except testing.EmulatedDeviceError as exc:
-            raise DeviceError(str(exc).splitlines()[0]) from None
+            # the remedy goes in the message itself: the Python API (a notebook) shows str(), not the CLI's one_line()
+            remedy = getattr(exc, "remedy", "")
+            raise DeviceError(str(exc).splitlines()[0] + (f"; {remedy}" if remedy else "")) from None
 
     @property
     def float64_support(self) -> bool:
