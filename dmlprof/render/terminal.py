@@ -129,10 +129,13 @@ def _script_line(run) -> str:
     if window is None:  # a session from before step windows: the whole run was recorded
         return f"script mode (recorded the whole run; {fmt_count(run.steps, 'optimizer step')} seen)"
     taken = window.optimizer_steps_taken or 0
-    end = ("then stopped" if window.window_closed and not window.run_to_end
+    # the warm-up steps that ran, not those asked for: a script stopped at its first step ran none
+    warmed = min(taken, window.warmup_steps or 0)
+    end = ("it was stopped" if run.partial
+           else "then stopped" if window.window_closed and not window.run_to_end
            else "then ran to its end unrecorded" if window.window_closed else "the script ended")
     return (f"script mode, {fmt_count(taken, 'optimizer step')} taken: {run.steps or 0} recorded after "
-            f"{window.warmup_steps or 0} warm-up, {end}")
+            f"{warmed} warm-up, {end}")
 
 
 def _device_failure(report: Report, top: int) -> list:

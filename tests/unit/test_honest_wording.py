@@ -46,3 +46,18 @@ def test_a_missing_file_or_a_syntax_error_is_said_before_torch_is_imported(tmp_p
     assert done.stdout.count("exit 2") == 4, done.stdout + done.stderr
     assert done.stderr.count("no such file") == 2 and done.stderr.count("syntax error in") == 2
     assert "torch not imported" in done.stdout
+
+
+def test_a_script_stopped_before_its_first_step_says_no_warm_up_ran():
+    """'0 optimizer steps taken: 0 recorded after 1 warm-up, the script ended' said a warm-up ran and the script
+    ended where neither happened: the warm-ups counted are those taken, and a stopped run says it was stopped."""
+    from dmlprof.render.terminal import render_text
+    from session_kinds import KINDS, _changed
+
+    stopped = _changed(KINDS["script_mode"](), steps=0, partial=True, partial_reason="KeyboardInterrupt",
+                       script_window={"warmup_steps": 1, "steps_requested": 2, "optimizer_steps_taken": 0,
+                                      "window_closed": False, "run_to_end": False})
+    text = " ".join(render_text(stopped, width=200).split())
+    assert "0 optimizer steps taken: 0 recorded after 0 warm-up, it was stopped" in text
+    ran = " ".join(render_text(KINDS["script_mode"](), width=200).split())
+    assert "3 optimizer steps taken: 2 recorded after 1 warm-up, then stopped" in ran
