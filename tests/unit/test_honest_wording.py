@@ -61,3 +61,16 @@ def test_a_script_stopped_before_its_first_step_says_no_warm_up_ran():
     assert "0 optimizer steps taken: 0 recorded after 0 warm-up, it was stopped" in text
     ran = " ".join(render_text(KINDS["script_mode"](), width=200).split())
     assert "3 optimizer steps taken: 2 recorded after 1 warm-up, then stopped" in ran
+
+
+def test_report_trace_of_a_prediction_refuses_before_printing_the_report(tmp_path, capsys):
+    """`dmlprof report PREDICTION --trace FILE` printed the whole report, then refused: refuse first."""
+    from dmlprof.cli import main
+    from session_kinds import KINDS
+
+    path = tmp_path / "predicted.session.json"
+    KINDS["predicted"]().save(str(path))
+    code = main(["report", str(path), "--trace", str(tmp_path / "trace.json")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "no timed op calls" in err and "--device emulated-dml" in err
+    assert not (tmp_path / "trace.json").exists()
