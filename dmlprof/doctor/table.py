@@ -70,6 +70,10 @@ def exit_code(rows: Sequence[Check], strict: bool = False) -> int:
     return 0
 
 
+#: from this width on, the remedy has room for a column of its own
+WIDE = 160
+
+
 def render_table(rows: Sequence[Check], width: Optional[int] = None) -> str:
     """The checks as a text table plus a one-line tally, at most ``width`` columns wide (default: the
     terminal's, as a scan's report): where the whole table does not fit, each remedy moves to a line
@@ -77,9 +81,10 @@ def render_table(rows: Sequence[Check], width: Optional[int] = None) -> str:
     from dmlprof.render.format import WRAP, TableSpec, terminal_width, wrap_line
 
     width = terminal_width(width)
+    # a remedy squeezed into a fourth column beside the detail wraps into fragments: below its row it reads whole
     spec = TableSpec([(r.status.upper(), r.name, r.detail, r.remedy or "-") for r in rows],
                      ["status", "check", "detail", "remedy"], {"check": WRAP, "detail": WRAP, "remedy": WRAP},
-                     {}, details=("remedy",))
+                     {}, details=("remedy",), details_below=width < WIDE)
     table = spec.render(width)
     return f"{table}\n\n" + "\n".join(wrap_line(tally(rows), width))
 
