@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from dmlprof.backends.emulated import EmulatedDmlBackend
 from dmlprof.backends.errors import match_known_error
 from dmlprof.cli import build_parser
@@ -74,3 +76,26 @@ def test_report_trace_of_a_prediction_refuses_before_printing_the_report(tmp_pat
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and "no timed op calls" in err and "--device emulated-dml" in err
     assert not (tmp_path / "trace.json").exists()
+
+
+@pytest.mark.parametrize("recorded, says", [([30.0], "recording's own cost"), ([8.0], "no slower")])
+def test_the_step_time_line_credits_recording_only_with_a_cost_it_had(recorded, says):
+    from dmlprof.render.terminal import render_text
+    from session_kinds import KINDS, _changed
+
+    session = _changed(KINDS["live_dml"](), step_times_ms=[10.0, 10.0, 10.0], recorded_step_times_ms=recorded)
+    text = " ".join(render_text(session, width=200).split())
+    assert says in text and ("recording's own cost" in text) == (recorded[0] > 10.0)
+
+
+def test_a_run_folders_saved_line_has_no_escaped_newline(tmp_path, capsys):
+    """A literal '\\x0a' stood before every 'run saved to': the blank line before it is a real one."""
+    import argparse
+
+    from dmlprof.job.report import print_run
+    from session_kinds import job_run, rank_session
+
+    job_run(tmp_path, {0: rank_session(0), 1: rank_session(1)})
+    print_run(str(tmp_path), argparse.Namespace(quiet=False, top=15, json=None, html=None, trace=None, tb=None))
+    out = capsys.readouterr().out
+    assert "\\x0a" not in out and "\nrun saved to" in out
