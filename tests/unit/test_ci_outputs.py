@@ -103,3 +103,16 @@ def test_a_count_of_one_is_singular():
 
     assert [fmt_count(n, "measured step") for n in (0, 1, 3)] == ["0 measured steps", "1 measured step", "3 measured steps"]
     assert fmt_count(None, "call") == "0 calls" and fmt_count(2, "proxy", "proxies") == "2 proxies"
+
+
+def test_check_text_fits_the_terminal_width():
+    """check's lines ran to ~250 characters: each is wrapped to the width, as the scan's report is."""
+    session = make_session([{"op": "aten::addmm", "time_ns": 900_000, "verdict": "cpu", "input_devices": "cpu",
+                             "output_devices": "cpu"}],
+                           meta={"device_unused": {"devices_used": ["cpu"], "hint": None}})
+    result = check_limits(build_report(session), 1.0, 100)
+    wide = render_check_text(result, "train.py", width=400)
+    assert max(len(line) for line in wide.splitlines()) > 80  # the failed limit's line is long
+    text = render_check_text(result, "train.py", width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert " ".join(text.split()) == " ".join(wide.split())  # wrapped, nothing cut
