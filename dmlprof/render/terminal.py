@@ -265,7 +265,9 @@ def _host_calls(report: Report, top: int) -> list:
             + [fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)] for r in report.host_calls[:top]]
     headers = ["op", "calls"] + _if(report.timed, "time") + ["phase", "module", "source"]
     return _table("Calls on CPU tensors inside the step (their tensors were not on the device)", headers, rows,
-                  {"op": WRAP, "phase": WRAP, "module": KEEP_END, "source": KEEP_END})
+                  {"op": WRAP, "phase": WRAP, "module": KEEP_END, "source": KEEP_END},
+                  # a module path or source line cut from the left loses where it is: whole, under its row
+                  details=("module", "source"))
 
 
 def _host_bookkeeping(report: Report, top: int) -> list:
