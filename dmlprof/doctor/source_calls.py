@@ -80,6 +80,15 @@ def _eye_call() -> Tuple[tuple, dict]:
     return (3, 3), {"device": "meta"}
 
 
+def _tensor_call(*rest) -> Callable[[], Tuple[tuple, dict]]:
+    """A call of an op on a 4x3 float tensor of the device, then ``rest``."""
+    def call() -> Tuple[tuple, dict]:
+        import torch
+
+        return (torch.empty(4, 3, device="meta"),) + rest, {}
+    return call
+
+
 def _table_verdict(op: str) -> Callable[[], Optional[Verdict]]:
     """What the op table says of ``op`` on DirectML: a fallback (flagged, with the catalog's replacement), or a
     fallback torch has no CPU kernel for (the step fails: the scan's known error for it)."""
@@ -110,6 +119,11 @@ SOURCE_CALLS = (
     SourceCall("scatter_reduce", "scatter_reduce",
                re.compile(r"\bscatter_reduce_?\s*\("), _table_verdict("aten::scatter_reduce.two")),
     SourceCall("eye", "torch.eye", re.compile(r"\btorch\.eye\s*\("), _rule("aten::eye.m", _eye_call)),
+    # complex results: an rfft makes a complex tensor on the device, which torch-directml cannot hold
+    SourceCall("complex", "torch.fft / complex views",
+               re.compile(r"\btorch\.fft\.\w+\s*\(|\bview_as_complex\s*\(|\btorch\.(?:complex|polar)\s*\("),
+               _rule("aten::_fft_r2c", _tensor_call([1], 0, True))),
+    SourceCall("kthvalue", "kthvalue", re.compile(r"\bkthvalue\s*\("), _rule("aten::kthvalue", _tensor_call(1))),
 )
 
 
