@@ -145,6 +145,8 @@ def check_source_calls(snap: Snapshot) -> List[Check]:
     from dmlprof.doctor.devices import directml_is_the_device
 
     rows = []
+    if snap.torch is None:  # the rules are asked with tensors: without torch the torch row says what to fix
+        return rows
     on_dml = directml_is_the_device(snap)
     for call in SOURCE_CALLS:
         where = snap.source_findings.get(f"call:{call.key}", [])

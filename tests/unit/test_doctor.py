@@ -712,3 +712,8 @@ def test_doctor_source_rows_follow_the_rules(monkeypatch):
     monkeypatch.setitem(failures.RULES, "aten::eye.m", lambda args, kwargs: None)
     rows = run_checks(windows_dml(files=("a.py",), device="dml", source_findings={"call:eye": ["a.py:1"]}))
     assert "torch.eye" not in names(rows)
+
+
+def test_doctor_source_rows_without_torch_leave_it_to_the_torch_row():
+    rows = run_checks(snap(torch=None, files=("a.py",), source_findings={"call:eye": ["a.py:1"]}))
+    assert "torch.eye" not in names(rows) and not any("check itself failed" in r.detail for r in rows)
