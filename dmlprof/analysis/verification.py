@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from dmlprof.units import fmt_count
+
 
 def _group_divergent(records: list) -> list:
     groups: dict = {}
@@ -56,7 +58,8 @@ def verdict_line(verify: dict) -> str:
     lost = len(verify.get("lost_updates", []))
     steps = int(verify.get("optimizer_steps", 0))
     params = int(verify.get("parameters_checked", 0))
-    updates = (f"{params} parameter updates over {steps} optimizer steps all landed" if steps
+    updates = (f"{fmt_count(params, 'parameter update')} over {fmt_count(steps, 'optimizer step')} "
+               f"{'landed' if params == 1 else 'all landed'}" if steps
                else "no optimizer step completed, so no parameter update was checked")
     if divergent == 0 and lost == 0:
         if checked == 0:

@@ -249,6 +249,7 @@ def test_clean_run_on_the_emulated_device_says_it_cannot_see_directml_values(bac
                     "lost_updates": [], "optimizer_steps": 1, "parameters_checked": 2, "skipped": {}})
     assert ("cannot see DirectML's wrong values" in data["headline"]) is blind
     assert data["headline"].startswith("Verification: nothing diverged - all 12 checked")
+    assert "2 parameter updates over 1 optimizer step all landed" in data["headline"]  # singular for one
 
 
 def test_divergent_calls_group_per_op_and_place():
