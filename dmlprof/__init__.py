@@ -34,8 +34,9 @@ def scan(path, device: str = "auto", *, target: Optional[str] = None, **options)
 def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, name: str = "block", backend=None):
     """Record every op call of a block of code; ``.session`` holds the Session when the block ends::
 
-        with dmlprof.profile("dml") as run:
-            loss = model(x).sum(); loss.backward(); optimizer.step()
+        with dmlprof.profile("emulated-dml") as run:
+            model.to(run.device)            # the block's device: calls on CPU tensors are only counted
+            loss = model(x.to(run.device)).sum(); loss.backward(); optimizer.step()
         print(run.table())              # the report as text, as dmlprof scan prints it
         run.session.ops                 # one row per op call (a pandas DataFrame)
 

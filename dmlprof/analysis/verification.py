@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from dmlprof.units import fmt_count
+
 
 def _group_divergent(records: list) -> list:
     groups: dict = {}
@@ -43,6 +45,11 @@ def _group_lost(records: list) -> list:
     return list(groups.values())
 
 
+#: devices whose kernels are the CPU's: a comparison with the CPU there shows dmlprof's own plumbing, never the
+#: real device's numerics
+CPU_KERNEL_BACKENDS = ("emulated-dml",)
+
+
 def verdict_line(verify: dict) -> str:
     """One sentence: nothing diverged, or how much did."""
     checked = int(verify.get("checked_calls", 0))
@@ -51,11 +58,18 @@ def verdict_line(verify: dict) -> str:
     lost = len(verify.get("lost_updates", []))
     steps = int(verify.get("optimizer_steps", 0))
     params = int(verify.get("parameters_checked", 0))
-    updates = (f"{params} parameter updates over {steps} optimizer steps all landed" if steps
+    updates = (f"{fmt_count(params, 'parameter update')} over {fmt_count(steps, 'optimizer step')} "
+               f"{'landed' if params == 1 else 'all landed'}" if steps
                else "no optimizer step completed, so no parameter update was checked")
     if divergent == 0 and lost == 0:
         if checked == 0:
             return f"Verification: no device op call was checked; {updates}."
+        if verify.get("backend") in CPU_KERNEL_BACKENDS:
+            return (f"Verification: nothing diverged - all {checked} checked device op calls ({ops} distinct ops) "
+                    "matched the CPU, as they must here: the emulated device computes with the CPU's own kernels, "
+                    "so it cannot see DirectML's wrong values (run --verify on real DirectML for those; ops "
+                    "measured wrong on it are flagged where the model calls them); "
+                    f"{updates}.")
         return (f"Verification: nothing diverged - all {checked} checked device op calls ({ops} distinct ops) "
                 f"matched the CPU; {updates}.")
     parts = []

@@ -37,7 +37,9 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
         try:
             testing.load()
         except testing.EmulatedDeviceError as exc:
-            raise DeviceError(str(exc).splitlines()[0]) from None
+            # the remedy goes in the message itself: the Python API (a notebook) shows str(), not the CLI's one_line()
+            remedy = getattr(exc, "remedy", "")
+            raise DeviceError(str(exc).splitlines()[0] + (f"; {remedy}" if remedy else "")) from None
 
     @property
     def float64_support(self) -> bool:
@@ -55,6 +57,13 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
 
     def device_name(self) -> str:
         return "emulated DirectML device (host memory)"
+
+    #: what an emulated scan's times are: its kernels are the host CPU's, so its ranking by time is the CPU's
+    TIMING = ("wall time per call of the host CPU's kernels (the emulated device): its verdicts and errors are "
+              "DirectML's, its times are this CPU's, never a GPU's")
+
+    def run_meta(self) -> dict:
+        return {"timing": self.TIMING}
 
     def synchronize(self, outputs=None) -> None:
         """Nothing to wait for: kernels run synchronously in host memory."""

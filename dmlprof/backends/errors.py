@@ -230,7 +230,8 @@ KNOWN_ERRORS = (
         re.compile(r"Could not run '(?P<op>aten::_thnn_fused_(?:lstm|gru)_cell\w*)' with arguments from the 'CPU' backend"),
         "nn.LSTM/nn.GRU's fused cell has no DirectML kernel and its CPU fallback fails too: "
         "Could not run '{op}' with arguments from the 'CPU' backend",
-        "run the RNN from native ops with dmlprof.patch(model, optimizer); dmlprof scan --replace shows the result",
+        "run the RNN from native ops with dmlprof.patch(model, optimizer); dmlprof scan FILE --device emulated-dml "
+        "--replace shows the result",
     ),
     # -- other accelerators ----------------------------------------------------
     KnownError(

@@ -74,10 +74,11 @@ def run(args) -> int:
     from dmlprof.cli.scan import scan_and_save
     from dmlprof.errors import DmlprofError, LimitExceeded
     from dmlprof.render.ci import github_annotations, junit_xml, render_check_text
+    from dmlprof.model_file import inspect_model_file
     from dmlprof.report.gate import check_limits
-    from dmlprof.runner import loss_problem
 
     resolve_model(args)
+    inspect_model_file(args.model)  # a missing file or a syntax error is said before torch is imported
     if args.max_fallback_share is None and args.max_fallback_ops is None:
         args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
     check_paths(args, inputs=[args.model])
@@ -93,6 +94,8 @@ def run(args) -> int:
     emit(render_check_text(result, args.model), out, kept=written.note())
     if os.environ.get("GITHUB_ACTIONS") and result.hotspots:
         emit(github_annotations(result), out, kept=written.note())
+    from dmlprof.runner import loss_problem
+
     diverged = loss_problem(session)  # a NaN loss fails the gate as it fails a scan (exit 3)
     if args.junit:
         error = diverged.one_line() if diverged is not None else None
@@ -104,7 +107,8 @@ def run(args) -> int:
     written.raise_problems()
     if not result.passed:
         error = LimitExceeded("; ".join(check.describe() for check in result.failed),
-                              remedy="see the fallbacks above and their fixes")
+                              # with no fallback listed, the failed limit's own words say what to change
+                              remedy="see the fallbacks above and their fixes" if result.hotspots else None)
         error.kept = written.note()
         raise error
     return 0

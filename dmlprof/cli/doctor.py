@@ -8,7 +8,8 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("doctor", help="check the set-up: versions, devices, settings that fail",
                                  description=__doc__)
     parser.add_argument("files", nargs="*", metavar="FILE",
-                        help="training scripts or model files to read (never run) for settings that fail on DirectML")
+                        help="training scripts or model files to read (never run) for settings and calls that a DirectML scan "
+                             "stops on or flags")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
                         help="the device you will scan on (default: what --device auto picks)")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON instead of a table")

@@ -56,6 +56,10 @@ def run(args) -> int:
         return 0
 
     session = Session.load(args.session)
+    if args.trace or getattr(args, "tb", None):  # refused before the report is printed, not after it
+        from dmlprof.render.trace import refuse_untimed
+
+        refuse_untimed(session)
     report = build_report(session)  # any kind of session: a scan, a prediction, a sweep
     written = write_reports(session, args, report=report)
     print_report(report, args)

@@ -57,9 +57,11 @@ def run(args) -> int:
     from dmlprof.output import print_report, print_saved, progress_bars
     from dmlprof.distributed.env import rank_info
     from dmlprof.errors import UsageError
-    from dmlprof.runner import loss_problem
+    from dmlprof.model_file import inspect_model_file
 
     resolve_model(args)
+    # a missing file or a syntax error is said at once, before torch is imported (seconds on a laptop)
+    inspect_model_file(args.model)
     info = rank_info()  # set when torchrun (or dmlprof scan --nproc) started this process as one rank
     if args.nproc is not None:
         if info is not None:
@@ -72,7 +74,9 @@ def run(args) -> int:
 
         return run_rank(args, info)
     if args.target and args.replace:
-        raise UsageError("--replace runs the model twice on a device; it does not combine with --target")
+        raise UsageError("--replace runs the model twice on a device, so it does not combine with --target (a prediction "
+                         "runs nothing): use --device emulated-dml --replace to see the replacements on DirectML's "
+                         "op set, on this machine")
     if args.target and args.verify:
         raise UsageError("--verify compares a device's results with the CPU's: it needs a live scan, not --target")
     if args.verify and args.replace:
@@ -82,6 +86,8 @@ def run(args) -> int:
         session, report, written = scan_and_save(args)
     print_report(report, args)
     print_saved(written, args)
+    from dmlprof.runner import loss_problem
+
     diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
     if diverged is not None:
         diverged.kept = written.note() if written.problems else None

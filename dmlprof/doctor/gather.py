@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from dmlprof.doctor.settings import PLACEBO_ENV, find_settings
+from dmlprof.doctor.source_calls import find_calls
 from dmlprof.doctor.snapshot import DirectMLProbe, Snapshot, TorchFacts
 
 PACKAGES = ("torch", "torchvision", "torch-directml", "pandas", "tabulate", "jinja2", "numpy")
@@ -52,9 +53,17 @@ def gather_snapshot(device: str = "auto", files: Sequence[str] = (), probe: bool
         directml_probe=dml_probe,
         device=device,
         files=tuple(str(f) for f in files),
-        source_findings=find_settings(files) if files else {},
+        source_findings=_findings(files),
         predictor_available=_predictor_available(),
     )
+
+
+def _findings(files: Sequence[str]) -> dict:
+    """The settings and the calls found in the user's files (calls keyed ``call:<key>``)."""
+    if not files:
+        return {}
+    calls = {f"call:{key}": where for key, where in find_calls(files).items()}
+    return {**find_settings(files), **calls}
 
 
 def gather_torch() -> Tuple[Optional[TorchFacts], str]:

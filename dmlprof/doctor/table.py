@@ -17,6 +17,7 @@ from dmlprof.doctor.packages import (check_dependencies, check_directml_package,
 from dmlprof.doctor.settings import (check_autocast, check_bf16, check_dml_visible_devices, check_float64,
                                      check_inference_mode, check_placebo_env, check_with_stack)
 from dmlprof.doctor.snapshot import STATUSES, Check, Snapshot
+from dmlprof.doctor.source_calls import check_source_calls
 
 CHECKS: Tuple[Callable[[Snapshot], Optional[Check]], ...] = (
     check_python,
@@ -38,6 +39,7 @@ CHECKS: Tuple[Callable[[Snapshot], Optional[Check]], ...] = (
     check_bf16,
     check_autocast,
     check_float64,
+    check_source_calls,
     check_placebo_env,
     check_dml_visible_devices,
 )
@@ -55,8 +57,8 @@ def run_checks(snap: Snapshot, checks: Sequence[Callable] = CHECKS) -> List[Chec
             row = check(snap)
         except Exception as exc:  # a bug in one check must not hide the others
             row = Check(check.__name__.replace("check_", ""), "fail", f"the check itself failed: {exc!r}")
-        if row is not None:
-            rows.append(row)
+        # a check may give several rows (one per kind of call found in the user's files)
+        rows.extend(row if isinstance(row, list) else [row] if row is not None else [])
     return rows
 
 
@@ -68,16 +70,23 @@ def exit_code(rows: Sequence[Check], strict: bool = False) -> int:
     return 0
 
 
-def render_table(rows: Sequence[Check]) -> str:
-    """The checks as a text table plus a one-line tally."""
-    from tabulate import tabulate
+#: from this width on, the remedy has room for a column of its own
+WIDE = 160
 
-    table = tabulate(
-        [(r.status.upper(), r.name, r.detail, r.remedy) for r in rows],
-        headers=["status", "check", "detail", "remedy"],
-        maxcolwidths=[None, 22, 56, 48],
-    )
-    return f"{table}\n\n{tally(rows)}"
+
+def render_table(rows: Sequence[Check], width: Optional[int] = None) -> str:
+    """The checks as a text table plus a one-line tally, at most ``width`` columns wide (default: the
+    terminal's, as a scan's report): where the whole table does not fit, each remedy moves to a line
+    under its row, and the details wrap."""
+    from dmlprof.render.format import WRAP, TableSpec, terminal_width, wrap_line
+
+    width = terminal_width(width)
+    # a remedy squeezed into a fourth column beside the detail wraps into fragments: below its row it reads whole
+    spec = TableSpec([(r.status.upper(), r.name, r.detail, r.remedy or "-") for r in rows],
+                     ["status", "check", "detail", "remedy"], {"check": WRAP, "detail": WRAP, "remedy": WRAP},
+                     {}, details=("remedy",), details_below=width < WIDE)
+    table = spec.render(width)
+    return f"{table}\n\n" + "\n".join(wrap_line(tally(rows), width))
 
 
 def tally(rows: Sequence[Check]) -> str:

@@ -53,6 +53,8 @@ def print_run(folder, args, traces: bool = False) -> RunReport:
         print(render_text(report, top=getattr(args, "top", 15)))
     where = sys.stderr if to_stdout(args) else sys.stdout
     if not getattr(args, "quiet", False) or to_stdout(args):
-        print(clean(f"\nrun saved to {folder}  (re-render: dmlprof report {folder})"), file=where)
+        # the blank line is printed apart: clean() shows a newline inside a name as \x0a, and would show this one too
+        print(file=where)
+        print(clean(f"run saved to {folder}  (re-render: dmlprof report {folder})"), file=where)
     sys.stdout.flush()
     return report

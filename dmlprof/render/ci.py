@@ -12,20 +12,25 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Optional, Tuple
 
-from dmlprof.render.format import clean, fmt_count, fmt_list, fmt_share
+from dmlprof.render.format import clean, fmt_count, fmt_list, fmt_share, terminal_width, wrap_line
 from dmlprof.report.gate import GateResult
 
 
-def render_check_text(result: GateResult, model: str) -> str:
-    """The verdict, one line per limit, then each hotspot with where it comes from and its fix."""
+def render_check_text(result: GateResult, model: str, width: Optional[int] = None) -> str:
+    """The verdict, one line per limit, then each hotspot with where it comes from and its fix; each line wrapped
+    to ``width`` (default: the terminal's, as the scan's report)."""
+    width = terminal_width(width)
+    return "\n".join(part for line in _check_lines(result, model) for part in wrap_line(clean(line), width))
+
+
+def _check_lines(result: GateResult, model: str) -> list:
     report = result.report
     device = report.run.device.backend or "?"
     lines = [f"dmlprof check {model} on {device} ({report.kind}): {'passed' if result.passed else 'FAILED'}"]
     lines += [f"  {_mark(check)}  {check.describe()}" for check in result.checks]
     lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]
-    lines += [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
-              for hotspot in report.hotspots if hotspot not in result.hotspots]
-    return "\n".join(clean(line) for line in lines)
+    return lines + [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
+                    for hotspot in report.hotspots if hotspot not in result.hotspots]
 
 
 def _mark(check) -> str:

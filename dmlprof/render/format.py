@@ -78,9 +78,13 @@ class TableSpec:
     #: headers of columns that, when the whole table is too wide, leave it for a line under their row
     #: (a module path or a source line cut to fit loses the part that says where: better whole, below)
     details: Sequence[str] = ()
+    #: the detail columns always go under their row (prose columns squeezed beside others read as fragments)
+    details_below: bool = False
 
     def render(self, width: int) -> Table:
         """The table at most ``width`` columns wide, giving way widest column first."""
+        if self.details and self.details_below:
+            return self._with_detail_lines(width)
         if self.details:
             whole = dataclasses.replace(self, details=()).render(width)
             if max(map(len, whole.splitlines()), default=0) <= width and "..." not in whole:

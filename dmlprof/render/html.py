@@ -470,6 +470,7 @@ def _replace(data, times_note: Optional[str] = None) -> Optional[dict]:
                                      ("fallback calls per step", "fallback_calls_per_step", "float"),
                                      ("fallback time share", "fallback_time_share", "share"),
                                      ("step time (median)", "step_time_ms", "ms"))]
+    rows[-1]["before"], rows[-1]["after"] = data.step_times()  # one unit for the pair
     return {
         "rows": rows,
         "speedup": data.speed_change or "",

@@ -63,15 +63,30 @@ def _marks(sweep, x_of) -> dict:
 
 def _plot(key, title, value_of, text_of, rows, x_of, marks, sweep) -> dict:
     values = [(r, value_of(r)) for r in rows if (value_of(r) or 0) > 0]
-    budget = sweep.memory_budget_bytes if key == "memory" else None
-    top = max([v for _, v in values] + [budget or 0]) * 1.1
+    top, drawn, above = _scale(values, sweep.memory_budget_bytes if key == "memory" else None)
     y_of = _y_axis(top)
     points = _points(values, x_of, y_of, text_of)
     return {
         "key": key, "title": title, "points": points, "line": " ".join(f"{p['x']},{p['y']}" for p in points),
-        "x_ticks": _ticks(rows, x_of), "y_top": text_of(top) if top else "", **_budget(budget, y_of), **marks,
+        "x_ticks": _ticks(rows, x_of), "y_top": text_of(top) if top else "",
+        **_budget(drawn, y_of), **marks, "budget_above": fmt_bytes(above) if above else "",
         "box": {"width": WIDTH, "height": HEIGHT, "left": LEFT, "right": RIGHT, "top": TOP, "bottom": BOTTOM},
     }
+
+
+#: a memory budget more than this many times the largest peak is named, not drawn (see :func:`_plot`)
+OFF_SCALE = 2
+
+
+def _scale(values, budget: Optional[int]) -> tuple:
+    """(the plot's top, the budget to draw or None, the budget to name above the plot or None).
+
+    A budget far above every size's peak (a 16 GiB card, 1 GiB used) would flatten the curve against the axis:
+    the plot is then scaled to the measurements, and the budget named above it instead of drawn."""
+    measured = max([v for _, v in values], default=0)
+    if budget and measured and budget > OFF_SCALE * measured:
+        return measured * 1.1, None, budget
+    return max(measured, budget or 0) * 1.1, budget, None
 
 
 def _points(values, x_of, y_of, text_of) -> list:

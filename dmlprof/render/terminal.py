@@ -119,9 +119,12 @@ def _step_time(run) -> list:
         return []
     if not recorded:
         return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {fmt_count(len(steps), 'measured step')}"]
+    took = f"the recorded {'step' if len(recorded) == 1 else 'steps'} took {fmt_ms(run.recorded_step_time_ms_p50)}"
+    # recorded steps no slower than the unrecorded ones show no cost of recording, only the steps' own variation
+    why = ("recording's own cost" if (run.recorded_step_time_ms_p50 or 0) > (run.step_time_ms_p50 or 0)
+           else "no slower: recording's cost is within the steps' own variation")
     return [f"step time: {fmt_ms(run.step_time_ms_p50)} median over {fmt_count(len(steps), 'unrecorded step')} "
-            f"(the recorded {'step' if len(recorded) == 1 else 'steps'} took {fmt_ms(run.recorded_step_time_ms_p50)}: "
-            "recording's own cost)"]
+            f"({took}: {why})"]
 
 
 def _script_line(run) -> str:
@@ -129,10 +132,13 @@ def _script_line(run) -> str:
     if window is None:  # a session from before step windows: the whole run was recorded
         return f"script mode (recorded the whole run; {fmt_count(run.steps, 'optimizer step')} seen)"
     taken = window.optimizer_steps_taken or 0
-    end = ("then stopped" if window.window_closed and not window.run_to_end
+    # the warm-up steps that ran, not those asked for: a script stopped at its first step ran none
+    warmed = min(taken, window.warmup_steps or 0)
+    end = ("it was stopped" if run.partial
+           else "then stopped" if window.window_closed and not window.run_to_end
            else "then ran to its end unrecorded" if window.window_closed else "the script ended")
     return (f"script mode, {fmt_count(taken, 'optimizer step')} taken: {run.steps or 0} recorded after "
-            f"{window.warmup_steps or 0} warm-up, {end}")
+            f"{warmed} warm-up, {end}")
 
 
 def _device_failure(report: Report, top: int) -> list:
@@ -259,7 +265,9 @@ def _host_calls(report: Report, top: int) -> list:
             + [fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)] for r in report.host_calls[:top]]
     headers = ["op", "calls"] + _if(report.timed, "time") + ["phase", "module", "source"]
     return _table("Calls on CPU tensors inside the step (their tensors were not on the device)", headers, rows,
-                  {"op": WRAP, "phase": WRAP, "module": KEEP_END, "source": KEEP_END})
+                  {"op": WRAP, "phase": WRAP, "module": KEEP_END, "source": KEEP_END},
+                  # a module path or source line cut from the left loses where it is: whole, under its row
+                  details=("module", "source"))
 
 
 def _host_bookkeeping(report: Report, top: int) -> list:
@@ -302,27 +310,38 @@ def _replace(report: Report, top: int) -> list:
     if data is None:
         return []
     b, a = data.before, data.after
-    lines = [f"Before and after dmlprof's replacements ({len(data.applied)} changes: dmlprof.patch(model, optimizer)"
-             " + loss)"]
+    applied = len(data.applied)
+    lines = [f"Before and after dmlprof's replacements ({fmt_count(applied, 'change')}: "
+             "dmlprof.patch(model, optimizer) + loss)"]
     if b.error:
-        lines.append(f"  before: the unpatched step failed ({b.error[:160]}); numbers are up to the failure")
+        lines.append(f"  before: the unpatched step failed, so its numbers are up to the failure: {_first_line(b.error)}")
+    shown_before, shown_after = data.step_times()
     rows = [
         ["calls that fell back", _fallen(b), _fallen(a)],
         ["calls that fell back per step", f"{b.fallback_calls_per_step:.1f}", f"{a.fallback_calls_per_step:.1f}"],
         ["fallback share of op time", f"{b.fallback_time_share:.1%}", f"{a.fallback_time_share:.1%}"],
         ["bytes fallbacks moved per step", fmt_bytes(b.fallback_bytes_moved_per_step),
          fmt_bytes(a.fallback_bytes_moved_per_step)],
-        ["step time (median)", _step_ms(b.step_time_ms), _step_ms(a.step_time_ms)],
+        ["step time (median)", shown_before, shown_after],
     ]
     lines.append(TableSpec(rows, ["", "before", "after patching"], {"": WRAP},
                            {"colalign": ("left", "right", "right"), "disable_numparse": True}))
+    if data.nothing_to_replace:
+        return lines + ["  nothing to replace: nothing fell back before patching, so the replacements removed "
+                        "nothing and the step times are not their effect"]
     if data.speed_change:  # none when a side has no step time
         lines.append(f"  step time: {data.speed_change} after patching")
     lines += _if(report.host_cpu_times_note is not None, f"  ({report.host_cpu_times_note})")
     lines += _if(bool(data.removed_ops), "  no longer falls back: " + ", ".join(data.removed_ops))
-    lines += [f"  still falls back: {r.op} ({r.calls} calls): {r.replacement or 'no replacement known'}"
+    lines += [f"  still falls back: {r.op} ({fmt_count(r.calls, 'call')}): {r.replacement or 'no replacement known'}"
               for r in data.remaining_ops]
     return lines + _if(not data.remaining_ops, "  after patching: no fallback calls")
+
+
+def _first_line(text: str) -> str:
+    """An error's first line whole (the terminal wraps it), never cut mid-sentence."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else "no message"
 
 
 def _known_wrong(report: Report, top: int) -> list:

@@ -77,6 +77,16 @@ _PHASE_PAD_NS = 1
 _STEP_PAD_NS = 2
 
 
+def refuse_untimed(session) -> None:
+    """Raise :class:`~dmlprof.errors.UsageError` when the session has no timed calls (a prediction, an empty run):
+    a command asked for a trace checks this before it renders anything else."""
+    ops = session.ops
+    if ops is None or not len(ops) or int(ops["time_ns"].sum()) <= 0:
+        raise UsageError("this session has no timed op calls, so there is no trace to write",
+                         remedy="a prediction has no per-call times: scan on the device for a trace, or "
+                                "--device emulated-dml for the host CPU's")
+
+
 def trace_dict(session, kernels: bool = False) -> dict:
     """The trace as a dict (``traceEvents`` and the metadata the plugin reads); ``kernels``: with the
     device kernels' lane where kernel time was measured (the --trace file).
@@ -84,10 +94,8 @@ def trace_dict(session, kernels: bool = False) -> dict:
     Raises :class:`~dmlprof.errors.UsageError` when the session has no timed
     calls (a prediction without times, an empty run): there is nothing to draw.
     """
+    refuse_untimed(session)
     ops = session.ops
-    if ops is None or not len(ops) or int(ops["time_ns"].sum()) <= 0:
-        raise UsageError("this session has no timed op calls, so there is no trace to write",
-                         remedy="a prediction has no per-call times: scan on the device for a trace")
     run = session.meta
     frame = _laid_out(ops)
     events = _metadata_events(run, frame)

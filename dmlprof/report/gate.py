@@ -25,6 +25,8 @@ class LimitCheck:
     floor: bool = False
     #: what a failure means, in words (shown after the figures when the check fails)
     why: str = ""
+    #: how the measured figure is made up, in the scan's words (shown after it)
+    parts: str = ""
 
     @property
     def passed(self) -> bool:
@@ -33,7 +35,8 @@ class LimitCheck:
     def describe(self) -> str:
         """``fallback share 5.8% of op time (limit 1.0%)`` and the like."""
         bound = ("at least " if self.floor else "") + self._text(self.limit)
-        return f"{self.name} {self._text(self.measured)} (limit {bound})" + (
+        parts = f" = {self.parts}" if self.parts else ""
+        return f"{self.name} {self._text(self.measured)}{parts} (limit {bound})" + (
             f": {self.why}" if self.why and not self.passed else "")
 
     def _text(self, value: float) -> str:
@@ -88,7 +91,10 @@ def _device_used(report: Report) -> LimitCheck:
     on_device = summary.device_calls + summary.fallback_calls
     note = report.device_unused_note
     why = f"nothing was tested. {note}" if note else "nothing was tested: no call ran on the device, so none could fall back"
-    return LimitCheck("calls on the device", on_device, 1, "calls", floor=True, why=why)
+    # the scan counts these apart ("125 on the device, 9 fell back"): say how this figure adds them up
+    parts = (f"{summary.device_calls:,} ran there + {summary.fallback_calls:,} fell back"
+             if summary.device_calls and summary.fallback_calls else "")
+    return LimitCheck("calls on the device", on_device, 1, "calls", floor=True, why=why, parts=parts)
 
 
 def _call_share(hotspots, summary) -> float:

@@ -491,13 +491,24 @@ class Report:
         """When a script never touched the scanned device, the sentence every report leads with."""
         unused = self.run.device_unused
         if unused is None:
-            return None
+            return self._block_device_unused_note()
         used = ", ".join(unused.devices_used) or "no device"
         # without a --from that would help, the script itself chose where its tensors live: say what to change
         change = (f"scan with {unused.hint} to run the script's device requests on it" if unused.hint else
                   "so nothing could fall back: put the script's model and batches on the device to test it "
                   "(for DirectML, torch_directml.device(), which dmlprof answers with the scanned device)")
         return f"The scanned device ({self.run.device.backend}) was never used: the recorded calls ran on {used}; {change}."
+
+    def _block_device_unused_note(self) -> Optional[str]:
+        """A ``dmlprof.profile()`` block whose calls all ran on CPU tensors: say so, as a script's report does, rather
+        than 'every call ran on the device' of none."""
+        s = self.summary
+        if self.run.run_mode != BLOCK or self.cpu_is_device or self.is_prediction or not s.op_calls \
+                or s.device_calls or s.fallback_calls:
+            return None
+        return (f"The device ({self.run.device.backend}) was never used in the block: its {s.op_calls:,} calls ran on "
+                "CPU tensors, so nothing could fall back; move the model and tensors to it in the block: "
+                "model.to(run.device), x.to(run.device).")
 
     @property
     def fixes(self) -> Tuple[Fix, ...]:

@@ -270,9 +270,16 @@ def _straggler_sentence(found: dict) -> str:
         ("compute_excess_ms", "in device compute"))
         if found[key] >= _NAMED_EXCESS_SHARE * found["busy_excess_ms"] and found[key] > 0]
     why = "; ".join(parts) or "spread over many calls"
+    waited = found["others_comm_excess_ms"]
+    if waited > 0:
+        waits = (f"the others, who wait for it in their collectives ({fmt_ms(waited)} more comm per step than "
+                 "it has)")
+    else:  # the others spent no more time in collectives than it did: they are not seen waiting for it
+        waits = ("the others; their collectives took no longer than its own"
+                 + (f" ({fmt_ms(-waited)} less per step)" if waited < 0 else "")
+                 + ", so they are not seen waiting for it")
     return (f"Straggler: rank {found['rank']}, busy {fmt_ms(found['busy_excess_ms'])} longer per step than "
-            f"the others, who wait for it in their collectives ({fmt_ms(found['others_comm_excess_ms'])} more "
-            f"comm per step). Its extra time per step: {why}.")
+            f"{waits}. Its extra time per step: {why}.")
 
 
 def _collective(r: dict) -> CollectiveRow:

@@ -90,10 +90,22 @@ class SweepReport:
         """Where throughput stops growing, or why no knee is named: the sentence every format gives it."""
         threshold = f"{100 * self.knee_min_growth:.0f}%"
         if self.knee_batch_size is not None:
-            return f"knee: {self.knee_batch_size} (past it, throughput grows less than {threshold} per doubling)"
+            return (f"knee: {self.knee_batch_size} (past it, throughput grows less than {threshold} per doubling)"
+                    + self._past_the_knee())
         if len(self.ok_rows) < 2:
             return "knee: unknown (fewer than two sizes ran)"
         return f"knee: not reached (throughput still grows {threshold} or more per doubling at the largest size)"
+
+    def _past_the_knee(self) -> str:
+        """Where the recommended size lies past the knee: how much faster it measured all the same, so the two
+        sentences do not read as a contradiction (the knee is where growth slows, the recommendation the best)."""
+        best = self.recommended_row
+        knee = next((row for row in self.ok_rows if row.batch_size == self.knee_batch_size), None)
+        if best is None or knee is None or best.batch_size <= knee.batch_size or not knee.samples_per_s:
+            return ""
+        gain = best.samples_per_s / knee.samples_per_s - 1
+        return (f"; {best.batch_size} is recommended all the same: {gain:+.0%} samples/s over {knee.batch_size}, "
+                "the best measured")
 
     @property
     def memory_edge_note(self) -> Optional[str]:

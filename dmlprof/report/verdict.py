@@ -107,11 +107,16 @@ def _fallback_detail(report, predicted: bool) -> str:
 def _replace_verdict(report) -> Verdict:
     data = report.replace
     before, after = data.before, data.after
+    if data.nothing_to_replace:
+        where = "the CPU was the device, so nothing can fall back" if report.cpu_is_device else \
+            "no call fell back before patching"
+        return Verdict("info", f"Nothing to replace: {where}.",
+                       "Scan with --device emulated-dml --replace (or on DirectML) to see the replacements remove "
+                       "fallbacks." if report.cpu_is_device else "The plain scan needs no replacement.")
     speed = ""
-    if data.step_time_speedup:
-        ratio = data.step_time_speedup
-        speed = (f" A step took {fmt_ms(before.step_time_ms)} before and {fmt_ms(after.step_time_ms)} after: "
-                 + (f"{ratio:.2f}x faster." if ratio >= 1 else f"{1 / ratio:.2f}x slower."))
+    if data.speed_change:
+        shown_before, shown_after = data.step_times()
+        speed = f" A step took {shown_before} before and {shown_after} after: {data.speed_change}."
         speed += _sentence(report.host_cpu_times_note)  # "1.89x slower" there is the host CPU's, not a GPU's
     if not after.fallback_calls:
         return Verdict("good", f"With dmlprof's replacements nothing falls back (before: {before.fallback_calls:,} "

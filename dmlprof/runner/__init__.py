@@ -100,6 +100,12 @@ class Profiled:
     """What ``profile()`` yields; ``session`` is filled in when the block ends."""
 
     session: Optional[Session] = None
+    #: the device the block is recorded on: move the model and tensors there (``x.to(run.device)``), or nothing
+    #: runs on it (a block's calls on CPU tensors are only counted)
+    device = None
+
+    def __init__(self, device=None):
+        self.device = device
 
     def _repr_html_(self) -> str:
         from dmlprof.render.notebook import notebook_html
@@ -134,7 +140,7 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
     run.meta.update(steps=0, batch_size=None, recording="every call of the block through the dispatcher")
     recorder = Recorder(backend, sync=sync)
     alongside = ProfilerAlongside(backend, enabled=profiler)
-    result = Profiled()
+    result = Profiled(device=backend.device())
     start = time.perf_counter()
     with Recording(recorder, alongside) as recording:
         try:

@@ -64,7 +64,17 @@ _state: dict = {}
 
 
 class EmulatedDeviceError(RuntimeError):
-    """The emulated device could not be built or loaded."""
+    """The emulated device could not be built or loaded; ``remedy`` says what to do, where something can be done."""
+
+    def __init__(self, message: str, remedy: str = ""):
+        super().__init__(message)
+        self.remedy = remedy
+
+
+#: torch takes one set of PrivateUse1 hooks per process, and a prediction's stand-in device took them first
+AFTER_A_PREDICTION_REMEDY = (
+    "start a new Python process (in a notebook, restart the kernel) and use the emulated device before any "
+    "prediction there, or run the prediction as its own command: dmlprof scan FILE --target dml")
 
 
 def torch_version_tuple() -> tuple:
@@ -330,7 +340,8 @@ def _install(module) -> None:
         except RuntimeError as exc:  # torch takes one set of PrivateUse1 hooks per process
             raise EmulatedDeviceError(
                 "the emulated DML device must be loaded before a prediction (--target) runs in the same "
-                f"process: the prediction's stand-in device holds the PrivateUse1 hooks ({exc})") from None
+                f"process: the prediction's stand-in device holds the PrivateUse1 hooks ({exc})",
+                AFTER_A_PREDICTION_REMEDY) from None
     if not hasattr(torch, DEVICE_TYPE):
         torch._register_device_module(DEVICE_TYPE, _device_module())
     module.set_float64_support(float64_from_environment())

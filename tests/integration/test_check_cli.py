@@ -100,3 +100,4 @@ def test_a_script_that_never_uses_the_device_does_not_pass(tmp_path):
     assert verdict.endswith("FAILED") and "FAIL  calls on the device 0 (limit at least 1)" in result.stdout
     errors = [line for line in result.stderr.splitlines() if line.startswith("dmlprof: error:")]
     assert len(errors) == 1 and "nothing was tested" in errors[0] and "never used" in errors[0]
+    assert "see the fallbacks above" not in errors[0]  # none is listed: the limit's own words say what to change

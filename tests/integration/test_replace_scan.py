@@ -103,3 +103,4 @@ def test_replace_does_not_combine_with_target(cli):
     done = cli("scan", MODELS / "lenet5.py", "--replace", "--target", "dml")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "does not combine with --target" in done.stderr
+    assert "--device emulated-dml --replace" in done.stderr  # the command that works

@@ -51,8 +51,14 @@ def test_a_run_that_never_used_the_device_fails_whatever_the_limits():
 
 
 def test_a_run_on_the_device_passes_the_device_check():
-    result = check_limits(build_report(_session()), 0.5, 5)
-    assert result.passed and result.checks[0].describe() == "calls on the device 2 (limit at least 1)"
+    report = build_report(_session())
+    result = check_limits(report, 0.5, 5)
+    # the scan counts 'on the device' and 'fell back' apart: the check says how its figure adds them up
+    s = report.summary
+    assert s.device_calls and s.fallback_calls
+    assert result.passed and result.checks[0].describe() == (
+        f"calls on the device {s.device_calls + s.fallback_calls} = {s.device_calls} ran there + {s.fallback_calls} "
+        "fell back (limit at least 1)")
 
 
 def test_annotations_escape_what_github_reads_as_syntax():
@@ -97,3 +103,16 @@ def test_a_count_of_one_is_singular():
 
     assert [fmt_count(n, "measured step") for n in (0, 1, 3)] == ["0 measured steps", "1 measured step", "3 measured steps"]
     assert fmt_count(None, "call") == "0 calls" and fmt_count(2, "proxy", "proxies") == "2 proxies"
+
+
+def test_check_text_fits_the_terminal_width():
+    """check's lines ran to ~250 characters: each is wrapped to the width, as the scan's report is."""
+    session = make_session([{"op": "aten::addmm", "time_ns": 900_000, "verdict": "cpu", "input_devices": "cpu",
+                             "output_devices": "cpu"}],
+                           meta={"device_unused": {"devices_used": ["cpu"], "hint": None}})
+    result = check_limits(build_report(session), 1.0, 100)
+    wide = render_check_text(result, "train.py", width=400)
+    assert max(len(line) for line in wide.splitlines()) > 80  # the failed limit's line is long
+    text = render_check_text(result, "train.py", width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert " ".join(text.split()) == " ".join(wide.split())  # wrapped, nothing cut

@@ -290,3 +290,18 @@ def test_a_job_refuses_the_options_of_a_single_scan(option):
     with pytest.raises(UsageError, match=f"--{option} does not combine with --nproc"):
         refuse_single_scan_options(args, "--nproc")
     refuse_single_scan_options(Namespace(target=None, replace=False, verify=False), "--nproc")  # none given: fine
+
+
+@pytest.mark.parametrize("waited, says, never", [
+    (5.0, "who wait for it in their collectives (5.000 ms more comm per step", "not seen waiting"),
+    (-7674.6, "(7.67 s less per step), so they are not seen waiting for it", "-7"),
+    (0.0, "took no longer than its own, so they are not seen waiting", "0.0 us more"),
+])
+def test_the_straggler_sentence_agrees_with_the_comm_figures(waited, says, never):
+    """Only a positive difference in the others' comm time is them waiting; a negative one is never 'more comm'."""
+    from dmlprof.report.run import _straggler_sentence
+
+    found = {"rank": 1, "busy_excess_ms": 20.0, "fallback_excess_ms": 20.0, "cpu_excess_ms": 0.0,
+             "compute_excess_ms": 0.0, "others_comm_excess_ms": waited, "threshold_ms": 2.0}
+    sentence = _straggler_sentence(found)
+    assert says in sentence and never not in sentence

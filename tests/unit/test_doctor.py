@@ -516,8 +516,9 @@ def test_every_check_returns_a_check_or_nothing_on_varied_machines():
                 windows_dml(available=False, reason="torch-directml sees no adapter", adapters=[])]
     for machine in machines:
         for check in CHECKS:
-            row = check(machine)
-            assert row is None or (isinstance(row, Check) and row.status in STATUSES and row.detail)
+            found = check(machine)
+            for row in found if isinstance(found, list) else [found]:  # the source calls give a row per kind
+                assert row is None or (isinstance(row, Check) and row.status in STATUSES and row.detail)
 
 
 def test_a_check_that_raises_becomes_a_failed_row_and_the_rest_still_run():
@@ -552,7 +553,7 @@ def test_plain_linux_ci_machine_reads_truthfully():
 def test_table_and_json_render_every_row():
     machine = windows_dml(env={"DML_EXECUTION_MODE": "1"})
     rows = run_checks(machine)
-    table = render_table(rows)
+    table = render_table(rows, width=400)
     assert table.splitlines()[0].split()[:4] == ["status", "check", "detail", "remedy"]
     assert "WARN" in table and "DirectML env advice" in table
     assert table.rstrip().endswith(tally(rows))
@@ -633,3 +634,86 @@ def test_a_probe_that_crashes_is_a_reason_not_a_crash(tmp_path, monkeypatch):
     probe = probe_from_availability(probe_adapters.__wrapped__(timeout_s=60))
     assert not probe.available and probe.adapters == []
     assert check_directml_adapters(windows_dml(adapters=[], available=False, reason=probe.reason)).status == "fail"
+
+
+# -- the table at a terminal's width, and the calls a scan stops on or flags ------------------------------------------
+FIVE_CALLS = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 16)  # line 8
+
+    def forward(self, x, labels, index):
+        target = F.one_hot(labels, 4)  # line 11
+        agg = x.new_zeros(4, 8).scatter_reduce(0, index, x, reduce="amax")  # line 12
+        eye = torch.eye(4, device=x.device)  # line 13
+        # torch.eye(2) in a comment is not a call
+        return self.rnn(x)[0], target, agg, eye
+
+model = Net().cuda()  # line 17
+spectrum = torch.fft.rfft(torch.randn(8))  # line 18
+kth = torch.randn(4, 3).kthvalue(2)  # line 19
+"""
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_table_fits_the_terminal_width(width):
+    """GIVEN a machine whose rows have long details and remedies WHEN rendered at 80 columns THEN no line is wider,
+    and every remedy is still there, whole (moved under its row, not cut)."""
+    findings = {"call:one_hot": ["train.py:3"], "call:eye": ["train.py:9"], "call:rnn": ["model.py:12"]}
+    rows = run_checks(windows_dml(env={"DML_EXECUTION_MODE": "1"}, files=("train.py",), source_findings=findings))
+    table = render_table(rows, width=width)
+    assert max(len(line) for line in table.splitlines()) <= width
+    flat = " ".join(table.split())
+    for row in rows:
+        if row.remedy:
+            assert " ".join(row.remedy.split()) in flat.replace("remedy ", "", 0)
+
+
+def test_doctor_file_names_each_call_a_dml_scan_stops_on_or_flags(tmp_path):
+    """GIVEN a file with .cuda(), F.one_hot, nn.LSTM, scatter_reduce(amax) and torch.eye WHEN the doctor reads it
+    for a DirectML scan THEN each is named with its line, with the verdict the scan's own rules give."""
+    from dmlprof.backends.errors import match_known_error
+    from dmlprof.doctor.source_calls import find_calls
+
+    path = tmp_path / "five.py"
+    path.write_text(FIVE_CALLS, encoding="utf-8")
+    found = find_calls([str(path)])
+    assert found == {"rnn": ["five.py:8"], "one_hot": ["five.py:11"], "scatter_reduce": ["five.py:12"],
+                     "eye": ["five.py:13"], "cuda": ["five.py:17"], "complex": ["five.py:18"],
+                     "kthvalue": ["five.py:19"]}
+    machine = windows_dml(files=(str(path),), device="dml",
+                          source_findings={f"call:{k}": v for k, v in found.items()})
+    rows = {r.name: r for r in run_checks(machine)}
+    assert "five.py:17" in rows['.cuda() / "cuda"'].detail and "--from cuda" in rows['.cuda() / "cuda"'].remedy
+    one_hot = rows["F.one_hot"]
+    assert one_hot.status == "fail" and "five.py:11" in one_hot.detail
+    # the scan's known error for DirectML's scatter refusal, not a copy of it
+    assert one_hot.remedy == match_known_error("DirectML scatter doesn't allow partially modified dimensions").remedy
+    assert rows["nn.LSTM / nn.GRU"].status == "fail" and "five.py:8" in rows["nn.LSTM / nn.GRU"].detail
+    assert "_thnn_fused_lstm_cell" in rows["nn.LSTM / nn.GRU"].detail
+    assert rows["scatter_reduce"].status == "warn" and "fallback" in rows["scatter_reduce"].detail
+    assert "amax" in rows["scatter_reduce"].remedy
+    assert rows["torch.eye"].status == "fail" and "SIGSEGV" in rows["torch.eye"].detail
+    assert "five.py:13" in rows["torch.eye"].detail and "five.py:14" not in rows["torch.eye"].detail
+    assert rows["torch.fft / complex views"].status == "fail" and "five.py:18" in rows["torch.fft / complex views"].detail
+    assert rows["kthvalue"].status == "fail" and "five.py:19" in rows["kthvalue"].detail
+    table = render_table(list(rows.values()), width=80)
+    assert max(len(line) for line in table.splitlines()) <= 80
+
+
+def test_doctor_source_rows_follow_the_rules(monkeypatch):
+    """WHEN the failure rule for eye no longer fails THEN the doctor says nothing of torch.eye (same rules)."""
+    from dmlprof.directml import failures
+
+    monkeypatch.setitem(failures.RULES, "aten::eye.m", lambda args, kwargs: None)
+    rows = run_checks(windows_dml(files=("a.py",), device="dml", source_findings={"call:eye": ["a.py:1"]}))
+    assert "torch.eye" not in names(rows)
+
+
+def test_doctor_source_rows_without_torch_leave_it_to_the_torch_row():
+    rows = run_checks(snap(torch=None, files=("a.py",), source_findings={"call:eye": ["a.py:1"]}))
+    assert "torch.eye" not in names(rows) and not any("check itself failed" in r.detail for r in rows)

@@ -228,3 +228,12 @@ def test_replace_comparison_only_when_scanned_with_replace():
     assert data["rows"][2]["before"] == "20.0%" and data["speedup"] == "1.50x faster" and data["applied"] == 2
     html = render_html(session)
     assert 'id="replace-table"' in html and "aten::lerp.Scalar_out" in html and "<script>alert(1)" not in html
+
+
+def test_the_device_card_keeps_a_backend_name_on_one_line():
+    """The device card broke 'emulated-' / 'dml' over two lines: its value does not wrap."""
+    from dmlprof.render.html import render_html
+    from session_kinds import KINDS
+
+    html = render_html(KINDS["live_dml"]())
+    assert '.card[data-card="device"] .value { white-space: nowrap;' in html and 'data-card="device"' in html

@@ -72,3 +72,37 @@ def test_the_page_gives_the_emulated_devices_speed_up_the_terminals_caveat():
     assert "the host CPU's" in render_text(session, width=200)
     on_gpu = report_data(KINDS["replaced"]())  # a real device's times need no caveat
     assert on_gpu["replace"]["times_note"] is None and "host CPU" not in on_gpu["verdict"]["detail"]
+
+
+def _nothing_fell_back(session):
+    for side in ("before", "after"):
+        numbers = session.extras["replace"][side]
+        numbers.update(fallback_calls=0, inner_fallback_calls=0, fallback_calls_per_step=0.0, fallback_ops={})
+    session.extras["replace"]["remaining_ops"] = []
+    session.extras["replace"]["step_time_speedup"] = 1 / 42.73
+    return session
+
+
+def test_with_nothing_to_replace_it_says_so_instead_of_a_speed_ratio():
+    """GIVEN --replace where nothing fell back before patching (the CPU) THEN 'nothing to replace', no 'x slower'."""
+    from dmlprof.report.verdict import verdict_of
+
+    session = _nothing_fell_back(KINDS["replaced"]())
+    text = " ".join(render_text(session, width=100).split())
+    assert "nothing to replace" in text.lower()
+    assert "slower" not in text and "faster" not in text
+    verdict = verdict_of(build_report(session))
+    assert verdict.headline.startswith("Nothing to replace") and "slower" not in verdict.detail
+
+
+def test_counts_are_singular_for_one_and_step_times_share_a_unit():
+    session = KINDS["replaced"]()
+    data = session.extras["replace"]
+    data["applied"] = data["applied"][:1]
+    data["remaining_ops"] = [{"op": "aten::cumsum", "calls": 1, "replacement": None}]
+    data["after"]["fallback_calls"] = 1
+    data["before"]["step_time_ms"], data["after"]["step_time_ms"] = 1500.0, 800.0
+    text = render_text(session, width=200)
+    assert "(1 change:" in text and "aten::cumsum (1 call)" in text
+    assert "1 changes" not in text and "1 calls" not in text
+    assert "1.50 s" in text and "0.80 s" in text and "800.0 ms" not in text

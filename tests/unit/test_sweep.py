@@ -548,3 +548,40 @@ def test_whether_fallback_time_was_measured_comes_from_the_sizes_that_ran(flags,
     assert sweep.fallback_recorded is expected
     shares = [r.fallback_time_share for r in sweep.rows]
     assert shares == ([None] * 3 if expected is False else [0.0] * 3)
+
+
+def test_a_recommendation_past_the_knee_says_why_beside_it():
+    """'knee: 32' beside 'use 128' read as a contradiction: the knee note says how much faster the recommended size
+    measured all the same."""
+    from dmlprof.report.sweep import SweepReport, SweepRow
+
+    def row(size, rate, recommended=False):
+        return SweepRow(size, "ok", rate, 10.0, 11.0, None, "", None, None, None, True, False, recommended, size == 32)
+
+    rows = (row(16, 100.0), row(32, 200.0), row(64, 201.0), row(128, 270.0, recommended=True))
+    sweep = SweepReport(rows, 128, 32, None, 0.05, 1.5, (), None, ())
+    assert sweep.knee_note.startswith("knee: 32 (past it")
+    assert "128 is recommended all the same: +35% samples/s over 32" in sweep.knee_note
+    at_knee = SweepReport((row(16, 100.0), row(32, 200.0, recommended=True), row(64, 201.0)), 32, 32, None, 0.05, 1.5, (), None, ())
+    assert "all the same" not in at_knee.knee_note
+
+
+@pytest.mark.parametrize("budget, drawn", [(3 * 2**20, True), (int(16.5 * 2**30), False)])
+def test_the_memory_plot_is_scaled_to_the_peaks_not_a_far_budget(budget, drawn):
+    """A 16.5 GiB budget beside MiB peaks flattened the curve: the plot keeps to the measurements and names the
+    budget above it; a budget near the peaks is drawn as a line."""
+    import dataclasses
+
+    from dmlprof.render.sweep_plots import sweep_plots
+    from dmlprof.report import build_report
+    from session_kinds import KINDS
+
+    sweep = dataclasses.replace(build_report(KINDS["sweep"]()).sweep, memory_budget_bytes=budget)
+    memory = next(p for p in sweep_plots(sweep) if p["key"] == "memory")
+    assert (memory["budget_y"] is not None) is drawn and bool(memory["budget_above"]) is not drawn
+    highest = min(p["y"] for p in memory["points"])  # SVG y grows downwards: the highest point has the smallest y
+    box = memory["box"]
+    if drawn:
+        assert memory["budget_y"] < highest  # the budget line lies above the peaks, on the same scale
+    else:
+        assert highest < box["top"] + 0.2 * (box["bottom"] - box["top"])  # the largest peak near the top

@@ -241,6 +241,17 @@ def test_clean_run_says_nothing_diverged():
     assert summary(None) is None
 
 
+@pytest.mark.parametrize("backend, blind", [("emulated-dml", True), ("dml", False), ("cpu", False)])
+def test_clean_run_on_the_emulated_device_says_it_cannot_see_directml_values(backend, blind):
+    """The emulated device computes with the CPU's kernels: a clean --verify there says so, not a bare 'nothing
+    diverged' (real DirectML, the same command, finds wrong values)."""
+    data = summary({"checked_calls": 12, "checked_ops": 4, "divergent_calls": 0, "divergent": [], "backend": backend,
+                    "lost_updates": [], "optimizer_steps": 1, "parameters_checked": 2, "skipped": {}})
+    assert ("cannot see DirectML's wrong values" in data["headline"]) is blind
+    assert data["headline"].startswith("Verification: nothing diverged - all 12 checked")
+    assert "2 parameter updates over 1 optimizer step all landed" in data["headline"]  # singular for one
+
+
 def test_divergent_calls_group_per_op_and_place():
     records = [
         {"op": "aten::addmm", "module": "Net.fc", "source": "m.py:3", "what": "output", "max_abs_error": e,

@@ -1,0 +1,101 @@
+"""Each command says what its figures mean and what it could not see, and offers a command that works
+(issue 37): the emulated device's times, the LSTM fix's command."""
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from dmlprof.backends.emulated import EmulatedDmlBackend
+from dmlprof.backends.errors import match_known_error
+from dmlprof.cli import build_parser
+
+
+def test_an_emulated_scan_says_its_times_are_the_host_cpus():
+    """The run's timing fact (the report's 'timing' line) on the emulated device names the host CPU, not a GPU."""
+    timing = EmulatedDmlBackend().run_meta()["timing"]
+    assert "host CPU" in timing and "never a GPU's" in timing
+    assert "synchronised" not in timing
+
+
+def test_the_lstm_fix_names_a_scan_command_that_parses_and_is_not_refused():
+    """The LSTM failure's remedy names the command that shows the result; that command must be one dmlprof
+    accepts (--replace is refused with --target; it runs on --device emulated-dml)."""
+    known = match_known_error("Could not run 'aten::_thnn_fused_lstm_cell' with arguments from the 'CPU' backend")
+    command = known.remedy[known.remedy.index("dmlprof scan"):known.remedy.index(" shows the result")]
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert args.replace and args.device == "emulated-dml" and not args.target
+
+
+def test_a_missing_file_or_a_syntax_error_is_said_before_torch_is_imported(tmp_path):
+    """`dmlprof scan nope.py` answered in 6.5 s (torch imported first): the file is read before torch is."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(:\n", encoding="utf-8")
+    code = ("import sys\nfrom dmlprof.cli import main\n"
+            "for argv in sys.argv[1:]:\n"
+            "    command, path = argv.split('=')\n"
+            "    print('exit', main([command, path]))\n"
+            "print('torch imported' if 'torch' in sys.modules else 'torch not imported')\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code, f"scan={tmp_path / 'nope.py'}", f"scan={bad}",
+                           f"check={tmp_path / 'nope.py'}", f"check={bad}"],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert done.stdout.count("exit 2") == 4, done.stdout + done.stderr
+    assert done.stderr.count("no such file") == 2 and done.stderr.count("syntax error in") == 2
+    assert "torch not imported" in done.stdout
+
+
+def test_a_script_stopped_before_its_first_step_says_no_warm_up_ran():
+    """'0 optimizer steps taken: 0 recorded after 1 warm-up, the script ended' said a warm-up ran and the script
+    ended where neither happened: the warm-ups counted are those taken, and a stopped run says it was stopped."""
+    from dmlprof.render.terminal import render_text
+    from session_kinds import KINDS, _changed
+
+    stopped = _changed(KINDS["script_mode"](), steps=0, partial=True, partial_reason="KeyboardInterrupt",
+                       script_window={"warmup_steps": 1, "steps_requested": 2, "optimizer_steps_taken": 0,
+                                      "window_closed": False, "run_to_end": False})
+    text = " ".join(render_text(stopped, width=200).split())
+    assert "0 optimizer steps taken: 0 recorded after 0 warm-up, it was stopped" in text
+    ran = " ".join(render_text(KINDS["script_mode"](), width=200).split())
+    assert "3 optimizer steps taken: 2 recorded after 1 warm-up, then stopped" in ran
+
+
+def test_report_trace_of_a_prediction_refuses_before_printing_the_report(tmp_path, capsys):
+    """`dmlprof report PREDICTION --trace FILE` printed the whole report, then refused: refuse first."""
+    from dmlprof.cli import main
+    from session_kinds import KINDS
+
+    path = tmp_path / "predicted.session.json"
+    KINDS["predicted"]().save(str(path))
+    code = main(["report", str(path), "--trace", str(tmp_path / "trace.json")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "no timed op calls" in err and "--device emulated-dml" in err
+    assert not (tmp_path / "trace.json").exists()
+
+
+@pytest.mark.parametrize("recorded, says", [([30.0], "recording's own cost"), ([8.0], "no slower")])
+def test_the_step_time_line_credits_recording_only_with_a_cost_it_had(recorded, says):
+    from dmlprof.render.terminal import render_text
+    from session_kinds import KINDS, _changed
+
+    session = _changed(KINDS["live_dml"](), step_times_ms=[10.0, 10.0, 10.0], recorded_step_times_ms=recorded)
+    text = " ".join(render_text(session, width=200).split())
+    assert says in text and ("recording's own cost" in text) == (recorded[0] > 10.0)
+
+
+def test_a_run_folders_saved_line_has_no_escaped_newline(tmp_path, capsys):
+    """A literal '\\x0a' stood before every 'run saved to': the blank line before it is a real one."""
+    import argparse
+
+    from dmlprof.job.report import print_run
+    from session_kinds import job_run, rank_session
+
+    job_run(tmp_path, {0: rank_session(0), 1: rank_session(1)})
+    print_run(str(tmp_path), argparse.Namespace(quiet=False, top=15, json=None, html=None, trace=None, tb=None))
+    out = capsys.readouterr().out
+    assert "\\x0a" not in out and "\nrun saved to" in out
