@@ -33,6 +33,9 @@ NO_SUPERVISOR_ENV = "DMLPROF_NO_SUPERVISOR"
 CRASH_LOG_ENV = "DMLPROF_CRASH_LOG"
 #: the exit code of a scan whose process died (docs/exit_codes.md)
 CRASHED_EXIT_CODE = 7
+#: how a child ended that exited without its last word (``os._exit()`` outside the main thread, ``abort()`` on
+#: Windows): the recording is salvaged, the exit status stands as a script's would (0, else 3)
+ABRUPT = "an abrupt exit"
 
 # Windows reports a crash as the NTSTATUS of the exception that ended the process.
 _WINDOWS_CRASHES = {
@@ -108,7 +111,13 @@ def supervise(argv: list, args) -> int:
             status = child.wait()
         how = died_of(status)
         if how is None:
-            return status
+            from dmlprof.record.journal import last_word
+
+            journaled, said = last_word(journal)
+            if said is not None or not journaled:  # it ended on its own terms, or had recorded nothing
+                return status
+            # it ended without its last word: os._exit() from a thread, abort() on Windows (status 3)
+            how = ABRUPT
         return salvage(args, journal, crash_log, how, status)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -205,6 +214,14 @@ def died_of(status: int) -> Optional[str]:
     return None
 
 
+def _exit_code(how: str, status: int) -> int:
+    """A stopping signal keeps its documented code (130, 143, 129); an abrupt exit is a script's exit (0, else 3);
+    a crash is 7."""
+    if how == ABRUPT:
+        return 0 if status == 0 else 3
+    return _stopped_exit_code(how) or CRASHED_EXIT_CODE
+
+
 def _stopped_exit_code(how: str) -> Optional[int]:
     """A signal that stops a run rather than crashing it keeps its documented code (130, 143, 129)."""
     return {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}.get(how)
@@ -228,7 +245,7 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     message = crash_message(how, running, user_line)
     if contents.header is None:
         error_line(f"{message}, before the recording began", "nothing was recorded")
-        return _stopped_exit_code(how) or CRASHED_EXIT_CODE
+        return _exit_code(how, status)
     from dmlprof.errors import DmlprofError
     from dmlprof.output import print_report, write_outputs
     from dmlprof.report import build_report
@@ -240,14 +257,18 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
             print_report(build_report(session), args)
     except DmlprofError as err:  # the report could not be shown: the session is on disk, and the error says so
         error_line(f"{message}; {err.one_line()}")
-        return CRASHED_EXIT_CODE
+        return _exit_code(how, status)
     if getattr(args, "junit", None):  # dmlprof check: CI still gets its test case, in error
         from dmlprof.output import write_output
         from dmlprof.render.ci import junit_error_xml
 
         write_output(written, args.junit, lambda: junit_error_xml(args.model, message), "JUnit XML")
-    error_line(message, written.note(partial=True))
-    return _stopped_exit_code(how) or CRASHED_EXIT_CODE
+    code = _exit_code(how, status)
+    if code == 0:
+        _note(f"{message}; {written.note(partial=True)}")
+    else:
+        error_line(message, written.note(partial=True))
+    return code
 
 
 def _note(text: str) -> None:
@@ -259,7 +280,8 @@ def _note(text: str) -> None:
 
 def crash_message(how: str, running, user_line: str) -> str:
     """``the scanned process died of SIGSEGV in aten::flip (float32 [4, 5]; at model.py:12, in net.body)``."""
-    text = f"the scanned process died of {how}"
+    text = (f"the scanned process died of {how}" if how != ABRUPT else
+            "the scanned process ended abruptly (os._exit() outside the main thread, or abort())")
     if running is not None:
         dtypes = ",".join(sorted({m[1] for m in running.inputs}))
         shapes = ", ".join(str(list(m[2])) for m in running.inputs[:3]) + (", ..." if len(running.inputs) > 3 else "")

@@ -180,6 +180,26 @@ class JournalContents:
     finished: Optional[int] = None
 
 
+def last_word(path) -> "tuple[bool, Optional[int]]":
+    """``(anything journaled, the exit code the child ended with)`` from the journal's tail alone (a finished
+    journal's last line is its ``F`` record): a long journal is not read whole to learn that nothing is lost."""
+    try:
+        with open(path, "rb") as journal:
+            journal.seek(0, os.SEEK_END)
+            size = journal.tell()
+            journal.seek(max(0, size - 64))
+            tail = journal.read().decode("utf-8", "replace")
+    except OSError:
+        return False, None
+    last = tail.rstrip("\n").rsplit("\n", 1)[-1]
+    if last.startswith("F\t"):
+        try:
+            return True, int(last[2:])
+        except ValueError:
+            pass
+    return size > 0, None
+
+
 def _parse_meta(text: str) -> tuple:
     found = []
     for part in text.split(";") if text else ():
