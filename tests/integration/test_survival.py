@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import run_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="crashes through ctypes.string_at(0)")]
+pytestmark = [pytest.mark.slow]
+POSIX_CRASH = pytest.mark.skipif(sys.platform == "win32", reason="crashes through ctypes.string_at(0)")
 
 CRASHING_MODEL = '''
 import ctypes
@@ -52,6 +53,7 @@ def _sessions(folder):
     return sorted(folder.glob("*.session.json"))
 
 
+@POSIX_CRASH
 def test_a_model_that_segfaults_mid_step_keeps_the_steps_recorded_before_it(tmp_path):
     (tmp_path / "net.py").write_text(CRASHING_MODEL.format(steps=2), encoding="utf-8")  # warm-up + 1 step
     done = run_cli("scan", "net.py", "--device", "cpu", "--steps", "3", "--json", "report.json", cwd=tmp_path)
@@ -71,6 +73,7 @@ def test_a_model_that_segfaults_mid_step_keeps_the_steps_recorded_before_it(tmp_
     assert report["meta"]["partial_reason"].startswith("the scanned process died of SIGSEGV")
 
 
+@POSIX_CRASH
 def test_a_crash_before_anything_was_recorded_is_one_line_and_no_session(tmp_path):
     (tmp_path / "net.py").write_text(CRASHING_MODEL.format(steps=0), encoding="utf-8")  # in the warm-up
     done = run_cli("scan", "net.py", "--device", "cpu", cwd=tmp_path)
@@ -99,6 +102,7 @@ with torch.no_grad():
 '''
 
 
+@POSIX_CRASH
 def test_run_to_end_a_crash_after_the_recorded_window_keeps_the_recording(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT_THAT_CRASHES_AFTER_TRAINING, encoding="utf-8")
     done = run_cli("scan", "train.py", "--device", "cpu", "--run-to-end", cwd=tmp_path)
@@ -109,6 +113,7 @@ def test_run_to_end_a_crash_after_the_recorded_window_keeps_the_recording(tmp_pa
     assert "aten::addmm" in ops["op"] and "optimizer" in ops["phase"]
 
 
+@POSIX_CRASH
 def test_check_of_a_crashing_model_writes_its_junit_case_in_error(tmp_path):
     (tmp_path / "net.py").write_text(CRASHING_MODEL.format(steps=2), encoding="utf-8")
     done = run_cli("check", "net.py", "--device", "emulated-dml", "--junit", "junit.xml", cwd=tmp_path)
@@ -116,3 +121,19 @@ def test_check_of_a_crashing_model_writes_its_junit_case_in_error(tmp_path):
     assert "died of SIGSEGV" in done.stderr.strip().splitlines()[-1]
     junit = (tmp_path / "junit.xml").read_text(encoding="utf-8")
     assert "<error" in junit and "died of SIGSEGV" in junit
+
+
+@pytest.mark.live
+def test_no_truth_sample_of_the_writing_ops_computes_otherwise_under_the_recorder_on_the_emulated_device(tmp_path):
+    # the same check the real-DirectML lane runs (tests/realdml/test_survival.py), on the emulated device
+    import subprocess
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "realdml" / "transparency.py"
+    report = tmp_path / "transparency.json"
+    done = subprocess.run([sys.executable, str(tool), "--device", "emulated-dml", "--only", "masked_fill",
+                           "scaled_dot_product", "index_fill", "masked_scatter", "--json", str(report)],
+                          capture_output=True, text=True, timeout=900)
+    summary = json.loads(report.read_text(encoding="utf-8"))["summary"]
+    assert done.returncode == 0 and summary.get("differs", 0) == 0, done.stdout[-3000:]
+    assert summary["same"] >= 15, summary

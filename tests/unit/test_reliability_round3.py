@@ -112,6 +112,7 @@ def _check_args(tmp_path, **values):
     """``check``'s arguments as its own parser gives them (every default), then ``values``."""
     from dmlprof.cli import build_parser
 
+    (tmp_path / "m.py").write_text("def build_model(): pass\ndef make_batch(n): pass\n", encoding="utf-8")
     args = build_parser().parse_args(["check", str(tmp_path / "m.py"), "--target", "dml", "--junit",
                                       str(tmp_path / "check.xml"), "--out", str(tmp_path / "out"), "--no-progress"])
     return argparse.Namespace(**{**vars(args), **values})

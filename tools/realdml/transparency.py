@@ -1,6 +1,7 @@
 """Does dmlprof's recorder change what real torch-directml computes? Every truth-table sample, run twice.
 
-    python tools/realdml/transparency.py [--only SUBSTRING ...] [--limit N] [--json OUT]   (under realdml's env.sh)
+    python tools/realdml/transparency.py [--device dml|emulated-dml] [--only SUBSTRING ...] [--limit N] [--json OUT]
+    (--device dml, the default, under realdml's env.sh)
 
 Each sample (tools/realdml/truth_samples.py: OpInfo's samples and the probes) runs on the DirectML device
 plainly, then again under dmlprof's live recorder as ``dmlprof scan --device dml`` makes it (the dispatcher
@@ -26,7 +27,7 @@ SAME, DIFFERS, RAISES, UNJUDGED = "same", "differs", "raises", "unjudged"
 
 
 # -- the worker: runs keys given on stdin, one JSON line per sample on stdout ---------------------------------
-def _worker() -> None:
+def _worker(device_name: str) -> None:
     import os
     import warnings
 
@@ -36,15 +37,14 @@ def _worker() -> None:
     sys.path[:0] = [str(HERE), str(REPO)]
 
     import torch
-    import torch_directml
 
     import truth_samples
-    from dmlprof.backends.dml import DmlBackend
+    from dmlprof.backends import resolve_backend
     from dmlprof.record.recorder import Recorder
 
     warnings.simplefilter("ignore")
-    device = torch_directml.device()
-    backend = DmlBackend(0)
+    backend = resolve_backend(device_name)
+    device = backend.device()
     for line in sys.stdin:
         key = line.strip()
         if not key:
@@ -132,12 +132,12 @@ def _keys(only: list, limit) -> list:
     return keys[:limit] if limit else keys
 
 
-def judge(keys: list, timeout_s: float = 300) -> dict:
+def judge(keys: list, device: str = "dml", timeout_s: float = 300) -> dict:
     """Every key's outcome: runs workers until each key is judged or has ended a worker."""
     outcomes: dict = {}
     pending = list(keys)
     while pending:
-        worker = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+        worker = subprocess.Popen([sys.executable, __file__, "--worker", "--device", device], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True, bufsize=1)
         worker.stdin.write("\n".join(pending) + "\n")
         worker.stdin.close()
@@ -162,15 +162,17 @@ def judge(keys: list, timeout_s: float = 300) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="dml", choices=["dml", "emulated-dml"],
+                        help="real torch-directml (under realdml's env.sh), or dmlprof's emulated device")
     parser.add_argument("--only", nargs="*", default=[], help="keys containing any of these")
     parser.add_argument("--limit", type=int, help="at most this many samples")
     parser.add_argument("--json", help="write every sample's outcome here")
     args = parser.parse_args(argv)
     if args.worker:
-        _worker()
+        _worker(args.device)
         return 0
     started = time.monotonic()
-    outcomes = judge(_keys(args.only, args.limit))
+    outcomes = judge(_keys(args.only, args.limit), args.device)
     counts: dict = {}
     for key, outcome in sorted(outcomes.items()):
         counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1
