@@ -129,6 +129,8 @@ class _Calls:
             rec.limit_reached()
         if failed is not None:  # the call that broke the step stays in the (partial) session
             rec.failed_row = len(rec.rows) - 1
+            if refused is not None and rec.refused_row is None:  # where the run ends, caught or not
+                rec.refused_row = rec.failed_row
             if found is not None:
                 rec.backend.note_failure(failed, found)
             raise failed
@@ -159,6 +161,8 @@ class Recorder:
         self.rows: list = []
         #: the row of the call that raised, when one did
         self.failed_row: Optional[int] = None
+        #: the row of the first call refused in place (the device would have ended the process there)
+        self.refused_row: Optional[int] = None
         self.step = 0
         self.phase: Optional[str] = None
         self.active = True
@@ -226,7 +230,7 @@ class Recorder:
         """Forget what was recorded so far (a script's warm-up steps); a full recorder records again."""
         mark_rows_dropped()  # torch.profiler saw those calls: the mark says where the rows begin
         self.rows.clear()
-        self.failed_row = None
+        self.failed_row = self.refused_row = None
         self.full = False
         self._arm()
 

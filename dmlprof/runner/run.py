@@ -15,7 +15,7 @@ import torch
 
 from dmlprof import interrupts, progress
 from dmlprof.backends import Backend
-from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelRaisedError
+from dmlprof.errors import CallRefused, DeviceError, DmlprofError, Interrupted, ModelRaisedError
 from dmlprof.meta import LIVE, run_facts
 from dmlprof.model_file import describe_exception
 from dmlprof.record.attribution import raised_at
@@ -98,6 +98,7 @@ class Run:
         if verify:
             self.meta["verify"] = True
         self.meta.update(backend.run_meta())
+        backend.first_refusal = None  # this run's refusals only (a backend may serve a scan twice: --replace)
         self.step_times_ms: list = []  # the recorded (or profiled) measured steps
         self.unrecorded_step_times_ms: list = []  # steps nothing recorded or profiled, run beside them
         #: every step's loss, checked for NaN/inf once recording is over (never during a step)
@@ -129,6 +130,9 @@ class Run:
     def _user_call(self, what: str, fn, *args):
         try:
             return fn(*args)
+        except CallRefused as refusal:  # a call that would end the process on the device
+            self.raised = refusal.error
+            raise self._explain(refusal.error, what) from None
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
             raise interrupts.cause_of(stop, "interrupted before any step ran") from None
         except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
@@ -157,8 +161,11 @@ class Run:
         where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
         try:
             body()
+        except CallRefused as refusal:  # a call that would end the process on the device: the run ends here
+            self.raised = refusal.error
+            cause: DmlprofError = self._explain(refusal.error, where)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
-            cause: DmlprofError = interrupts.cause_of(stop)
+            cause = interrupts.cause_of(stop)
         except (SystemExit, HardExit) as exc:  # from a contract step (a script's own exit is handled in script())
             cause = ModelRaisedError(f"{where} called {exit_call(exc)}")
         except ModelRaisedError as exc:
@@ -169,7 +176,14 @@ class Run:
             cause = self._explain(exc, where)
             self.raised = exc
         else:
-            return
+            if self.backend.first_refusal is None:
+                return
+            cause = self._caught_refusal(where)
+        if self.backend.first_refusal is not None and not isinstance(cause, Interrupted) \
+                and self.raised is not self.backend.first_refusal.error:
+            # the user's code caught a refusal (``except BaseException``) and went on, to fail or not: on the
+            # device the process had ended at the refused call, so that is how this run ends
+            cause = self._caught_refusal(where)
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
         self.meta.update(partial=True, partial_reason=str(cause.one_line()))
@@ -197,8 +211,22 @@ class Run:
             session.meta = session.meta.updated(partial_reason=cause.one_line())
         raise ScanStopped(cause, session)
 
+    def _caught_refusal(self, where: str) -> DmlprofError:
+        """The error of the first refused call, which the user's code caught and ran past."""
+        self.raised = self.backend.first_refusal.error
+        cause = self._explain(self.raised, where)
+        caught = type(cause)(f"{cause}; the code caught dmlprof's refusal and went on, but on the device the "
+                             "process ends at this call", remedy=cause.remedy)
+        caught.exit_code = cause.exit_code
+        return caught
+
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside], *, ops=None, events=None) -> Session:
         """The Session of what was recorded (:func:`~dmlprof.runner.assembly.assemble`)."""
+        refused_row = getattr(recorder, "refused_row", None)
+        if self.backend.first_refusal is not None and refused_row is not None:
+            # the calls after a refused one never run on the device (the process ends there): not kept
+            del recorder.rows[refused_row + 1:]
+            recorder.failed_row = refused_row
         return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
                         step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
                         interrupted=self.interrupted, ops=ops, events=events)
