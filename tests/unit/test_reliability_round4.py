@@ -79,3 +79,33 @@ def test_r29_the_refusal_is_no_exception_a_script_can_swallow():
 
     refusal = backend.refusal_for(Failure(ABORTS, "x", "SIGABRT"))
     assert isinstance(refusal, CallRefused) and backend.first_refusal is refusal
+
+
+# -- R36: "out of bounds for storage" is padding's backward only when it is a crop --------------------------------
+PAD_BACKWARD = ("ensure_in_bounds: sizes [2, 64, 32, 32], strides [73984, 1156, 34, 1], storage offset 1025, and "
+                "itemsize 4 requiring a storage size of 595692 are out of bounds for storage of size 591872")
+
+
+@pytest.mark.parametrize("message", [
+    # a 1 TiB torch.empty on the device: an allocation that came back short
+    "ensure_in_bounds: sizes [1099511627776], strides [1], storage offset 0, and itemsize 1 requiring a storage "
+    "size of 1099511627776 are out of bounds for storage of size 0",
+    # a tensor past 4 GiB, its byte count wrapped
+    "ensure_in_bounds: sizes [1200000000], strides [1], storage offset 0, and itemsize 4 requiring a storage size "
+    "of 4800000000 are out of bounds for storage of size 505032704",
+    # the backward of an overlapping as_strided
+    "ensure_in_bounds: sizes [2, 2], strides [1, 2], storage offset 10, and itemsize 4 requiring a storage size "
+    "of 56 are out of bounds for storage of size 40",
+])
+def test_r36_an_out_of_bounds_view_that_is_no_crop_is_not_explained_as_padding(message):
+    from dmlprof.backends.errors import explain_device_error
+
+    found = explain_device_error(RuntimeError(message))
+    assert found is None or found.key != "dml_view_beyond_storage"
+
+
+def test_r36_padding_backward_is_still_explained_as_padding():
+    from dmlprof.backends.errors import explain_device_error
+
+    assert explain_device_error(RuntimeError(PAD_BACKWARD)).key == "dml_view_beyond_storage"
+    assert explain_device_error(RuntimeError("ensure_in_bounds: cropping the start")).key == "dml_view_beyond_storage"
