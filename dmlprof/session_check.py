@@ -213,6 +213,7 @@ VERIFY = record({
     "divergent": list_of(_DIVERGENT),
     "lost_updates": list_of(_LOST),
     "skipped": dict_of(record({"reason": text, "calls": count, "ops": dict_of(count)})),
+    "tolerances": dict_of(record({"rtol": optional(number), "atol": optional(number)})),
 })
 
 _SWEEP_ROW = requiring(("batch_size", "status"), record({
@@ -279,10 +280,25 @@ def _fallback_ops(value, where: str) -> None:
         raise _Bad(f"{where} should read 'aten::op=count;...'")
 
 
+def _json_text(value, where: str) -> None:
+    """A column of JSON text (shapes, ranges): text whose brackets nest no deeper than any session's do, so
+    no reader's ``json.loads`` meets a RecursionError (counted first: most cells hold a few brackets)."""
+    text(value, where)
+    if value and value.count("[") + value.count("{") > MAX_DEPTH:
+        depth = deepest = 0
+        for char in value:
+            depth += char in "[{"
+            depth -= char in "]}"
+            deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            raise _Bad(f"{where} nests deeper than {MAX_DEPTH} levels")
+
+
 _OPS = {**{c: optional(integer) for c in _OP_INT}, **{c: optional(text) for c in _OP_TEXT},
         **{c: optional(count) for c in ("time_ns", "bytes_moved", "fallback_calls")},
         **{c: optional(name) for c in NAME_COLUMNS},
-        "fallback_ops": optional(_fallback_ops), "device_time_ns": optional(number)}
+        "fallback_ops": optional(_fallback_ops), "device_time_ns": optional(number),
+        "shapes": optional(_json_text), "ranges": optional(_json_text)}
 
 
 def _too_deep(value, limit: int = MAX_DEPTH) -> bool:

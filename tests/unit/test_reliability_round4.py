@@ -109,3 +109,81 @@ def test_r36_padding_backward_is_still_explained_as_padding():
 
     assert explain_device_error(RuntimeError(PAD_BACKWARD)).key == "dml_view_beyond_storage"
     assert explain_device_error(RuntimeError("ensure_in_bounds: cropping the start")).key == "dml_view_beyond_storage"
+
+
+# -- R34: a damaged session is one line, not a traceback -----------------------------------------------------------
+def _saved_then_damaged(tmp_path, damage):
+    import json
+
+    from session_factory import fallback_mix
+
+    path = fallback_mix().save(tmp_path / "s.session.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    damage(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("tolerances", [[1, 2], "tight", 3, {"float32": [1e-5, 1e-6]}])
+def test_r34_verify_tolerances_of_another_type_are_a_damaged_session(tmp_path, tolerances):
+    from dmlprof.errors import SessionFileError
+    from dmlprof.session import Session
+
+    path = _saved_then_damaged(tmp_path, lambda d: d.setdefault("extras", {}).update(
+        verify={"checked_calls": 1, "tolerances": tolerances}))
+    with pytest.raises(SessionFileError, match="extras.verify.tolerances"):
+        Session.load(path)
+
+
+@pytest.mark.parametrize("column", ["ranges", "shapes"])
+def test_r34_json_text_nested_a_thousand_deep_is_a_damaged_session(tmp_path, column):
+    from dmlprof.errors import SessionFileError
+    from dmlprof.session import Session
+
+    deep = "[" * 1000 + "]" * 1000
+    path = _saved_then_damaged(tmp_path, lambda d: d["ops"].update({column: [deep] * len(d["ops"]["op"])}))
+    with pytest.raises(SessionFileError, match=f"ops.{column}.0. nests deeper"):
+        Session.load(path)
+
+
+def test_r34_range_text_readers_survive_any_depth():
+    from dmlprof.schema import parse_ranges
+
+    assert parse_ranges("[" * 5000 + "]" * 5000) == []
+    assert parse_ranges('[[["nested"], 1], ["step", 2]]') == [("step", 2)]
+
+
+# -- R35: the shipped truth table missing or damaged is a note, and the doctor says so ----------------------------
+@pytest.mark.parametrize("content, word", [
+    (None, "missing"), ("{not json", "damaged"), ('{"format": "dmlprof-measured-table", "ops": [1, 2]}', "damaged"),
+    ('{"format": "dmlprof-measured-table", "ops": {"aten::add.Tensor": {"float32": {"wrong": "x"}}}}', "damaged"),
+    ("[" * 100_000 + "]" * 100_000, "damaged"),
+])
+def test_r35_a_missing_or_damaged_truth_table_is_a_one_line_note(tmp_path, monkeypatch, capsys, content, word):
+    from dmlprof.doctor.packages import check_measured_table
+    from dmlprof.doctor.snapshot import Snapshot
+    from dmlprof.tables import measured
+
+    if content is not None:
+        (tmp_path / measured.SHIPPED["dml"]).write_text(content, encoding="utf-8")
+    monkeypatch.setattr(measured, "DATA_DIR", tmp_path)
+    measured.load_measured.cache_clear()
+    try:
+        assert measured.load_measured("dml") is None
+        measured.load_measured("dml")  # once a process
+    finally:
+        measured.load_measured.cache_clear()
+    err = capsys.readouterr().err
+    assert err.count("dmlprof: note:") == 1 and word in err and "not flagged" in err and "Traceback" not in err
+    problem = measured.measured_table_problem("dml")
+    row = check_measured_table(Snapshot(measured_table_problem=problem))
+    assert row is not None and row.status == "warn" and word in row.detail
+
+
+def test_r35_the_shipped_truth_table_reads_and_the_doctor_is_quiet_about_it():
+    from dmlprof.doctor.packages import check_measured_table
+    from dmlprof.doctor.snapshot import Snapshot
+    from dmlprof.tables.measured import measured_table_problem
+
+    assert measured_table_problem("dml") == ""
+    assert check_measured_table(Snapshot()) is None
