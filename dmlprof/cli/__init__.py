@@ -150,7 +150,7 @@ def main(argv=None) -> int:
         from dmlprof import interrupts
 
         error_line("interrupted" if not isinstance(stop, interrupts.Stopped) else
-                   f"stopped by {interrupts.signal_name(stop.signum)}")
+                   f"stopped by {interrupts.signal_name(stop.signum)}", getattr(args, "kept", None))
         return interrupts.exit_code(stop)
     except BrokenPipeError:
         silence_stdout()  # the reader left (| head): not an error

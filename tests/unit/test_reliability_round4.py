@@ -187,3 +187,60 @@ def test_r35_the_shipped_truth_table_reads_and_the_doctor_is_quiet_about_it():
 
     assert measured_table_problem("dml") == ""
     assert check_measured_table(Snapshot()) is None
+
+
+# -- R37, R41: a signal while a finished run is saved, or just after, ends with its status and one line -----------
+TINY_SCRIPT = """\
+import torch
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+SIGNAL_AT = """\
+import os, signal, sys
+import dmlprof.output, dmlprof.runner.run
+from dmlprof.cli import main
+where, signame = sys.argv[1], sys.argv[2]
+def sending(original):
+    def send(*args, **kwargs):
+        if where == "after":
+            result = original(*args, **kwargs)
+            os.kill(os.getpid(), getattr(signal, signame))
+            return result
+        os.kill(os.getpid(), getattr(signal, signame))
+        return original(*args, **kwargs)
+    return send
+if where == "processing":
+    dmlprof.runner.run.Run._finish = sending(dmlprof.runner.run.Run._finish)
+else:  # just after "session saved"
+    dmlprof.output.print_saved = sending(dmlprof.output.print_saved)
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.skipif(not POSIX, reason="sends itself POSIX signals")
+@pytest.mark.parametrize("where, signame, code", [("processing", "SIGTERM", 143), ("processing", "SIGHUP", 129),
+                                                  ("processing", "SIGINT", 130), ("after", "SIGTERM", 143)])
+def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_status(tmp_path, where, signame, code):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY_SCRIPT, encoding="utf-8")
+    driver = tmp_path / "driver.py"
+    driver.write_text(SIGNAL_AT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, str(driver), where, signame, "scan", str(script), "--device", "cpu",
+                           "--no-profiler", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == code, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("dmlprof: error:")]
+    assert len(errors) == 1 and ("interrupted" if signame == "SIGINT" else f"stopped by {signame}") in errors[0]
+    assert "session saved to" in errors[0] or "session saved to" in done.stdout
+    assert list((tmp_path / "out").glob("*.session.json"))  # the finished run's session is kept
