@@ -244,3 +244,77 @@ def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_
     assert len(errors) == 1 and ("interrupted" if signame == "SIGINT" else f"stopped by {signame}") in errors[0]
     assert "session saved to" in errors[0] or "session saved to" in done.stdout
     assert list((tmp_path / "out").glob("*.session.json"))  # the finished run's session is kept
+
+
+# -- R32: a build killed mid-way hands the emulated device's build over at once -----------------------------------
+KILLED_BUILD = """\
+import os, sys
+from pathlib import Path
+from dmlprof.testing.build_lock import build_lock
+folder = Path(sys.argv[1])
+with build_lock(folder):
+    (folder / "lock").write_text("")  # torch's FileBaton, taken inside, as cpp_extension.load does
+    os._exit(9)  # killed mid-build: nothing after this runs, no finally
+"""
+
+
+def test_r32_the_lock_of_a_killed_build_is_taken_over_at_once_and_torchs_lock_cleared(tmp_path):
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from dmlprof.testing.build_lock import LOCK_NAME, build_lock
+
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_BUILD, encoding="utf-8")
+    folder = tmp_path / "build"
+    folder.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, str(script), str(folder)], env=env, timeout=120, capture_output=True)
+    assert done.returncode == 9 and (folder / LOCK_NAME).exists() and (folder / "lock").exists()
+    started = time.monotonic()
+    with build_lock(folder, poll_s=0.01):
+        assert not (folder / "lock").exists()  # torch's FileBaton would have waited on it forever
+    assert time.monotonic() - started < 5 and not (folder / LOCK_NAME).exists()
+
+
+def test_r32_a_live_holder_is_waited_for_and_a_dead_one_is_not(tmp_path):
+    import json
+    import os
+    import socket
+
+    from dmlprof.testing.build_lock import LOCK_NAME, _abandoned, pid_alive
+
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}), encoding="utf-8")
+    assert pid_alive(os.getpid()) and not _abandoned(lock)
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": "another-machine"}), encoding="utf-8")
+    assert not _abandoned(lock)  # a shared folder's lock from elsewhere cannot be judged: it is waited for
+
+
+# -- R40: a compiler killed mid-build: the error line gives the cause, not the cut-off compile command --------------
+COMPILE = ("c++ -MMD -MF emulated.o.d -DTORCH_EXTENSION_NAME=dmlprof_emulated_dml -isystem /usr/include/python3.11 "
+           "-fPIC -std=c++17 -O1 -c /src/emulated.cpp -o emulated.o")
+
+
+@pytest.mark.parametrize("output, says", [
+    (f"[1/2] {COMPILE}\nFAILED: emulated.o\n{COMPILE}\nc++: fatal error: Killed signal terminated program cc1plus\n"
+     "compilation terminated.\nninja: build stopped: subcommand failed.\n", "Killed signal terminated program cc1plus"),
+    (f"[1/2] {COMPILE}\nFAILED: emulated.o\n{COMPILE}\n/src/emulated.cpp:1:10: fatal error: torch/extension.h: "
+     "No such file or directory\nninja: build stopped: subcommand failed.\n", "torch/extension.h"),
+    (f"[1/2] {COMPILE}\nFAILED: emulated.o\n{COMPILE}\nninja: build stopped: subcommand failed.\n", "killed by SIGKILL"),
+])
+def test_r40_a_failed_build_says_why_in_its_error_line(output, says):
+    import subprocess
+
+    from dmlprof.testing.build_lock import build_failure
+
+    try:
+        try:
+            raise subprocess.CalledProcessError(-9 if "killed by" in says else 1, ["ninja", "-v"])
+        except subprocess.CalledProcessError as error:
+            raise RuntimeError(f"Error building extension 'dmlprof_emulated_dml': {output}") from error
+    except RuntimeError as exc:
+        line = build_failure(exc)
+    assert says in line and "-MMD" not in line and "\\n" not in line
