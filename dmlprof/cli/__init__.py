@@ -155,6 +155,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         silence_stdout()  # the reader left (| head): not an error
         return 0
+    except MemoryError:  # beyond what a run sets aside (dmlprof.record.budget): still one line, not a traceback
+        error_line("dmlprof ran out of memory (close other programs, or scan fewer steps: --steps, --warmup)",
+                   getattr(args, "kept", None))
+        return 4
 
 
 def _kept(err: DmlprofError):

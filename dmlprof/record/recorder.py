@@ -15,6 +15,7 @@ from typing import Optional
 
 import torch
 
+from dmlprof.record import budget
 from dmlprof.record.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.frame import leaves_device, op_name, rows_to_frame
@@ -125,7 +126,8 @@ class _Calls:
             (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
              module, source, _thread_id())
         )
-        if len(rec.rows) >= rec.next_limit:  # what a recording may cost is bounded (Recorder.limit_reached)
+        rec.held_bytes += budget.row_bytes(inputs, out_meta)
+        if len(rec.rows) >= rec.next_limit or rec.held_bytes >= rec.next_bytes:  # bounded (Recorder.limit_reached)
             rec.limit_reached()
         if failed is not None:  # the call that broke the step stays in the (partial) session
             rec.failed_row = len(rec.rows) - 1
@@ -189,12 +191,16 @@ class Recorder:
         #: the most calls kept (:data:`MAX_RECORDED_CALLS`); once ``rows`` holds that many the recorder is
         #: ``full`` and calls run unrecorded until the rows are dropped (a script's warm-up)
         self.max_calls = MAX_RECORDED_CALLS
+        #: the most bytes the rows may hold (:mod:`dmlprof.record.budget`), and about what they hold now
+        self.max_bytes = budget.MAX_RECORDED_BYTES
+        self.held_bytes = 0
         self.full = False
         #: how many calls the rows held each time the recorder filled up (what the session says it left out)
         self.filled_at: list = []
         #: one-shot callbacks by row count (torch.profiler's own cap); the row count the next one is due at
         self._due: list = []
         self.next_limit = self.max_calls
+        self.next_bytes = self.max_bytes
         self._enabled = None
         self._hook_handles: list = []
 
@@ -230,30 +236,37 @@ class Recorder:
         """Forget what was recorded so far (a script's warm-up steps); a full recorder records again."""
         mark_rows_dropped()  # torch.profiler saw those calls: the mark says where the rows begin
         self.rows.clear()
+        self.held_bytes = 0
         self.failed_row = self.refused_row = None
         self.full = False
         self._arm()
 
     # -- what a recording may cost ---------------------------------------------
-    def when_rows_reach(self, count: int, callback) -> None:
-        """Call ``callback()`` once, on the thread recording, when the rows first hold ``count`` calls."""
-        self._due.append((count, callback))
+    def when_rows_reach(self, count: float, callback, held_bytes: float = float("inf")) -> None:
+        """Call ``callback()`` once, on the thread recording, when the rows first hold ``count`` calls or about
+        ``held_bytes`` bytes (:mod:`dmlprof.record.budget`), or the recorder fills up."""
+        self._due.append((count, held_bytes, callback))
         self._arm()
 
     def _arm(self) -> None:
-        self.next_limit = min([self.max_calls] + [count for count, _ in self._due])
+        self.next_limit = min([self.max_calls] + [count for count, _, _ in self._due])
+        self.next_bytes = min([self.max_bytes] + [nbytes for _, nbytes, _ in self._due])
 
     def limit_reached(self) -> None:
         """The rows reached a limit: run what is due, and past :attr:`max_calls` stop keeping calls."""
         held = len(self.rows)
-        due = [callback for count, callback in self._due if count <= held]
-        self._due = [(count, callback) for count, callback in self._due if count > held]
+        filling = held >= self.max_calls or self.held_bytes >= self.max_bytes
+        # the rows of a recorder that fills up grow no more: what waits for a row count is due now (the profiler's
+        # stop, which would otherwise run on with the calls that pass unrecorded)
+        now = [filling or count <= held or nbytes <= self.held_bytes for count, nbytes, _ in self._due]
+        due = [entry[2] for entry, ready in zip(self._due, now) if ready]
+        self._due = [entry for entry, ready in zip(self._due, now) if not ready]
         for callback in due:
             callback()
-        if held >= self.max_calls:
+        if filling:
             self.full = True
             self.filled_at.append(held)
-            self.next_limit = float("inf")
+            self.next_limit = self.next_bytes = float("inf")
             # and at full speed on this thread (other threads pass the tap, unrecorded): a script's warm-up
             # end (dmlprof.record.window) turns recording back on
             torch._C._dispatch_tls_set_dispatch_key_included(self.tap.key, False)

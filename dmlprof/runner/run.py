@@ -7,6 +7,7 @@ code (an error becomes one line, a stop keeps the partial session), and the reco
 """
 from __future__ import annotations
 
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -20,10 +21,17 @@ from dmlprof.meta import LIVE, run_facts
 from dmlprof.model_file import describe_exception
 from dmlprof.record.attribution import raised_at
 from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside
+from dmlprof.record import budget
 from dmlprof.record.recorder import Recorder
 from dmlprof.runner.assembly import assemble, safe
 from dmlprof.runner.user_code import HardExit, exit_call
 from dmlprof.session import Session
+
+
+#: torch.profiler also keeps each call's tensors' shapes: about 70 bytes a tensor beside its 35 KB a call
+#: (measured: torch.cat of 500 tensors, 75 KB a call once its events are read). It stops once the recorder's
+#: rows hold this many bytes of records (about 180 a tensor), which caps that part near 100 MB
+PROFILED_RECORD_BYTES_MAX = 256 * 2**20
 
 
 class ScanStopped(DmlprofError):
@@ -56,13 +64,15 @@ class Recording:
         if isinstance(self.capture, Recorder):  # the profiler's cost is bounded by the calls it sees
             rows = self.capture.rows
             self.profiler.calls_so_far = lambda: len(rows)
-            self.capture.when_rows_reach(PROFILED_CALLS_MAX, self._profiler_full)
+            self.capture.when_rows_reach(PROFILED_CALLS_MAX, self._profiler_full, PROFILED_RECORD_BYTES_MAX)
         return self
 
     def _profiler_full(self) -> None:
-        if not self.profiler.stop_early(f"it stops past {PROFILED_CALLS_MAX:,} calls, at about 35 KB a call"):
+        if not self.profiler.stop_early(f"it stops past {PROFILED_CALLS_MAX:,} calls, at about 35 KB a call, or "
+                                        "sooner for calls of many tensors"):
             # reached on another thread (autograd's, on a GPU): the thread that started it stops it soon after
-            self.capture.when_rows_reach(len(self.capture.rows) + 100, self._profiler_full)
+            self.capture.when_rows_reach(len(self.capture.rows) + 100, self._profiler_full,
+                                         self.capture.held_bytes + 100 * budget.ROW_BYTES)
 
     def close(self) -> None:
         if not self._closed:
@@ -108,6 +118,8 @@ class Run:
         self.interrupted = False
         #: the exception that stopped the run, as the user's code or the device raised it
         self.raised: Optional[BaseException] = None
+        #: address space set aside, given back when the memory runs out (enough to say so and save the session)
+        self.reserve = budget.set_aside()
 
     @contextmanager
     def _processing(self):
@@ -172,6 +184,12 @@ class Run:
             cause = exc
         except DmlprofError:
             raise
+        except MemoryError as exc:  # what was set aside lets the error be said and what was recorded be saved
+            budget.give_back(self.reserve)
+            self.reserve = None
+            cause = self._explain(exc, where)
+            self.raised = exc
+            traceback.clear_frames(exc.__traceback__)  # the script's finished frames hold what filled the memory
         except Exception as exc:
             cause = self._explain(exc, where)
             self.raised = exc

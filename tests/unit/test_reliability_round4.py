@@ -318,3 +318,66 @@ def test_r40_a_failed_build_says_why_in_its_error_line(output, says):
     except RuntimeError as exc:
         line = build_failure(exc)
     assert says in line and "-MMD" not in line and "\\n" not in line
+
+
+# -- R33: the recording is bounded by bytes too, and stops the profiler when it fills ----------------------------
+def test_r33_calls_of_many_tensors_fill_the_recorder_by_bytes_and_stop_what_waits_on_rows():
+    import torch
+
+    from dmlprof.backends import resolve_backend
+    from dmlprof.record import budget
+    from dmlprof.record.recorder import Recorder
+
+    parts = [torch.zeros(2) for _ in range(500)]
+    recorder = Recorder(resolve_backend("cpu"), sync=False)
+    recorder.max_bytes, stopped = 5 * budget.row_bytes((None,) * 501, ()), []
+    recorder.when_rows_reach(10**6, lambda: stopped.append(len(recorder.rows)))  # the profiler's cap, far off
+    recorder._arm()
+    with recorder:
+        for _ in range(40):
+            out = torch.cat(parts)
+    assert recorder.full and len(recorder.rows) == 5 and recorder.filled_at == [5]
+    assert stopped == [5]  # what waited on the rows ran when they stopped growing
+    assert out.shape == (1000,)  # every call ran, recorded or not
+
+
+def test_r33_a_profiler_that_runs_out_of_memory_as_it_stops_loses_its_results_not_the_run():
+    from dmlprof.backends import resolve_backend
+    from dmlprof.record.profiler import ProfilerAlongside
+
+    class Exhausted:
+        def __exit__(self, *exc):
+            raise MemoryError("std::bad_alloc")
+
+    profiler = ProfilerAlongside(resolve_backend("cpu"))
+    with profiler:
+        profiler._prof.__exit__(None, None, None)  # stop the real one; the stand-in fails as Kineto did
+        profiler._prof = Exhausted()
+    assert profiler.lost and "results were lost" in profiler.note()
+    assert profiler.op_events().empty
+
+
+CAT_500 = """\
+import torch
+parts = [torch.zeros(2) for _ in range(500)]
+for _ in range({calls}):
+    torch.cat(parts)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not POSIX, reason="caps the address space with RLIMIT_AS")
+def test_r33_a_stepless_loop_of_cat_over_500_tensors_fits_a_4_gb_cap_and_is_saved(tmp_path):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = tmp_path / "cat500.py"
+    script.write_text(CAT_500.format(calls=45_000), encoding="utf-8")
+    cap = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30)); "
+           "sys.argv = ['dmlprof'] + sys.argv[1:]; runpy.run_module('dmlprof', run_name='__main__')")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", cap, "scan", str(script), "--device", "cpu", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "holds the first" in done.stdout and list((tmp_path / "out").glob("*.session.json"))
