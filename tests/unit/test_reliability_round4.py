@@ -381,3 +381,18 @@ def test_r33_a_stepless_loop_of_cat_over_500_tensors_fits_a_4_gb_cap_and_is_save
                            str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "holds the first" in done.stdout and list((tmp_path / "out").glob("*.session.json"))
+
+
+# -- R39: a copy off the device to a dtype DirectML cannot hold is no abort ---------------------------------------
+def test_r39_a_copy_from_the_device_to_the_cpu_in_bfloat16_is_not_an_abort():
+    import torch
+
+    from dmlprof.directml.failures import ABORTS, failure
+
+    on_device = torch.empty(0, 3, device="meta")  # "meta" plays the device: only tensors' devices are read
+    to_cpu = failure("aten::_to_copy", (on_device,), {"dtype": torch.bfloat16, "device": torch.device("cpu")}, "meta")
+    assert to_cpu is None  # real torch-directml runs it (and returns float32: measured on realdml)
+    stays = failure("aten::_to_copy", (on_device,), {"dtype": torch.bfloat16}, "meta")
+    onto = failure("aten::_to_copy", (torch.empty(0, 3),), {"dtype": torch.complex64, "device": torch.device("meta")},
+                   "meta")
+    assert stays is not None and stays.kind == ABORTS and onto is not None and onto.kind == ABORTS
