@@ -21,44 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Optional
 
+from dmlprof.files import process_alive
+
 LOCK_NAME = "dmlprof-build.lock"
 #: torch's FileBaton
 TORCH_LOCK_NAME = "lock"
 #: a lock file with no holder written yet is given this long before it counts as abandoned
 UNWRITTEN_GRACE_S = 10.0
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` of this machine runs (True when it cannot be told)."""
-    if pid <= 0:
-        return False
-    if os.name == "nt":  # os.kill(pid, 0) would terminate the process on Windows
-        return _windows_pid_alive(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def _windows_pid_alive(pid: int) -> bool:
-    import ctypes
-
-    kernel32 = getattr(ctypes, "windll", None) and ctypes.windll.kernel32
-    if not kernel32:
-        return True
-    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-    if not handle:
-        return ctypes.GetLastError() == 5  # ERROR_ACCESS_DENIED: it exists
-    try:
-        code = ctypes.c_ulong()
-        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
-            return True
-        return code.value == 259  # STILL_ACTIVE
-    finally:
-        kernel32.CloseHandle(handle)
 
 
 def _holder(path: Path) -> Optional[dict]:
@@ -79,7 +48,7 @@ def _abandoned(path: Path) -> bool:
             return False
     if holder.get("host") != socket.gethostname():  # another machine's (a shared folder): cannot be told
         return False
-    return not pid_alive(holder["pid"])
+    return process_alive(holder["pid"]) is False
 
 
 @contextmanager

@@ -284,11 +284,12 @@ def test_r32_a_live_holder_is_waited_for_and_a_dead_one_is_not(tmp_path):
     import os
     import socket
 
-    from dmlprof.testing.build_lock import LOCK_NAME, _abandoned, pid_alive
+    from dmlprof.files import process_alive
+    from dmlprof.testing.build_lock import LOCK_NAME, _abandoned
 
     lock = tmp_path / LOCK_NAME
     lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}), encoding="utf-8")
-    assert pid_alive(os.getpid()) and not _abandoned(lock)
+    assert process_alive(os.getpid()) and not _abandoned(lock)
     lock.write_text(json.dumps({"pid": os.getpid(), "host": "another-machine"}), encoding="utf-8")
     assert not _abandoned(lock)  # a shared folder's lock from elsewhere cannot be judged: it is waited for
 
