@@ -284,14 +284,25 @@ def _json_text(value, where: str) -> None:
     """A column of JSON text (shapes, ranges): text whose brackets nest no deeper than any session's do, so
     no reader's ``json.loads`` meets a RecursionError (counted first: most cells hold a few brackets)."""
     text(value, where)
-    if value and value.count("[") + value.count("{") > MAX_DEPTH:
-        depth = deepest = 0
-        for char in value:
-            depth += char in "[{"
-            depth -= char in "]}"
+    if value and value.count("[") + value.count("{") > MAX_DEPTH and _json_depth(value) > MAX_DEPTH:
+        raise _Bad(f"{where} nests deeper than {MAX_DEPTH} levels")
+
+
+def _json_depth(value: str) -> int:
+    """How deep JSON text nests, brackets inside its strings (a range's name) not counted."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in value:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
             deepest = max(deepest, depth)
-        if deepest > MAX_DEPTH:
-            raise _Bad(f"{where} nests deeper than {MAX_DEPTH} levels")
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 _OPS = {**{c: optional(integer) for c in _OP_INT}, **{c: optional(text) for c in _OP_TEXT},

@@ -397,3 +397,14 @@ def test_r39_a_copy_from_the_device_to_the_cpu_in_bfloat16_is_not_an_abort():
     onto = failure("aten::_to_copy", (torch.empty(0, 3),), {"dtype": torch.complex64, "device": torch.device("meta")},
                    "meta")
     assert stays is not None and stays.kind == ABORTS and onto is not None and onto.kind == ABORTS
+
+
+def test_r34_brackets_inside_a_range_name_are_no_nesting(tmp_path):
+    import json
+
+    from dmlprof.session import Session
+
+    name = "[" * 200 + '"\\'
+    path = _saved_then_damaged(tmp_path, lambda d: d["ops"].update(
+        {"ranges": [json.dumps([[name, 1]])] * len(d["ops"]["op"])}))
+    assert Session.load(path).ops["ranges"].iloc[0]  # a valid session, however odd its range's name
