@@ -109,6 +109,8 @@ class Run:
             self.meta["verify"] = True
         self.meta.update(backend.run_meta())
         backend.first_refusal = None  # this run's refusals only (a backend may serve a scan twice: --replace)
+        #: the run ended at a call refused in place (then the calls recorded after it are not kept)
+        self.ended_by_refusal = False
         self.step_times_ms: list = []  # the recorded (or profiled) measured steps
         self.unrecorded_step_times_ms: list = []  # steps nothing recorded or profiled, run beside them
         #: every step's loss, checked for NaN/inf once recording is over (never during a step)
@@ -174,7 +176,7 @@ class Run:
         try:
             body()
         except CallRefused as refusal:  # a call that would end the process on the device: the run ends here
-            self.raised = refusal.error
+            self.raised, self.ended_by_refusal = refusal.error, True
             cause: DmlprofError = self._explain(refusal.error, where)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
             cause = interrupts.cause_of(stop)
@@ -202,6 +204,7 @@ class Run:
             # the user's code caught a refusal (``except BaseException``) and went on, to fail or not: on the
             # device the process had ended at the refused call, so that is how this run ends
             cause = self._caught_refusal(where)
+        self.backend.first_refusal = None  # said: the run ends here (a failed warm-up step is taken again, recorded)
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
         self.meta.update(partial=True, partial_reason=str(cause.one_line()))
@@ -231,7 +234,7 @@ class Run:
 
     def _caught_refusal(self, where: str) -> DmlprofError:
         """The error of the first refused call, which the user's code caught and ran past."""
-        self.raised = self.backend.first_refusal.error
+        self.raised, self.ended_by_refusal = self.backend.first_refusal.error, True
         cause = self._explain(self.raised, where)
         caught = type(cause)(f"{cause}; the code caught dmlprof's refusal and went on, but on the device the "
                              "process ends at this call", remedy=cause.remedy)
@@ -241,7 +244,7 @@ class Run:
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside], *, ops=None, events=None) -> Session:
         """The Session of what was recorded (:func:`~dmlprof.runner.assembly.assemble`)."""
         refused_row = getattr(recorder, "refused_row", None)
-        if self.backend.first_refusal is not None and refused_row is not None:
+        if self.ended_by_refusal and refused_row is not None:
             # the calls after a refused one never run on the device (the process ends there): not kept
             del recorder.rows[refused_row + 1:]
             recorder.failed_row = refused_row

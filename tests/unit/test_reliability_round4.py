@@ -63,6 +63,7 @@ def test_r29_a_script_catching_the_guards_refusal_stops_there_with_exit_4(tmp_pa
         runner.scan(script, backend=_refusing_cpu_backend(), profiler=False, warmup=0, steps=2,
                     script_args=[str(marker)])
     assert stopped.value.exit_code == 4 and "ends the process" in str(stopped.value)
+    assert ("caught dmlprof's refusal" in str(stopped.value)) == (caught == "BaseException")
     assert not marker.exists()  # the script did not run on past the refused call
     session = stopped.value.session
     assert session.meta.partial and "_fft_r2c" in (session.meta.failed_op or "")
@@ -408,3 +409,39 @@ def test_r34_brackets_inside_a_range_name_are_no_nesting(tmp_path):
     path = _saved_then_damaged(tmp_path, lambda d: d["ops"].update(
         {"ranges": [json.dumps([[name, 1]])] * len(d["ops"]["op"])}))
     assert Session.load(path).ops["ranges"].iloc[0]  # a valid session, however odd its range's name
+
+
+FFT_MODEL = """\
+import torch
+from torch import nn
+
+BATCH_SIZE = 4
+
+
+class Spectral(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 2)
+
+    def forward(self, x):
+        return self.fc(torch.fft.rfft(x).abs())
+
+
+def build_model():
+    return Spectral()
+
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randn(batch_size, 2)
+"""
+
+
+def test_r29_a_model_file_refused_in_warm_up_stops_at_the_recorded_step_as_refused_not_caught(tmp_path):
+    from dmlprof import runner
+
+    model = tmp_path / "spectral.py"
+    model.write_text(FFT_MODEL, encoding="utf-8")
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(model, backend=_refusing_cpu_backend(), profiler=False, warmup=1, steps=2)
+    assert stopped.value.exit_code == 4 and "caught" not in str(stopped.value)
+    assert "_fft_r2c" in (stopped.value.session.meta.failed_op or "")
