@@ -7,6 +7,7 @@ code (an error becomes one line, a stop keeps the partial session), and the reco
 """
 from __future__ import annotations
 
+import gc
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -248,9 +249,25 @@ class Run:
             # the calls after a refused one never run on the device (the process ends there): not kept
             del recorder.rows[refused_row + 1:]
             recorder.failed_row = refused_row
-        return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
-                        step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
-                        interrupted=self.interrupted, ops=ops, events=events)
+        facts = dict(self.meta)
+        while True:
+            try:
+                return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
+                                step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
+                                interrupted=self.interrupted, ops=ops, events=events)
+            except MemoryError:  # what was recorded filled the memory: save its first half, then a quarter...
+                if ops is not None or len(recorder.rows) < 2:
+                    raise
+                profiler = None  # torch.profiler's events are given up first
+                kept = len(recorder.rows) // 2
+                del recorder.rows[kept:]
+                if recorder.failed_row is not None and recorder.failed_row >= kept:
+                    recorder.failed_row = None
+                gc.collect()
+                self.meta.clear()
+                self.meta.update(facts, notes=list(facts.get("notes", [])) + [
+                    f"the memory ran out as the session was built: it holds the first {kept:,} recorded calls only, "
+                    "without torch.profiler's cross-check"])
 
 
 def _module_named(path: Optional[str], classes) -> str:

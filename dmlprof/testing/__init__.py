@@ -45,7 +45,7 @@ import torch
 
 from dmlprof import progress
 from dmlprof.directml.device_module import host_device_module
-from dmlprof.testing.build_lock import build_failure, build_lock
+from dmlprof.testing.building import build_failure, build_lock
 
 EXTENSION_NAME = "dmlprof_emulated_dml"
 CSRC = Path(__file__).resolve().parent / "csrc"

@@ -251,7 +251,7 @@ def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_
 KILLED_BUILD = """\
 import os, sys
 from pathlib import Path
-from dmlprof.testing.build_lock import build_lock
+from dmlprof.testing.building import build_lock
 folder = Path(sys.argv[1])
 with build_lock(folder):
     (folder / "lock").write_text("")  # torch's FileBaton, taken inside, as cpp_extension.load does
@@ -265,7 +265,7 @@ def test_r32_the_lock_of_a_killed_build_is_taken_over_at_once_and_torchs_lock_cl
     import time
     from pathlib import Path
 
-    from dmlprof.testing.build_lock import LOCK_NAME, build_lock
+    from dmlprof.testing.building import LOCK_NAME, build_lock
 
     script = tmp_path / "killed.py"
     script.write_text(KILLED_BUILD, encoding="utf-8")
@@ -286,7 +286,7 @@ def test_r32_a_live_holder_is_waited_for_and_a_dead_one_is_not(tmp_path):
     import socket
 
     from dmlprof.files import process_alive
-    from dmlprof.testing.build_lock import LOCK_NAME, _abandoned
+    from dmlprof.testing.building import LOCK_NAME, _abandoned
 
     lock = tmp_path / LOCK_NAME
     lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}), encoding="utf-8")
@@ -310,7 +310,7 @@ COMPILE = ("c++ -MMD -MF emulated.o.d -DTORCH_EXTENSION_NAME=dmlprof_emulated_dm
 def test_r40_a_failed_build_says_why_in_its_error_line(output, says):
     import subprocess
 
-    from dmlprof.testing.build_lock import build_failure
+    from dmlprof.testing.building import build_failure
 
     try:
         try:

@@ -6,8 +6,7 @@ closed laptop) is noticed at once by the next one instead of leaving it waiting.
 torch.utils.cpp_extension guards each build with ``build_dir/lock`` (its FileBaton) and waits, without
 limit, while that file exists; a build killed mid-way never removes it, and the file says nothing of
 who made it. Every dmlprof build therefore first takes this lock, which holds its pid and host: a waiter
-whose holder is gone takes the lock over, and a torch lock found while holding this one was left by a
-dead build (builds of other dmlprof versions go to other folders: the folder is named by the source).
+whose holder is gone takes the lock over, and with it torch's lock, which that dead build left.
 """
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ def build_lock(build_dir: Path, *, poll_s: float = 0.2, waiting: Optional[Callab
     """Hold the build lock of ``build_dir`` for the block, waiting while a live process holds it; clears
     torch's lock when it was left by a dead build. ``waiting(holder)`` is told once when the wait starts."""
     path = Path(build_dir) / LOCK_NAME
-    told = False
+    told = took_over = False
     while True:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -64,6 +63,7 @@ def build_lock(build_dir: Path, *, poll_s: float = 0.2, waiting: Optional[Callab
             if _abandoned(path):
                 try:
                     path.unlink()
+                    took_over = True
                 except OSError:  # another waiter took it over first
                     pass
                 continue
@@ -76,16 +76,39 @@ def build_lock(build_dir: Path, *, poll_s: float = 0.2, waiting: Optional[Callab
             handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}))
         break
     try:
-        try:  # held by nobody alive: only a killed build leaves torch's lock behind
-            (Path(build_dir) / TORCH_LOCK_NAME).unlink()
-        except OSError:
-            pass
+        if took_over:  # its holder died mid-build: torch's lock, if there, is that build's
+            _remove(Path(build_dir) / TORCH_LOCK_NAME)
+        else:
+            clear_stale_torch_lock(Path(build_dir))
         yield
     finally:
         try:
             path.unlink()
         except OSError:
             pass
+
+
+#: a torch lock with no dead holder named (left by a dmlprof from before this lock, whose build folder has the
+#: same name when the C++ sources are the same) counts as abandoned once the folder was quiet this long
+STALE_LOCK_S = 600
+
+
+def clear_stale_torch_lock(build_dir: Path) -> None:
+    """Remove torch's lock when nothing in the folder changed for :data:`STALE_LOCK_S` (a build takes minutes)."""
+    lock = build_dir / TORCH_LOCK_NAME
+    try:
+        newest = max(entry.stat().st_mtime for entry in build_dir.iterdir())
+    except (OSError, ValueError):  # no folder, or an empty one: nothing to clear
+        return
+    if lock.exists() and time.time() - newest > STALE_LOCK_S:
+        _remove(lock)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:  # another process removed it first
+        pass
 
 
 #: lines of a compiler's or ninja's output that say why a build stopped
