@@ -209,6 +209,9 @@ class DeviceFailure:
     remedy: str = ""
     #: True when the run itself stopped there (live); False for a call a prediction says fails
     observed: bool = True
+    #: True when the process did end in that call (a scan's child died there: dmlprof.survival), rather than
+    #: dmlprof stopping just before it
+    ended_process: bool = False
 
 
 @dataclass(frozen=True)
@@ -623,7 +626,7 @@ def _device_failure(data) -> Optional[DeviceFailure]:
         return None
     return DeviceFailure(op, kind, read.text("message") or "", read.text("dtypes") or "", read.text("source") or "",
                          read.text("explanation") or "", read.text("remedy") or "",
-                         read.flag("observed") is not False)
+                         read.flag("observed") is not False, read.flag("ended_process") is True)
 
 
 def _device_unused(data) -> Optional[DeviceUnused]:

@@ -160,6 +160,11 @@ class Backend:
         device, not in the user's code (``touched_device``: the call's tensors were on the device)."""
         return None
 
+    def lost_device(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the device is gone (every later call fails): the failure to blame, once."""
+        known = self.known_error(exc)
+        return known is not None and known.key.endswith("device_removed")
+
     def known_error(self, exc: BaseException):
         """Map a device error to a one-line explanation, or ``None``."""
         from dmlprof.backends.errors import explain_device_error

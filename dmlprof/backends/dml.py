@@ -110,6 +110,11 @@ def software_adapter(name: str) -> str:
     return next((what for marker, what in _SOFTWARE_ADAPTERS if marker in lowered), "")
 
 
+#: set to let every call run on the real device, even one dmlprof's rules say ends the process (the scan's
+#: supervisor then reports the crash itself: exit 7)
+NO_REFUSALS_ENV = "DMLPROF_NO_REFUSALS"
+
+
 class DmlBackend(DirectMLSemantics, Backend):
     name = "dml"
     device_type = "privateuseone"  # torch-directml keeps PyTorch's default name
@@ -163,9 +168,13 @@ class DmlBackend(DirectMLSemantics, Backend):
 
     def refusal_for(self, failure):
         """torch-directml's fatal checks (complex tensors, SIGSEGV in some kernels) end the process with no
-        Python error: the call that would is refused, so the scan keeps what it recorded."""
+        Python error: the call that would is refused, a courteous stop before it (the scan's supervisor keeps
+        the recording of a call that does end the process, dmlprof.survival). ``DMLPROF_NO_REFUSALS=1`` lets
+        every call run as it would without dmlprof."""
         from dmlprof.directml.failures import ABORTS, DirectMLFailure
 
+        if os.environ.get(NO_REFUSALS_ENV):
+            return None
         return refused_in_place(DirectMLFailure(failure), self) if failure.kind == ABORTS else None
 
     def synchronize(self, outputs=None) -> None:

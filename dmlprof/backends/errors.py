@@ -136,6 +136,14 @@ KNOWN_ERRORS = (
         "give 0-d tensors a dimension (x.reshape(1))",
     ),
     KnownError(
+        "dml_device_removed",
+        re.compile(r"Unknown error -2005270523|DXGI_ERROR_DEVICE_REMOVED|0x887A0005", re.IGNORECASE),
+        "DirectML lost the device in this call (DXGI_ERROR_DEVICE_REMOVED): every later call in the process fails, "
+        "so the results after it are void; measured for LayerNorm's backward with a frozen weight or bias",
+        "a frozen LayerNorm weight or bias: let it require grad, or run that layer on the CPU; then run again in a "
+        "new process",
+    ),
+    KnownError(
         "dml_failed",
         re.compile(r"Unknown error -2147467259"),
         "DirectML failed to run this call (E_FAIL, an unspecified failure of the adapter or its driver); measured "

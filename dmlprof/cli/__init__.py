@@ -129,6 +129,7 @@ def _utf8_console() -> None:
 def main(argv=None) -> int:
     _utf8_console()
     argv = list(sys.argv[1:] if argv is None else argv)
+    whole_argv = list(argv)
     # Everything after the first "--" belongs to the user's script, untouched.
     script_args = []
     if "--" in argv:
@@ -142,6 +143,21 @@ def main(argv=None) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    from dmlprof import survival
+
+    if args.command in survival.COMMANDS:
+        if survival.wanted(args):  # the scan runs in a child: a native crash there cannot take its recording
+            return survival.supervise(whole_argv, args)
+        survival.in_child()
+    code = 2
+    try:
+        code = _run(args)
+        return code
+    finally:
+        survival.child_finished(code)
+
+
+def _run(args) -> int:
     try:
         return int(args.handler(args) or 0)
     except DmlprofError as err:

@@ -29,7 +29,9 @@ _op_names: dict = {}
 
 
 def op_name(func) -> str:
-    """The dispatcher's spelling of an overload: ``aten::lerp.Scalar_out``."""
+    """The dispatcher's spelling of an overload: ``aten::lerp.Scalar_out`` (a journaled call's is that already)."""
+    if isinstance(func, str):
+        return func
     name = _op_names.get(func)
     if name is None:
         schema = func._schema

@@ -18,12 +18,12 @@ import torch
 from dmlprof.record import budget
 from dmlprof.record.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
+from dmlprof.record.journal import process_journal
 from dmlprof.record.frame import leaves_device, op_name, rows_to_frame
 from dmlprof.record.profiler import mark_rows_dropped
-from dmlprof.record.tap import DispatcherTap
+from dmlprof.record.tap import DispatcherTap, call_as_dispatched
 from dmlprof.record.warning_capture import WarningCapture
 
-PHASES = ("forward", "backward", "optimizer", "comm", "other")
 #: the most op calls one recording holds (about 2 KB each until the session is saved: ~2 GB at most,
 #: benchmarks/results/recording_bound.json); past it the calls run unrecorded, and the session says so
 MAX_RECORDED_CALLS = 1_000_000
@@ -42,7 +42,7 @@ def _call_catching(func, args, kwargs):
     """``(func(*args, **kwargs), None)`` or ``(None, exception)``: no Python error may be
     pending when that handler flushes its warnings (CPython would raise SystemError)."""
     try:
-        return func(*args, **kwargs), None
+        return call_as_dispatched(func, args, kwargs), None
     except BaseException as exc:  # re-raised by the caller once the call is recorded
         return None, exc
 # Ops the profiler itself issues through the dispatcher; never the user's.
@@ -82,7 +82,7 @@ class _Calls:
             if func.namespace in _SKIP_NAMESPACES or not rec.active or rec.full:
                 refuse_or_call = rec.refusals.refuse_or_call if rec.refusals is not None else None
                 # unrecorded, but the process must not end here either
-                return refuse_or_call(func, args, kwargs) if refuse_or_call else func(*args, **kwargs)
+                return refuse_or_call(func, args, kwargs) if refuse_or_call else call_as_dispatched(func, args, kwargs)
             return self._record(rec, func, args, kwargs)
 
     @staticmethod
@@ -90,8 +90,16 @@ class _Calls:
         inputs = _tensor_meta(args)
         if kwargs:
             inputs += _tensor_meta(kwargs.values())
-        if rec.before_call is not None:  # a journal of the call about to run (it may end the process)
+        phase = rec.phase or rec.infer_phase()
+        module, source = rec.modules.owner(phase, rec.optimizer_name)
+        collective = comm_phase(func)  # c10d collectives are a phase of their own, attributed as if not
+        if collective is not None:
+            phase = collective
+        if rec.before_call is not None:  # a worker's own note of the call about to run (tools/realdml)
             rec.before_call(func, inputs)
+        journal = rec.journal
+        # written before the call runs: a call that ends the process (a native crash) is still named
+        journaled = journal.begin(op_name(func), rec.step, phase, module, inputs) if journal is not None else None
         verifier = rec.verifier
         # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
         pending = verifier.before(func, args, kwargs) if verifier is not None else None
@@ -108,24 +116,26 @@ class _Calls:
             out, failed = None, refused
         outputs = _outputs_tuple(out)
         if rec.sync is not None and failed is None:
-            rec.sync(outputs)
+            try:
+                rec.sync(outputs)
+            except Exception as exc:  # the device failed running this call: the sync is where it tells
+                failed = exc
         elapsed = _perf_ns() - start
         warned_after = len(evidence)
 
-        phase = rec.phase or rec.infer_phase()
-        module, source = rec.modules.owner(phase, rec.optimizer_name)
         out_meta = _tensor_meta(outputs)
-        collective = comm_phase(func)  # c10d collectives are a phase of their own, attributed as if not
-        if collective is not None:
-            phase = collective
         if (collective is not None or warned_after != warned_before or failed is not None
                 or rec.wants_source(func, inputs, out_meta)):
             # The user's own line matters most where a call leaves the device, or fails.
             source = user_source_line(2) or source
+        thread = _thread_id()
         rec.rows.append(
             (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
-             module, source, _thread_id())
+             module, source, thread)
         )
+        if journal is not None:
+            fallen = rec.fallen_in(warned_before, warned_after) if warned_after != warned_before else ()
+            journal.end(journaled, out_meta, start, elapsed, thread, source, fallen)
         rec.held_bytes += budget.row_bytes(inputs, out_meta)
         if len(rec.rows) >= rec.next_limit or rec.held_bytes >= rec.next_bytes:  # bounded (Recorder.limit_reached)
             rec.limit_reached()
@@ -133,6 +143,8 @@ class _Calls:
             rec.failed_row = len(rec.rows) - 1
             if refused is not None and rec.refused_row is None:  # where the run ends, caught or not
                 rec.refused_row = rec.failed_row
+            if rec.device_lost_row is None and rec.backend.lost_device(failed):
+                rec.device_lost_row = rec.failed_row  # later failures are the lost device's, not their ops'
             if found is not None:
                 rec.backend.note_failure(failed, found)
             raise failed
@@ -165,6 +177,8 @@ class Recorder:
         self.failed_row: Optional[int] = None
         #: the row of the first call refused in place (the device would have ended the process there)
         self.refused_row: Optional[int] = None
+        #: the row of the call in which the device was lost (every call after it fails): the one finding
+        self.device_lost_row: Optional[int] = None
         self.step = 0
         self.phase: Optional[str] = None
         self.active = True
@@ -176,9 +190,10 @@ class Recorder:
         #: the names a stand-in backend logs itself; rows keep their span of it
         self.evidence = backend.fallback_log if backend.fallback_log is not None else self.warnings.messages
         self.tap = DispatcherTap(_Calls(self))
-        #: ``before_call(func, inputs)``, called before each recorded call runs: where a backend can end
-        #: the process inside a call (a fatal check in its native code), what was running is known only
-        #: from a note written before it
+        #: where each call is written down as it happens (:mod:`dmlprof.record.journal`), when a scan's
+        #: parent process asked for one: a native crash then still leaves the recording
+        self.journal = None
+        #: ``before_call(func, inputs)``, called before each recorded call runs (the truth worker's own note)
         self.before_call = None
         #: ops whose calls the report points at by the user's line (the backend's known wrong results)
         self.flagged_ops = backend.flagged_ops()
@@ -235,9 +250,11 @@ class Recorder:
     def drop_rows(self) -> None:
         """Forget what was recorded so far (a script's warm-up steps); a full recorder records again."""
         mark_rows_dropped()  # torch.profiler saw those calls: the mark says where the rows begin
+        if self.journal is not None:
+            self.journal.rows_dropped()
         self.rows.clear()
         self.held_bytes = 0
-        self.failed_row = self.refused_row = None
+        self.failed_row = self.refused_row = self.device_lost_row = None
         self.full = False
         self._arm()
 
@@ -277,6 +294,11 @@ class Recorder:
         # Ops an extension defined since the run began (torchvision imported by the model).
         self.tap.refresh()
         self.backend.refresh()
+
+    def fallen_in(self, first: int, last: int) -> tuple:
+        """The ops the backend says fell back, in the evidence that arrived between two points."""
+        names = (self.backend.fallback_ops_in(item) for item in self.evidence[first:last])
+        return tuple(name for name in names if name)
 
     def wants_source(self, func, inputs, outputs) -> bool:
         """Whether a call leaves the device (tensors on the host, a sync), or is one of the backend's ops the
@@ -329,6 +351,8 @@ class _Refusals:
 
     def __init__(self, rule, backend):
         self.rule, self.backend = rule, backend
+        #: a scan's child names the call a native crash ends the process in, recorded or not
+        self.journal = process_journal()
         self.tap = None
         self._enabled = None
 
@@ -338,7 +362,14 @@ class _Refusals:
         refused = self.backend.refusal_for(found) if found is not None else None
         if refused is not None:
             raise refused
-        return func(*args, **kwargs)
+        journal = self.journal
+        if journal is None:
+            return call_as_dispatched(func, args, kwargs)
+        inputs = _tensor_meta(args) + (_tensor_meta(kwargs.values()) if kwargs else ())
+        journal.unrecorded(op_name(func), inputs)  # the call to name if the process dies in it
+        out = call_as_dispatched(func, args, kwargs)
+        journal.unrecorded_returned()
+        return out
 
     def _call(self, func, args, kwargs):
         with self.tap.paused():

@@ -187,7 +187,65 @@ class DispatcherTap:
     def call(self, op, args, kwargs):
         """Run ``op`` below the tap: its nested calls are not seen."""
         with torch._C._ExcludeDispatchKeyGuard(self.keyset):
-            return op(*args, **kwargs)
+            return call_as_dispatched(op, args, kwargs)
+
+
+# -- running an op from Python as the dispatcher would have -------------------------------------------
+_written_returns: dict = {}
+
+
+def _returned_writes(func) -> tuple:
+    """For an in-place or ``out=`` op: ``(return index, argument position or keyword)`` of each tensor it
+    writes and returns (``masked_fill_`` returns ``self``); ``()`` for any other op. Read once per op."""
+    found = _written_returns.get(func)
+    if found is None:
+        found = []
+        try:
+            schema = func._schema
+            arguments = list(schema.arguments)
+            for index, returned in enumerate(schema.returns):
+                alias = returned.alias_info
+                if alias is None or not alias.is_write:
+                    continue
+                for position, argument in enumerate(arguments):
+                    if argument.alias_info is not None and argument.alias_info.before_set == alias.before_set:
+                        found.append((index, argument.name if argument.kwarg_only else position))
+                        break
+        except (AttributeError, RuntimeError):
+            pass
+        found = _written_returns[func] = tuple(found)
+    return found
+
+
+def _argument(args, kwargs, where):
+    if isinstance(where, str):
+        return kwargs.get(where)
+    return args[where] if where < len(args) else None
+
+
+def call_as_dispatched(func, args, kwargs):
+    """Run ``func`` from Python, leaving its tensors as a direct call would.
+
+    A kernel may write an in-place or ``out=`` result into a tensor of its own and hand the caller's
+    handle that tensor (torch-directml's ``masked_fill_`` does): called directly, the caller's tensor
+    then holds the result. Called from a Python kernel, the handle it changed is a copy, and the
+    dispatcher returns the caller's own tensor, unwritten: the write is lost (measured on real
+    DirectML: under the tap, ``masked_fill_`` filled nothing and a causal attention was not causal).
+    Where the returned tensor is not the argument it should be, the argument takes the result's data
+    as the direct call's handle did (``set_data``: the same tensor object now holds the result; its
+    older views do not, as after the direct call).
+    """
+    out = func(*args, **kwargs)
+    writes = _returned_writes(func)
+    if writes:
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        for index, where in writes:
+            target = _argument(args, kwargs, where)
+            result = results[index] if index < len(results) else None
+            if isinstance(target, torch.Tensor) and isinstance(result, torch.Tensor) and result is not target:
+                with torch.no_grad():
+                    target.data = result
+    return out
 
 
 def _per_op_kernel(handler):

@@ -477,7 +477,9 @@ class Report:
         where = f" at {failed.source}" if failed.source else ""
         dtypes = f" ({failed.dtypes})" if failed.dtypes else ""
         said = (failed.explanation or failed.message).rstrip(".")
-        if failed.kind == "aborts":
+        if failed.ended_process:
+            stopped = "The process ended there"
+        elif failed.kind == "aborts":
             stopped = ("dmlprof stopped the run just before that call, which would have ended the process"
                        if failed.observed else "The prediction stops there, as the process would")
         else:

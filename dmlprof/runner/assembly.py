@@ -32,7 +32,9 @@ def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend:
     (``interrupted``) the profiler's events are not read: that is most of a long run's saving time."""
     if ops is None:
         ops = recorder.frame()
-        if recorder.failed_row is not None and meta.get("partial"):
+        if recorder.device_lost_row is not None:
+            _note_lost_device(ops, recorder.device_lost_row, meta)
+        elif recorder.failed_row is not None and meta.get("partial"):
             _note_failed_call(ops.iloc[recorder.failed_row], backend, meta, raised)
         if interrupted and profiler is not None and profiler.profile is not None:
             meta.setdefault("notes", []).append(
@@ -87,6 +89,31 @@ def _note_failed_call(failed, backend: Backend, meta: dict, raised: Optional[Bas
         op=failed["op"], kind=found.kind, message=found.message, dtypes=failed["dtypes"] or "",
         source=failed["source"] or "", explanation=known.explanation if known else "",
         remedy=known.remedy if known else "", observed=not backend.predicted)
+
+
+def _note_lost_device(ops, row: int, meta: dict) -> None:
+    """The call in which the device was lost is the run's one failure: every call after it fails too (or
+    returns values nobody can trust), and none of those is its own op's fault."""
+    from dmlprof.backends.errors import KNOWN_ERRORS
+
+    lost = ops.iloc[row]
+    known = next(error for error in KNOWN_ERRORS if error.key == "dml_device_removed")
+    meta["failed_op"], meta["failed_source"] = lost["op"], lost["source"]
+    if lost["module"]:
+        meta["failed_module"] = lost["module"]
+    meta["device_failure"] = DeviceFailure(
+        op=lost["op"], kind="raises", message="the device was lost (DXGI_ERROR_DEVICE_REMOVED)",
+        dtypes=lost["dtypes"] or "", source=lost["source"] or "", explanation=known.explanation,
+        remedy=known.remedy, observed=True)
+    after = len(ops) - row - 1
+    if after:
+        meta["notes"] = meta.get("notes", []) + [
+            f"the device was lost in call {row + 1} ({lost['op']}): the {after:,} calls after it ran on a lost device; "
+            "their results and failures are void, not their ops' doing"]
+    if not meta.get("sync"):
+        meta["notes"] = meta.get("notes", []) + [
+            "--no-sync: the device runs calls after Python returns from them, so it was lost in this call or one "
+            "shortly before it; the default per-call sync names the call itself"]
 
 
 def _check_losses(losses: list, backend: Backend, meta: dict) -> None:

@@ -23,7 +23,7 @@ from dmlprof.record import steady
 from dmlprof.record.profiler import ProfilerAlongside, numbered_ranges
 from dmlprof.record.recorder import Recorder, refusals
 from dmlprof.record.warning_capture import WarningCapture
-from dmlprof.runner.run import Recording, Run
+from dmlprof.runner.run import Recording, Run, journal_calls
 from dmlprof.runner.training_step import TrainingStep
 from dmlprof.session import Session
 
@@ -93,7 +93,7 @@ class ContractRun(Run):
                 recording.close()
                 return self._finish(recorder, profiler)
 
-        with Recording(recorder, profiler) as recording:
+        with Recording(recorder, profiler, facts=self.meta) as recording:
             with progress.phase("verified steps" if self.verify else "steps", total=steps) as bar:
                 for step in range(steps):
                     recorder.step = step
@@ -114,6 +114,7 @@ class ContractRun(Run):
         """
         recorder = Recorder(self.backend, sync=False)
         recorder.modules.name_tree(training.model)
+        journal_calls(recorder, self.meta)
         structure_profiler = ProfilerAlongside(self.backend)
         with progress.phase("structure step", total=1) as bar:
             with structure_profiler:

@@ -21,6 +21,7 @@ from dmlprof.errors import CallRefused, DeviceError, DmlprofError, Interrupted, 
 from dmlprof.meta import LIVE, run_facts
 from dmlprof.model_file import describe_exception
 from dmlprof.record.attribution import raised_at
+from dmlprof.record.journal import process_journal
 from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside
 from dmlprof.record import budget
 from dmlprof.record.recorder import Recorder
@@ -51,8 +52,10 @@ class Recording:
     torch.profiler, entered together and closed once, capture first, however the stretch ends
     (``close()`` early to build a partial session from what was recorded)."""
 
-    def __init__(self, capture, profiler: ProfilerAlongside):
+    def __init__(self, capture, profiler: ProfilerAlongside, facts: Optional[dict] = None):
         self.capture, self.profiler = capture, profiler
+        #: the run's facts so far: a journaled recording starts with them (what a crash's partial session holds)
+        self.facts = facts
         self._closed = False
 
     def __enter__(self) -> "Recording":
@@ -63,6 +66,7 @@ class Recording:
             self.profiler.__exit__(None, None, None)
             raise
         if isinstance(self.capture, Recorder):  # the profiler's cost is bounded by the calls it sees
+            journal_calls(self.capture, self.facts)
             rows = self.capture.rows
             self.profiler.calls_so_far = lambda: len(rows)
             self.capture.when_rows_reach(PROFILED_CALLS_MAX, self._profiler_full, PROFILED_RECORD_BYTES_MAX)
@@ -86,6 +90,18 @@ class Recording:
     def __exit__(self, *exc) -> bool:
         self.close()
         return False
+
+
+def journal_calls(recorder: Recorder, facts: Optional[dict]) -> None:
+    """Where a scan's parent asked for it, each call is written down as it happens (:mod:`dmlprof.survival`):
+    the run's facts so far first, what a crash's partial session starts from."""
+    journal = process_journal()
+    if journal is None:
+        return
+    from dmlprof.schema import empty_ops_frame
+
+    journal.header(Session(meta=dict(facts or {}), ops=empty_ops_frame()).to_json())
+    recorder.journal = journal
 
 
 class Run:

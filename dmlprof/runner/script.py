@@ -65,7 +65,7 @@ class ScriptRun(Run):
         if remap_from:
             self.meta["remapped_from"] = remap_from
         self.backend.reset_peak_memory()
-        with Recording(recorder, profiler) as recording:
+        with Recording(recorder, profiler, facts=self.meta) as recording:
             with progress.phase("optimizer steps", total=warmup + steps) as bar:
                 recorder.window.progress = bar
                 self._guarded(run_script, finish=finish)

@@ -48,6 +48,14 @@ _TIE_INDEX_OPS = frozenset({
     "msort", "cummax", "cummin", "_cummax_helper", "_cummin_helper", "max_pool2d_with_indices",
     "max_pool3d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool3d",
 })
+# Take the indices a device's pooling kernel made, and index memory with them unchecked on the CPU: torch-directml's
+# max-pool indices are flat over the whole tensor, not per plane, and the CPU backward then writes out of bounds
+# (measured: --verify --device dml of a segmentation model died of SIGABRT in max_pool2d_with_indices_backward).
+_DEVICE_INDEX_INPUTS = frozenset({
+    "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "max_unpool2d", "max_unpool3d",
+    "fractional_max_pool2d_backward", "fractional_max_pool3d_backward", "adaptive_max_pool2d_backward",
+    "adaptive_max_pool3d_backward",
+})
 # Outputs that are a kernel's private scratch (bytes its backward reads), not values.
 _OPAQUE_OUTPUTS = {"mkldnn_rnn_layer": {3}, "_cudnn_rnn": {3, 4}, "miopen_rnn": {4}}
 _SKIP_REASONS = {
@@ -56,6 +64,8 @@ _SKIP_REASONS = {
     "view": "view or metadata only (no data computed)",
     "unordered": "writes at possibly repeated indices (the winner is unspecified)",
     "cpu_raised": "the CPU kernel raised on the same inputs",
+    "device_indices": "takes indices a device kernel made (max pooling's), whose layout is the device's own: the "
+                      "CPU kernel would index out of bounds with them",
 }
 
 
@@ -106,6 +116,8 @@ class _Plan:
             self.skip = "uninitialised"
         elif returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
             self.skip = "view"
+        elif base in _DEVICE_INDEX_INPUTS:
+            self.skip = "device_indices"
         else:
             self.skip = None
         self.check_indices = base in _UNORDERED_WRITES or base in _SCATTER

@@ -26,7 +26,8 @@ LAYERS = (
     ("render", ("dmlprof.render",)),
     ("capture", ("dmlprof.directml", "dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing")),
     ("orchestration", ("dmlprof.model_file", "dmlprof.runner", "dmlprof.replaced_scan", "dmlprof.predict",
-                       "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed", "dmlprof.job", "dmlprof.output")),
+                       "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed", "dmlprof.job", "dmlprof.output",
+                       "dmlprof.survival")),
     ("interface", ("dmlprof.cli", "dmlprof.__main__", "dmlprof")),
 )
 # Narrower rules on top of the order.

@@ -40,6 +40,8 @@ CASES = [
     (RuntimeError("Unknown error -2147024809"), "dml_invalid_argument", ["invalid argument", "empty"], ["float"],
      False),
     (RuntimeError("Unknown error -2147467259"), "dml_failed", ["E_FAIL"], ["driver"], False),
+    (RuntimeError("Unknown error -2005270523"), "dml_device_removed", ["DXGI_ERROR_DEVICE_REMOVED", "void"],
+     ["new process"], False),
     (RuntimeError("ensure_in_bounds: sizes [2, 64, 32, 32], strides [73984, 1156, 34, 1], storage offset 1025, and "
                   "itemsize 4 requiring a storage size of 595692 are out of bounds for storage of size 591872"),
      "dml_view_beyond_storage", ["cropping", "F.pad"], ["pad_constant"], False),

@@ -235,7 +235,8 @@ def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_
     script.write_text(TINY_SCRIPT, encoding="utf-8")
     driver = tmp_path / "driver.py"
     driver.write_text(SIGNAL_AT, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # in the process that scans (DMLPROF_NO_SUPERVISOR: as the supervised child does; the patches above apply)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "DMLPROF_NO_SUPERVISOR": "1"}
     done = subprocess.run([sys.executable, str(driver), where, signame, "scan", str(script), "--device", "cpu",
                            "--no-profiler", "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, timeout=300)

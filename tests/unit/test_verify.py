@@ -306,3 +306,14 @@ def test_reports_say_plainly_when_nothing_diverged():
     plain = verified_session(divergent=False)
     plain.extras = {}
     assert "Verification" not in render_text(plain) and build_report(plain).to_dict()["verification"] is None
+
+
+def test_calls_that_take_a_device_kernels_pooling_indices_are_never_recomputed_on_the_cpu():
+    # torch-directml's max-pool indices are flat over the whole tensor: the CPU backward, which does not check
+    # them, wrote out of bounds with them (the process died of SIGABRT under --verify --device dml)
+    from dmlprof.verify.verifier import _Plan
+
+    for op in (torch.ops.aten.max_pool2d_with_indices_backward.default, torch.ops.aten.max_unpool2d.default,
+               torch.ops.aten.adaptive_max_pool2d_backward.default):
+        assert _Plan(op).skip == "device_indices"
+    assert _Plan(torch.ops.aten.max_pool2d_with_indices.default).skip is None  # the forward is still checked

@@ -24,9 +24,10 @@ POSIX_ATTRIBUTES = {
                      "getgid", "getegid", "setuid", "setgid", "getgroups", "wait3", "wait4", "WNOHANG", "uname",
                      "sched_getaffinity", "O_NOFOLLOW", "O_CLOEXEC", "O_NONBLOCK", "mkfifo", "pipe2",
                      "register_at_fork", "getloadavg", "sysconf", "pathconf", "statvfs", "nice", "chown",
-                     "lchown", "fchown", "setpgrp", "getpgrp", "WIFSIGNALED", "WTERMSIG", "WEXITSTATUS"}),
+                     "lchown", "fchown", "setpgrp", "getpgrp", "WIFSIGNALED", "WTERMSIG", "WEXITSTATUS",
+                     "tcsetpgrp", "tcgetpgrp", "ttyname", "openpty", "sync"}),
     "signal": frozenset({"SIGKILL", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCHLD", "SIGPIPE", "SIGQUIT",
-                         "SIGSTOP", "SIGCONT", "SIGTSTP", "SIGWINCH", "alarm", "setitimer", "getitimer", "pause",
+                         "SIGSTOP", "SIGCONT", "SIGTSTP", "SIGTTOU", "SIGTTIN", "SIGWINCH", "alarm", "setitimer", "getitimer", "pause",
                          "pthread_kill", "pthread_sigmask", "sigwait", "siginterrupt"}),
 }
 _GUARD_WORDS = ("os.name", "sys.platform", "hasattr", "POSIX", "platform.system", "WINDOWS", "IS_WINDOWS")

@@ -1,0 +1,360 @@
+"""A scan that survives anything: the user's code runs in a child process, its recording in a journal.
+
+A native crash (a SIGSEGV in torch-directml, a glog ``abort()``, a device removed, the user's own
+ctypes) ends the process on the spot, and no rule list can know every call that does it. So
+``dmlprof scan`` and ``dmlprof check`` run the whole command again in a child process, which writes
+every recorded call down as it happens (:mod:`dmlprof.record.journal`) and Python's stack to a crash
+log at its death (:mod:`faulthandler`). When the child ends on its own terms (a report, an error
+line, any exit code) the parent only passes its exit code on. When it dies, the parent reads what it
+left and finishes the scan for it: the report of every call recorded, the call that was running
+named (op, dtypes, shapes, module, the user's line), one error line naming the signal, the partial
+session, and exit code 7 (docs/exit_codes.md).
+
+The parent imports neither torch nor the user's code until it has to salvage a dead child's journal.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+#: the commands whose scan runs in a supervised child
+COMMANDS = ("scan", "check")
+#: set in the child: it is the scan, not its supervisor
+CHILD_ENV = "DMLPROF_SUPERVISED"
+#: set by a user (or a test) to run a scan in one process, as before: a native crash then loses it
+NO_SUPERVISOR_ENV = "DMLPROF_NO_SUPERVISOR"
+#: where the child's faulthandler writes Python's stack when it dies
+CRASH_LOG_ENV = "DMLPROF_CRASH_LOG"
+#: the exit code of a scan whose process died (docs/exit_codes.md)
+CRASHED_EXIT_CODE = 7
+
+# Windows reports a crash as the NTSTATUS of the exception that ended the process.
+_WINDOWS_CRASHES = {
+    0xC0000005: "an access violation", 0xC0000409: "a fatal error (stack buffer overrun or abort)",
+    0xC000001D: "an illegal instruction", 0xC00000FD: "a stack overflow", 0xC0000374: "heap corruption",
+    0xC0000094: "an integer division by zero",
+}
+_STOPPING_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+_crash_log_file = None
+
+
+def wanted(args) -> bool:
+    """Whether this command runs its scan in a supervised child (not in the child itself, not a launched
+    job's rank or launcher, whose processes are watched by the job, not when the user turned it off)."""
+    if os.environ.get(CHILD_ENV) or os.environ.get(NO_SUPERVISOR_ENV):
+        return False
+    if getattr(args, "nproc", None) is not None:
+        return False
+    from dmlprof.distributed.env import rank_info
+
+    return rank_info() is None
+
+
+def in_child() -> None:
+    """In the scan's child: its journal opened (before the script can start processes that would inherit
+    where it is), and Python's stack to the crash log if the process dies (the user's line)."""
+    if not os.environ.get(CHILD_ENV):
+        return
+    from dmlprof.record.journal import process_journal
+
+    process_journal()
+    path = os.environ.pop(CRASH_LOG_ENV, None)
+    if not path:
+        return
+    import faulthandler
+
+    global _crash_log_file
+    try:
+        _crash_log_file = open(path, "w", encoding="utf-8")  # kept open: faulthandler writes to its descriptor
+        faulthandler.enable(_crash_log_file, all_threads=True)
+    except (OSError, RuntimeError, ValueError):
+        _crash_log_file = None
+        return
+    import atexit
+
+    atexit.register(_close_crash_log)
+
+
+def _close_crash_log() -> None:
+    import faulthandler
+
+    faulthandler.disable()
+    if _crash_log_file is not None:
+        _crash_log_file.close()
+
+
+def child_finished(exit_code: int) -> None:
+    """The child ends on its own terms, its report and error line said: its parent has nothing to salvage."""
+    if os.environ.get(CHILD_ENV):
+        from dmlprof.record.journal import journal_finished
+
+        journal_finished(exit_code)
+
+
+def supervise(argv: list, args) -> int:
+    """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7)."""
+    folder = Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
+    journal, crash_log = folder / "calls.journal", folder / "crash.log"
+    env = {**os.environ, CHILD_ENV: "1", "DMLPROF_JOURNAL": str(journal), CRASH_LOG_ENV: str(crash_log)}
+    try:
+        child = _start([sys.executable, "-m", "dmlprof", *argv], env)
+        with _passing_signals_to(child):
+            status = child.wait()
+        how = died_of(status)
+        if how is None:
+            return status
+        return salvage(args, journal, crash_log, how, status)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _start(command: list, env: dict):
+    """The child, in a process group of its own on POSIX: a signal meant for the whole group (a closed terminal,
+    a CI job's cancel) reaches the parent alone, which passes it on once. On a terminal the child's group
+    takes the foreground, so Ctrl-C and a script's ``input()`` reach the child, as without dmlprof."""
+    if os.name != "posix":
+        return subprocess.Popen(command, env=env)  # Windows: Ctrl-C reaches every process of the console
+    child = subprocess.Popen(command, env=env, preexec_fn=_in_own_group)
+    fd = _terminal_fd()
+    # a terminal whose foreground is dmlprof's group (not when dmlprof itself runs in the background)
+    child.terminal = fd if fd is not None and os.getpgrp() == os.tcgetpgrp(fd) else None
+    if child.terminal is not None:
+        _give_terminal(child.terminal, child.pid)
+    return child
+
+
+def _in_own_group() -> None:  # runs in the child between fork and exec
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):  # a child whose parent is killed outright (SIGKILL) ends too
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def _terminal_fd() -> Optional[int]:
+    try:
+        return sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _give_terminal(fd: int, process_group: int) -> None:
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group may not change it otherwise
+    try:
+        os.tcsetpgrp(fd, process_group)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+class _passing_signals_to:
+    """While the child runs, Ctrl-C, SIGTERM and SIGHUP sent to the parent are passed on to the child (which
+    saves what it recorded and ends with their exit codes); afterwards the terminal is the parent's again."""
+
+    def __init__(self, child):
+        self.child = child
+        self.saved: dict = {}
+
+    def _forward(self, signum, frame):
+        try:
+            self.child.send_signal(signum)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        for name in _STOPPING_SIGNALS:
+            number = getattr(signal, name, None)
+            if number is None:
+                continue
+            # Windows: the console's Ctrl-C reaches the child itself; nothing can be passed on
+            handler = signal.SIG_IGN if os.name != "posix" else self._forward
+            try:
+                self.saved[number] = signal.signal(number, handler)
+            except (OSError, ValueError):  # not the main thread (dmlprof called from a library)
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        if getattr(self.child, "terminal", None) is not None:
+            _give_terminal(self.child.terminal, os.getpgrp())
+        for number, handler in self.saved.items():
+            signal.signal(number, handler)
+        return False
+
+
+def died_of(status: int) -> Optional[str]:
+    """How a child with this exit status died (``"SIGSEGV"``, ``"an access violation"``), or ``None`` when
+    it ended itself."""
+    if status < 0:
+        try:
+            return signal.Signals(-status).name
+        except ValueError:
+            return f"signal {-status}"
+    if os.name == "nt" and status >= 0xC0000000:
+        return _WINDOWS_CRASHES.get(status, f"exception 0x{status:08X}")
+    return None
+
+
+def _stopped_exit_code(how: str) -> Optional[int]:
+    """A signal that stops a run rather than crashing it keeps its documented code (130, 143, 129)."""
+    return {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}.get(how)
+
+
+def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
+    """Finish a dead child's scan from what it left: report, partial session, one error line."""
+    from dmlprof.output import error_line
+    from dmlprof.record.journal import read_journal
+
+    contents = read_journal(journal)
+    user_line = crash_location(crash_log)
+    if contents.finished is not None:  # it had said its last word and saved what it had: its exit code stands
+        if _stopped_exit_code(how) is not None:  # a signal that came after (docs/exit_codes.md)
+            error_line(f"stopped by {how} after the scan ended")
+            return _stopped_exit_code(how)
+        _note(f"the scanned process died of {how} on its way out, after its scan ended (a native library's exit "
+              "handler); nothing was lost")
+        return contents.finished
+    running = contents.running[-1] if contents.running else contents.unrecorded
+    message = crash_message(how, running, user_line)
+    if contents.header is None:
+        error_line(f"{message}, before the recording began", "nothing was recorded")
+        return _stopped_exit_code(how) or CRASHED_EXIT_CODE
+    from dmlprof.errors import DmlprofError
+    from dmlprof.output import print_report, write_outputs
+    from dmlprof.report import build_report
+
+    session = session_from_journal(contents, message, how, user_line)
+    try:
+        written = write_outputs(session, args)
+        if not getattr(args, "quiet", False) and args.command == "scan":
+            print_report(build_report(session), args)
+    except DmlprofError as err:  # the report could not be shown: the session is on disk, and the error says so
+        error_line(f"{message}; {err.one_line()}")
+        return CRASHED_EXIT_CODE
+    if getattr(args, "junit", None):  # dmlprof check: CI still gets its test case, in error
+        from dmlprof.output import write_output
+        from dmlprof.render.ci import junit_error_xml
+
+        write_output(written, args.junit, lambda: junit_error_xml(args.model, message), "JUnit XML")
+    error_line(message, written.note(partial=True))
+    return _stopped_exit_code(how) or CRASHED_EXIT_CODE
+
+
+def _note(text: str) -> None:
+    try:
+        print(f"dmlprof: note: {text}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def crash_message(how: str, running, user_line: str) -> str:
+    """``the scanned process died of SIGSEGV in aten::flip (float32 [4, 5]; at model.py:12, in net.body)``."""
+    text = f"the scanned process died of {how}"
+    if running is not None:
+        dtypes = ",".join(sorted({m[1] for m in running.inputs}))
+        shapes = ", ".join(str(list(m[2])) for m in running.inputs[:3]) + (", ..." if len(running.inputs) > 3 else "")
+        where = [part for part in (f"at {user_line}" if user_line else "",
+                                   f"in {running.module}" if running.module else "") if part]
+        text += f" in {running.op} ({' '.join(part for part in (dtypes, shapes) if part)}"
+        text += ("; " + ", ".join(where) if where else "") + ")"
+    elif user_line:
+        text += f" at {user_line}, between op calls (native code the script called)"
+    return text
+
+
+def crash_location(crash_log: Path) -> str:
+    """The innermost line of the user's own code in the dead process's Python stack (faulthandler's dump):
+    the first frame, innermost first, outside torch, dmlprof and the standard library."""
+    try:
+        text = crash_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    import re
+
+    skip = ("site-packages", "dist-packages", f"{os.sep}dmlprof{os.sep}", "/dmlprof/", f"{os.sep}lib{os.sep}python")
+    for match in re.finditer(r'File "([^"]+)", line (\d+)', text.split("\n\n")[-1] if "Current thread" not in text
+                             else text[text.index("Current thread"):]):
+        path, line = match.groups()
+        if any(part in path for part in skip) or path.startswith("<"):
+            continue
+        return f"{_relative(path)}:{line}"
+    return ""
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive, on Windows
+        return path
+
+
+def session_from_journal(contents, message: str, how: str, user_line: str):
+    """The partial session of a journal: its header's facts, each call that returned, and the call the process
+    died in (its last row, the failed call)."""
+    import json
+
+    from dmlprof.meta import DeviceFailure
+    from dmlprof.record.frame import rows_to_frame
+    from dmlprof.session import Session
+
+    header = Session.from_dict(json.loads(contents.header))
+    evidence: list = []
+    rows = []
+    for call in contents.calls:
+        first = len(evidence)
+        evidence.extend(call.fallen)
+        rows.append(_row(call, first, len(evidence)))
+    running = contents.running[-1] if contents.running else None
+    if running is not None:
+        rows.append(_row(running, len(evidence), len(evidence), source=user_line))
+    backend = _JournaledBackend((header.meta.device.device or "cpu").split(":")[0])
+    ops = rows_to_frame(rows, evidence, backend)
+    changes = dict(partial=True, partial_reason=message,
+                   notes=tuple(header.meta.notes) + (
+                       f"the scanned process died of {how}: this session holds the calls written down before it "
+                       "(no step times nor profiler events: they are kept only when a run ends)",))
+    if running is not None:
+        changes.update(failed_op=running.op, failed_source=user_line or None, failed_module=running.module or None)
+        on_device = any(m[0] == backend.device_type for m in running.inputs)
+        if on_device and backend.is_accelerator():
+            changes["device_failure"] = DeviceFailure(
+                op=running.op, kind="aborts", message=f"the process died of {how}",
+                dtypes=",".join(sorted({m[1] for m in running.inputs})), source=user_line,
+                explanation=f"the process died of {how} in this call on the device (a native crash in the backend)",
+                remedy="move this call to the CPU (or change its arguments), then scan again", observed=True,
+                ended_process=True)
+    return Session(meta=header.meta.updated(**changes), ops=ops)
+
+
+def _row(call, warn_lo: int, warn_hi: int, source: Optional[str] = None) -> tuple:
+    """A journaled call as the recorder's raw row (record.frame.rows_to_frame reads it)."""
+    return (call.step, call.phase, call.op, call.inputs, call.outputs, call.start_ns, call.elapsed_ns,
+            warn_lo, warn_hi, call.module, source if source is not None else call.source, call.thread)
+
+
+class _JournaledBackend:
+    """What judging a journaled call needs of its backend: the device's type and how a fallback is named
+    (the child named each fallback already, so evidence items are op names)."""
+
+    fallback_evidence = "fallback warning"
+
+    def __init__(self, device_type: str):
+        self.device_type = device_type
+        self._accelerator = device_type != "cpu"
+
+    def is_accelerator(self) -> bool:
+        return self._accelerator
+
+    @staticmethod
+    def fallback_ops_in(item):
+        return item

@@ -1,0 +1,144 @@
+"""The journal a scan's child writes as it records, and what its parent makes of a dead child's journal."""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+import pytest
+
+from dmlprof import survival
+from dmlprof.record.journal import Journal, read_journal
+from dmlprof.schema import empty_ops_frame
+from dmlprof.session import Session
+
+F32 = "float32"
+
+
+def _header() -> str:
+    meta = {"kind": "live", "model": "net.py", "title_name": "net", "run_mode": "contract", "backend": "dml",
+            "device": "privateuseone:0", "device_name": "a test adapter"}
+    return Session(meta=meta, ops=empty_ops_frame()).to_json()
+
+
+def _journal(tmp_path) -> Journal:
+    journal = Journal(tmp_path / "calls.journal")
+    journal.header(_header())
+    return journal
+
+
+def test_a_call_that_returned_reads_back_whole_and_one_still_running_is_named(tmp_path):
+    journal = _journal(tmp_path)
+    first = journal.begin("aten::addmm", 1, "forward", "fc", [("privateuseone", F32, (16, 8), 512)])
+    journal.end(first, [("privateuseone", F32, (16, 4), 256)], 1000, 250, 7, "net.py:12",
+                fallen=("aten::lerp.Scalar_out",))
+    journal.begin("aten::flip", 1, "forward", "body\tname", [("privateuseone", F32, (16, 4), 256)])
+    contents = read_journal(journal.path)
+    (call,) = contents.calls
+    assert (call.op, call.step, call.phase, call.module, call.source) == ("aten::addmm", 1, "forward", "fc", "net.py:12")
+    assert call.inputs == (("privateuseone", F32, (16, 8), 512),)
+    assert call.outputs == (("privateuseone", F32, (16, 4), 256),)
+    assert (call.start_ns, call.elapsed_ns, call.fallen) == (1000, 250, ("aten::lerp.Scalar_out",))
+    (running,) = contents.running
+    assert running.op == "aten::flip" and running.module == "body\tname"  # a tab in a name stays in the name
+    assert json.loads(contents.header)["format"] == "dmlprof-session"
+
+
+def test_a_line_cut_off_by_the_writers_death_ends_the_reading_without_an_error(tmp_path):
+    journal = _journal(tmp_path)
+    number = journal.begin("aten::relu", 0, "forward", "", [("cpu", F32, (), 4)])  # a 0-d tensor: no dims
+    journal.end(number, [("cpu", F32, (), 4)], 0, 1, 1, "")
+    journal.close()
+    with open(journal.path, "a", encoding="utf-8") as cut:
+        cut.write("B\t9\t0\t1\t")  # no newline: the process died mid-write
+    contents = read_journal(journal.path)
+    assert [call.op for call in contents.calls] == ["aten::relu"]
+    assert contents.calls[0].inputs == (("cpu", F32, (), 4),)
+    assert contents.running == []
+
+
+def test_dropped_warm_up_rows_and_a_new_recording_start_the_calls_again(tmp_path):
+    journal = _journal(tmp_path)
+    for op in ("aten::mul.Tensor", "aten::add.Tensor"):
+        journal.end(journal.begin(op, 0, "forward", "", []), [], 0, 1, 1, "")
+    journal.rows_dropped()
+    journal.end(journal.begin("aten::mm", 1, "forward", "", []), [], 0, 1, 1, "")
+    assert [call.op for call in read_journal(journal.path).calls] == ["aten::mm"]
+    journal.header(_header())  # --replace records a second time
+    assert read_journal(journal.path).calls == []
+
+
+def test_an_unrecorded_call_is_named_only_while_it_runs(tmp_path):
+    journal = _journal(tmp_path)
+    journal.unrecorded("aten::flip", [("privateuseone", F32, (4,), 16)])
+    assert read_journal(journal.path).unrecorded.op == "aten::flip"
+    journal.unrecorded_returned()
+    assert read_journal(journal.path).unrecorded is None
+
+
+def test_a_child_that_said_its_last_word_leaves_nothing_to_salvage(tmp_path):
+    journal = _journal(tmp_path)
+    journal.finished(4)
+    assert read_journal(journal.path).finished == 4
+
+
+def test_the_partial_session_of_a_dead_child_holds_every_returned_call_and_names_the_one_it_died_in(tmp_path):
+    journal = _journal(tmp_path)
+    number = journal.begin("aten::addmm", 1, "forward", "fc", [("privateuseone", F32, (16, 8), 512)])
+    journal.end(number, [("privateuseone", F32, (16, 4), 256)], 10, 5, 1, "net.py:11")
+    number = journal.begin("aten::lerp_.Scalar", 1, "optimizer", "optimizer.AdamW", [("privateuseone", F32, (4,), 16)])
+    journal.end(number, [], 20, 5, 1, "", fallen=("aten::lerp.Scalar_out",))
+    journal.begin("aten::flip", 1, "forward", "body", [("privateuseone", F32, (16, 4), 256)])
+    contents = read_journal(journal.path)
+    message = survival.crash_message("SIGSEGV", contents.running[-1], "net.py:12")
+    assert message == "the scanned process died of SIGSEGV in aten::flip (float32 [16, 4]; at net.py:12, in body)"
+    session = survival.session_from_journal(contents, message, "SIGSEGV", "net.py:12")
+    ops = session.ops
+    assert list(ops["op"]) == ["aten::addmm", "aten::lerp_.Scalar", "aten::flip"]
+    assert list(ops["verdict"]) == ["device", "fallback", "device"]
+    assert ops["fallback_ops"][1] == "aten::lerp.Scalar_out=1"
+    meta = session.meta
+    assert meta.partial and meta.partial_reason == message
+    assert (meta.failed_op, meta.failed_source, meta.failed_module) == ("aten::flip", "net.py:12", "body")
+    assert meta.device_failure.ended_process and meta.device_failure.op == "aten::flip"
+    # a file a user opens later: the session saves and loads as any other
+    loaded = Session.from_dict(json.loads(session.to_json()))
+    assert loaded.meta.device_failure.ended_process and len(loaded.ops) == 3
+
+
+def test_a_crash_between_op_calls_is_the_users_line_and_no_call_is_blamed(tmp_path):
+    journal = _journal(tmp_path)
+    journal.end(journal.begin("aten::relu", 1, "forward", "", [("cpu", F32, (2,), 8)]), [], 0, 1, 1, "")
+    contents = read_journal(journal.path)
+    message = survival.crash_message("SIGSEGV", None, "train.py:30")
+    assert message == "the scanned process died of SIGSEGV at train.py:30, between op calls (native code the script called)"
+    session = survival.session_from_journal(contents, message, "SIGSEGV", "train.py:30")
+    assert session.meta.failed_op is None and session.meta.device_failure is None
+
+
+FAULTHANDLER_DUMP = """Fatal Python error: Segmentation fault
+
+Thread 0x00007f0000000001 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 327 in wait
+
+Current thread 0x00007f0000000000 (most recent call first):
+  File "/venv/lib/python3.11/site-packages/torch/functional.py", line 80 in flip
+  File "{user}", line 7 in forward
+  File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1532 in _call_impl
+  File "{user}", line 30 in <module>
+"""
+
+
+def test_the_crash_location_is_the_innermost_line_of_the_users_own_code_in_the_crashing_thread(tmp_path):
+    user = tmp_path / "model.py"
+    log = tmp_path / "crash.log"
+    log.write_text(FAULTHANDLER_DUMP.format(user=user), encoding="utf-8")
+    assert survival.crash_location(log).endswith("model.py:7")
+    assert survival.crash_location(tmp_path / "missing.log") == ""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signal numbers")
+def test_a_child_killed_by_a_signal_died_of_it_and_one_that_exited_did_not():
+    assert survival.died_of(-signal.SIGSEGV) == "SIGSEGV"
+    assert survival.died_of(-signal.SIGABRT) == "SIGABRT"
+    assert survival.died_of(0) is None and survival.died_of(3) is None and survival.died_of(143) is None

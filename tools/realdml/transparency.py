@@ -1,0 +1,187 @@
+"""Does dmlprof's recorder change what real torch-directml computes? Every truth-table sample, run twice.
+
+    python tools/realdml/transparency.py [--only SUBSTRING ...] [--limit N] [--json OUT]   (under realdml's env.sh)
+
+Each sample (tools/realdml/truth_samples.py: OpInfo's samples and the probes) runs on the DirectML device
+plainly, then again under dmlprof's live recorder as ``dmlprof scan --device dml`` makes it (the dispatcher
+tap, a per-call sync, torch-directml's refusals off: the real call runs). Its outputs and the gradients of
+its inputs are compared bit for bit (NaN equal to NaN). Ops that draw random numbers are left out (the
+device's generator moves on between the two runs). Samples run in a worker process that is started anew
+after any sample that ends it (torch-directml aborts on some calls); such a sample is counted, not judged.
+
+Prints one line per differing sample and a summary; ``--json`` writes every sample's outcome.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SAME, DIFFERS, RAISES, UNJUDGED = "same", "differs", "raises", "unjudged"
+
+
+# -- the worker: runs keys given on stdin, one JSON line per sample on stdout ---------------------------------
+def _worker() -> None:
+    import os
+    import warnings
+
+    events = os.fdopen(os.dup(1), "w", buffering=1)  # events alone on stdout: anything else printed goes to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    sys.path[:0] = [str(HERE), str(REPO)]
+
+    import torch
+    import torch_directml
+
+    import truth_samples
+    from dmlprof.backends.dml import DmlBackend
+    from dmlprof.record.recorder import Recorder
+
+    warnings.simplefilter("ignore")
+    device = torch_directml.device()
+    backend = DmlBackend(0)
+    for line in sys.stdin:
+        key = line.strip()
+        if not key:
+            continue
+        events.write(json.dumps({"start": key}) + "\n")
+        events.write(json.dumps({"key": key, **_judge(key, device, backend, torch, truth_samples, Recorder)}) + "\n")
+
+
+def _run(sample, device, torch):
+    """(outputs, gradients) of one run of a sample on ``device``, on the CPU."""
+    grads: list = []
+    real_grad = torch.autograd.grad
+
+    def grad(*args, **kwargs):  # the sample asks for its inputs' gradients: keep them
+        found = real_grad(*args, **kwargs)
+        grads.extend(found)
+        return found
+
+    torch.autograd.grad = grad
+    try:
+        output = sample.run(device)
+    finally:
+        torch.autograd.grad = real_grad
+    flat = torch.utils._pytree.tree_flatten(output)[0]
+    return ([t.detach().to("cpu") for t in flat if isinstance(t, torch.Tensor)],
+            [g.detach().to("cpu") if isinstance(g, torch.Tensor) else None for g in grads])
+
+
+def _same(a, b, torch) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is None or y is None:
+            if x is not y:
+                return False
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            if not torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0)) or \
+                    not torch.equal(x.isnan(), y.isnan()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+def _judge(key, device, backend, torch, truth_samples, Recorder) -> dict:
+    sample = truth_samples.sample(key)
+    if _random(key, truth_samples, torch):
+        return {"outcome": UNJUDGED, "why": "draws random numbers"}
+    try:
+        plain = _run(sample, device, torch)
+    except Exception as exc:
+        return {"outcome": RAISES, "why": f"{type(exc).__name__} plainly"}
+    recorder = Recorder(backend, sync=True)
+    recorder.rule = recorder.refusals = None  # the real call runs: what the recorder alone does to it
+    try:
+        with recorder:
+            recorded = _run(truth_samples.sample(key), device, torch)
+    except Exception as exc:
+        return {"outcome": DIFFERS, "why": f"raises only under the recorder: {type(exc).__name__}: {str(exc)[:200]}"}
+    if _same(plain[0], recorded[0], torch) and _same(plain[1], recorded[1], torch):
+        return {"outcome": SAME, "calls": len(recorder.rows)}
+    return {"outcome": DIFFERS, "why": "outputs or gradients differ bitwise", "calls": len(recorder.rows)}
+
+
+def _random(key: str, truth_samples, torch) -> bool:
+    if key.startswith("probe."):
+        return False
+    op = truth_samples.ops()[key.split("|")[0]]
+    name = op.name.lower()
+    return any(word in name for word in ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform",
+                                         "exponential", "geometric", "cauchy", "log_normal", "poisson"))
+
+
+# -- the parent: hands keys to a worker, starts another after a sample that ended one -------------------------
+def _keys(only: list, limit) -> list:
+    sys.path[:0] = [str(HERE), str(REPO)]
+    import truth_samples
+
+    keys = list(truth_samples.keys()) + truth_samples.probe_keys()
+    if only:
+        keys = [key for key in keys if any(part in key for part in only)]
+    return keys[:limit] if limit else keys
+
+
+def judge(keys: list, timeout_s: float = 300) -> dict:
+    """Every key's outcome: runs workers until each key is judged or has ended a worker."""
+    outcomes: dict = {}
+    pending = list(keys)
+    while pending:
+        worker = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        worker.stdin.write("\n".join(pending) + "\n")
+        worker.stdin.close()
+        current = None
+        started = time.monotonic()
+        for line in worker.stdout:
+            event = json.loads(line)
+            if "start" in event:
+                current = event["start"]
+                continue
+            outcomes[event["key"]] = {k: v for k, v in event.items() if k != "key"}
+            current = None
+            if time.monotonic() - started > timeout_s * len(keys):
+                break
+        worker.wait()
+        if current is not None:  # the sample that ended the worker: both runs would (it is not the recorder's)
+            outcomes[current] = {"outcome": UNJUDGED, "why": f"ended the process (exit {worker.returncode})"}
+        pending = [key for key in pending if key not in outcomes]
+    return outcomes
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="*", default=[], help="keys containing any of these")
+    parser.add_argument("--limit", type=int, help="at most this many samples")
+    parser.add_argument("--json", help="write every sample's outcome here")
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker()
+        return 0
+    started = time.monotonic()
+    outcomes = judge(_keys(args.only, args.limit))
+    counts: dict = {}
+    for key, outcome in sorted(outcomes.items()):
+        counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1
+        if outcome["outcome"] == DIFFERS:
+            print(f"differs: {key}: {outcome['why']}")
+    summary = {"samples": len(outcomes), **counts, "seconds": round(time.monotonic() - started, 1)}
+    print(json.dumps(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": summary, "samples": outcomes}, indent=1), encoding="utf-8")
+    return 1 if counts.get(DIFFERS) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
