@@ -77,8 +77,23 @@ def _unguarded_uses(path: Path, source: str = "") -> list:
             what = "os.kill(pid, 0) (on Windows it ends the process instead of asking whether it runs)"
         if what and not guarded and "# windows:" not in lines[node.lineno - 1]:
             found.append(f"{path.as_posix()}:{node.lineno}: {what}")
-        for child in ast.iter_child_nodes(node):
-            visit(child, guarded)
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list) and value and all(isinstance(v, ast.stmt) for v in value):
+                visit_block(value, guarded)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        visit(item, guarded)
+            elif isinstance(value, ast.AST):
+                visit(value, guarded)
+
+    def visit_block(statements, guarded: bool):
+        for statement in statements:
+            visit(statement, guarded)
+            # "if os.name != 'posix': return ...": what follows in the block runs on POSIX only
+            if isinstance(statement, ast.If) and not statement.orelse and _guarded_by_if(statement, source) and \
+                    isinstance(statement.body[-1], (ast.Return, ast.Raise)):
+                guarded = True
 
     visit(ast.parse(source), False)
     return found
@@ -100,6 +115,8 @@ def test_no_posix_only_name_is_used_without_a_guard():
     ("import signal\nif hasattr(signal, 'SIGUSR1'):\n    signal.signal(signal.SIGUSR1, print)\n", False),
     ("import os\nos.getuid()  # windows: only reached from the POSIX launcher\n", False),
     ("import os\nos.kill(123, 0)\n", True),
+    ("import os\ndef f():\n    if os.name != 'posix':\n        return None\n    return os.getpgrp()\n", False),
+    ("import os\ndef f():\n    if os.name != 'posix':\n        x = 1\n    return os.getpgrp()\n", True),
     ("import os\nif os.name != 'nt':\n    os.kill(123, 0)\n", False),
 ])
 def test_the_check_tells_guarded_from_unguarded_uses(code, flagged):
