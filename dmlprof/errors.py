@@ -21,6 +21,17 @@ class DmlprofError(Exception):
         return f"{text} ({self.remedy})" if self.remedy else text
 
 
+class CallRefused(BaseException):
+    """Raised in place of a call that would end the process on the device (a fatal check in its native
+    code), with ``error`` the device's words for it. A ``BaseException``, as the process death it stands
+    for: a script's ``except Exception`` or ``except RuntimeError`` (a "CPU fallback" around an FFT) cannot
+    swallow it and train on, which the real device would never let it do. The run ends here, as it would."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
 class UsageError(DmlprofError):
     """Bad arguments or a file that cannot be used."""
 

@@ -23,7 +23,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 #: generated file-name parts stay below this many UTF-8 bytes (NAME_MAX is 255 on most file systems)
 NAME_PART_BYTES = 96
@@ -206,3 +206,37 @@ def same_file(a, b) -> bool:
 
 __all__ = ["fit_name", "make_new_dir", "name_part", "numbered", "own_dir", "same_file", "write_atomic", "write_new"]
 
+
+
+def process_alive(pid: int) -> Optional[bool]:
+    """Whether process ``pid`` of this machine still runs; None where that cannot be told."""
+    if pid <= 0:
+        return False
+    if os.name == "nt":  # os.kill(pid, 0) would end the process there: ask Windows itself
+        return _windows_process_alive(pid)
+    else:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # PermissionError: it runs, as another user
+            return None
+        return True
+
+
+def _windows_process_alive(pid: int) -> Optional[bool]:
+    import ctypes
+
+    kernel32 = getattr(getattr(ctypes, "windll", None), "kernel32", None)
+    if kernel32 is None:
+        return None
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return None if ctypes.GetLastError() == 5 else False  # ERROR_ACCESS_DENIED: it exists
+    try:
+        code = ctypes.c_ulong()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return None
+        return code.value == 259  # STILL_ACTIVE
+    finally:
+        kernel32.CloseHandle(handle)

@@ -23,6 +23,22 @@ ANNOUNCE_CALLS = 20_000
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+#: the signals :func:`saving` held since :func:`forget_held`, in order: a finished run that a signal reached
+#: while it was being saved still ends as that signal says, once the saving is done (:func:`held_stop`)
+_held: list = []
+
+
+def forget_held() -> None:
+    _held.clear()
+
+
+def held_stop():
+    """What the first signal :func:`saving` held stands for (``KeyboardInterrupt`` or :class:`Stopped`), or None."""
+    if not _held:
+        return None
+    return KeyboardInterrupt() if _held[0] == signal.SIGINT else Stopped(_held[0])
+
+
 class Stopped(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised in the main thread: the run ends as on Ctrl-C, keeping what it recorded."""
 
@@ -116,6 +132,7 @@ def saving():
     told = []
 
     def hold_on(signum, frame):
+        _held.append(signum)
         if signum == signal.SIGINT and not told:
             told.append(True)
             _say("dmlprof: still saving what was recorded; it will be kept")

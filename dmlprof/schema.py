@@ -82,12 +82,12 @@ def parse_ranges(text: str) -> list:
     """Inverse of :func:`format_ranges`: ``[(name, occurrence), ...]``; [] for none or a damaged value."""
     try:
         value = json.loads(text) if text else []
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(value, list):
         return []
-    return [(str(item[0]), int(item[1])) for item in value
-            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)]
+    return [(item[0], int(item[1])) for item in value
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], int)]
 
 
 def empty_ops_frame() -> pd.DataFrame:

@@ -213,6 +213,7 @@ VERIFY = record({
     "divergent": list_of(_DIVERGENT),
     "lost_updates": list_of(_LOST),
     "skipped": dict_of(record({"reason": text, "calls": count, "ops": dict_of(count)})),
+    "tolerances": dict_of(record({"rtol": optional(number), "atol": optional(number)})),
 })
 
 _SWEEP_ROW = requiring(("batch_size", "status"), record({
@@ -279,10 +280,36 @@ def _fallback_ops(value, where: str) -> None:
         raise _Bad(f"{where} should read 'aten::op=count;...'")
 
 
+def _json_text(value, where: str) -> None:
+    """A column of JSON text (shapes, ranges): text whose brackets nest no deeper than any session's do, so
+    no reader's ``json.loads`` meets a RecursionError (counted first: most cells hold a few brackets)."""
+    text(value, where)
+    if value and value.count("[") + value.count("{") > MAX_DEPTH and _json_depth(value) > MAX_DEPTH:
+        raise _Bad(f"{where} nests deeper than {MAX_DEPTH} levels")
+
+
+def _json_depth(value: str) -> int:
+    """How deep JSON text nests, brackets inside its strings (a range's name) not counted."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in value:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 _OPS = {**{c: optional(integer) for c in _OP_INT}, **{c: optional(text) for c in _OP_TEXT},
         **{c: optional(count) for c in ("time_ns", "bytes_moved", "fallback_calls")},
         **{c: optional(name) for c in NAME_COLUMNS},
-        "fallback_ops": optional(_fallback_ops), "device_time_ns": optional(number)}
+        "fallback_ops": optional(_fallback_ops), "device_time_ns": optional(number),
+        "shapes": optional(_json_text), "ranges": optional(_json_text)}
 
 
 def _too_deep(value, limit: int = MAX_DEPTH) -> bool:

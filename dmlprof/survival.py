@@ -139,6 +139,8 @@ def _start(command: list, env: dict):
 
 
 def _in_own_group() -> None:  # runs in the child between fork and exec
+    if os.name != "posix":  # a preexec_fn: POSIX only
+        return
     os.setpgid(0, 0)
     if sys.platform.startswith("linux"):  # a child whose parent is killed outright (SIGKILL) ends too
         try:
@@ -157,6 +159,8 @@ def _terminal_fd() -> Optional[int]:
 
 
 def _give_terminal(fd: int, process_group: int) -> None:
+    if os.name != "posix":  # a process group's terminal: POSIX only
+        return
     previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group may not change it otherwise
     try:
         os.tcsetpgrp(fd, process_group)
@@ -195,7 +199,7 @@ class _passing_signals_to:
 
     def __exit__(self, *exc):
         if getattr(self.child, "terminal", None) is not None:
-            _give_terminal(self.child.terminal, os.getpgrp())
+            _give_terminal(self.child.terminal, os.getpgrp())  # windows: terminal is set on POSIX only (_start)
         for number, handler in self.saved.items():
             signal.signal(number, handler)
         return False

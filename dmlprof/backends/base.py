@@ -147,6 +147,10 @@ class Backend:
         process: the real torch-directml's fatal checks); ``None`` to run the call."""
         return None
 
+    #: the first call refused in this run (:func:`refused_in_place`): a refusal the user's code caught
+    #: (``except BaseException``) still ends the run, as the process death it stands for would have
+    first_refusal: "Optional[BaseException]" = None
+
     def note_failure(self, exc: BaseException, failure) -> None:
         """A call failed as its rule said: keep that with ``exc``, whatever words it came in."""
 
@@ -166,6 +170,17 @@ class Backend:
         from dmlprof.backends.errors import explain_device_error
 
         return explain_device_error(exc, self)
+
+
+def refused_in_place(error: BaseException, backend: Backend) -> BaseException:
+    """What is raised in place of a call that would end the process: :class:`~dmlprof.errors.CallRefused`,
+    which no ``except Exception`` in the user's code swallows; the backend keeps the first one."""
+    from dmlprof.errors import CallRefused
+
+    refusal = CallRefused(error)
+    if backend.first_refusal is None:
+        backend.first_refusal = refusal
+    return refusal
 
 
 def peak_rss_bytes() -> Optional[int]:

@@ -17,7 +17,7 @@ from typing import Optional
 
 import torch
 
-from dmlprof.backends.base import Availability, Backend, MemoryReading
+from dmlprof.backends.base import Availability, Backend, MemoryReading, refused_in_place
 from dmlprof.directml.failures import DirectMLSemantics
 
 WSL_LIBRARY_DIR = Path("/usr/lib/wsl/lib")
@@ -175,7 +175,7 @@ class DmlBackend(DirectMLSemantics, Backend):
 
         if os.environ.get(NO_REFUSALS_ENV):
             return None
-        return DirectMLFailure(failure) if failure.kind == ABORTS else None
+        return refused_in_place(DirectMLFailure(failure), self) if failure.kind == ABORTS else None
 
     def synchronize(self, outputs=None) -> None:
         # DirectML has no synchronize(); reading back one element of the op's

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from dmlprof.units import fmt_bytes
 
@@ -33,6 +33,8 @@ class KnownError:
     pattern: re.Pattern
     explanation: str
     remedy: str
+    #: ``when(match) -> bool``: a further test of the matched text, where the words alone say too little
+    when: Optional[Callable[[re.Match], bool]] = None
 
     @property
     def out_of_memory(self) -> bool:
@@ -150,13 +152,15 @@ KNOWN_ERRORS = (
     ),
     KnownError(
         "dml_view_beyond_storage",
-        re.compile(r"ensure_in_bounds: .*out of bounds for storage|ensure_in_bounds: cropping"
+        re.compile(r"ensure_in_bounds: sizes \[(?P<sizes>[\d, ]*)\], strides \[(?P<strides>[\d, ]*)\], "
+                   r"storage offset (?P<offset>\d+)\b.*out of bounds for storage|ensure_in_bounds: cropping"
                    r"|torch-dml currently doesn't support a mix of positive and negative padding"),
         "torch-directml refuses this padding: cropping the start of the second-to-last dimension (the backward of "
         "every F.pad, nn.ZeroPad2d and nn.ConstantPad2d that pads the height, so such a model does not train) takes "
         "a view beyond the tensor's storage, and pads of both signs are refused",
         "dmlprof.patch(model, optimizer) pads by concatenation instead (dmlprof.replacements.ops.pad_constant, whose "
         "backward is slicing); or pad inside the convolution (nn.Conv2d(padding=...))",
+        when=lambda match: match.group("sizes") is None or _is_a_crop(match),
     ),
     KnownError(
         "dml_create_operator",
@@ -272,12 +276,31 @@ KNOWN_ERRORS = (
 )
 
 def match_known_error(message: str) -> Optional[KnownError]:
-    """The first known error whose pattern occurs in ``message``, formatted; else ``None``."""
+    """The first known error whose pattern occurs in ``message`` (and its ``when``), formatted; else ``None``."""
     for known in KNOWN_ERRORS:
         match = known.pattern.search(message)
-        if match:
+        if match and (known.when is None or known.when(match)):
             return _format(known, match)
     return None
+
+
+def _is_a_crop(match: re.Match) -> bool:
+    """Whether an out-of-bounds view is padding's backward: a crop of a contiguous tensor (its strides are a
+    larger contiguous tensor's, each size within that tensor's) starting past its first element. A huge
+    ``torch.empty``, a tensor past 4 GiB or an overlapping ``as_strided`` fail in the same words, differently."""
+    try:
+        sizes = [int(v) for v in match.group("sizes").split(",") if v.strip()]
+        strides = [int(v) for v in match.group("strides").split(",") if v.strip()]
+        offset = int(match.group("offset"))
+    except ValueError:
+        return False
+    if offset == 0 or not sizes or len(sizes) != len(strides) or strides[-1] != 1:
+        return False
+    for inner in range(1, len(sizes)):
+        outer_stride, inner_stride = strides[inner - 1], strides[inner]
+        if inner_stride <= 0 or outer_stride % inner_stride or outer_stride // inner_stride < sizes[inner]:
+            return False
+    return True
 
 
 # HIP builds of PyTorch word ROCm's errors as "HIP"; users know it as ROCm.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import re
 import shlex
 import sys
@@ -166,11 +167,24 @@ def _run(args) -> int:
         from dmlprof import interrupts
 
         error_line("interrupted" if not isinstance(stop, interrupts.Stopped) else
-                   f"stopped by {interrupts.signal_name(stop.signum)}")
+                   f"stopped by {interrupts.signal_name(stop.signum)}", getattr(args, "kept", None))
         return interrupts.exit_code(stop)
     except BrokenPipeError:
         silence_stdout()  # the reader left (| head): not an error
         return 0
+    except MemoryError:  # beyond what a run sets aside (dmlprof.record.budget): still one line, not a traceback
+        _out_of_memory_line(getattr(args, "kept", None))
+        return 4
+
+
+def _out_of_memory_line(kept) -> None:
+    """The one line for a MemoryError dmlprof could not handle where it arose: written with nothing to import
+    and no formatting to allocate for, since the memory is gone."""
+    line = "dmlprof: error: dmlprof ran out of memory (close other programs, or scan fewer steps: --steps)"
+    try:
+        os.write(2, (line + (f" [{kept}]" if kept else "") + "\n").encode("utf-8", "replace"))
+    except (OSError, MemoryError):
+        pass
 
 
 def _kept(err: DmlprofError):

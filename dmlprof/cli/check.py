@@ -66,16 +66,11 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    import os
-    import sys
-
+    from dmlprof import interrupts
     from dmlprof.cli.arguments import resolve_model
-    from dmlprof.output import check_paths, emit, print_saved, progress_bars, to_stdout, write_output
     from dmlprof.cli.scan import scan_and_save
-    from dmlprof.errors import DmlprofError, LimitExceeded
-    from dmlprof.render.ci import github_annotations, junit_xml, render_check_text
     from dmlprof.model_file import inspect_model_file
-    from dmlprof.report.gate import check_limits
+    from dmlprof.output import check_paths
 
     resolve_model(args)
     inspect_model_file(args.model)  # a missing file or a syntax error is said before torch is imported
@@ -83,6 +78,21 @@ def run(args) -> int:
         args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
     check_paths(args, inputs=[args.model])
     _refuse_a_gate_that_cannot_fail(args)
+    with interrupts.stopping():  # to the end: a signal after the session is saved ends with its line and status
+        return _gate(args, scan_and_save)
+
+
+def _gate(args, scan_and_save) -> int:
+    """Scan, then hold the report to the limits (the check's verdict, annotations and --junit)."""
+    import os
+    import sys
+
+    from dmlprof.output import emit, print_saved, progress_bars, to_stdout, write_output
+    from dmlprof.errors import DmlprofError, LimitExceeded
+    from dmlprof.render.ci import github_annotations, junit_xml, render_check_text
+    from dmlprof.report.gate import check_limits
+    from dmlprof.runner import loss_problem
+
     try:
         with progress_bars(args, quiet=False):  # check prints no report (args.quiet), yet shows its progress
             session, report, written = scan_and_save(args)
@@ -94,8 +104,6 @@ def run(args) -> int:
     emit(render_check_text(result, args.model), out, kept=written.note())
     if os.environ.get("GITHUB_ACTIONS") and result.hotspots:
         emit(github_annotations(result), out, kept=written.note())
-    from dmlprof.runner import loss_problem
-
     diverged = loss_problem(session)  # a NaN loss fails the gate as it fails a scan (exit 3)
     if args.junit:
         error = diverged.one_line() if diverged is not None else None

@@ -82,12 +82,14 @@ def run(args) -> int:
     if args.verify and args.replace:
         raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
     _refuse_a_trace_without_times(args)
-    with progress_bars(args, quiet=args.quiet):
-        session, report, written = scan_and_save(args)
-    print_report(report, args)
-    print_saved(written, args)
-    from dmlprof.runner import loss_problem
+    from dmlprof import interrupts
 
+    # to the end: a signal after the session is saved (while the report prints) ends with its line and status
+    with interrupts.stopping():
+        with progress_bars(args, quiet=args.quiet):
+            session, report, written = scan_and_save(args)
+        print_report(report, args)
+        print_saved(written, args)
     diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
     if diverged is not None:
         diverged.kept = written.note() if written.problems else None
@@ -123,6 +125,7 @@ def scan_and_save(args):
     from dmlprof.runner import ScanStopped
 
     check_paths(args, inputs=[args.model])
+    interrupts.forget_held()
     with interrupts.stopping():  # SIGTERM and SIGHUP end the run as Ctrl-C does, keeping what was recorded
         try:
             with script_output_to_stderr(args):
@@ -140,6 +143,11 @@ def scan_and_save(args):
             report = build_report(session)  # once, for the terminal and every file
             written = write_outputs(session, args, report)
     args.kept = written.note()  # if printing the report fails, the error line still says where the session is
+    stop = interrupts.held_stop()
+    if stop is not None:  # a signal reached the finished run while it was processed or saved: it ends so now
+        error = interrupts.cause_of(stop, "interrupted while the finished run was saved (the session is complete)")
+        error.kept = written.note()
+        raise error
     return session, report, written
 
 

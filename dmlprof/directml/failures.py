@@ -339,7 +339,9 @@ def _unheld_result(name: str, args, kwargs, device_type: str) -> Optional[torch.
     """The dtype DirectML cannot hold (complex, bfloat16) a call would put on the device, if it would."""
     dtype = kwargs.get("dtype")
     device = kwargs.get("device")
-    on_device = (device is not None and torch.device(device).type == device_type) or \
+    # where the result goes: the device a call names (a copy off the device, x.to("cpu", torch.bfloat16), runs on
+    # real DirectML: measured), else where its tensors are
+    on_device = torch.device(device).type == device_type if device is not None else \
         any(True for _ in _device_tensors(args, device_type))
     if isinstance(dtype, torch.dtype) and dtype in UNHELD_DTYPES and on_device:
         return dtype

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from dmlprof.files import process_alive
 from dmlprof.record.collectives import COMM_PHASE
 from dmlprof.files import write_atomic
 
@@ -65,19 +66,6 @@ def progress_path(folder: Path, rank: int) -> Path:
 def read_peers(folder: Path, world_size: int, rank: int) -> dict:
     """{rank: Progress or None} for every other rank of the job."""
     return {r: Progress.read(progress_path(folder, r)) for r in range(world_size) if r != rank}
-
-
-def process_alive(pid: int) -> Optional[bool]:
-    """Whether a process of this machine still runs; None where that cannot be asked."""
-    if os.name != "posix":
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return None
-    return True
 
 
 def blame(me: Progress, peers: dict) -> tuple:

@@ -55,6 +55,7 @@ def gather_snapshot(device: str = "auto", files: Sequence[str] = (), probe: bool
         files=tuple(str(f) for f in files),
         source_findings=_findings(files),
         predictor_available=_predictor_available(),
+        measured_table_problem=_measured_table_problem(),
     )
 
 
@@ -130,6 +131,12 @@ def _requires(name: str) -> List[str]:
         return list(importlib.metadata.requires(name) or [])
     except importlib.metadata.PackageNotFoundError:
         return []
+
+
+def _measured_table_problem() -> str:
+    from dmlprof.tables.measured import measured_table_problem
+
+    return measured_table_problem("dml")
 
 
 def _predictor_available() -> bool:

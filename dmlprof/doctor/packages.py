@@ -156,6 +156,14 @@ def check_exact_predictions(snap: Snapshot) -> Optional[Check]:
                  + (f" (torch {pinned} has wheels for CPython 3.8 to 3.12)" if too_new else ""))
 
 
+def check_measured_table(snap: Snapshot) -> Optional[Check]:
+    """The shipped table of results measured on real DirectML: without it, known wrong results go unflagged."""
+    if not snap.measured_table_problem:
+        return None
+    return Check("measured results", "warn", snap.measured_table_problem,
+                 "pip install --force-reinstall dmlprof (or, from a checkout, git checkout dmlprof/tables/data)")
+
+
 def release(version: Optional[str]) -> Tuple[int, ...]:
     """The numeric release of a version string: ``"2.4.1+cu121"`` -> ``(2, 4, 1)``; ``()`` if none."""
     if not version:

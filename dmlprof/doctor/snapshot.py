@@ -75,6 +75,7 @@ class Snapshot:
     files: Tuple[str, ...] = ()  # source files the user asked us to read
     source_findings: Dict[str, List[str]] = field(default_factory=dict)  # setting -> ["file:line", ...]
     predictor_available: bool = False  # `dmlprof scan --target dml` works in this version
+    measured_table_problem: str = ""  # why the shipped table of DirectML's measured results cannot be read
 
     @property
     def directml_installed(self) -> bool:

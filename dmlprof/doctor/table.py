@@ -13,7 +13,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from dmlprof.doctor.devices import (check_cuda, check_directml_adapter_possible, check_directml_adapters,
                                     check_directml_float64, check_mps, check_scan_device, check_xpu)
 from dmlprof.doctor.packages import (check_dependencies, check_directml_package, check_directml_torch_pin,
-                                     check_exact_predictions, check_python, check_torch, check_torchvision)
+                                     check_exact_predictions, check_measured_table, check_python, check_torch,
+                                     check_torchvision)
 from dmlprof.doctor.settings import (check_autocast, check_bf16, check_dml_visible_devices, check_float64,
                                      check_inference_mode, check_placebo_env, check_with_stack)
 from dmlprof.doctor.snapshot import STATUSES, Check, Snapshot
@@ -27,6 +28,7 @@ CHECKS: Tuple[Callable[[Snapshot], Optional[Check]], ...] = (
     check_directml_torch_pin,
     check_torchvision,
     check_exact_predictions,
+    check_measured_table,
     check_directml_adapter_possible,
     check_directml_adapters,
     check_directml_float64,

@@ -123,6 +123,8 @@ class ProfilerAlongside:
         #: why it stopped before the recording did, and the recorded calls it had seen then (None: all)
         self.stopped_early: Optional[str] = None
         self.covered_calls: Optional[int] = None
+        #: its results were lost: the memory ran out while it stopped
+        self.lost = False
         #: how many calls have been recorded so far (the runner's recorder sets it)
         self.calls_so_far: Callable[[], int] = lambda: 0
         self._yielding = None
@@ -152,8 +154,11 @@ class ProfilerAlongside:
             return False
         self._stopped = True
         self._yielding.__exit__(None, None, None)
-        with quiet_native_stderr():
-            self._prof.__exit__(*exc)
+        try:
+            with quiet_native_stderr():
+                self._prof.__exit__(*exc)
+        except MemoryError:  # building its results ran out of memory: the recording is saved without them
+            self._prof, self.lost = None, True
         return False
 
     def _on_owner(self) -> bool:
@@ -172,6 +177,9 @@ class ProfilerAlongside:
 
     def note(self) -> Optional[str]:
         """What the session says when the profiler stopped early (None when it saw every call)."""
+        if self.lost:
+            return ("torch.profiler's results were lost (the memory ran out as it stopped): the session holds the "
+                    "recorded calls without its cross-check and kernel times")
         if self.stopped_early is None:
             return None
         return (f"torch.profiler ran alongside the first {self.covered_calls:,} recorded calls only "

@@ -15,6 +15,7 @@ from typing import Optional
 
 import torch
 
+from dmlprof.record import budget
 from dmlprof.record.collectives import comm_phase
 from dmlprof.record.attribution import ModuleTracker, user_source_line
 from dmlprof.record.journal import process_journal
@@ -135,10 +136,13 @@ class _Calls:
         if journal is not None:
             fallen = rec.fallen_in(warned_before, warned_after) if warned_after != warned_before else ()
             journal.end(journaled, out_meta, start, elapsed, thread, source, fallen)
-        if len(rec.rows) >= rec.next_limit:  # what a recording may cost is bounded (Recorder.limit_reached)
+        rec.held_bytes += budget.row_bytes(inputs, out_meta)
+        if len(rec.rows) >= rec.next_limit or rec.held_bytes >= rec.next_bytes:  # bounded (Recorder.limit_reached)
             rec.limit_reached()
         if failed is not None:  # the call that broke the step stays in the (partial) session
             rec.failed_row = len(rec.rows) - 1
+            if refused is not None and rec.refused_row is None:  # where the run ends, caught or not
+                rec.refused_row = rec.failed_row
             if rec.device_lost_row is None and rec.backend.lost_device(failed):
                 rec.device_lost_row = rec.failed_row  # later failures are the lost device's, not their ops'
             if found is not None:
@@ -171,6 +175,8 @@ class Recorder:
         self.rows: list = []
         #: the row of the call that raised, when one did
         self.failed_row: Optional[int] = None
+        #: the row of the first call refused in place (the device would have ended the process there)
+        self.refused_row: Optional[int] = None
         #: the row of the call in which the device was lost (every call after it fails): the one finding
         self.device_lost_row: Optional[int] = None
         self.step = 0
@@ -200,12 +206,16 @@ class Recorder:
         #: the most calls kept (:data:`MAX_RECORDED_CALLS`); once ``rows`` holds that many the recorder is
         #: ``full`` and calls run unrecorded until the rows are dropped (a script's warm-up)
         self.max_calls = MAX_RECORDED_CALLS
+        #: the most bytes the rows may hold (:mod:`dmlprof.record.budget`), and about what they hold now
+        self.max_bytes = budget.MAX_RECORDED_BYTES
+        self.held_bytes = 0
         self.full = False
         #: how many calls the rows held each time the recorder filled up (what the session says it left out)
         self.filled_at: list = []
         #: one-shot callbacks by row count (torch.profiler's own cap); the row count the next one is due at
         self._due: list = []
         self.next_limit = self.max_calls
+        self.next_bytes = self.max_bytes
         self._enabled = None
         self._hook_handles: list = []
 
@@ -243,30 +253,37 @@ class Recorder:
         if self.journal is not None:
             self.journal.rows_dropped()
         self.rows.clear()
-        self.failed_row = self.device_lost_row = None
+        self.held_bytes = 0
+        self.failed_row = self.refused_row = self.device_lost_row = None
         self.full = False
         self._arm()
 
     # -- what a recording may cost ---------------------------------------------
-    def when_rows_reach(self, count: int, callback) -> None:
-        """Call ``callback()`` once, on the thread recording, when the rows first hold ``count`` calls."""
-        self._due.append((count, callback))
+    def when_rows_reach(self, count: float, callback, held_bytes: float = float("inf")) -> None:
+        """Call ``callback()`` once, on the thread recording, when the rows first hold ``count`` calls or about
+        ``held_bytes`` bytes (:mod:`dmlprof.record.budget`), or the recorder fills up."""
+        self._due.append((count, held_bytes, callback))
         self._arm()
 
     def _arm(self) -> None:
-        self.next_limit = min([self.max_calls] + [count for count, _ in self._due])
+        self.next_limit = min([self.max_calls] + [count for count, _, _ in self._due])
+        self.next_bytes = min([self.max_bytes] + [nbytes for _, nbytes, _ in self._due])
 
     def limit_reached(self) -> None:
         """The rows reached a limit: run what is due, and past :attr:`max_calls` stop keeping calls."""
         held = len(self.rows)
-        due = [callback for count, callback in self._due if count <= held]
-        self._due = [(count, callback) for count, callback in self._due if count > held]
+        filling = held >= self.max_calls or self.held_bytes >= self.max_bytes
+        # the rows of a recorder that fills up grow no more: what waits for a row count is due now (the profiler's
+        # stop, which would otherwise run on with the calls that pass unrecorded)
+        now = [filling or count <= held or nbytes <= self.held_bytes for count, nbytes, _ in self._due]
+        due = [entry[2] for entry, ready in zip(self._due, now) if ready]
+        self._due = [entry for entry, ready in zip(self._due, now) if not ready]
         for callback in due:
             callback()
-        if held >= self.max_calls:
+        if filling:
             self.full = True
             self.filled_at.append(held)
-            self.next_limit = float("inf")
+            self.next_limit = self.next_bytes = float("inf")
             # and at full speed on this thread (other threads pass the tap, unrecorded): a script's warm-up
             # end (dmlprof.record.window) turns recording back on
             torch._C._dispatch_tls_set_dispatch_key_included(self.tap.key, False)

@@ -353,7 +353,7 @@ def trace_json(session) -> str:
 def _dims(shapes: str) -> list:
     try:
         value = json.loads(shapes) if shapes else []
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     return value if isinstance(value, list) else []
 

@@ -20,6 +20,7 @@ from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.record.profiler import ProfilerAlongside, join_call_events, profiler_op_totals
 from dmlprof.record.recorder import Recorder
 from dmlprof.session import Session
+from dmlprof.units import fmt_bytes
 
 
 def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend: Backend, meta: dict, *,
@@ -137,8 +138,9 @@ def _recording_notes(recorder: Recorder, profiler: Optional[ProfilerAlongside]) 
     dmlprof.record.profiler.PROFILED_CALLS_MAX)."""
     notes = []
     if recorder.full:
-        notes.append(f"the recording holds the first {recorder.filled_at[-1]:,} calls, its most (about 2 KB a call "
-                     "until saved); the calls after them ran unrecorded")
+        notes.append(f"the recording holds the first {recorder.filled_at[-1]:,} calls, its most ({recorder.max_calls:,} "
+                     f"calls or {fmt_bytes(recorder.max_bytes)} of their records, whichever comes first: about 600 "
+                     "bytes a call and 180 a tensor until saved); the calls after them ran unrecorded")
     if profiler is not None and profiler.note():
         notes.append(profiler.note())
     return notes

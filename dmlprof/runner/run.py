@@ -7,6 +7,8 @@ code (an error becomes one line, a stop keeps the partial session), and the reco
 """
 from __future__ import annotations
 
+import gc
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -15,16 +17,23 @@ import torch
 
 from dmlprof import interrupts, progress
 from dmlprof.backends import Backend
-from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelRaisedError
+from dmlprof.errors import CallRefused, DeviceError, DmlprofError, Interrupted, ModelRaisedError
 from dmlprof.meta import LIVE, run_facts
 from dmlprof.model_file import describe_exception
 from dmlprof.record.attribution import raised_at
 from dmlprof.record.journal import process_journal
 from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside
+from dmlprof.record import budget
 from dmlprof.record.recorder import Recorder
 from dmlprof.runner.assembly import assemble, safe
 from dmlprof.runner.user_code import HardExit, exit_call
 from dmlprof.session import Session
+
+
+#: torch.profiler also keeps each call's tensors' shapes: about 70 bytes a tensor beside its 35 KB a call
+#: (measured: torch.cat of 500 tensors, 75 KB a call once its events are read). It stops once the recorder's
+#: rows hold this many bytes of records (about 180 a tensor), which caps that part near 100 MB
+PROFILED_RECORD_BYTES_MAX = 256 * 2**20
 
 
 class ScanStopped(DmlprofError):
@@ -60,13 +69,15 @@ class Recording:
             journal_calls(self.capture, self.facts)
             rows = self.capture.rows
             self.profiler.calls_so_far = lambda: len(rows)
-            self.capture.when_rows_reach(PROFILED_CALLS_MAX, self._profiler_full)
+            self.capture.when_rows_reach(PROFILED_CALLS_MAX, self._profiler_full, PROFILED_RECORD_BYTES_MAX)
         return self
 
     def _profiler_full(self) -> None:
-        if not self.profiler.stop_early(f"it stops past {PROFILED_CALLS_MAX:,} calls, at about 35 KB a call"):
+        if not self.profiler.stop_early(f"it stops past {PROFILED_CALLS_MAX:,} calls, at about 35 KB a call, or "
+                                        "sooner for calls of many tensors"):
             # reached on another thread (autograd's, on a GPU): the thread that started it stops it soon after
-            self.capture.when_rows_reach(len(self.capture.rows) + 100, self._profiler_full)
+            self.capture.when_rows_reach(len(self.capture.rows) + 100, self._profiler_full,
+                                         self.capture.held_bytes + 100 * budget.ROW_BYTES)
 
     def close(self) -> None:
         if not self._closed:
@@ -114,6 +125,9 @@ class Run:
         if verify:
             self.meta["verify"] = True
         self.meta.update(backend.run_meta())
+        backend.first_refusal = None  # this run's refusals only (a backend may serve a scan twice: --replace)
+        #: the run ended at a call refused in place (then the calls recorded after it are not kept)
+        self.ended_by_refusal = False
         self.step_times_ms: list = []  # the recorded (or profiled) measured steps
         self.unrecorded_step_times_ms: list = []  # steps nothing recorded or profiled, run beside them
         #: every step's loss, checked for NaN/inf once recording is over (never during a step)
@@ -123,6 +137,8 @@ class Run:
         self.interrupted = False
         #: the exception that stopped the run, as the user's code or the device raised it
         self.raised: Optional[BaseException] = None
+        #: address space set aside, given back when the memory runs out (enough to say so and save the session)
+        self.reserve = budget.set_aside()
 
     @contextmanager
     def _processing(self):
@@ -145,6 +161,9 @@ class Run:
     def _user_call(self, what: str, fn, *args):
         try:
             return fn(*args)
+        except CallRefused as refusal:  # a call that would end the process on the device
+            self.raised = refusal.error
+            raise self._explain(refusal.error, what) from None
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
             raise interrupts.cause_of(stop, "interrupted before any step ran") from None
         except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
@@ -173,19 +192,36 @@ class Run:
         where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
         try:
             body()
+        except CallRefused as refusal:  # a call that would end the process on the device: the run ends here
+            self.raised, self.ended_by_refusal = refusal.error, True
+            cause: DmlprofError = self._explain(refusal.error, where)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
-            cause: DmlprofError = interrupts.cause_of(stop)
+            cause = interrupts.cause_of(stop)
         except (SystemExit, HardExit) as exc:  # from a contract step (a script's own exit is handled in script())
             cause = ModelRaisedError(f"{where} called {exit_call(exc)}")
         except ModelRaisedError as exc:
             cause = exc
         except DmlprofError:
             raise
+        except MemoryError as exc:  # what was set aside lets the error be said and what was recorded be saved
+            budget.give_back(self.reserve)
+            self.reserve = None
+            cause = self._explain(exc, where)
+            self.raised = exc
+            traceback.clear_frames(exc.__traceback__)  # the script's finished frames hold what filled the memory
         except Exception as exc:
             cause = self._explain(exc, where)
             self.raised = exc
         else:
-            return
+            if self.backend.first_refusal is None:
+                return
+            cause = self._caught_refusal(where)
+        if self.backend.first_refusal is not None and not isinstance(cause, Interrupted) \
+                and self.raised is not self.backend.first_refusal.error:
+            # the user's code caught a refusal (``except BaseException``) and went on, to fail or not: on the
+            # device the process had ended at the refused call, so that is how this run ends
+            cause = self._caught_refusal(where)
+        self.backend.first_refusal = None  # said: the run ends here (a failed warm-up step is taken again, recorded)
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
         self.meta.update(partial=True, partial_reason=str(cause.one_line()))
@@ -213,11 +249,41 @@ class Run:
             session.meta = session.meta.updated(partial_reason=cause.one_line())
         raise ScanStopped(cause, session)
 
+    def _caught_refusal(self, where: str) -> DmlprofError:
+        """The error of the first refused call, which the user's code caught and ran past."""
+        self.raised, self.ended_by_refusal = self.backend.first_refusal.error, True
+        cause = self._explain(self.raised, where)
+        caught = type(cause)(f"{cause}; the code caught dmlprof's refusal and went on, but on the device the "
+                             "process ends at this call", remedy=cause.remedy)
+        caught.exit_code = cause.exit_code
+        return caught
+
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside], *, ops=None, events=None) -> Session:
         """The Session of what was recorded (:func:`~dmlprof.runner.assembly.assemble`)."""
-        return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
-                        step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
-                        interrupted=self.interrupted, ops=ops, events=events)
+        refused_row = getattr(recorder, "refused_row", None)
+        if self.ended_by_refusal and refused_row is not None:
+            # the calls after a refused one never run on the device (the process ends there): not kept
+            del recorder.rows[refused_row + 1:]
+            recorder.failed_row = refused_row
+        facts = dict(self.meta)
+        while True:
+            try:
+                return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
+                                step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
+                                interrupted=self.interrupted, ops=ops, events=events)
+            except MemoryError:  # what was recorded filled the memory: save its first half, then a quarter...
+                if ops is not None or len(recorder.rows) < 2:
+                    raise
+                profiler = None  # torch.profiler's events are given up first
+                kept = len(recorder.rows) // 2
+                del recorder.rows[kept:]
+                if recorder.failed_row is not None and recorder.failed_row >= kept:
+                    recorder.failed_row = None
+                gc.collect()
+                self.meta.clear()
+                self.meta.update(facts, notes=list(facts.get("notes", [])) + [
+                    f"the memory ran out as the session was built: it holds the first {kept:,} recorded calls only, "
+                    "without torch.profiler's cross-check"])
 
 
 def _module_named(path: Optional[str], classes) -> str:

@@ -88,7 +88,7 @@ class MemoryCap:
         if not supported or base is None:
             self.note = why or "could not read the address space; --child-memory-limit ignored"
             return
-        import resource
+        import resource  # windows: memory_limit_supported() is False where there is no resource module
 
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = min(base + int(self.headroom_bytes), 2**63 - 1)  # setrlimit takes a signed 64-bit value
@@ -101,7 +101,7 @@ class MemoryCap:
     def lift(self) -> None:
         """Give the address space back, so the child can report what happened."""
         if self._saved is not None:
-            import resource
+            import resource  # windows: _saved is set only by apply(), which needs the resource module
 
             resource.setrlimit(resource.RLIMIT_AS, self._saved)
             self._saved = None

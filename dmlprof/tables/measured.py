@@ -14,6 +14,7 @@ about DirectML.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
@@ -94,9 +95,38 @@ class MeasuredTable:
 
 @lru_cache(maxsize=None)
 def load_measured(backend: str = "dml") -> Optional[MeasuredTable]:
-    """The shipped measured table of ``backend`` (None when there is none, or it is not a measured table)."""
+    """The shipped measured table of ``backend`` (None when there is none, or it is missing or damaged: then a
+    one-line note on stderr, once a process, says that known wrong results go unflagged)."""
+    table, problem = _read_measured(backend)
+    if problem:
+        print(f"dmlprof: note: {problem}", file=sys.stderr)
+    return table
+
+
+def measured_table_problem(backend: str = "dml") -> str:
+    """Why the shipped measured table of ``backend`` cannot be read ("" when it reads, or none is shipped)."""
+    return _read_measured(backend)[1]
+
+
+def _read_measured(backend: str):
     name = SHIPPED.get(backend)
-    if name is None or not (DATA_DIR / name).is_file():
-        return None
-    document = json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
-    return MeasuredTable(document) if document.get("format") == FORMAT else None
+    if name is None:
+        return None, ""
+    unflagged = "calls of ops known to give wrong results there are not flagged (reinstall dmlprof)"
+    try:
+        document = json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise ValueError("not a measured table")
+        ops = document.get("ops")
+        if not isinstance(ops, dict) or not all(isinstance(by_dtype, dict) and all(isinstance(e, dict) for e in
+                                                                                    by_dtype.values())
+                                                for by_dtype in ops.values()):
+            raise ValueError("its ops are not a table of op, dtypes and counts")
+        table = MeasuredTable(document)
+        table.flagged_ops()  # every entry read once, here: a damaged one fails now, not inside a scan or report
+        return table, ""
+    except FileNotFoundError:
+        return None, f"the table of results measured on the device ({name}) is missing: {unflagged}"
+    except (OSError, ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        return None, f"the table of results measured on the device ({name}) is damaged ({reason}): {unflagged}"

@@ -37,7 +37,6 @@ import platform
 import shutil
 import sys
 import threading
-import time
 import types
 from pathlib import Path
 from typing import Optional
@@ -46,6 +45,7 @@ import torch
 
 from dmlprof import progress
 from dmlprof.directml.device_module import host_device_module
+from dmlprof.testing.building import build_failure, build_lock
 
 EXTENSION_NAME = "dmlprof_emulated_dml"
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -188,9 +188,8 @@ def load(verbose: bool = False):
             raise EmulatedDeviceError(
                 f"cannot create the build folder {build_dir}: {exc.strerror or exc} (set {BUILD_DIR_ENV} to a "
                 "writable folder)") from None
-        _clear_stale_lock(build_dir)
         try:
-            with build_shown(build_dir):
+            with build_lock(build_dir, waiting=_say_waiting), build_shown(build_dir):
                 module = load_extension(
                     name=EXTENSION_NAME,
                     sources=[str(p) for p in SOURCES],
@@ -199,7 +198,7 @@ def load(verbose: bool = False):
                     verbose=verbose,
                 )
         except Exception as exc:  # compiler errors arrive as RuntimeError/OSError/CalledProcessError
-            raise EmulatedDeviceError(f"building the emulated DML extension failed: {exc}") from exc
+            raise EmulatedDeviceError(f"building the emulated DML extension failed: {build_failure(exc)}") from exc
         _install(module)
         _state["module"] = module
         _ensure_backward()
@@ -258,27 +257,9 @@ def build_shown(build_dir: Path):
     return progress.phase(BUILD_PHASE)
 
 
-#: A build of the extension takes a few minutes at most; a lock older than this, in a folder where
-#: nothing has changed for as long, was left by a build that was killed.
-STALE_LOCK_S = 600
-
-
-def _clear_stale_lock(build_dir: Path) -> None:
-    """Remove the lock a killed build left behind, which would otherwise make every later load wait forever.
-
-    torch.utils.cpp_extension takes ``build_dir/lock`` around each build and waits, without
-    limit, while it exists; a build killed mid-way (Ctrl-C, a closed terminal) never removes it.
-    """
-    lock = build_dir / "lock"
-    try:
-        newest = max(entry.stat().st_mtime for entry in build_dir.iterdir())
-    except (OSError, ValueError):  # no folder, or an empty one: nothing to clear
-        return
-    if lock.exists() and time.time() - newest > STALE_LOCK_S:
-        try:
-            lock.unlink()
-        except OSError:  # another process cleared it first
-            pass
+def _say_waiting(holder: dict) -> None:
+    progress.note(f"dmlprof: waiting for process {holder.get('pid', '?')}, which is building the emulated "
+                  "DirectML device (a build that is killed hands over at once)")
 
 
 def _ensure_backward() -> None:

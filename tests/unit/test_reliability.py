@@ -325,17 +325,17 @@ def test_a_lock_left_by_a_killed_build_is_cleared_and_a_live_one_kept(tmp_path):
     import os
     import time
 
-    from dmlprof import testing
+    from dmlprof.testing import building as build_lock
 
     build = tmp_path / "build"
     build.mkdir()
     (build / "emulated_dml.o").write_bytes(b"")
     lock = build / "lock"
     lock.touch()
-    testing._clear_stale_lock(build)
+    build_lock.clear_stale_torch_lock(build)
     assert lock.exists(), "a build under way holds a fresh lock: it must be left alone"
-    old = time.time() - testing.STALE_LOCK_S - 60
+    old = time.time() - build_lock.STALE_LOCK_S - 60
     for entry in build.iterdir():
         os.utime(entry, (old, old))
-    testing._clear_stale_lock(build)
+    build_lock.clear_stale_torch_lock(build)
     assert not lock.exists(), "a lock nothing has touched for longer than any build would hang every later load"

@@ -1,0 +1,448 @@
+"""Reliability and security, round 4 (issue 33), below the CLI.
+
+Each test names the defect it keeps out (R29, R32, ...).
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+POSIX = sys.platform != "win32"
+
+
+# -- R29: a refusal the script catches does not let it train on --------------------------------------------------
+def _refusing_cpu_backend():
+    """The CPU backend with real DirectML's guard: FFTs are refused as the abort they are on the device."""
+    from dmlprof.backends import resolve_backend
+    from dmlprof.backends.dml import DmlBackend
+    from dmlprof.directml.failures import ABORTS, COMPLEX_MESSAGE, DirectMLSemantics, Failure
+
+    cpu = resolve_backend("cpu")
+
+    class RefusingCpu(type(cpu)):
+        refuses_calls = True
+        refusal_for = DmlBackend.refusal_for
+        failure_in, note_failure = DirectMLSemantics.failure_in, DirectMLSemantics.note_failure
+
+        def failure_rule(self):
+            def rule(func, args, kwargs):
+                if func.name().startswith("aten::_fft"):
+                    return Failure(ABORTS, COMPLEX_MESSAGE.format(dtype="ComplexFloat"), "SIGABRT")
+                return None
+            return rule
+
+    return RefusingCpu()
+
+
+CATCHES_THE_REFUSAL = """\
+import sys, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    x = torch.randn(4, 8)
+    try:
+        x = torch.fft.rfft(x).abs()[:, :8]
+    except {caught}:
+        x = x * 2  # "a CPU fallback": on DirectML the process has already ended at the FFT
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+open(sys.argv[1], "w").write("trained on")
+"""
+
+
+@pytest.mark.parametrize("caught", ["RuntimeError", "Exception", "BaseException"])
+def test_r29_a_script_catching_the_guards_refusal_stops_there_with_exit_4(tmp_path, caught):
+    from dmlprof import runner
+
+    script = tmp_path / "fft_fallback.py"
+    script.write_text(CATCHES_THE_REFUSAL.format(caught=caught), encoding="utf-8")
+    marker = tmp_path / "marker.txt"
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(script, backend=_refusing_cpu_backend(), profiler=False, warmup=0, steps=2,
+                    script_args=[str(marker)])
+    assert stopped.value.exit_code == 4 and "ends the process" in str(stopped.value)
+    assert ("caught dmlprof's refusal" in str(stopped.value)) == (caught == "BaseException")
+    assert not marker.exists()  # the script did not run on past the refused call
+    session = stopped.value.session
+    assert session.meta.partial and "_fft_r2c" in (session.meta.failed_op or "")
+    assert session.ops["op"].iloc[-1] == session.meta.failed_op  # nothing after the refused call is kept
+    assert session.meta.device_failure is not None and session.meta.device_failure.kind == "aborts"
+
+
+def test_r29_the_refusal_is_no_exception_a_script_can_swallow():
+    from dmlprof.errors import CallRefused
+
+    assert not issubclass(CallRefused, Exception)
+    backend = _refusing_cpu_backend()
+    from dmlprof.directml.failures import ABORTS, Failure
+
+    refusal = backend.refusal_for(Failure(ABORTS, "x", "SIGABRT"))
+    assert isinstance(refusal, CallRefused) and backend.first_refusal is refusal
+
+
+# -- R36: "out of bounds for storage" is padding's backward only when it is a crop --------------------------------
+PAD_BACKWARD = ("ensure_in_bounds: sizes [2, 64, 32, 32], strides [73984, 1156, 34, 1], storage offset 1025, and "
+                "itemsize 4 requiring a storage size of 595692 are out of bounds for storage of size 591872")
+
+
+@pytest.mark.parametrize("message", [
+    # a 1 TiB torch.empty on the device: an allocation that came back short
+    "ensure_in_bounds: sizes [1099511627776], strides [1], storage offset 0, and itemsize 1 requiring a storage "
+    "size of 1099511627776 are out of bounds for storage of size 0",
+    # a tensor past 4 GiB, its byte count wrapped
+    "ensure_in_bounds: sizes [1200000000], strides [1], storage offset 0, and itemsize 4 requiring a storage size "
+    "of 4800000000 are out of bounds for storage of size 505032704",
+    # the backward of an overlapping as_strided
+    "ensure_in_bounds: sizes [2, 2], strides [1, 2], storage offset 10, and itemsize 4 requiring a storage size "
+    "of 56 are out of bounds for storage of size 40",
+])
+def test_r36_an_out_of_bounds_view_that_is_no_crop_is_not_explained_as_padding(message):
+    from dmlprof.backends.errors import explain_device_error
+
+    found = explain_device_error(RuntimeError(message))
+    assert found is None or found.key != "dml_view_beyond_storage"
+
+
+def test_r36_padding_backward_is_still_explained_as_padding():
+    from dmlprof.backends.errors import explain_device_error
+
+    assert explain_device_error(RuntimeError(PAD_BACKWARD)).key == "dml_view_beyond_storage"
+    assert explain_device_error(RuntimeError("ensure_in_bounds: cropping the start")).key == "dml_view_beyond_storage"
+
+
+# -- R34: a damaged session is one line, not a traceback -----------------------------------------------------------
+def _saved_then_damaged(tmp_path, damage):
+    import json
+
+    from session_factory import fallback_mix
+
+    path = fallback_mix().save(tmp_path / "s.session.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    damage(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("tolerances", [[1, 2], "tight", 3, {"float32": [1e-5, 1e-6]}])
+def test_r34_verify_tolerances_of_another_type_are_a_damaged_session(tmp_path, tolerances):
+    from dmlprof.errors import SessionFileError
+    from dmlprof.session import Session
+
+    path = _saved_then_damaged(tmp_path, lambda d: d.setdefault("extras", {}).update(
+        verify={"checked_calls": 1, "tolerances": tolerances}))
+    with pytest.raises(SessionFileError, match="extras.verify.tolerances"):
+        Session.load(path)
+
+
+@pytest.mark.parametrize("column", ["ranges", "shapes"])
+def test_r34_json_text_nested_a_thousand_deep_is_a_damaged_session(tmp_path, column):
+    from dmlprof.errors import SessionFileError
+    from dmlprof.session import Session
+
+    deep = "[" * 1000 + "]" * 1000
+    path = _saved_then_damaged(tmp_path, lambda d: d["ops"].update({column: [deep] * len(d["ops"]["op"])}))
+    with pytest.raises(SessionFileError, match=f"ops.{column}.0. nests deeper"):
+        Session.load(path)
+
+
+def test_r34_range_text_readers_survive_any_depth():
+    from dmlprof.schema import parse_ranges
+
+    assert parse_ranges("[" * 5000 + "]" * 5000) == []
+    assert parse_ranges('[[["nested"], 1], ["step", 2]]') == [("step", 2)]
+
+
+# -- R35: the shipped truth table missing or damaged is a note, and the doctor says so ----------------------------
+@pytest.mark.parametrize("content, word", [
+    (None, "missing"), ("{not json", "damaged"), ('{"format": "dmlprof-measured-table", "ops": [1, 2]}', "damaged"),
+    ('{"format": "dmlprof-measured-table", "ops": {"aten::add.Tensor": {"float32": {"wrong": "x"}}}}', "damaged"),
+    ("[" * 100_000 + "]" * 100_000, "damaged"),
+])
+def test_r35_a_missing_or_damaged_truth_table_is_a_one_line_note(tmp_path, monkeypatch, capsys, content, word):
+    from dmlprof.doctor.packages import check_measured_table
+    from dmlprof.doctor.snapshot import Snapshot
+    from dmlprof.tables import measured
+
+    if content is not None:
+        (tmp_path / measured.SHIPPED["dml"]).write_text(content, encoding="utf-8")
+    monkeypatch.setattr(measured, "DATA_DIR", tmp_path)
+    measured.load_measured.cache_clear()
+    try:
+        assert measured.load_measured("dml") is None
+        measured.load_measured("dml")  # once a process
+    finally:
+        measured.load_measured.cache_clear()
+    err = capsys.readouterr().err
+    assert err.count("dmlprof: note:") == 1 and word in err and "not flagged" in err and "Traceback" not in err
+    problem = measured.measured_table_problem("dml")
+    row = check_measured_table(Snapshot(measured_table_problem=problem))
+    assert row is not None and row.status == "warn" and word in row.detail
+
+
+def test_r35_the_shipped_truth_table_reads_and_the_doctor_is_quiet_about_it():
+    from dmlprof.doctor.packages import check_measured_table
+    from dmlprof.doctor.snapshot import Snapshot
+    from dmlprof.tables.measured import measured_table_problem
+
+    assert measured_table_problem("dml") == ""
+    assert check_measured_table(Snapshot()) is None
+
+
+# -- R37, R41: a signal while a finished run is saved, or just after, ends with its status and one line -----------
+TINY_SCRIPT = """\
+import torch
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+SIGNAL_AT = """\
+import os, signal, sys
+import dmlprof.output, dmlprof.runner.run
+from dmlprof.cli import main
+where, signame = sys.argv[1], sys.argv[2]
+def sending(original):
+    def send(*args, **kwargs):
+        if where == "after":
+            result = original(*args, **kwargs)
+            os.kill(os.getpid(), getattr(signal, signame))
+            return result
+        os.kill(os.getpid(), getattr(signal, signame))
+        return original(*args, **kwargs)
+    return send
+if where == "processing":
+    dmlprof.runner.run.Run._finish = sending(dmlprof.runner.run.Run._finish)
+else:  # just after "session saved"
+    dmlprof.output.print_saved = sending(dmlprof.output.print_saved)
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.skipif(not POSIX, reason="sends itself POSIX signals")
+@pytest.mark.parametrize("where, signame, code", [("processing", "SIGTERM", 143), ("processing", "SIGHUP", 129),
+                                                  ("processing", "SIGINT", 130), ("after", "SIGTERM", 143)])
+def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_status(tmp_path, where, signame, code):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY_SCRIPT, encoding="utf-8")
+    driver = tmp_path / "driver.py"
+    driver.write_text(SIGNAL_AT, encoding="utf-8")
+    # in the process that scans (DMLPROF_NO_SUPERVISOR: as the supervised child does; the patches above apply)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "DMLPROF_NO_SUPERVISOR": "1"}
+    done = subprocess.run([sys.executable, str(driver), where, signame, "scan", str(script), "--device", "cpu",
+                           "--no-profiler", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == code, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("dmlprof: error:")]
+    assert len(errors) == 1 and ("interrupted" if signame == "SIGINT" else f"stopped by {signame}") in errors[0]
+    assert "session saved to" in errors[0] or "session saved to" in done.stdout
+    assert list((tmp_path / "out").glob("*.session.json"))  # the finished run's session is kept
+
+
+# -- R32: a build killed mid-way hands the emulated device's build over at once -----------------------------------
+KILLED_BUILD = """\
+import os, sys
+from pathlib import Path
+from dmlprof.testing.building import build_lock
+folder = Path(sys.argv[1])
+with build_lock(folder):
+    (folder / "lock").write_text("")  # torch's FileBaton, taken inside, as cpp_extension.load does
+    os._exit(9)  # killed mid-build: nothing after this runs, no finally
+"""
+
+
+def test_r32_the_lock_of_a_killed_build_is_taken_over_at_once_and_torchs_lock_cleared(tmp_path):
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from dmlprof.testing.building import LOCK_NAME, build_lock
+
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_BUILD, encoding="utf-8")
+    folder = tmp_path / "build"
+    folder.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, str(script), str(folder)], env=env, timeout=120, capture_output=True)
+    assert done.returncode == 9 and (folder / LOCK_NAME).exists() and (folder / "lock").exists()
+    started = time.monotonic()
+    with build_lock(folder, poll_s=0.01):
+        assert not (folder / "lock").exists()  # torch's FileBaton would have waited on it forever
+    assert time.monotonic() - started < 5 and not (folder / LOCK_NAME).exists()
+
+
+def test_r32_a_live_holder_is_waited_for_and_a_dead_one_is_not(tmp_path):
+    import json
+    import os
+    import socket
+
+    from dmlprof.files import process_alive
+    from dmlprof.testing.building import LOCK_NAME, _abandoned
+
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}), encoding="utf-8")
+    assert process_alive(os.getpid()) and not _abandoned(lock)
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": "another-machine"}), encoding="utf-8")
+    assert not _abandoned(lock)  # a shared folder's lock from elsewhere cannot be judged: it is waited for
+
+
+# -- R40: a compiler killed mid-build: the error line gives the cause, not the cut-off compile command --------------
+COMPILE = ("c++ -MMD -MF emulated.o.d -DTORCH_EXTENSION_NAME=dmlprof_emulated_dml -isystem /usr/include/python3.11 "
+           "-fPIC -std=c++17 -O1 -c /src/emulated.cpp -o emulated.o")
+
+
+@pytest.mark.parametrize("output, says", [
+    (f"[1/2] {COMPILE}\nFAILED: emulated.o\n{COMPILE}\nc++: fatal error: Killed signal terminated program cc1plus\n"
+     "compilation terminated.\nninja: build stopped: subcommand failed.\n", "Killed signal terminated program cc1plus"),
+    (f"[1/2] {COMPILE}\nFAILED: emulated.o\n{COMPILE}\n/src/emulated.cpp:1:10: fatal error: torch/extension.h: "
+     "No such file or directory\nninja: build stopped: subcommand failed.\n", "torch/extension.h"),
+    (f"[1/2] {COMPILE}\nFAILED: emulated.o\n{COMPILE}\nninja: build stopped: subcommand failed.\n", "killed by SIGKILL"),
+])
+def test_r40_a_failed_build_says_why_in_its_error_line(output, says):
+    import subprocess
+
+    from dmlprof.testing.building import build_failure
+
+    try:
+        try:
+            raise subprocess.CalledProcessError(-9 if "killed by" in says else 1, ["ninja", "-v"])
+        except subprocess.CalledProcessError as error:
+            raise RuntimeError(f"Error building extension 'dmlprof_emulated_dml': {output}") from error
+    except RuntimeError as exc:
+        line = build_failure(exc)
+    assert says in line and "-MMD" not in line and "\\n" not in line
+
+
+# -- R33: the recording is bounded by bytes too, and stops the profiler when it fills ----------------------------
+def test_r33_calls_of_many_tensors_fill_the_recorder_by_bytes_and_stop_what_waits_on_rows():
+    import torch
+
+    from dmlprof.backends import resolve_backend
+    from dmlprof.record import budget
+    from dmlprof.record.recorder import Recorder
+
+    parts = [torch.zeros(2) for _ in range(500)]
+    recorder = Recorder(resolve_backend("cpu"), sync=False)
+    recorder.max_bytes, stopped = 5 * budget.row_bytes((None,) * 501, ()), []
+    recorder.when_rows_reach(10**6, lambda: stopped.append(len(recorder.rows)))  # the profiler's cap, far off
+    recorder._arm()
+    with recorder:
+        for _ in range(40):
+            out = torch.cat(parts)
+    assert recorder.full and len(recorder.rows) == 5 and recorder.filled_at == [5]
+    assert stopped == [5]  # what waited on the rows ran when they stopped growing
+    assert out.shape == (1000,)  # every call ran, recorded or not
+
+
+def test_r33_a_profiler_that_runs_out_of_memory_as_it_stops_loses_its_results_not_the_run():
+    from dmlprof.backends import resolve_backend
+    from dmlprof.record.profiler import ProfilerAlongside
+
+    class Exhausted:
+        def __exit__(self, *exc):
+            raise MemoryError("std::bad_alloc")
+
+    profiler = ProfilerAlongside(resolve_backend("cpu"))
+    with profiler:
+        profiler._prof.__exit__(None, None, None)  # stop the real one; the stand-in fails as Kineto did
+        profiler._prof = Exhausted()
+    assert profiler.lost and "results were lost" in profiler.note()
+    assert profiler.op_events().empty
+
+
+CAT_500 = """\
+import torch
+parts = [torch.zeros(2) for _ in range(500)]
+for _ in range({calls}):
+    torch.cat(parts)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not POSIX, reason="caps the address space with RLIMIT_AS")
+def test_r33_a_stepless_loop_of_cat_over_500_tensors_fits_a_4_gb_cap_and_is_saved(tmp_path):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = tmp_path / "cat500.py"
+    script.write_text(CAT_500.format(calls=45_000), encoding="utf-8")
+    cap = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30)); "
+           "sys.argv = ['dmlprof'] + sys.argv[1:]; runpy.run_module('dmlprof', run_name='__main__')")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", cap, "scan", str(script), "--device", "cpu", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "holds the first" in done.stdout and list((tmp_path / "out").glob("*.session.json"))
+
+
+# -- R39: a copy off the device to a dtype DirectML cannot hold is no abort ---------------------------------------
+def test_r39_a_copy_from_the_device_to_the_cpu_in_bfloat16_is_not_an_abort():
+    import torch
+
+    from dmlprof.directml.failures import ABORTS, failure
+
+    on_device = torch.empty(0, 3, device="meta")  # "meta" plays the device: only tensors' devices are read
+    to_cpu = failure("aten::_to_copy", (on_device,), {"dtype": torch.bfloat16, "device": torch.device("cpu")}, "meta")
+    assert to_cpu is None  # real torch-directml runs it (and returns float32: measured on realdml)
+    stays = failure("aten::_to_copy", (on_device,), {"dtype": torch.bfloat16}, "meta")
+    onto = failure("aten::_to_copy", (torch.empty(0, 3),), {"dtype": torch.complex64, "device": torch.device("meta")},
+                   "meta")
+    assert stays is not None and stays.kind == ABORTS and onto is not None and onto.kind == ABORTS
+
+
+def test_r34_brackets_inside_a_range_name_are_no_nesting(tmp_path):
+    import json
+
+    from dmlprof.session import Session
+
+    name = "[" * 200 + '"\\'
+    path = _saved_then_damaged(tmp_path, lambda d: d["ops"].update(
+        {"ranges": [json.dumps([[name, 1]])] * len(d["ops"]["op"])}))
+    assert Session.load(path).ops["ranges"].iloc[0]  # a valid session, however odd its range's name
+
+
+FFT_MODEL = """\
+import torch
+from torch import nn
+
+BATCH_SIZE = 4
+
+
+class Spectral(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 2)
+
+    def forward(self, x):
+        return self.fc(torch.fft.rfft(x).abs())
+
+
+def build_model():
+    return Spectral()
+
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randn(batch_size, 2)
+"""
+
+
+def test_r29_a_model_file_refused_in_warm_up_stops_at_the_recorded_step_as_refused_not_caught(tmp_path):
+    from dmlprof import runner
+
+    model = tmp_path / "spectral.py"
+    model.write_text(FFT_MODEL, encoding="utf-8")
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(model, backend=_refusing_cpu_backend(), profiler=False, warmup=1, steps=2)
+    assert stopped.value.exit_code == 4 and "caught" not in str(stopped.value)
+    assert "_fft_r2c" in (stopped.value.session.meta.failed_op or "")
