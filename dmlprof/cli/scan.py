@@ -90,6 +90,8 @@ def run(args) -> int:
             session, report, written = scan_and_save(args)
         print_report(report, args)
         print_saved(written, args)
+    from dmlprof.runner import loss_problem  # torch: imported once the scan has run
+
     diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
     if diverged is not None:
         diverged.kept = written.note() if written.problems else None
