@@ -86,8 +86,10 @@ def probe_device(device) -> tuple:
 
 # -- judging values ----------------------------------------------------------------------------------------
 def comparable(label: str) -> bool:
+    """Whether a sample's values can be compared with the CPU's (a backward kernel of a random op, such as
+    ``native_dropout_backward``, is given its mask: it is)."""
     name = label.rsplit(".", 1)[-1] if label.startswith("nn.functional.") else label.split(".")[0]
-    return not any(word in name for word in _UNCOMPARABLE_WORDS)
+    return name.endswith("_backward") or not any(word in name for word in _UNCOMPARABLE_WORDS)
 
 
 def _tensors(value) -> list:
