@@ -176,3 +176,59 @@ def test_the_shipped_table_has_no_entry_measured_after_a_device_loss():
 
     document = json.loads((DATA_DIR / SHIPPED["dml"]).read_text(encoding="utf-8"))
     assert table_health.problems(document) == []
+
+
+# -- merging a re-measure into the shipped table ------------------------------------------------------------
+merge = _load("merge_truth")
+MEASURED = {"generator": 2, "adapter": "fake adapter", "probe_after": True, "alone": False, "attempts": 1}
+
+
+def _old_table_and_truth():
+    calls = [["aten::masked_fill_.Tensor", "device", "", "bool,float32"]]
+    old_samples = {f"m|float32|{i}": {"outcome": "ok", "calls": calls} for i in range(3)}
+    section = {"aten::masked_fill_.Tensor": {"bool,float32": {
+        "calls": 3, "device": 3, "fallback": 0, "raises": 0, "aborts": 0, "wrong": 3, "max_abs_error": 1.0,
+        "max_rel_error": 1.0, "messages": ["values differ beyond tolerance"], "samples": sorted(old_samples)}}}
+    return section, old_samples, calls
+
+
+def test_a_fully_re_measured_entry_is_replaced_and_says_how_it_was_measured():
+    section, old_samples, calls = _old_table_and_truth()
+    new = {key: {"outcome": "ok", "calls": calls, "divergent": [], "measured": MEASURED} for key in old_samples}
+    merged, report = merge.merge_section(section, old_samples, new, "2026-12-06")
+    entry = merged["aten::masked_fill_.Tensor"]["bool,float32"]
+    assert entry["wrong"] == 0 and entry["calls"] == 3
+    assert entry["measured"]["remeasured"] == "whole" and entry["measured"]["probed"] == 3
+    assert table_health.problems({"ops": merged}) == []
+
+
+def test_a_partly_re_measured_entry_keeps_the_others_counts():
+    section, old_samples, calls = _old_table_and_truth()
+    key = "m|float32|0"
+    new = {key: {"outcome": "ok", "calls": calls + calls, "divergent": [], "measured": MEASURED}}
+    merged, _ = merge.merge_section(section, old_samples, new, "2026-12-06")
+    entry = merged["aten::masked_fill_.Tensor"]["bool,float32"]
+    assert entry["calls"] == 4  # 2 not re-measured + 2 new
+    assert entry["wrong"] == 2  # every sample was named: the re-measured one's wrong call is gone
+    assert entry["measured"]["remeasured"] == "part"
+
+
+def test_a_sample_that_lost_the_device_counts_as_device_lost_only():
+    section, old_samples, calls = _old_table_and_truth()
+    new = {"m|float32|0": {"outcome": "device_lost", "failed_op": "aten::native_layer_norm_backward",
+                           "failed_dtypes": "float32", "calls": calls, "measured": {**MEASURED, "probe_after": False}}}
+    merged, _ = merge.merge_section(section, old_samples, new, "2026-12-06")
+    assert merged["aten::native_layer_norm_backward"]["float32"]["device_lost"] == 1
+    assert merged["aten::masked_fill_.Tensor"]["bool,float32"]["calls"] == 2  # its calls on a lost device: not kept
+
+
+def test_the_reader_gives_each_entry_its_evidence():
+    from dmlprof.tables.measured import MeasuredTable
+
+    section, old_samples, calls = _old_table_and_truth()
+    table = MeasuredTable({"ops": section, "date": "2026-12-02"})
+    assert table.evidence("aten::masked_fill_.Tensor", "bool,float32").generator == 1
+    new = {key: {"outcome": "ok", "calls": calls, "divergent": [], "measured": MEASURED} for key in old_samples}
+    merged, _ = merge.merge_section(section, old_samples, new, "2026-12-06")
+    evidence = MeasuredTable({"ops": merged}).evidence("aten::masked_fill_.Tensor", "bool,float32")
+    assert (evidence.generator, evidence.adapter, evidence.probed, evidence.remeasured) == (2, "fake adapter", 3, "whole")
