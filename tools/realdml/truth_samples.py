@@ -144,7 +144,7 @@ def _probe(key: str, incoming: str) -> Sample:
         moved = [leaf.detach().to(device).requires_grad_() for leaf in leaves]
         output = call(*moved)
         if between is not None:
-            between()
+            between(output)
         grads = torch.autograd.grad([output], moved, incoming_gradients(key, [output], incoming))
         return output, list(grads)
 
@@ -184,7 +184,7 @@ def sample(key: str, incoming: str = "random") -> Sample:
 
     def run(device, between=None):
         """``(output, gradients)``: the op's output and, for a backward sample, the gradients of its inputs
-        (None where unused); ``between`` is called after the forward, before the backward."""
+        (None where unused); ``between(output)`` is called after the forward, before the backward."""
         moved = [leaf.detach().to(device).requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
                  else leaf for leaf in leaves]
         inputs, args, kwargs = tree_unflatten(moved, spec)
@@ -192,7 +192,7 @@ def sample(key: str, incoming: str = "random") -> Sample:
             kwargs = {**kwargs, "device": device}
         output = op.op(inputs, *args, **kwargs)
         if between is not None:
-            between()
+            between(output)
         wanted = [t for t in moved if isinstance(t, torch.Tensor) and t.requires_grad]
         grads: list = []
         if backward and wanted:

@@ -49,10 +49,14 @@ from dmlprof.verify import tolerance  # noqa: E402
 
 _out = sys.stdout
 
-#: OpInfo labels whose values are not comparable: random draws, uninitialised memory (by name, as the
-#: verifier skips such calls)
-_UNCOMPARABLE_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "empty", "uniform", "poisson",
-                       "exponential", "geometric", "cauchy", "log_normal", "rrelu")
+#: OpInfo ops whose values are not comparable with the CPU's: random draws, uninitialised memory (an op's
+#: name, without ``nn.functional.`` and the variant: ``normalize`` and ``poisson_nll_loss`` are compared)
+_UNCOMPARABLE = frozenset({
+    "bernoulli", "multinomial", "normal", "poisson", "uniform", "cauchy", "exponential", "geometric", "log_normal",
+    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "rrelu", "dropout",
+    "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "native_dropout", "empty", "empty_like",
+    "new_empty", "new_empty_strided", "empty_strided", "empty_permuted",
+})
 
 
 def emit(event: dict) -> None:
@@ -88,8 +92,9 @@ def probe_device(device) -> tuple:
 def comparable(label: str) -> bool:
     """Whether a sample's values can be compared with the CPU's (a backward kernel of a random op, such as
     ``native_dropout_backward``, is given its mask: it is)."""
-    name = label.rsplit(".", 1)[-1] if label.startswith("nn.functional.") else label.split(".")[0]
-    return name.endswith("_backward") or not any(word in name for word in _UNCOMPARABLE_WORDS)
+    parts = label.split(".")
+    name = parts[2] if label.startswith("nn.functional.") and len(parts) > 2 else parts[0]
+    return name not in _UNCOMPARABLE
 
 
 def _tensors(value) -> list:
@@ -122,12 +127,14 @@ def compare_parts(cpu: tuple, device: tuple) -> dict:
 
 # -- the two device runs -----------------------------------------------------------------------------------
 def clean_run(sample, device) -> dict:
-    """The run nothing intercepts: its outputs and gradients, or its error."""
+    """The run nothing intercepts: its outputs and gradients, or its error (with the forward's outputs
+    where only the backward raised, so they are still judged)."""
+    forward: list = []
     try:
-        output, grads = sample.run(device)
+        output, grads = sample.run(device, lambda out: forward.append(truth_samples.to_cpu(out)))
         return {"values": (truth_samples.to_cpu(output), truth_samples.to_cpu(grads))}
     except Exception as exc:
-        return {"error": _describe(exc)}
+        return {"error": _describe(exc), **({"forward": forward[0]} if forward else {})}
 
 
 def recorded_run(sample, backend) -> dict:
@@ -138,7 +145,7 @@ def recorded_run(sample, backend) -> dict:
     recorder.phase = "forward"
     forward_rows: list = []
 
-    def between():
+    def between(_output):
         forward_rows.append(len(recorder.rows))
         recorder.phase = "backward"
 
@@ -172,6 +179,8 @@ def judge(label: str, cpu: tuple, clean: dict, recorded: dict) -> dict:
     wrong_parts: dict = {"forward": [], "backward": []}
     if "values" in clean and comparable(label):
         wrong_parts = compare_parts(cpu, clean["values"])
+    elif "forward" in clean and comparable(label):  # the backward raised: the forward is still judged
+        wrong_parts = {"forward": compare_parts((cpu[0], []), (clean["forward"], []))["forward"], "backward": []}
     result["clean_wrong"] = {part: found for part, found in wrong_parts.items() if found}
     kept, unconfirmed = [], 0
     for d in recorded.get("divergent_recorded", []):
