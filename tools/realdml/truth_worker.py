@@ -101,6 +101,11 @@ def _tensors(value) -> list:
     return [leaf for leaf in tree_flatten(value)[0]]
 
 
+def _dense(tensor):
+    """A sparse output compared by its values (the CPU's sparse tensors have no ``equal``)."""
+    return tensor.to_dense() if tensor.layout != torch.strided else tensor
+
+
 def compare_parts(cpu: tuple, device: tuple) -> dict:
     """``{"forward": [...], "backward": [...]}``: what differs between the CPU's and the clean device run's
     outputs and gradients, each ``{"index", "reason", "max_abs_error", ...}``. Only what the sample returns is
@@ -114,7 +119,7 @@ def compare_parts(cpu: tuple, device: tuple) -> dict:
             continue
         for index, (c, d) in enumerate(zip(cpu_leaves, device_leaves)):
             if isinstance(c, torch.Tensor) and isinstance(d, torch.Tensor):
-                difference = tolerance.compare(d.detach().to("cpu"), c.detach())
+                difference = tolerance.compare(_dense(d.detach().to("cpu")), _dense(c.detach()))
             elif isinstance(c, torch.Tensor) or isinstance(d, torch.Tensor):
                 difference = {"reason": "a tensor on one side only", "max_abs_error": None, "max_rel_error": None}
             else:
