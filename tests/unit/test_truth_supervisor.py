@@ -39,8 +39,9 @@ class FakeDevice:
     """A device shared by the workers of one test: ``lost`` until a fresh worker resets it (as a real
     removed device is gone for its process only), unless ``always_lost``."""
 
-    def __init__(self, loses=(), aborts_after_work=(), aborts=(), always_lost=False):
+    def __init__(self, loses=(), aborts_after_work=(), aborts=(), always_lost=False, verifier_aborts=()):
         self.loses, self.aborts_after_work, self.aborts = set(loses), set(aborts_after_work), set(aborts)
+        self.verifier_aborts = set(verifier_aborts)  # end the process under the recorder only
         self.always_lost = always_lost
         self.workers: list = []
 
@@ -60,9 +61,16 @@ class FakeWorker:
         yield {"adapter": "fake adapter"}
         for position, key in enumerate(self.keys, 1):
             yield {"start": key}
-            yield {"phase": "recorded"}
-            yield {"call": f"aten::{key}", "dtypes": ["float32"]}
-            if key in self.device.aborts or (key in self.device.aborts_after_work and position > 1):
+            ended = False
+            for phase in (("clean", "recorded") if self.order == "clean-first" else ("recorded", "clean")):
+                yield {"phase": phase}
+                if phase == "recorded":
+                    yield {"call": f"aten::{key}", "dtypes": ["float32"]}
+                if (key in self.device.aborts or (key in self.device.aborts_after_work and position > 1)
+                        or (phase == "recorded" and key in self.device.verifier_aborts)):
+                    ended = True
+                    break
+            if ended:
                 self.status = "SIGABRT"
                 return
             if lost:  # every call on a removed device fails, each under its own name
@@ -135,6 +143,13 @@ def test_an_abort_alone_is_the_samples_at_the_call_it_was_making():
     assert results["eye"]["outcome"] == "aborts" and results["eye"]["signal"] == "SIGABRT"
     assert results["eye"]["failed_op"] == "aten::eye"
     assert results["mul"]["outcome"] == "ok"
+
+
+def test_an_abort_only_under_the_recorder_is_not_directmls():
+    device = FakeDevice(verifier_aborts={"max_pool2d"})
+    results = _measure(device, ["add", "max_pool2d", "mul"])
+    assert results["max_pool2d"]["outcome"] == "aborts_under_recorder"
+    assert (["max_pool2d"], "clean-first") in device.workers  # confirmed without the recorder first
 
 
 def test_a_device_unhealthy_in_every_fresh_worker_stops_without_blaming_ops():

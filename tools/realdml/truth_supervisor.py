@@ -14,7 +14,9 @@ Rules (each one is there because a shared process lied before):
   every call, each under its own op's name);
 - a sample that ended its worker after other samples had run there is re-run alone in a fresh worker
   (heap corruption from earlier work ends a process at a later, innocent call), recorded-first so the
-  call is named; only an abort of a sample running alone is the sample's;
+  call is named; only an abort of a sample running alone is the sample's, and only if it also ends a
+  fresh worker that runs it without the recorder first (else ``aborts_under_recorder``: dmlprof's
+  recorder or verifier ended it, not DirectML);
 - every result says how it was measured: ``measured = {"generator", "adapter", "probe_after",
   "alone", "attempts"}``; ``probe_after`` is True only where a passing probe followed both device runs.
 """
@@ -58,6 +60,9 @@ class Supervisor:
         self.spawn, self.env, self.log, self.journal = spawn, env, log, journal
         self.adapter = ""
         self.workers_started = 0
+        #: key -> its abort under the recorder, alone: confirmed by a run nothing intercepts first (the
+        #: recorder's verifier runs CPU kernels on the device's outputs, and those can end a process too)
+        self.confirming: dict = {}
 
     def measure(self, keys: list, alone_from_start=()) -> dict:
         """``alone_from_start``: keys known to end their process, run alone at once (saves a worker)."""
@@ -67,7 +72,9 @@ class Supervisor:
         attempts: dict = {}
         failed_starts = 0
         while queue:
-            if queue[0] in alone:
+            if queue[0] in self.confirming:
+                batch, order = [queue[0]], "clean-first"
+            elif queue[0] in alone:
                 batch, order = [queue[0]], "recorded-first"
             else:
                 batch, order = [k for k in queue if k not in alone], "clean-first"
@@ -121,24 +128,40 @@ class Supervisor:
         if not started and position == 0:
             return None
         if current is not None and current not in results:  # the worker ended inside this sample
-            if (position > 1 or phase != "recorded") and current not in alone:
-                alone.add(current)  # after earlier work, or before its call was named: again, alone
-                self.log(f"{current}: worker ended ({status}) at sample {position} of the worker; again, alone")
-            else:
-                results[current] = {"outcome": "aborts", "signal": status,
-                                    "message": last_error_line(getattr(worker, "stderr_tail", "")),
-                                    **self._failed_at(last_call),
-                                    "measured": self._measured(False, True, attempts[current])}
-                if phase == "clean":  # its recorded run had finished: what it said is all that is known
-                    results[current].update(failed_op=recorded_outcome.get("failed_op"),
-                                            failed_dtypes=recorded_outcome.get("failed_dtypes") or "",
-                                            note="ended the process in the run nothing intercepted; under the "
-                                                 f"recorder: {recorded_outcome.get('error') or 'ran'}")
-                elif attempts[current] > 1:
-                    results[current]["note"] = "ended the process again, alone in a fresh worker"
+            self._ended(current, order, phase, position, status, worker, last_call, recorded_outcome, results,
+                        alone, attempts)
         elif current is None and position == 0 and batch and batch[0] not in results and started:
             results[batch[0]] = {"outcome": "harness_error", "message": f"worker ended before a sample: {status}"}
         return position
+
+    def _ended(self, key, order, phase, position, status, worker, last_call, recorded_outcome, results, alone,
+               attempts) -> None:
+        """A worker ended inside sample ``key``: run it again alone, or decide."""
+        if key not in alone:  # after earlier work: heap corruption from another sample ends innocent ones
+            alone.add(key)
+            self.log(f"{key}: worker ended ({status}) at sample {position} of the worker; again, alone")
+            return
+        abort = {"outcome": "aborts", "signal": status, "message": last_error_line(getattr(worker, "stderr_tail", "")),
+                 **self._failed_at(last_call), "measured": self._measured(False, True, attempts[key])}
+        if key in self.confirming:  # the confirming run: the run nothing intercepts went first
+            named = self.confirming.pop(key)
+            if phase == "clean":
+                results[key] = {**named, "measured": abort["measured"],
+                                "note": "ended the process alone, under the recorder and without it"}
+            else:
+                results[key] = {**named, "outcome": "aborts_under_recorder", "measured": abort["measured"],
+                                "note": "ended the process only in the recorded run (dmlprof's recorder and "
+                                        "verifier): the run nothing intercepted completed"}
+            return
+        if order == "recorded-first" and phase == "recorded":  # named; now confirm it without the recorder
+            self.confirming[key] = abort
+            return
+        if phase == "clean":  # its recorded run had finished: what it said is all that is known
+            abort.update(failed_op=recorded_outcome.get("failed_op"),
+                         failed_dtypes=recorded_outcome.get("failed_dtypes") or "",
+                         note="ended the process in the run nothing intercepted; under the recorder: "
+                              f"{recorded_outcome.get('error') or 'ran'}")
+        results[key] = abort
 
     def _finish(self, key, result, last_call, batch, position, results, alone, attempts) -> None:
         if result.get("outcome") == "unhealthy":
@@ -151,7 +174,10 @@ class Supervisor:
                 alone.add(key)
                 self.log(f"{key}: the device failed its probe after this sample; again, alone in a fresh worker")
             return
-        if key in alone and attempts[key] > 1:
+        if key in self.confirming:  # ended the process under the recorder alone once, then ran
+            self.confirming.pop(key)
+            result["note"] = "ended the process once, alone under the recorder; ran when measured again"
+        elif key in alone and attempts[key] > 1:
             result["note"] = "re-run alone in a fresh worker (the first run ended its worker or the device)"
         result["measured"] = self._measured(True, position == 1, attempts[key])
         results[key] = result

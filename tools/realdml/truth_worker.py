@@ -196,13 +196,14 @@ def judge(label: str, cpu: tuple, clean: dict, recorded: dict) -> dict:
     result["divergent"] = kept
     result["divergent_not_in_clean_run"] = unconfirmed
     result["wrong_unattributed"] = bool(result["clean_wrong"]) and not kept
-    if "error" in clean or "error" in recorded:
-        result.update(outcome="raises", message=clean.get("error") or recorded.get("error"),
+    if "error" in clean:  # what DirectML does is what the run nothing intercepted did
+        result.update(outcome="raises", message=clean["error"],
                       failed_op=recorded.get("failed_op"), failed_dtypes=recorded.get("failed_dtypes", ""))
-        if "error" in clean and "error" not in recorded:
-            result["raised_in"] = "clean run only"
-        elif "error" in recorded and "error" not in clean:
-            result["raised_in"] = "recorded run only"
+        if "error" not in recorded:
+            result["raised_in"] = "clean run only (the recorded run ran: the call is not known)"
+    elif "error" in recorded:  # dmlprof's own trouble (its verifier), not DirectML's: kept, not counted
+        result.update(raised_in="recorded run only", recorded_error=recorded["error"],
+                      recorded_failed_op=recorded.get("failed_op"))
     return result
 
 
