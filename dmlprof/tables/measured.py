@@ -94,7 +94,10 @@ class MeasuredTable:
         if e is None:
             return None
         m = e.get("measured") or {}
-        return Evidence(int(m.get("generator", 1)), str(m.get("adapter", "")), int(m.get("samples", 0)),
+        # generator 1 measured every entry on the one adapter the table's versions name
+        adapter = m.get("adapter") or (f"vkd3d-proton {self.versions['vkd3d_proton']} + Mesa {self.versions['mesa']}"
+                                       if self.versions.get("mesa") else "")
+        return Evidence(int(m.get("generator", 1)), str(adapter), int(m.get("samples", 0)),
                         int(m.get("probed", 0)), int(m.get("ended_process", 0)), int(e.get("device_lost", 0)),
                         str(m.get("remeasured", "")), str(m.get("date", self.date)))
 
