@@ -48,6 +48,25 @@ class WrongResults:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """How one entry was measured. ``generator`` 1: the first table (values seen under dmlprof's recorder, in
+    one shared process, all-ones incoming gradients); 2: values judged from a run nothing intercepted, random
+    incoming gradients, a device health probe after each device run (tools/realdml/truth_supervisor.py)."""
+
+    generator: int
+    adapter: str = ""
+    #: completed samples with a call of this entry, and how many of them a passing health probe followed
+    samples: int = 0
+    probed: int = 0
+    #: samples of this entry that ended the process, and that removed the device at its call
+    ended_process: int = 0
+    device_lost: int = 0
+    #: "whole" (every sample re-measured), "part", or "" (measured so in the first place)
+    remeasured: str = ""
+    date: str = ""
+
+
 class MeasuredTable:
     """The measured truth of one backend (see the module docstring)."""
 
@@ -68,6 +87,20 @@ class MeasuredTable:
     def entry(self, op: str, dtypes: str) -> Optional[dict]:
         """How calls of ``op`` with these dtypes (as the op frame names them: ``bool,float32``) went."""
         return (self._ops.get(normalize_op(op)) or {}).get(dtypes)
+
+    def evidence(self, op: str, dtypes: str) -> Optional[Evidence]:
+        """How the entry of ``op`` with these dtypes was measured (None when the table has no such entry).
+        Entries without a ``measured`` record are generator 1's (format 1 files)."""
+        e = self.entry(op, dtypes)
+        if e is None:
+            return None
+        m = e.get("measured") or {}
+        # generator 1 measured every entry on the one adapter the table's versions name
+        adapter = m.get("adapter") or (f"vkd3d-proton {self.versions['vkd3d_proton']} + Mesa {self.versions['mesa']}"
+                                       if self.versions.get("mesa") else "")
+        return Evidence(int(m.get("generator", 1)), str(adapter), int(m.get("samples", 0)),
+                        int(m.get("probed", 0)), int(m.get("ended_process", 0)), int(e.get("device_lost", 0)),
+                        str(m.get("remeasured", "")), str(m.get("date", self.date)))
 
     def wrong_results(self, op: str, dtypes: str) -> Optional[WrongResults]:
         """``op`` with these dtypes, where its results were wrong on real DirectML: confirmed on real hardware,

@@ -189,7 +189,8 @@ def test_each_path_does_what_real_directml_did_with_each_sample(where, shard, tm
     judged = {key: real for index, (key, real) in enumerate(sorted(truth["samples"].items()))
               if index % SHARDS == shard and real["outcome"] in ("ok", "raises", "aborts")}
     keys_file = tmp_path / "keys.txt"
-    keys_file.write_text("\n".join(judged), encoding="utf-8")
+    keys_file.write_text("\n".join(f"{key} {judged[key].get('incoming_gradients', 'ones')}" for key in judged),
+                         encoding="utf-8")
     statuses, rows = _scan(where, keys_file, tmp_path)
     problems = {}
     for key, real in judged.items():

@@ -5,7 +5,8 @@ every call to the sample that made it, and a sample that raises is caught and no
 never stops the others. The same inputs as on real DirectML (each sample rebuilt from its key).
 
 Environment (read when the model is built):
-  DMLPROF_TRUTH_KEYS    a file with one sample key per line (this shard's)
+  DMLPROF_TRUTH_KEYS    a file with one sample per line (this shard's): its key, then how its incoming
+                        gradients were made on real DirectML ("random" or "ones"; "ones" when absent)
   DMLPROF_TRUTH_STATUS  where forward writes {module name: "ok" | the error} as JSON
 """
 import json
@@ -28,19 +29,21 @@ def module_name(key: str) -> str:
 
 
 class SampleRun(nn.Module):
-    def __init__(self, key: str):
+    def __init__(self, key: str, incoming: str):
         super().__init__()
         self.key = key
+        self.incoming = incoming
 
     def forward(self, device):
-        truth_samples.sample(self.key).run(device)
+        truth_samples.sample(self.key, self.incoming).run(device)
 
 
 class Replay(nn.Module):
-    def __init__(self, keys):
+    def __init__(self, lines):
         super().__init__()
         self.anchor = nn.Parameter(torch.zeros(1))
-        self.samples = nn.ModuleDict({module_name(key): SampleRun(key) for key in keys})
+        samples = [(line.split() + ["ones"])[:2] for line in lines]
+        self.samples = nn.ModuleDict({module_name(key): SampleRun(key, incoming) for key, incoming in samples})
 
     def forward(self, x):
         status = {}
@@ -58,8 +61,8 @@ class Replay(nn.Module):
 
 
 def build_model():
-    keys = Path(os.environ["DMLPROF_TRUTH_KEYS"]).read_text(encoding="utf-8").split()
-    return Replay(keys)
+    lines = Path(os.environ["DMLPROF_TRUTH_KEYS"]).read_text(encoding="utf-8").splitlines()
+    return Replay([line for line in lines if line.strip()])
 
 
 def make_batch(batch_size):

@@ -3,13 +3,16 @@
     . ~/.cache/realdml/env.sh
     python tools/realdml/measure_truth.py --out dmlprof/tables/data/torch_directml-0.2.5.dev240914.measured.json
 
-Runs every truth-table sample (tools/realdml/truth_samples.py) on the real torch-directml in a
-worker process (truth_worker.py), guarded: when torch-directml ends the worker (a fatal check,
-SIGABRT; SIGSEGV), the sample and the call it was making are recorded as "aborts" with the
-message the process printed, and a fresh worker goes on with the next sample. Workers are forked
-from this process once torch and OpInfo's database are loaded (Linux), so a restart costs a
-DirectML device, not an interpreter. The samples that stopped at "no float64" run again on an
-adapter with float64 (``VKD3D_REALDML_FORCE_FP64=1``): the table holds both adapter classes.
+Runs every truth-table sample (tools/realdml/truth_samples.py) on the real torch-directml in worker
+processes (truth_worker.py: each sample on the CPU, then a run nothing intercepts, which alone judges
+values, then a run under dmlprof's recorder for verdicts and the call a failure is at, each followed by a
+device health probe). truth_supervisor.py decides what each result is worth: a worker is discarded after
+any abort or failed probe; a sample that ended its worker after other work, or after which the device
+failed its probe, is re-run alone in a fresh worker; one that removes the device again is "device_lost",
+never its op's failure. Workers are forked from this process once torch and OpInfo's database are loaded
+(Linux), so a restart costs a DirectML device, not an interpreter. The samples that stopped at "no
+float64" run again on an adapter with float64 (``VKD3D_REALDML_FORCE_FP64=1``): the table holds both
+adapter classes. ``--keys-file`` measures a chosen set (a re-measure; ship_truth.py --merge folds it in).
 """
 from __future__ import annotations
 
@@ -25,9 +28,12 @@ import sys
 import time
 from pathlib import Path
 
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
+
+from truth_supervisor import GENERATOR, Supervisor  # noqa: E402  (beside this file; torch-free)
 
 #: a worker silent this long is stuck (a kernel compile takes seconds; a hang never ends)
 SILENCE_LIMIT_S = 300
@@ -35,19 +41,10 @@ FLOAT64_ERROR = "does not support Double (Float64)"
 FORCE_FP64_ENV = "VKD3D_REALDML_FORCE_FP64"
 
 
-def _last_error_line(text: str) -> str:
-    """The line torch-directml's fatal check printed (glog ``F...] message``), else the last line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("[F") and "] " in line:
-            return line.split("] ", 1)[1][:400]
-    return lines[-1][:400] if lines else ""
-
-
 class Worker:
     """A forked worker running keys; :meth:`events` yields its JSON events until it ends."""
 
-    def __init__(self, keys: list, env: dict):
+    def __init__(self, keys: list, env: dict, order: str = "clean-first"):
         read_fd, write_fd = os.pipe()
         err_read, err_write = os.pipe()
         self.pid = os.fork()
@@ -63,7 +60,7 @@ class Worker:
                 import truth_worker
 
                 truth_worker._out = sys.stdout
-                code = truth_worker.main(keys)
+                code = truth_worker.main(keys, order)
             finally:
                 os._exit(code)
         os.close(write_fd)
@@ -104,38 +101,18 @@ class Worker:
         return f"exit {os.WEXITSTATUS(status)}"
 
 
-def measure(keys: list, env: dict, log=print) -> dict:
-    """Every key's result; samples that end the worker are "aborts" at the call they were making."""
-    results: dict = {}
-    remaining = list(keys)
-    started = time.time()
-    while remaining:
-        worker = Worker(remaining, env)
-        current, last_call = None, None
-        for event in worker.events():
-            if "start" in event:
-                current, last_call = event["start"], None
-            elif "call" in event:
-                last_call = event
-            elif "done" in event:
-                results[event.pop("done")] = event
-                current = None
-                if len(results) % 50 == 0:
-                    log(f"{len(results)}/{len(keys)} samples, {time.time() - started:.0f} s")
-            elif event.get("silent") and current is not None:
-                results[current] = {"outcome": "hangs", "failed_op": (last_call or {}).get("call"),
-                                    "failed_dtypes": ",".join((last_call or {}).get("dtypes", []))}
-        status = worker.exit_status()
-        if current is not None and current not in results:
-            results[current] = {"outcome": "aborts", "signal": status,
-                                "message": _last_error_line(worker.stderr_tail),
-                                "failed_op": (last_call or {}).get("call"),
-                                "failed_dtypes": ",".join((last_call or {}).get("dtypes", []))}
-        remaining = [key for key in remaining if key not in results]
-        if remaining and current is None:  # ended between samples: not a sample's doing
-            log(f"worker ended between samples ({status}): {worker.stderr_tail[-300:]}")
-            results[remaining.pop(0)] = {"outcome": "harness_error", "message": f"worker ended: {status}"}
-    return results
+def measure(keys: list, env: dict, log=print, spawn=Worker, journal=None, alone=()) -> dict:
+    """Every key's result, judged by :class:`Supervisor` (``spawn(keys, env, order)`` starts a worker)."""
+    if spawn is Worker:  # dmlprof asks for the adapters in a child process once per process: ask here, under
+        from dmlprof.backends.dml import probe_adapters  # this pass's env, so forked workers inherit the answer
+
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        probe_adapters.cache_clear()
+        probe_adapters()
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+    return Supervisor(spawn, env, lambda line: log(line, flush=True), journal).measure(keys, alone)
 
 
 def versions() -> dict:
@@ -156,6 +133,10 @@ def main() -> int:
     parser.add_argument("--samples-per-op", type=int, default=None, help="the same count for every dtype")
     parser.add_argument("--only", default="", help="comma-separated OpInfo labels (to look closer)")
     parser.add_argument("--dtypes", default=",".join(__import__("truth_samples").DTYPES))
+    parser.add_argument("--alone-keys", type=Path, help="keys known to end the process: each runs alone at once")
+    parser.add_argument("--journal", type=Path, help="append each sample's result here as it is decided (JSON lines)")
+    parser.add_argument("--keys-file", type=Path, help="measure only these sample keys (one a line): a re-measure "
+                                                         "that ship_truth.py --merge folds into the shipped table")
     args = parser.parse_args()
     import torch  # loaded before forking: each worker starts from here
     import truth_samples
@@ -168,12 +149,20 @@ def main() -> int:
     counts = dict.fromkeys(truth_samples.DTYPES, args.samples_per_op) if args.samples_per_op else None
     keys = list(truth_samples.keys(counts, tuple(args.dtypes.split(",")), only))
     keys += [key for key in truth_samples.probe_keys() if not only or key.split("|")[0] in only]
+    if args.keys_file:
+        try:
+            keys = args.keys_file.read_text(encoding="utf-8").split()
+        except OSError as exc:
+            print(f"error: cannot read --keys-file: {exc}", file=sys.stderr)
+            return 2
     print(f"{len(keys)} samples", flush=True)
     started = time.time()
-    base = measure(keys, {FORCE_FP64_ENV: "0"})
+    alone = args.alone_keys.read_text(encoding="utf-8").split() if args.alone_keys else ()
+    base = measure(keys, {FORCE_FP64_ENV: "0"}, journal=args.journal, alone=alone)
     refused = [key for key, result in base.items() if FLOAT64_ERROR in result.get("message", "")]
     print(f"{len(refused)} samples stopped at float64; again on an adapter with float64", flush=True)
-    with_fp64 = measure(refused, {FORCE_FP64_ENV: "1"}) if refused else {}
+    with_fp64 = measure(refused, {FORCE_FP64_ENV: "1"}, journal=args.journal.with_suffix(".float64.jsonl")
+                        if args.journal else None) if refused else {}
     document = {
         "about": "torch-directml measured on real DirectML: OpInfo samples, each call's verdict, "
                  "failures and error against the CPU (docs/realdml.md, tools/realdml/measure_truth.py)",
@@ -182,6 +171,8 @@ def main() -> int:
         "adapter_profiles": {"no_float64": "this stack as it is (lavapipe has no float64)",
                              "float64": f"{FORCE_FP64_ENV}=1: float64 reported and run (at float32 precision)"},
         "samples_per_op": counts or truth_samples.SAMPLES_PER_OP,
+        "generator": GENERATOR,
+        "keys_file": str(args.keys_file) if args.keys_file else None,
         "seconds": round(time.time() - started),
         "samples": base,
         "float64_samples": with_fp64,

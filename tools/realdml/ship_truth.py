@@ -17,6 +17,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 REPO = Path(__file__).resolve().parents[2]
 FORMAT = "dmlprof-measured-table"
 
@@ -24,6 +26,30 @@ FORMAT = "dmlprof-measured-table"
 def _entry() -> dict:
     return {"calls": 0, "device": 0, "fallback": 0, "raises": 0, "aborts": 0, "wrong": 0,
             "max_abs_error": None, "max_rel_error": None, "messages": [], "samples": []}
+
+
+def _evidence(entry: dict, result: dict, key: str) -> None:
+    """How an entry's samples were measured (generator 2 on): kept in ``entry["measured"]`` as counts, so a
+    reader (and tests/unit/test_truth_supervisor.py) can see each was followed by a passing health probe."""
+    how = result.get("measured")
+    if not how:
+        return
+    seen = entry.setdefault("_seen", set())
+    if key in seen:
+        return
+    seen.add(key)
+    measured = entry.setdefault("measured", {"generator": how.get("generator"), "adapter": how.get("adapter", ""),
+                                             "samples": 0, "probed": 0, "ended_process": 0, "after_device_loss": 0,
+                                             "values": "judged from a run nothing intercepted (random incoming "
+                                                       "gradients); verdicts from a separate recorded run"})
+    if result.get("outcome") in ("aborts", "hangs", "device_lost"):
+        measured["ended_process"] += result.get("outcome") != "device_lost"
+        return
+    measured["samples"] += 1
+    measured["probed"] += bool(how.get("probe_after"))
+    from truth_table_health import device_removed  # noqa: E402  (beside this file)
+
+    measured["after_device_loss"] += device_removed(result.get("message") or "")
 
 
 def _note_sample(entry: dict, key: str) -> None:
@@ -43,10 +69,22 @@ def aggregate(samples: dict) -> dict:
     ops: dict = defaultdict(lambda: defaultdict(_entry))
     for key, result in samples.items():
         sample_dtype = key.split("|")[1]
+        generator_2 = "measured" in result
+        outcome = result.get("outcome")
+        if outcome == "device_lost":  # its calls ran on a dying device: only the loss is kept, at its call
+            if result.get("failed_op"):
+                entry = ops[result["failed_op"]][_signature(result.get("failed_dtypes", ""), sample_dtype)]
+                entry["device_lost"] = entry.get("device_lost", 0) + 1
+                _note_sample(entry, key)
+                _evidence(entry, result, key)
+            continue
         for op, verdict, _fallback, dtypes in result.get("calls", []):
+            if generator_2 and verdict not in ("device", "fallback"):
+                continue  # a call on host tensors (the sample's own setup) is no verdict about the device
             entry = ops[op][_signature(dtypes, sample_dtype)]
             entry["calls"] += 1
             entry[verdict if verdict in ("device", "fallback") else "device"] += 1
+            _evidence(entry, result, key)
         for wrong in result.get("divergent", []):
             entry = ops[wrong["op"]][_signature(wrong.get("dtypes", ""), sample_dtype)]
             entry["wrong"] += 1
@@ -57,7 +95,6 @@ def aggregate(samples: dict) -> dict:
             if wrong.get("reason") and wrong["reason"] not in entry["messages"] and len(entry["messages"]) < 3:
                 entry["messages"].append(wrong["reason"][:200])
             _note_sample(entry, key)
-        outcome = result.get("outcome")
         if outcome in ("raises", "aborts") and result.get("failed_op"):
             entry = ops[result["failed_op"]][_signature(result.get("failed_dtypes", ""), sample_dtype)]
             entry[outcome] += 1
@@ -65,6 +102,10 @@ def aggregate(samples: dict) -> dict:
             if message and message not in entry["messages"] and len(entry["messages"]) < 3:
                 entry["messages"].append(message)
             _note_sample(entry, key)
+            _evidence(entry, result, key)
+    for by_dtype in ops.values():
+        for entry in by_dtype.values():
+            entry.pop("_seen", None)
     return {op: dict(sorted(by_dtype.items())) for op, by_dtype in sorted(ops.items())}
 
 
@@ -91,7 +132,7 @@ def _outcome_counts(samples: dict) -> dict:
 
 def truth_document(measured: dict) -> dict:
     """What CI replays: each sample's outcome, the call it stopped at, and its calls."""
-    keep = ("outcome", "failed_op", "message", "signal", "calls")
+    keep = ("outcome", "failed_op", "message", "signal", "calls", "incoming_gradients", "measured")
     return {"versions": measured["versions"], "date": measured["date"],
             "samples": {key: {k: v for k, v in result.items() if k in keep}
                         for key, result in measured["samples"].items()},

@@ -52,7 +52,7 @@ class Sample:
     label: str
     dtype: str
     backward: bool
-    run: Callable  # run(device) -> (outputs, tensors whose gradient is asked for)
+    run: Callable  # run(device, between=None) -> (output, gradients of the inputs that require grad)
     leaves: list
 
 
@@ -135,44 +135,72 @@ def probe_keys() -> list:
     return [f"{label}|float32|0" for label in PROBES]
 
 
-def _probe(key: str) -> Sample:
+def _probe(key: str, incoming: str) -> Sample:
     label = key.split("|")[0]
     leaves = _probe_inputs(label)
     call = PROBES[label]
 
-    def run(device):
+    def run(device, between=None):
         moved = [leaf.detach().to(device).requires_grad_() for leaf in leaves]
         output = call(*moved)
-        torch.autograd.grad([output], moved, [torch.ones_like(output)])
-        return output
+        if between is not None:
+            between(output)
+        grads = torch.autograd.grad([output], moved, incoming_gradients(key, [output], incoming))
+        return output, list(grads)
 
     return Sample(key, label, "float32", True, run, leaves)
 
 
-def sample(key: str) -> Sample:
+def incoming_gradients(key: str, outputs: list, incoming: str = "random") -> list:
+    """Random incoming gradients, seeded from the sample's key (the same on every device): all-ones ones hide
+    backward kernels that give every row the first row's gradient (``nll_loss_backward(reduction="none")``)."""
+    if incoming == "ones":
+        return [torch.ones_like(o) for o in outputs]
+    import numpy
+
+    # numpy draws them: a torch call would be recorded as one of the sample's own calls
+    generator = numpy.random.default_rng(zlib.crc32(f"grad|{key}".encode()))
+    return [torch.from_numpy(generator.standard_normal(tuple(o.shape)).astype("float32")).to(device=o.device,
+                                                                                          dtype=o.dtype)
+            for o in outputs]
+
+
+#: how a backward sample's incoming gradients are made: "random" (seeded from the key; the generator since
+#: format 2) or "ones" (the first table's samples: their recorded calls have ``ones_like``)
+INCOMING = ("random", "ones")
+
+
+def sample(key: str, incoming: str = "random") -> Sample:
     """The sample named ``key`` (``label|dtype|number``), rebuilt."""
+    if incoming not in INCOMING:
+        raise ValueError(f"incoming gradients are one of {INCOMING}, not {incoming!r}")
     if key.startswith("probe."):
-        return _probe(key)
+        return _probe(key, incoming)
     label, dtype_name, number = key.split("|")
     op = ops()[label]
     found = _samples(op, label, dtype_name, int(number) + 1)[int(number)]
     leaves, spec = tree_flatten((found.input, found.args, found.kwargs))
     backward = _wants_grad(op, dtype_name)
 
-    def run(device):
+    def run(device, between=None):
+        """``(output, gradients)``: the op's output and, for a backward sample, the gradients of its inputs
+        (None where unused); ``between(output)`` is called after the forward, before the backward."""
         moved = [leaf.detach().to(device).requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
                  else leaf for leaf in leaves]
         inputs, args, kwargs = tree_unflatten(moved, spec)
         if "device" in kwargs:  # a factory's samples name the CPU: make it on the device under test
             kwargs = {**kwargs, "device": device}
         output = op.op(inputs, *args, **kwargs)
+        if between is not None:
+            between(output)
         wanted = [t for t in moved if isinstance(t, torch.Tensor) and t.requires_grad]
+        grads: list = []
         if backward and wanted:
             outs = [o for o in tree_flatten(found.output_process_fn_grad(output))[0]
                     if isinstance(o, torch.Tensor) and o.requires_grad]
             if outs:
-                torch.autograd.grad(outs, wanted, [torch.ones_like(o) for o in outs], allow_unused=True)
-        return output
+                grads = list(torch.autograd.grad(outs, wanted, incoming_gradients(key, outs, incoming), allow_unused=True))
+        return output, grads
 
     return Sample(key, label, dtype_name, backward, run, leaves)
 
