@@ -132,9 +132,11 @@ def _keys(only: list, limit) -> list:
     return keys[:limit] if limit else keys
 
 
-def judge(keys: list, device: str = "dml", timeout_s: float = 300) -> dict:
-    """Every key's outcome: runs workers until each key is judged or has ended a worker."""
+def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> dict:
+    """Every key's outcome: runs workers until each key is judged or has ended a worker (each also appended to
+    ``log``, a JSON-lines file, as it comes: a long run's outcomes survive its interruption)."""
     outcomes: dict = {}
+    record = (lambda key, outcome: log.write(json.dumps({"key": key, **outcome}) + "\n")) if log else (lambda *a: None)
     pending = list(keys)
     while pending:
         worker = subprocess.Popen([sys.executable, __file__, "--worker", "--device", device], stdin=subprocess.PIPE,
@@ -149,14 +151,24 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300) -> dict:
                 current = event["start"]
                 continue
             outcomes[event["key"]] = {k: v for k, v in event.items() if k != "key"}
+            record(event["key"], outcomes[event["key"]])
             current = None
             if time.monotonic() - started > timeout_s * len(keys):
                 break
         worker.wait()
         if current is not None:  # the sample that ended the worker: both runs would (it is not the recorder's)
             outcomes[current] = {"outcome": UNJUDGED, "why": f"ended the process (exit {worker.returncode})"}
+            record(current, outcomes[current])
         pending = [key for key in pending if key not in outcomes]
     return outcomes
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def main(argv=None) -> int:
@@ -167,12 +179,14 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", default=[], help="keys containing any of these")
     parser.add_argument("--limit", type=int, help="at most this many samples")
     parser.add_argument("--json", help="write every sample's outcome here")
+    parser.add_argument("--log", help="append each sample's outcome to this JSON-lines file as it comes")
     args = parser.parse_args(argv)
     if args.worker:
         _worker(args.device)
         return 0
     started = time.monotonic()
-    outcomes = judge(_keys(args.only, args.limit), args.device)
+    with open(args.log, "a", encoding="utf-8", buffering=1) if args.log else _nothing() as log:
+        outcomes = judge(_keys(args.only, args.limit), args.device, log=log)
     counts: dict = {}
     for key, outcome in sorted(outcomes.items()):
         counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1
