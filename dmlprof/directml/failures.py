@@ -23,6 +23,10 @@ from typing import Callable, Optional
 
 import torch
 
+from dmlprof.directml.call_rules import (
+    EXTRA_UNHELD_DTYPES, SIZED_FACTORIES, TOO_LARGE, ClassRule, rules_by_op, too_large,
+)
+
 RAISES = "raises"
 ABORTS = "aborts"
 
@@ -59,7 +63,7 @@ class DirectMLFailure(RuntimeError):
 #: dtypes no DirectML tensor can hold, in torch-directml's words: making one on the device ends the process
 #: (a fatal check in dml_util.cc, SIGABRT), measured for each on the real torch-directml
 UNHELD_DTYPES = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf",
-                 torch.bfloat16: "BFloat16"}
+                 torch.bfloat16: "BFloat16", **EXTRA_UNHELD_DTYPES}
 
 
 def unheld_dtype_failure(dtype: torch.dtype) -> Failure:
@@ -146,15 +150,6 @@ WITHOUT_FLOAT64_RULES: dict = {
     **dict.fromkeys(("aten::full", "aten::full.names", "aten::full.out", "aten::full.names_out"), _full),
     **dict.fromkeys(("aten::rsub.Scalar", "aten::rsub.Scalar_out"), _rsub_scalar),
 }
-def _median_along_a_dim(args, kwargs) -> Optional[Failure]:
-    """``x.median(dim)`` / ``nanmedian(dim)``: torch-directml's kernel crashes the process for any input with a
-    dimension (a 0-d input comes back with a wrong shape instead)."""
-    self = args[0] if args else kwargs.get("self")
-    if isinstance(self, torch.Tensor) and self.dim() > 0:
-        return Failure(ABORTS, "median/nanmedian along a dimension on the device crashes", "SIGSEGV")
-    return None
-
-
 def _overloads(*names: str) -> tuple:
     """Each op name with its ``.out`` overload (the op frame names both; a stand-in's kernel gets either)."""
     return tuple(n for name in names for n in (name, f"{name}.out"))
@@ -317,6 +312,26 @@ RULES: dict = {
                     _always_aborts("linalg.lstsq on the device crashes")),
 }
 
+def _class_rule(rule: ClassRule) -> Callable:
+    def check(args, kwargs) -> Optional[Failure]:
+        return Failure(rule.kind, rule.message, rule.how) if rule.check(args, kwargs) else None
+    return check
+
+
+def _first_of(*checks: Callable) -> Callable:
+    def check(args, kwargs) -> Optional[Failure]:
+        for one in checks:
+            found = one(args, kwargs)
+            if found is not None:
+                return found
+        return None
+    return check
+
+
+# the rules keyed by their measured class (dmlprof.directml.call_rules), after any older rule of the same op
+for _op, _rules in rules_by_op().items():
+    RULES[_op] = _first_of(*([RULES[_op]] if _op in RULES else []), *(_class_rule(r) for r in _rules))
+
 #: ops that make a complex result from real inputs (an FFT of a real signal, ``view_as_complex``):
 #: on the device that result ends the process as any complex tensor does
 _MAKES_COMPLEX = frozenset({
@@ -358,6 +373,12 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     unheld = _unheld_result(name, args, kwargs, device_type)
     if unheld is not None:
         return unheld_dtype_failure(unheld)
+    if name in _SIZED:
+        device = kwargs.get("device")
+        on_device = (device is not None and torch.device(device).type == device_type) or \
+            any(True for _ in _device_tensors(args, device_type))
+        if too_large(name, args, kwargs, on_device) is not None:
+            return Failure(ABORTS, TOO_LARGE, "SIGABRT")
     rule = RULES.get(name) or (None if float64 else WITHOUT_FLOAT64_RULES.get(name))
     if rule is None:
         return None
@@ -367,14 +388,18 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     return rule(args, kwargs)
 
 
+#: calls that make a tensor of given sizes, or move one: judged for a tensor over 2^31 - 1 elements
+_SIZED = frozenset(SIZED_FACTORIES) | {"aten::_to_copy"}
+
+
 def ruled_ops() -> frozenset:
     """Every op a rule covers (the emulated device asks the rules before running these)."""
-    return frozenset(RULES) | frozenset(WITHOUT_FLOAT64_RULES) | _MAKES_COMPLEX
+    return frozenset(RULES) | frozenset(WITHOUT_FLOAT64_RULES) | _MAKES_COMPLEX | _SIZED
 
 
 def may_fail(name: str) -> bool:
     """Whether a call of ``name`` can fail on DirectML for a reason beyond its dtypes (cheap, for hot paths)."""
-    return name in RULES or name in _MAKES_COMPLEX or name in WITHOUT_FLOAT64_RULES
+    return name in RULES or name in _MAKES_COMPLEX or name in WITHOUT_FLOAT64_RULES or name in _SIZED
 
 
 #: torch-directml's own errors for calls it refuses (its words, as a user sees them), with the
