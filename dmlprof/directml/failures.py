@@ -462,15 +462,26 @@ class DirectMLSemantics:
     were measured wrong, and the calls it refuses (a mixin beside :class:`~dmlprof.backends.base.Backend`)."""
 
     def flagged_ops(self) -> frozenset:
+        from dmlprof.directml.wrong_classes import ops_with_classes
+        from dmlprof.report.known_wrong import MASKED_BACKWARD_FORWARD_OPS
         from dmlprof.tables.measured import load_measured
 
         table = load_measured("dml")
-        return table.flagged_ops() if table is not None else frozenset()
+        # the ops the report may point at by the user's line: the table's, the measured classes', and the
+        # forward ops whose backward loses gradients (the line the user wrote is theirs)
+        return (table.flagged_ops() if table is not None else frozenset()) | ops_with_classes() | \
+            frozenset(MASKED_BACKWARD_FORWARD_OPS)
 
     def failure_rule(self):
         from dmlprof.record.frame import op_name
 
         return rule_for(self.device_type, self.float64_support is not False, op_name)
+
+    def arguments_rule(self):
+        from dmlprof.directml.call_arguments import arguments_judge
+        from dmlprof.record.frame import op_name
+
+        return arguments_judge(op_name)
 
     def note_failure(self, exc: BaseException, failure) -> None:
         note(exc, failure)

@@ -45,6 +45,10 @@ def _what_must_be_read_first(report):
     if report.device_failure_note:
         remedy = report.run.device_failure.remedy
         return Verdict("bad", report.device_failure_note, f"Fix: {remedy}" if remedy else "")
+    broken = [k for k in getattr(report, "known_wrong_results", ()) if k.breaks_training]
+    if broken:
+        return Verdict("bad", f"Training is broken on DirectML: {broken[0].consequence}.",
+                       "Fix this before trusting any figure below: " + (broken[0].klass or broken[0].op) + ".")
     found = report.verification
     if found is not None and not found.clean:
         return Verdict("bad", "Wrong results: " + _wrong_results(found),
