@@ -3,7 +3,7 @@
 The op frame keeps a call's dtypes and input shapes; some classes of wrong results also need an argument
 (max pooling's ``ceil_mode``) or a value (whether an ``nll_loss`` target holds ``ignore_index``). For the
 few ops with such a class, the recorder keeps them as JSON in the frame's ``arguments`` column
-(:func:`arguments_judge`), and :mod:`dmlprof.directml.wrong_classes` reads them back. Everything else
+(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. Everything else
 records nothing here (a set lookup).
 """
 from __future__ import annotations
@@ -14,20 +14,14 @@ from typing import Callable, Optional
 import torch
 
 
-def _read(tensor) -> Optional[torch.Tensor]:
-    """A tensor's values on the CPU where they can be had without changing the run: a CPU tensor, a predicted
-    device tensor whose values the prediction holds, or a device tensor with storage (read after the queue;
-    a sync, no change to any value). None where they cannot."""
-    if not isinstance(tensor, torch.Tensor):
+def read_device_values(tensor) -> Optional[torch.Tensor]:
+    """A tensor's values on the CPU, read without changing the run (for a device tensor with storage: a copy
+    after the queue, a sync and nothing more); None where they cannot be read. A backend whose tensors have no
+    values (the prediction's stand-in) gives its own reader (``DirectMLSemantics.read_values``)."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
         return None
-    if tensor.device.type in ("cpu",):
+    if tensor.device.type == "cpu":
         return tensor
-    if tensor.device.type == "meta":
-        return None
-    from dmlprof.predict import values as predicted
-
-    if predicted._store is not None:  # the prediction's stand-in: only values it holds, never a guess
-        return predicted.cpu_view(tensor) if predicted.has_values(tensor) else None
     try:
         return tensor.detach().to("cpu")
     except RuntimeError:
@@ -35,7 +29,7 @@ def _read(tensor) -> Optional[torch.Tensor]:
 
 
 def _nll_loss(target_at: int, reduction_at: int, ignore_at: int) -> Callable:
-    def arguments(args, kwargs) -> dict:
+    def arguments(args, kwargs, _read) -> dict:
         ignore = args[ignore_at] if len(args) > ignore_at else kwargs.get("ignore_index", -100)
         found = {"ignore_index": int(ignore), "reduction": int(args[reduction_at]) if len(args) > reduction_at
                  else int(kwargs.get("reduction", 1))}
@@ -52,7 +46,7 @@ def _nll_loss(target_at: int, reduction_at: int, ignore_at: int) -> Callable:
 
 
 def _max_pool(ceil_at: int) -> Callable:
-    def arguments(args, kwargs) -> dict:
+    def arguments(args, kwargs, _read) -> dict:
         return {"ceil_mode": bool(args[ceil_at] if len(args) > ceil_at else kwargs.get("ceil_mode", False))}
     return arguments
 
@@ -68,20 +62,21 @@ ARGUMENTS = {
 }
 
 
-def call_arguments(name: str, args, kwargs) -> str:
-    """The JSON the frame's ``arguments`` column keeps for this call ("" for an op no class is keyed by)."""
+def call_arguments(name: str, args, kwargs, read: Callable = read_device_values) -> str:
+    """The JSON the frame's ``arguments`` column keeps for this call ("" for an op no class is keyed by);
+    ``read(tensor)``: its values on the CPU, or None."""
     judge = ARGUMENTS.get(name)
     if judge is None:
         return ""
     try:
-        return json.dumps(judge(args, kwargs), sort_keys=True)
+        return json.dumps(judge(args, kwargs, read), sort_keys=True)
     except (TypeError, ValueError, RuntimeError, IndexError):
         return ""
 
 
-def arguments_judge(op_name: Callable) -> Callable:
+def arguments_judge(op_name: Callable, read: Callable = read_device_values) -> Callable:
     """``judge(func, args, kwargs) -> str`` for the recorder: cheap (a set lookup) for every op but :data:`ARGUMENTS`'."""
     def judge(func, args, kwargs) -> str:
         name = op_name(func)
-        return call_arguments(name, args, kwargs) if name in ARGUMENTS else ""
+        return call_arguments(name, args, kwargs, read) if name in ARGUMENTS else ""
     return judge

@@ -462,8 +462,7 @@ class DirectMLSemantics:
     were measured wrong, and the calls it refuses (a mixin beside :class:`~dmlprof.backends.base.Backend`)."""
 
     def flagged_ops(self) -> frozenset:
-        from dmlprof.directml.wrong_classes import ops_with_classes
-        from dmlprof.report.known_wrong import MASKED_BACKWARD_FORWARD_OPS
+        from dmlprof.tables.wrong_classes import MASKED_BACKWARD_FORWARD_OPS, ops_with_classes
         from dmlprof.tables.measured import load_measured
 
         table = load_measured("dml")
@@ -481,7 +480,13 @@ class DirectMLSemantics:
         from dmlprof.directml.call_arguments import arguments_judge
         from dmlprof.record.frame import op_name
 
-        return arguments_judge(op_name)
+        return arguments_judge(op_name, self.read_values)
+
+    def read_values(self, tensor):
+        """A device tensor's values on the CPU, or None (the prediction's stand-in reads only what it holds)."""
+        from dmlprof.directml.call_arguments import read_device_values
+
+        return read_device_values(tensor)
 
     def note_failure(self, exc: BaseException, failure) -> None:
         note(exc, failure)

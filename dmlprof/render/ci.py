@@ -25,6 +25,8 @@ def render_check_text(result: GateResult, model: str) -> str:
     lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]
     lines += [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
               for hotspot in report.hotspots if hotspot not in result.hotspots]
+    lines += [f"  wrong on DirectML: {k.op} x{k.calls} at {fmt_list(k.sources, 2) or fmt_list(k.modules, 1) or '?'}: "
+              f"{k.consequence or k.reason}" for k in report.known_wrong_results]
     return "\n".join(clean(line) for line in lines)
 
 
@@ -55,10 +57,19 @@ def github_annotations(result: GateResult) -> str:
     level = "warning" if result.passed else "error"
     lines = [_annotation(level, _location(hotspot.sources), f"dmlprof: {hotspot.op} falls back to the CPU",
                          _annotation_message(hotspot, result)) for hotspot in result.hotspots]
+    wrong_level = "error" if any(c.name == "calls with known wrong results" and not c.passed
+                                 for c in result.checks) else "warning"
+    lines += [_annotation(wrong_level, _location(known.sources), f"dmlprof: {known.op} gives wrong results on DirectML",
+                          _wrong_message(known)) for known in result.report.known_wrong_results]
     if not result.passed:
         lines.append(_annotation("error", None, "dmlprof check failed",
                                  "; ".join(check.describe() for check in result.failed)))
     return "\n".join(lines)
+
+
+def _wrong_message(known) -> str:
+    text = known.consequence or known.reason or "results differ from the CPU's"
+    return text + (f" ({known.klass})" if known.klass else "") + (f" Fix: {known.fix}" if known.fix else "")
 
 
 def _annotation_message(hotspot, result: GateResult) -> str:

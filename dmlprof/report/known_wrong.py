@@ -2,7 +2,7 @@
 
 Each device call of the op frame is matched, by its op, dtypes, input shapes, phase (and scalar arguments
 where the recording kept them), against the measured table's flagged entries and the classes of
-:mod:`dmlprof.directml.wrong_classes`: a call is flagged only where it is in the class the wrong samples were
+:mod:`dmlprof.tables.wrong_classes`: a call is flagged only where it is in the class the wrong samples were
 measured for. A class that loses gradients says which modules' parameters it zeroes.
 """
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from dmlprof.directml.wrong_classes import call_of, classes_for, modules_below, table_entry_applies
+from dmlprof.tables.wrong_classes import (
+    MASKED_BACKWARD_FORWARD_OPS, call_of, classes_for, modules_below, table_entry_applies,
+)
 from dmlprof.replacements.catalog import advice_for_wrong_results
 from dmlprof.report.model import KnownWrongResults
 from dmlprof.schema import DEVICE
 
-#: forward ops whose backward multiplies the gradient by a bool mask (the culprit a user wrote)
-MASKED_BACKWARD_FORWARD_OPS = ("aten::amax", "aten::amin")
 #: what to do instead of a reduction whose backward loses gradients
 ZEROED_GRADIENTS_FIX = ("pool with torch.max(x, dim=x.dim() - 1).values (a non-negative dim: its backward scatters "
                         "the gradient by index instead of multiplying by a bool mask); confirm with --verify")

@@ -24,6 +24,9 @@ from typing import Callable, Optional, Sequence, Tuple
 _INTEGER = ("int8", "int16", "int32", "int64", "uint8")
 _FLOATING = ("float16", "float32", "float64", "bfloat16")
 
+#: forward ops whose backward multiplies the gradient by a bool mask (the culprit a user wrote)
+MASKED_BACKWARD_FORWARD_OPS = ("aten::amax", "aten::amin")
+
 REALDML = "realdml (torch-directml 0.2.5 on lavapipe), rebuilt without dmlprof (issue 32)"
 
 
