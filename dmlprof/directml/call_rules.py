@@ -60,8 +60,8 @@ def _flip_negative_or_0d(args, kwargs) -> bool:
     dims = _arg(args, kwargs, 1, "dims", ())
     if self is None:
         return False
-    if self.dim() == 0:
-        return True
+    if self.dim() == 0:  # flip(x, []) of a 0-d tensor runs (measured): a dim given does not
+        return bool(dims)
     return any(isinstance(d, int) and d < 0 for d in (dims if isinstance(dims, (list, tuple)) else (dims,)))
 
 
@@ -95,11 +95,10 @@ def _layer_norm_backward_raises(args, kwargs) -> bool:
     return not isinstance(weight, torch.Tensor) or not isinstance(bias, torch.Tensor) or not mask[0]
 
 
-def _to_channels_last_with_a_dtype_change(args, kwargs) -> bool:
-    self = _self(args, kwargs)
-    dtype = kwargs.get("dtype")
-    return (self is not None and kwargs.get("memory_format") in (torch.channels_last, torch.channels_last_3d)
-            and isinstance(dtype, torch.dtype) and dtype != self.dtype)
+def _to_channels_last(args, kwargs) -> bool:
+    """A copy to a channels-last layout, with or without a dtype change (measured both on realdml)."""
+    return _self(args, kwargs) is not None and \
+        kwargs.get("memory_format") in (torch.channels_last, torch.channels_last_3d)
 
 
 def _empty_self(args, kwargs) -> bool:
@@ -128,6 +127,9 @@ def _add_of_many_dims(args, kwargs) -> bool:
     return bool(tensors) and max(t.dim() for t in tensors) >= ADD_MAX_DIMS
 
 
+#: torch-directml's words, measured on realdml
+_UNIQUE_COUNTS = "Return counts not implemented for unique operator for DirectML."
+
 _REDUCTIONS = tuple(f"aten::{name}" for name in (
     "sum", "sum.dim_IntList", "sum.IntList_out", "mean", "mean.dim", "mean.out", "amax", "amax.out", "amin",
     "amin.out", "prod", "prod.dim_int", "max", "max.dim", "min", "min.dim", "argmax", "argmin", "any", "any.dim",
@@ -136,7 +138,7 @@ _REDUCTIONS = tuple(f"aten::{name}" for name in (
 
 CLASS_RULES: Tuple[ClassRule, ...] = (
     ClassRule(("aten::flip", "aten::flip.out"), "aborts",
-              "a negative dim in dims, or a 0-d input (also reached by the backward of cumsum(x, -1) and by "
+              "a negative dim in dims, or a 0-d input flipped along a dim (also reached by the backward of cumsum(x, -1) and by "
               "rot90 with negative dims); flip with non-negative dims of a 1-D+ input runs",
               "flip with a negative dim crashes torch-directml", HELD_OUT + "; " + CRASH_PROBE,
               _flip_negative_or_0d, "SIGSEGV"),
@@ -154,17 +156,18 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
               "input that does not require grad", "CompileGraph failed (Unknown error -2147024809)", HELD_OUT,
               _layer_norm_backward_raises),
     ClassRule(("aten::_to_copy", "aten::_to_copy.out"), "raises",
-              "a dtype conversion with memory_format=channels_last (a layout change alone runs)",
-              "Unknown error -2147024809", HELD_OUT, _to_channels_last_with_a_dtype_change),
+              "a copy to memory_format=channels_last (x.to(memory_format=...), with or without a dtype change)",
+              "'memory_format' argument is must be Contiguous for DML tensors",
+              HELD_OUT + "; both forms rechecked on realdml (issue 32)", _to_channels_last),
     ClassRule(("aten::constant_pad_nd", "aten::constant_pad_nd.out", "aten::native_layer_norm",
                "aten::native_layer_norm.out"), "raises", "an empty input (a dimension of size 0)",
               "Unknown error -2147024809", HELD_OUT, _empty_self),
     ClassRule(("aten::gather", "aten::gather.out"), "raises", "gather from a 0-d input",
               "Unknown error -2147024809", HELD_OUT, _zero_dim_self),
     ClassRule(("aten::_unique2", "aten::_unique2.out"), "raises", "unique(..., return_counts=True)",
-              "Unknown error -2147024809", HELD_OUT, _unique_with_counts(3)),
+              _UNIQUE_COUNTS, HELD_OUT + "; rechecked on realdml by issue 32's rules", _unique_with_counts(3)),
     ClassRule(("aten::unique_dim", "aten::unique_dim.out"), "raises", "unique(..., dim=d, return_counts=True)",
-              "Unknown error -2147024809", HELD_OUT, _unique_with_counts(4)),
+              _UNIQUE_COUNTS, HELD_OUT, _unique_with_counts(4)),
     ClassRule(_REDUCTIONS, "aborts", f"a reduction of an input of {REDUCTION_MAX_DIMS} or more dimensions",
               f"a reduction over {REDUCTION_MAX_DIMS}+ dimensions crashes torch-directml", CRASH_PROBE,
               _reduction_of_many_dims, "SIGABRT"),
