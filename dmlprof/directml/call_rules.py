@@ -25,10 +25,12 @@ CRASH_PROBE = "242-call crash probe on the real torch-directml (issue 33, R26)"
 DEVICE_REMOVED = "DXGI_ERROR_DEVICE_REMOVED (Unknown error -2005270523)"
 #: the most elements a DirectML tensor may hold: its sizes and offsets are 32-bit
 MAX_ELEMENTS = 2 ** 31 - 1
-#: reductions over this many dimensions or more end the process (a 9-D sum; 8-D runs)
-REDUCTION_MAX_DIMS = 9
-#: elementwise adds whose result has this many dimensions or more end the process (a 12-D add; 11-D runs)
-ADD_MAX_DIMS = 12
+#: reductions of an input of this many dimensions or more end the process (measured on realdml: sum, mean, amax of
+#: a [2]*6 input abort at "rank <= DML_TENSOR_DIMENSION_COUNT_MAX"; [2]*5 runs; issue 33 R26 saw 9-D)
+REDUCTION_MAX_DIMS = 6
+#: elementwise ops on a tensor with this many size-1 dimensions or more end the process (measured on realdml: add,
+#: mul, relu of [1]*6 .. [1]*12 abort at "broadcast_sizes.size() >= sizes.size()"; [1]*5 runs, and [2]*6 .. [2]*9 run)
+UNIT_DIMS_MAX = 6
 
 
 @dataclass(frozen=True)
@@ -122,9 +124,9 @@ def _reduction_of_many_dims(args, kwargs) -> bool:
     return self is not None and self.dim() >= REDUCTION_MAX_DIMS
 
 
-def _add_of_many_dims(args, kwargs) -> bool:
+def _many_unit_dims(args, kwargs) -> bool:
     tensors = [a for a in args[:2] if isinstance(a, torch.Tensor)]
-    return bool(tensors) and max(t.dim() for t in tensors) >= ADD_MAX_DIMS
+    return any(sum(1 for size in t.shape if size == 1) >= UNIT_DIMS_MAX for t in tensors)
 
 
 #: torch-directml's words, measured on realdml
@@ -168,13 +170,16 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
               _UNIQUE_COUNTS, HELD_OUT + "; rechecked on realdml by issue 32's rules", _unique_with_counts(3)),
     ClassRule(("aten::unique_dim", "aten::unique_dim.out"), "raises", "unique(..., dim=d, return_counts=True)",
               _UNIQUE_COUNTS, HELD_OUT, _unique_with_counts(4)),
-    ClassRule(_REDUCTIONS, "aborts", f"a reduction of an input of {REDUCTION_MAX_DIMS} or more dimensions",
-              f"a reduction over {REDUCTION_MAX_DIMS}+ dimensions crashes torch-directml", CRASH_PROBE,
-              _reduction_of_many_dims, "SIGABRT"),
-    ClassRule(("aten::add.Tensor", "aten::add_.Tensor", "aten::add.out"), "aborts",
-              f"an add of tensors of {ADD_MAX_DIMS} or more dimensions",
-              f"an add of {ADD_MAX_DIMS}+ dimensions crashes torch-directml", CRASH_PROBE, _add_of_many_dims,
-              "SIGABRT"),
+    ClassRule(_REDUCTIONS, "aborts", f"a reduction of an input of {REDUCTION_MAX_DIMS} or more dimensions "
+              "(measured: sum, mean, amax of [2]*6 abort, [2]*5 runs)",
+              "Check failed: rank <= DML_TENSOR_DIMENSION_COUNT_MAX (dml_tensor_desc.cc)",
+              CRASH_PROBE + "; boundaries measured on realdml (issue 32)", _reduction_of_many_dims, "SIGABRT"),
+    ClassRule(tuple(f"aten::{name}" for name in ("add.Tensor", "add_.Tensor", "add.out", "sub.Tensor", "sub_.Tensor",
+                                                 "mul.Tensor", "mul_.Tensor", "relu", "relu_")), "aborts",
+              f"an elementwise op on a tensor with {UNIT_DIMS_MAX} or more dimensions of size 1 (measured: [1]*6 to "
+              "[1]*12 abort, [1]*5 runs, [2]*6 to [2]*9 run)",
+              "Check failed: broadcast_sizes.size() >= sizes.size() (dml_tensor_desc.cc)",
+              CRASH_PROBE + "; boundaries measured on realdml (issue 32)", _many_unit_dims, "SIGABRT"),
 )
 
 #: dtypes no DirectML tensor holds beyond the complex ones and bfloat16: a tensor of one on the device ends the

@@ -373,6 +373,8 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     unheld = _unheld_result(name, args, kwargs, device_type)
     if unheld is not None:
         return unheld_dtype_failure(unheld)
+    if name in INFERENCE_VIEW_OPS:
+        return _inference_view(args, kwargs, device_type)
     if name in _SIZED:
         device = kwargs.get("device")
         on_device = (device is not None and torch.device(device).type == device_type) or \
@@ -388,18 +390,39 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     return rule(args, kwargs)
 
 
+#: view ops torch-directml makes with its own kernels: inside ``torch.inference_mode()`` a view of a tensor made
+#: outside the mode raises there (measured on realdml: ``x[0]`` of such a tensor, and nn.Linear's forward, whose
+#: ``weight.t()`` is one)
+INFERENCE_VIEW_OPS = frozenset(f"aten::{name}" for name in (
+    "view", "as_strided", "t", "transpose.int", "select.int", "slice.Tensor", "unsqueeze", "squeeze", "squeeze.dim",
+    "squeeze.dims", "expand", "permute", "_reshape_alias", "alias", "unfold", "diagonal", "narrow", "split.Tensor",
+    "split_with_sizes", "unbind.int", "chunk", "view_as_real", "_unsafe_view", "reshape", "flatten.using_ints"))
+INFERENCE_VIEW_MESSAGE = "Cannot set version_counter for inference tensor"
+
+
+def _inference_view(args, kwargs, device_type: str) -> Optional[Failure]:
+    """A view, inside inference mode, of a device tensor made outside it."""
+    if not torch.is_inference_mode_enabled():
+        return None
+    self = args[0] if args else kwargs.get("self")
+    if isinstance(self, torch.Tensor) and self.device.type == device_type and not self.is_inference():
+        return Failure(RAISES, INFERENCE_VIEW_MESSAGE)
+    return None
+
+
 #: calls that make a tensor of given sizes, or move one: judged for a tensor over 2^31 - 1 elements
 _SIZED = frozenset(SIZED_FACTORIES) | {"aten::_to_copy"}
 
 
 def ruled_ops() -> frozenset:
     """Every op a rule covers (the emulated device asks the rules before running these)."""
-    return frozenset(RULES) | frozenset(WITHOUT_FLOAT64_RULES) | _MAKES_COMPLEX | _SIZED
+    return frozenset(RULES) | frozenset(WITHOUT_FLOAT64_RULES) | _MAKES_COMPLEX | _SIZED | INFERENCE_VIEW_OPS
 
 
 def may_fail(name: str) -> bool:
     """Whether a call of ``name`` can fail on DirectML for a reason beyond its dtypes (cheap, for hot paths)."""
-    return name in RULES or name in _MAKES_COMPLEX or name in WITHOUT_FLOAT64_RULES or name in _SIZED
+    return name in RULES or name in _MAKES_COMPLEX or name in WITHOUT_FLOAT64_RULES or name in _SIZED or \
+        name in INFERENCE_VIEW_OPS
 
 
 #: torch-directml's own errors for calls it refuses (its words, as a user sees them), with the
@@ -409,6 +432,7 @@ _RAISED_BY_DIRECTML = (
     "Divisor override isn't supported for DirectML", INVALID_ARGUMENT, "Unknown error -2147467259",
     "input must be 4-dimensional", "not implemented for unique operator for DirectML",
     "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
+    INFERENCE_VIEW_MESSAGE,
     "self.has_storage() INTERNAL ASSERT FAILED", "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",
