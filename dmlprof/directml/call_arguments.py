@@ -51,6 +51,12 @@ def _max_pool(ceil_at: int) -> Callable:
     return arguments
 
 
+def _scaled_product(args, kwargs, _read) -> dict:
+    """addmm/baddbmm's beta and alpha (keyword-only): whether either is fractional."""
+    scalars = [kwargs.get("beta", 1), kwargs.get("alpha", 1)]
+    return {"fractional_scale": any(isinstance(v, float) and not float(v).is_integer() for v in scalars)}
+
+
 #: op -> what of its call a wrong-result class is keyed by
 ARGUMENTS = {
     "aten::nll_loss_forward": _nll_loss(1, 3, 4),
@@ -59,6 +65,8 @@ ARGUMENTS = {
     "aten::nll_loss2d_backward": _nll_loss(2, 4, 5),
     "aten::max_pool2d_with_indices": _max_pool(5),
     "aten::max_pool2d_with_indices_backward": _max_pool(6),
+    "aten::addmm": _scaled_product,
+    "aten::baddbmm": _scaled_product,
 }
 
 

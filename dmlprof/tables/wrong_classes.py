@@ -118,6 +118,10 @@ def _bool_mask_multiply_in_backward(call: Call) -> bool:
     return call.phase == "backward" and "bool" in call.dtypes and any(d in _FLOATING for d in call.dtypes)
 
 
+def _integer_product_with_fractional_scale(call: Call) -> bool:
+    return all(d in _INTEGER for d in call.dtypes) and (call.arguments or {}).get("fractional_scale") is True
+
+
 _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
@@ -130,6 +134,9 @@ CLASSES: Tuple[WrongClass, ...] = (
     WrongClass(("aten::mul.Tensor", "aten::mul_.Tensor"), "a float tensor times an int64 tensor, one broadcast",
                "values differ: randn(5,1) * randint((5,)) 20 of 25 elements wrong", REALDML,
                _float_times_int64_broadcast, "cast the int64 operand to the float dtype first"),
+    WrongClass(("aten::addmm", "aten::baddbmm"), "integer addmm/baddbmm with a fractional alpha or beta",
+               "values differ from the CPU's (measured; BACKEND_FACTS.md, turn 4)", REALDML,
+               _integer_product_with_fractional_scale, "scale in floating point, or give integer alpha and beta"),
     WrongClass(("aten::nll_loss_forward", "aten::nll_loss2d_forward", "aten::nll_loss_backward",
                 "aten::nll_loss2d_backward"),
                "cross_entropy / nll_loss over more than 100 classes with ignore_index=-100 (the default), targets "

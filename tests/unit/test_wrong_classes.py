@@ -49,6 +49,18 @@ def test_nll_losss_total_weight_is_no_wrong_result_and_max_pool_needs_ceil_mode(
     assert not table_entry_applies("aten::max_pool2d_with_indices", pool, outside)[0]
 
 
+def test_integer_addmm_is_flagged_with_a_fractional_scale_only():
+    import torch
+
+    ints = (torch.ones(2, 2, dtype=torch.int64),) * 3
+    fractional = json.loads(call_arguments("aten::addmm", ints, {"beta": 0.5}))
+    whole = json.loads(call_arguments("aten::addmm", ints, {"beta": 2}))
+    shapes = "[[2, 2], [2, 2], [2, 2]]"
+    assert classes_for(call_of("aten::addmm", "int64", shapes, "forward", fractional))
+    assert not classes_for(call_of("aten::addmm", "int64", shapes, "forward", whole))
+    assert not classes_for(call_of("aten::addmm", "float32", shapes, "forward", fractional))
+
+
 def test_a_generated_entry_class_is_matched_key_by_key():
     call = Call("aten::x", ("float32",), ((2, 3), (3,)), "backward", {"ceil_mode": True})
     assert entry_class_matches({"arguments": {"ceil_mode": True}, "broadcast": True, "phase": "backward"}, call)
