@@ -25,9 +25,13 @@ def render_check_text(result: GateResult, model: str) -> str:
     lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]
     lines += [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
               for hotspot in report.hotspots if hotspot not in result.hotspots]
-    lines += [f"  wrong on DirectML: {k.op} x{k.calls} at {fmt_list(k.sources, 2) or fmt_list(k.modules, 1) or '?'}: "
-              f"{k.consequence or k.reason}" for k in report.known_wrong_results]
+    lines += [_wrong_line(known) for known in report.known_wrong_results]
     return "\n".join(clean(line) for line in lines)
+
+
+def _wrong_line(known) -> str:
+    where = fmt_list(known.sources, 2) or fmt_list(known.modules, 1) or "no source line"
+    return f"  wrong on DirectML: {known.op} x{known.calls} at {where}: {known.consequence or known.reason}"
 
 
 def _mark(check) -> str:
