@@ -23,10 +23,13 @@ def render_check_text(result: GateResult, model: str) -> str:
     lines = [f"dmlprof check {model} on {device} ({report.kind}): {'passed' if result.passed else 'FAILED'}"]
     lines += [f"  {_mark(check)}  {check.describe()}" for check in result.checks]
     lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]
-    lines += [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
-              for hotspot in report.hotspots if hotspot not in result.hotspots]
-    lines += [_wrong_line(known) for known in report.known_wrong_results]
+    lines += _uncounted_lines(report, result) + [_wrong_line(known) for known in report.known_wrong_results]
     return "\n".join(clean(line) for line in lines)
+
+
+def _uncounted_lines(report, result: GateResult) -> list:
+    return [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
+            for hotspot in report.hotspots if hotspot not in result.hotspots]
 
 
 def _wrong_line(known) -> str:
