@@ -90,11 +90,14 @@ def _layer_norm_backward_frozen_affine(args, kwargs) -> bool:
     return mask[0] and not (mask[1] and mask[2])
 
 
-def _layer_norm_backward_raises(args, kwargs) -> bool:
-    """No weight or bias (elementwise_affine=False), or an input that does not require grad."""
+def _layer_norm_backward_without_affine(args, kwargs) -> bool:
+    """No weight or bias (elementwise_affine=False; bias=False unmeasured, taken as the same)."""
     weight, bias = _arg(args, kwargs, 5, "weight"), _arg(args, kwargs, 6, "bias")
-    mask = _layer_norm_backward_mask(args, kwargs)
-    return not isinstance(weight, torch.Tensor) or not isinstance(bias, torch.Tensor) or not mask[0]
+    return not isinstance(weight, torch.Tensor) or not isinstance(bias, torch.Tensor)
+
+
+def _layer_norm_backward_input_without_grad(args, kwargs) -> bool:
+    return not _layer_norm_backward_mask(args, kwargs)[0]
 
 
 def _to_channels_last(args, kwargs) -> bool:
@@ -154,16 +157,21 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
               "(requires_grad=False): the device is removed, every later call in the process fails",
               DEVICE_REMOVED, HELD_OUT, _layer_norm_backward_frozen_affine, "device removed"),
     ClassRule(("aten::native_layer_norm_backward", "aten::native_layer_norm_backward.out"), "raises",
-              "LayerNorm's backward without weight or bias (elementwise_affine=False, bias=False), or with an "
-              "input that does not require grad", "CompileGraph failed (Unknown error -2147024809)", HELD_OUT,
-              _layer_norm_backward_raises),
+              "LayerNorm's backward without weight or bias (elementwise_affine=False)",
+              "tensor does not have a device", HELD_OUT + "; rechecked on realdml (issue 32)",
+              _layer_norm_backward_without_affine),
+    ClassRule(("aten::native_layer_norm_backward", "aten::native_layer_norm_backward.out"), "raises",
+              "LayerNorm's backward with an input that does not require grad (a frozen first layer's input)",
+              "device1->CompileGraph(&graphDesc, flags, IID_PPV_ARGS(&compiledGraph))",
+              HELD_OUT + "; rechecked on realdml (issue 32)", _layer_norm_backward_input_without_grad),
     ClassRule(("aten::_to_copy", "aten::_to_copy.out"), "raises",
               "a copy to memory_format=channels_last (x.to(memory_format=...), with or without a dtype change)",
               "'memory_format' argument is must be Contiguous for DML tensors",
               HELD_OUT + "; both forms rechecked on realdml (issue 32)", _to_channels_last),
     ClassRule(("aten::constant_pad_nd", "aten::constant_pad_nd.out", "aten::native_layer_norm",
                "aten::native_layer_norm.out"), "raises", "an empty input (a dimension of size 0)",
-              "Unknown error -2147024809", HELD_OUT, _empty_self),
+              "m_device->CreateOperator(&opDesc, IID_PPV_ARGS(&op))", HELD_OUT + "; rechecked on realdml (issue 32)",
+              _empty_self),
     ClassRule(("aten::gather", "aten::gather.out"), "raises", "gather from a 0-d input",
               "Unknown error -2147024809", HELD_OUT, _zero_dim_self),
     ClassRule(("aten::_unique2", "aten::_unique2.out"), "raises", "unique(..., return_counts=True)",

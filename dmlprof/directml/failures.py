@@ -432,7 +432,7 @@ _RAISED_BY_DIRECTML = (
     "Divisor override isn't supported for DirectML", INVALID_ARGUMENT, "Unknown error -2147467259",
     "input must be 4-dimensional", "not implemented for unique operator for DirectML",
     "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
-    INFERENCE_VIEW_MESSAGE,
+    INFERENCE_VIEW_MESSAGE, "->CompileGraph(&graphDesc",
     "self.has_storage() INTERNAL ASSERT FAILED", "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",

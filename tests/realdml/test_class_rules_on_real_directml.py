@@ -25,6 +25,8 @@ CASES = {
     "add_six_unit_dims": ("x = torch.ones([1] * 6).to(d); (x + x).cpu()", "aborts"),
     "add_nine_dims_of_two": ("x = torch.ones([2] * 8).to(d); (x + x).cpu()", "runs"),
     "to_channels_last": ("torch.randn(1, 3, 4, 4).to(d).to(memory_format=torch.channels_last).cpu()", "raises"),
+    "pad_empty": ("torch.nn.functional.pad(torch.randn(0, 3).to(d), (1, 1)).cpu()", "raises"),
+    "median_dim_float16_1d": ("torch.randn(5).half().to(d).median(0).values.cpu()", "aborts"),
     "inference_mode_view": ("x = torch.randn(3, 4).to(d)\nwith torch.inference_mode():\n    x[0].cpu()", "raises"),
 }
 
@@ -60,6 +62,8 @@ def _rules_say(name: str) -> str:
         "unique_plain": ("aten::_unique2", (torch.empty(3, dtype=torch.int64, device=meta), True, False, False)),
         "gather_0d": ("aten::gather", (torch.empty((), device=meta), 0, torch.empty((), dtype=torch.int64,
                                                                                   device=meta))),
+        "pad_empty": ("aten::constant_pad_nd", (torch.empty(0, 3, device=meta), [1, 1])),
+        "median_dim_float16_1d": ("aten::median.dim", (torch.empty(5, dtype=torch.float16, device=meta), 0)),
         "sum_6d": ("aten::sum.dim_IntList", (torch.empty([2] * 6, device=meta), [0])),
         "sum_5d": ("aten::sum.dim_IntList", (torch.empty([2] * 5, device=meta), [0])),
         "add_six_unit_dims": ("aten::add.Tensor", (torch.empty([1] * 6, device=meta),) * 2),
