@@ -49,6 +49,21 @@ def test_nll_losss_total_weight_is_no_wrong_result_and_max_pool_needs_ceil_mode(
     assert not table_entry_applies("aten::max_pool2d_with_indices", pool, outside)[0]
 
 
+def test_nll_loss_backward_of_reduction_none_is_flagged_where_the_rows_gradients_differ_only():
+    import torch
+
+    target, self = torch.tensor([0, 1, 2]), torch.zeros(3, 4)
+    shapes = "[[3], [3, 4], [3], []]"
+
+    def judged(grad):
+        found = json.loads(call_arguments("aten::nll_loss_backward", (grad, self, target, None, 0, -100,
+                                                                      torch.tensor(3.0)), {}))
+        return classes_for(call_of("aten::nll_loss_backward", "float32,int64", shapes, "backward", found))
+
+    assert judged(torch.tensor([0.2, 0.5, 0.9]))  # a weighted per-sample loss: realdml gives every row row 0's
+    assert not judged(torch.full((3,), 1 / 3))  # loss.mean(): equal rows, right on realdml
+
+
 def test_integer_addmm_is_flagged_with_a_fractional_scale_only():
     import torch
 
