@@ -18,6 +18,8 @@ OP_COLUMNS = (
     "seq", "step", "phase", "op", "verdict", "evidence", "fallback_ops", "fallback_calls",
     "module", "source", "input_devices", "output_devices", "dtypes", "shapes",
     "start_ns", "time_ns", "device_time_ns", "bytes_moved", "transfer", "thread", "ranges",
+    # the scalar arguments (JSON) of the few ops a wrong-result class is keyed by (dmlprof.directml.call_arguments)
+    "arguments",
 )
 
 # Verdicts: where a call ran (docs/report_schema.md, "Verdicts").

@@ -251,7 +251,7 @@ EXTRAS = record({"verify": VERIFY, "sweep": SWEEP, "replace": REPLACE, "collecti
 # The op frame: integer, text and nullable-number columns (dmlprof.record.frame.OP_COLUMNS).
 _OP_INT = ("seq", "step", "fallback_calls", "start_ns", "time_ns", "bytes_moved", "thread")
 _OP_TEXT = ("phase", "op", "verdict", "evidence", "fallback_ops", "module", "source", "input_devices",
-            "output_devices", "dtypes", "shapes", "transfer", "ranges")
+            "output_devices", "dtypes", "shapes", "transfer", "ranges", "arguments")
 _FALLBACK_OPS = re.compile(r"(?:[^;]+=\d{1,18})(?:;[^;]+=\d{1,18})*")
 _PROFILER_OPS = {"op": text, "calls": count, "time_ns": number, "device_time_ns": optional(number)}
 

@@ -365,7 +365,7 @@ def session_from_journal(contents, message: str, how: str, user_line: str):
 def _row(call, warn_lo: int, warn_hi: int, source: Optional[str] = None) -> tuple:
     """A journaled call as the recorder's raw row (record.frame.rows_to_frame reads it)."""
     return (call.step, call.phase, call.op, call.inputs, call.outputs, call.start_ns, call.elapsed_ns,
-            warn_lo, warn_hi, call.module, source if source is not None else call.source, call.thread)
+            warn_lo, warn_hi, call.module, source if source is not None else call.source, call.thread, call.arguments)
 
 
 class _JournaledBackend:

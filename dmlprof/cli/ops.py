@@ -53,7 +53,8 @@ def run(args) -> int:
     if args.op:
         if args.kind:
             raise UsageError("give op names or a kind to list, not both")
-        found = [_described(table, op) for name in args.op for op in _matches(table, normalize_op(name), label)]
+        found = [_described(table, op, args.backend == "dml") for name in args.op
+                 for op in _matches(table, normalize_op(name), label)]
         if args.json:
             print(json.dumps({"table": label, "ops": found}, indent=1))
         else:
@@ -65,6 +66,8 @@ def run(args) -> int:
                     print(f"  reaches: {steps}: {item['reaches'][-1]['kind']}")
                 if item["fix"]:
                     print(f"  fix: {item['fix']}")
+                for line in _knowledge_lines(item.get("directml")):
+                    print(line)
             if any(item["reaches"] for item in found):
                 print(f"(composites followed by torch's naming; dmlprof scan MODEL --target dml shows what a model "
                       "reaches)", file=sys.stderr)
@@ -90,7 +93,7 @@ def run(args) -> int:
     return 0
 
 
-def _described(table, op: str) -> dict:
+def _described(table, op: str, directml: bool = False) -> dict:
     """What the table says of ``op``: its kind and meaning, the ops it reaches when it is a composite
     (:meth:`~dmlprof.tables.OpTable.reaches`), and the fix when what it ends at falls back."""
     from dmlprof.replacements.catalog import advice_for
@@ -100,7 +103,29 @@ def _described(table, op: str) -> dict:
     reaches = [{"op": reached, "how": how, "kind": table.kind(reached)} for reached, how in table.reaches(op)]
     last, last_kind = (reaches[-1]["op"], reaches[-1]["kind"]) if reaches else (op, kind)
     fix = advice_for(last, called=op) if last_kind == "fallback" else None
-    return {"op": op, "kind": kind, "meaning": MEANINGS.get(kind, ""), "reaches": reaches, "fix": fix}
+    found = {"op": op, "kind": kind, "meaning": MEANINGS.get(kind, ""), "reaches": reaches, "fix": fix}
+    if directml:  # the measured truth, the rules and the wrong-result classes: what a scan applies
+        from dmlprof.directml.knowledge import describe
+
+        found["directml"] = describe(op, kind, reaches)
+    return found
+
+
+def _knowledge_lines(known) -> list:
+    """The measured verdicts, failure rules and wrong-result classes, as text lines."""
+    if not known:
+        return []
+    lines = [f"  a scan says: {known['scan_says']}"] if known["scan_says"] else []
+    lines += [f"  reached when traced: {', '.join(known['reached'][:8])}"] if known["reached"] else []
+    for m in known["measured"][:12]:
+        counts = ", ".join(f"{k} {m[k]}" for k in ("device", "fallback", "raises", "aborts", "wrong") if m[k])
+        flag = " (flagged as wrong results where a call is in the class)" if m["flagged_wrong"] else ""
+        lines.append(f"  measured {m['op']} {m['dtypes']}: {counts or 'no calls'}{flag}")
+    lines += [f"  fails ({j['kind']}) when traced: {j['op']}: {j['message'][:160]}" for j in known["traced_failures"]]
+    lines += [f"  rule ({r['kind']}) {r['op']}: {r['class']}" + (f"; evidence: {r['evidence']}" if r["evidence"] else "")
+              for r in known["failure_rules"]]
+    lines += [f"  wrong-result class {w['op']}: {w['class']}: {w['wrong']}" for w in known["wrong_classes"]]
+    return lines
 
 
 def _matches(table, op: str, label: str) -> list:

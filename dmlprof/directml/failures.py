@@ -23,6 +23,10 @@ from typing import Callable, Optional
 
 import torch
 
+from dmlprof.directml.call_rules import (
+    EXTRA_UNHELD_DTYPES, SIZED_FACTORIES, TOO_LARGE, ClassRule, rules_by_op, too_large,
+)
+
 RAISES = "raises"
 ABORTS = "aborts"
 
@@ -59,7 +63,7 @@ class DirectMLFailure(RuntimeError):
 #: dtypes no DirectML tensor can hold, in torch-directml's words: making one on the device ends the process
 #: (a fatal check in dml_util.cc, SIGABRT), measured for each on the real torch-directml
 UNHELD_DTYPES = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf",
-                 torch.bfloat16: "BFloat16"}
+                 torch.bfloat16: "BFloat16", **EXTRA_UNHELD_DTYPES}
 
 
 def unheld_dtype_failure(dtype: torch.dtype) -> Failure:
@@ -146,15 +150,6 @@ WITHOUT_FLOAT64_RULES: dict = {
     **dict.fromkeys(("aten::full", "aten::full.names", "aten::full.out", "aten::full.names_out"), _full),
     **dict.fromkeys(("aten::rsub.Scalar", "aten::rsub.Scalar_out"), _rsub_scalar),
 }
-def _median_along_a_dim(args, kwargs) -> Optional[Failure]:
-    """``x.median(dim)`` / ``nanmedian(dim)``: torch-directml's kernel crashes the process for any input with a
-    dimension (a 0-d input comes back with a wrong shape instead)."""
-    self = args[0] if args else kwargs.get("self")
-    if isinstance(self, torch.Tensor) and self.dim() > 0:
-        return Failure(ABORTS, "median/nanmedian along a dimension on the device crashes", "SIGSEGV")
-    return None
-
-
 def _overloads(*names: str) -> tuple:
     """Each op name with its ``.out`` overload (the op frame names both; a stand-in's kernel gets either)."""
     return tuple(n for name in names for n in (name, f"{name}.out"))
@@ -317,6 +312,26 @@ RULES: dict = {
                     _always_aborts("linalg.lstsq on the device crashes")),
 }
 
+def _class_rule(rule: ClassRule) -> Callable:
+    def check(args, kwargs) -> Optional[Failure]:
+        return Failure(rule.kind, rule.message, rule.how) if rule.check(args, kwargs) else None
+    return check
+
+
+def _first_of(*checks: Callable) -> Callable:
+    def check(args, kwargs) -> Optional[Failure]:
+        for one in checks:
+            found = one(args, kwargs)
+            if found is not None:
+                return found
+        return None
+    return check
+
+
+# the rules keyed by their measured class (dmlprof.directml.call_rules), after any older rule of the same op
+for _op, _rules in rules_by_op().items():
+    RULES[_op] = _first_of(*([RULES[_op]] if _op in RULES else []), *(_class_rule(r) for r in _rules))
+
 #: ops that make a complex result from real inputs (an FFT of a real signal, ``view_as_complex``):
 #: on the device that result ends the process as any complex tensor does
 _MAKES_COMPLEX = frozenset({
@@ -360,6 +375,14 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     unheld = _unheld_result(name, args, kwargs, device_type)
     if unheld is not None:
         return unheld_dtype_failure(unheld)
+    if name in INFERENCE_VIEW_OPS:
+        return _inference_view(args, kwargs, device_type)
+    if name in _SIZED:
+        device = kwargs.get("device")
+        on_device = (device is not None and torch.device(device).type == device_type) or \
+            any(True for _ in _device_tensors(args, device_type))
+        if too_large(name, args, kwargs, on_device) is not None:
+            return Failure(ABORTS, TOO_LARGE, "SIGABRT")
     rule = RULES.get(name) or (None if float64 else WITHOUT_FLOAT64_RULES.get(name))
     if rule is None:
         return None
@@ -369,14 +392,39 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     return rule(args, kwargs)
 
 
+#: view ops torch-directml makes with its own kernels: inside ``torch.inference_mode()`` a view of a tensor made
+#: outside the mode raises there (measured on realdml: ``x[0]`` of such a tensor, and nn.Linear's forward, whose
+#: ``weight.t()`` is one)
+INFERENCE_VIEW_OPS = frozenset(f"aten::{name}" for name in (
+    "view", "as_strided", "t", "transpose.int", "select.int", "slice.Tensor", "unsqueeze", "squeeze", "squeeze.dim",
+    "squeeze.dims", "expand", "permute", "_reshape_alias", "alias", "unfold", "diagonal", "narrow", "split.Tensor",
+    "split_with_sizes", "unbind.int", "chunk", "view_as_real", "_unsafe_view", "reshape", "flatten.using_ints"))
+INFERENCE_VIEW_MESSAGE = "Cannot set version_counter for inference tensor"
+
+
+def _inference_view(args, kwargs, device_type: str) -> Optional[Failure]:
+    """A view, inside inference mode, of a device tensor made outside it."""
+    if not torch.is_inference_mode_enabled():
+        return None
+    self = args[0] if args else kwargs.get("self")
+    if isinstance(self, torch.Tensor) and self.device.type == device_type and not self.is_inference():
+        return Failure(RAISES, INFERENCE_VIEW_MESSAGE)
+    return None
+
+
+#: calls that make a tensor of given sizes, or move one: judged for a tensor over 2^31 - 1 elements
+_SIZED = frozenset(SIZED_FACTORIES) | {"aten::_to_copy"}
+
+
 def ruled_ops() -> frozenset:
     """Every op a rule covers (the emulated device asks the rules before running these)."""
-    return frozenset(RULES) | frozenset(WITHOUT_FLOAT64_RULES) | _MAKES_COMPLEX
+    return frozenset(RULES) | frozenset(WITHOUT_FLOAT64_RULES) | _MAKES_COMPLEX | _SIZED | INFERENCE_VIEW_OPS
 
 
 def may_fail(name: str) -> bool:
     """Whether a call of ``name`` can fail on DirectML for a reason beyond its dtypes (cheap, for hot paths)."""
-    return name in RULES or name in _MAKES_COMPLEX or name in WITHOUT_FLOAT64_RULES
+    return name in RULES or name in _MAKES_COMPLEX or name in WITHOUT_FLOAT64_RULES or name in _SIZED or \
+        name in INFERENCE_VIEW_OPS
 
 
 #: torch-directml's own errors for calls it refuses (its words, as a user sees them), with the
@@ -384,7 +432,9 @@ def may_fail(name: str) -> bool:
 _RAISED_BY_DIRECTML = (
     "does not support Double (Float64)", "Invalid or unsupported data type", "DirectML scatter doesn't allow",
     "Divisor override isn't supported for DirectML", INVALID_ARGUMENT, "Unknown error -2147467259",
-    "input must be 4-dimensional",
+    "input must be 4-dimensional", "not implemented for unique operator for DirectML",
+    "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
+    INFERENCE_VIEW_MESSAGE, "->CompileGraph(&graphDesc",
     "self.has_storage() INTERNAL ASSERT FAILED", "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",
@@ -439,15 +489,31 @@ class DirectMLSemantics:
     were measured wrong, and the calls it refuses (a mixin beside :class:`~dmlprof.backends.base.Backend`)."""
 
     def flagged_ops(self) -> frozenset:
+        from dmlprof.tables.wrong_classes import MASKED_BACKWARD_FORWARD_OPS, ops_with_classes
         from dmlprof.tables.measured import load_measured
 
         table = load_measured("dml")
-        return table.flagged_ops() if table is not None else frozenset()
+        # the ops the report may point at by the user's line: the table's, the measured classes', and the
+        # forward ops whose backward loses gradients (the line the user wrote is theirs)
+        return (table.flagged_ops() if table is not None else frozenset()) | ops_with_classes() | \
+            frozenset(MASKED_BACKWARD_FORWARD_OPS)
 
     def failure_rule(self):
         from dmlprof.record.frame import op_name
 
         return rule_for(self.device_type, self.float64_support is not False, op_name)
+
+    def arguments_rule(self):
+        from dmlprof.directml.call_arguments import arguments_judge
+        from dmlprof.record.frame import op_name
+
+        return arguments_judge(op_name, self.read_values)
+
+    def read_values(self, tensor):
+        """A device tensor's values on the CPU, or None (the prediction's stand-in reads only what it holds)."""
+        from dmlprof.directml.call_arguments import read_device_values
+
+        return read_device_values(tensor)
 
     def note_failure(self, exc: BaseException, failure) -> None:
         note(exc, failure)

@@ -44,6 +44,14 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
         self.how = ""
         self._standin = None
 
+    def read_values(self, tensor):
+        """Only the values the prediction holds: a tensor without them reads as unknown, never as a guess."""
+        from dmlprof.predict import values as held
+
+        if isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu":
+            return tensor
+        return held.cpu_view(tensor) if isinstance(tensor, torch.Tensor) and held.has_values(tensor) else None
+
     def prepare(self) -> None:
         from dmlprof.predict.device import device_name, ensure_device
 

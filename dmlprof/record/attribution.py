@@ -143,6 +143,12 @@ class ModuleTracker:
         self.names: dict = {}  # module -> qualified name
         self.param_owner: dict = {}  # id(parameter) -> module name
         self.stack: list = []
+        #: for each module on ``stack``: the autograd sequence number its forward started at (nodes made before
+        #: it, in the parent's own forward, are the parent's even where the module's outputs reach them)
+        self.started: list = []
+        #: for each module on ``stack``: nodes its submodules reached but did not own (made before they began),
+        #: where its own walk starts besides its outputs
+        self.handed_up: list = []
         self.node_owner: dict = {}  # autograd sequence number -> (module, source)
         self._handles: list = []
 
@@ -190,6 +196,8 @@ class ModuleTracker:
             handle.remove()
         self._handles = []
         self.stack.clear()
+        self.started.clear()
+        self.handed_up.clear()
 
     def _enter(self, module, inputs):
         if not self.stack and self.on_root_forward is not None:
@@ -199,19 +207,30 @@ class ModuleTracker:
         else:
             source = ""
         self.stack.append((self._name_of(module), source))
+        self.started.append(_next_sequence_nr())
+        self.handed_up.append([])
 
     def _leave(self, module, inputs, output):
         if not self.stack:
             return
         name, source = self.stack.pop()
+        started = self.started.pop() if self.started else 0
+        reached = self.handed_up.pop() if self.handed_up else []
         if torch.is_grad_enabled():
-            self._tag_nodes(output, name, source)
+            older = self._tag_nodes(output, name, source, started, reached)
+            if self.handed_up:
+                self.handed_up[-1].extend(older)
 
-    def _tag_nodes(self, output, name: str, source: str) -> None:
+    def _tag_nodes(self, output, name: str, source: str, started: int = 0, reached=()) -> list:
+        """Tag the nodes this module's forward made; return those reached but made before it began."""
         # Post hooks fire innermost first, so a node already tagged belongs to a
-        # deeper module: stop there. Each node is visited once per forward.
-        pending = [t.grad_fn for t in _iter_tensors(output) if t.grad_fn is not None]
+        # deeper module: stop there. Each node is visited once per forward. A node numbered before this
+        # module's forward began was made outside it (a functional op in the parent's own forward, whose
+        # output this module took in): it is the parent's, tagged when the parent's forward ends, and so
+        # are its ancestors (numbered earlier still, on this thread).
+        pending = [t.grad_fn for t in _iter_tensors(output) if t.grad_fn is not None] + list(reached)
         owners = self.node_owner
+        older = []
         while pending:
             node = pending.pop()
             if node is None:
@@ -219,8 +238,12 @@ class ModuleTracker:
             seq = node._sequence_nr()
             if seq == _NO_SEQUENCE or seq in owners:
                 continue
+            if seq < started:
+                older.append(node)
+                continue
             owners[seq] = (name, source)
             pending.extend(next_node for next_node, _ in node.next_functions)
+        return older
 
     # -- lookups -------------------------------------------------------------
     def current(self) -> tuple:
@@ -247,6 +270,15 @@ class ModuleTracker:
 
     def reset_nodes(self) -> None:
         self.node_owner.clear()
+
+
+def _next_sequence_nr() -> int:
+    """The sequence number the next autograd node made on this thread will get (0 where torch cannot say:
+    then every node reachable is tagged, as before)."""
+    try:
+        return int(torch._C._autograd._get_sequence_nr())
+    except (AttributeError, RuntimeError):
+        return 0
 
 
 def _iter_tensors(value):

@@ -97,9 +97,8 @@ def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
     out = {column: [] for column in OP_COLUMNS}
     origin = raw_rows[0][5] if raw_rows else 0
     threads: dict = {}  # OS thread ids -> 0, 1, 2... in order of appearance
-    for seq, (step, phase, func, inputs, outputs, start, elapsed, warn_lo, warn_hi, module, source, thread) in enumerate(
-        raw_rows
-    ):
+    for seq, (step, phase, func, inputs, outputs, start, elapsed, warn_lo, warn_hi, module, source, thread,
+              *more) in enumerate(raw_rows):
         op = op_name(func)
         fallen = []
         if warn_hi > warn_lo:
@@ -141,5 +140,6 @@ def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
         out["transfer"].append(direction)
         out["thread"].append(threads.setdefault(thread, len(threads)))
         out["ranges"].append("")  # the profiler's to tell (record.profiler.join_call_events)
+        out["arguments"].append(more[0] if more else "")
     # typed_ops_frame makes the verdicts final (host bookkeeping): every producer and every loaded file meet there
     return empty_ops_frame() if not raw_rows else typed_ops_frame(pd.DataFrame(out, columns=list(OP_COLUMNS)))

@@ -113,12 +113,13 @@ class Journal:
         return number
 
     def end(self, number: int, outputs, start_ns: int, elapsed_ns: int, thread: int, source: str,
-            fallen: tuple = ()) -> None:
-        """The call ``number`` returned (or raised): its outputs, its time, what fell back inside it."""
+            fallen: tuple = (), arguments: str = "") -> None:
+        """The call ``number`` returned (or raised): its outputs, its time, what fell back inside it, the
+        arguments a wrong-result class is keyed by (JSON text, dmlprof.directml.call_arguments)."""
         with self._lock:
             fallen_ids = ",".join(str(self._id(name)) for name in fallen)
             self._write(f"E\t{number}\t{start_ns}\t{elapsed_ns}\t{thread}\t{self._id(source)}\t"
-                        f"{_meta_text(outputs)}\t{fallen_ids}\n")
+                        f"{_meta_text(outputs)}\t{fallen_ids}\t{self._id(arguments or '')}\n")
 
     def unrecorded(self, op: str, inputs) -> None:
         """A call outside the recording about to run (a warm-up step under the device's refusals): not a row,
@@ -163,6 +164,7 @@ class JournaledCall:
     thread: int = 0
     source: str = ""
     fallen: tuple = ()
+    arguments: str = ""
     returned: bool = False
 
 
@@ -243,6 +245,7 @@ def _read_line(fields: list, strings: dict, begun: dict, contents: JournalConten
         call.source = strings[int(fields[5])]
         call.outputs = _parse_meta(fields[6])
         call.fallen = tuple(strings[int(i)] for i in fields[7].split(",") if i)
+        call.arguments = strings[int(fields[8])]
         call.returned = True
         contents.calls.append(call)
     elif kind == "U":

@@ -109,6 +109,8 @@ class _Calls:
         # how the device's rules say this call fails, judged before it runs (a failing kernel may reshape its
         # inputs); a call that would end the process fails here instead, recorded
         found = rec.rule(func, args, kwargs) if rec.rule is not None else None
+        # what a wrong-result class is keyed by, read before the call (an in-place call may overwrite it)
+        arguments = rec.arguments_of(func, args, kwargs) if rec.arguments_of is not None else ""
         refused = rec.backend.refusal_for(found) if found is not None else None
         if refused is None:
             out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
@@ -131,11 +133,11 @@ class _Calls:
         thread = _thread_id()
         rec.rows.append(
             (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
-             module, source, thread)
+             module, source, thread, arguments)
         )
         if journal is not None:
             fallen = rec.fallen_in(warned_before, warned_after) if warned_after != warned_before else ()
-            journal.end(journaled, out_meta, start, elapsed, thread, source, fallen)
+            journal.end(journaled, out_meta, start, elapsed, thread, source, fallen, arguments)
         rec.held_bytes += budget.row_bytes(inputs, out_meta)
         if len(rec.rows) >= rec.next_limit or rec.held_bytes >= rec.next_bytes:  # bounded (Recorder.limit_reached)
             rec.limit_reached()
@@ -199,6 +201,8 @@ class Recorder:
         self.flagged_ops = backend.flagged_ops()
         #: the device's rules: how a call fails there, judged from its arguments (None: a device without rules)
         self.rule = backend.failure_rule()
+        #: the device's wrong-result classes: the arguments of a call they are keyed by (None: none)
+        self.arguments_of = backend.arguments_rule() if hasattr(backend, "arguments_rule") else None
         #: the same rules on the calls that pass unrecorded (a full or inactive recorder)
         self.refusals = _Refusals(self.rule, backend) if self.rule is not None else None
         #: script mode: the optimizer steps recorded (:mod:`dmlprof.record.window`)

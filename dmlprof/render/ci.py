@@ -29,8 +29,17 @@ def _check_lines(result: GateResult, model: str) -> list:
     lines = [f"dmlprof check {model} on {device} ({report.kind}): {'passed' if result.passed else 'FAILED'}"]
     lines += [f"  {_mark(check)}  {check.describe()}" for check in result.checks]
     lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]
-    return lines + [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
-                    for hotspot in report.hotspots if hotspot not in result.hotspots]
+    return lines + _uncounted_lines(report, result) + [_wrong_line(known) for known in report.known_wrong_results]
+
+
+def _uncounted_lines(report, result: GateResult) -> list:
+    return [f"  not counted: {hotspot.op} ({hotspot.torch_flag}; --count-torch-only counts it)"
+            for hotspot in report.hotspots if hotspot not in result.hotspots]
+
+
+def _wrong_line(known) -> str:
+    where = fmt_list(known.sources, 2) or fmt_list(known.modules, 1) or "no source line"
+    return f"  wrong on DirectML: {known.op} x{known.calls} at {where}: {known.consequence or known.reason}"
 
 
 def _mark(check) -> str:
@@ -60,10 +69,19 @@ def github_annotations(result: GateResult) -> str:
     level = "warning" if result.passed else "error"
     lines = [_annotation(level, _location(hotspot.sources), f"dmlprof: {hotspot.op} falls back to the CPU",
                          _annotation_message(hotspot, result)) for hotspot in result.hotspots]
+    wrong_level = "error" if any(c.name == "calls with known wrong results" and not c.passed
+                                 for c in result.checks) else "warning"
+    lines += [_annotation(wrong_level, _location(known.sources), f"dmlprof: {known.op} gives wrong results on DirectML",
+                          _wrong_message(known)) for known in result.report.known_wrong_results]
     if not result.passed:
         lines.append(_annotation("error", None, "dmlprof check failed",
                                  "; ".join(check.describe() for check in result.failed)))
     return "\n".join(lines)
+
+
+def _wrong_message(known) -> str:
+    text = known.consequence or known.reason or "results differ from the CPU's"
+    return text + (f" ({known.klass})" if known.klass else "") + (f" Fix: {known.fix}" if known.fix else "")
 
 
 def _annotation_message(hotspot, result: GateResult) -> str:

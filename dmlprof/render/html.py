@@ -168,7 +168,8 @@ def _warning_flags(report) -> list:
     """What must be read first: a device the script never used, a loss that diverged, a run cut short."""
     flags = [_flag("bad", "Fails on the device", report.device_failure_note)] if report.device_failure_note else []
     flags += [_flag("warn", "Device not used", report.device_unused_note)] if report.device_unused_note else []
-    flags += [_flag("bad" if k.confirmed else "warn", "Known wrong results", _known_wrong_text(k))
+    flags += [_flag("bad" if k.confirmed or k.breaks_training else "warn",
+                    "Training is broken" if k.breaks_training else "Known wrong results", _known_wrong_text(k))
               for k in report.known_wrong_results]
     loss = report.run.nonfinite_loss
     if loss:
@@ -185,9 +186,13 @@ def _known_wrong_text(known) -> str:
     error = (f", max error {known.max_abs_error:.3g}" if known.max_abs_error is not None
              else f": {known.reason}" if known.reason else "")
     fix = f" Fix: {known.fix}" if known.fix else ""
+    klass = f" Class: {known.klass}." if known.klass else ""
+    breaks = f" It breaks: {known.consequence}." if known.consequence else ""
+    if not known.measured_calls:
+        return f"{known.op} ({known.calls} calls{where}) gives wrong results on the real torch-directml{error} ({status}).{klass}{breaks}{fix}"
     return (f"{known.op} ({known.calls} calls{where}) gave results that differ from the CPU's on the real "
             f"torch-directml in {known.measured_wrong_calls} of {known.measured_calls} measured calls{error} "
-            f"({status}).{fix}")
+            f"({status}).{klass}{breaks}{fix}")
 
 
 def _torch_flag(report) -> list:

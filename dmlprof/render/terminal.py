@@ -345,20 +345,32 @@ def _first_line(text: str) -> str:
 
 
 def _known_wrong(report: Report, top: int) -> list:
-    """Device calls of ops whose results were wrong on real DirectML (the measured table)."""
+    """Device calls in a class of calls whose results were wrong on real DirectML (the measured table and classes)."""
     found = report.known_wrong_results
     if not found:
         return []
     lines = ["Known wrong results on DirectML (measured on the real torch-directml: docs/realdml.md)"]
     for known in found[:top]:
-        error = f"max error {_error(known.max_abs_error)}" if known.max_abs_error is not None else known.reason or "wrong"
         where = f" at {known.sources[0]}" if known.sources else ""
         status = (f"confirmed: {known.confirmed_by}" if known.confirmed
                   else "unconfirmed: seen on a software adapter only, not yet reported on a GPU")
-        lines.append(f"  {known.op} x{known.calls}{where}: {known.measured_wrong_calls} of "
-                     f"{known.measured_calls} measured {known.dtype} calls wrong ({error}); {status}")
+        if known.measured_calls:
+            error = f"max error {_error(known.max_abs_error)}" if known.max_abs_error is not None else known.reason or "wrong"
+            lines.append(f"  {known.op} x{known.calls}{where}: {known.measured_wrong_calls} of "
+                         f"{known.measured_calls} measured {known.dtype} calls wrong ({error}); {status}")
+        else:
+            lines.append(f"  {known.op} x{known.calls}{where}: {known.reason}; {status}")
+        lines += _if(bool(known.klass), f"    class: {known.klass}")
+        lines += _if(bool(known.consequence), f"    breaks: {known.consequence}")
         lines += _if(bool(known.fix), f"    fix: {known.fix}")
     return lines
+
+
+def _training_broken(report: Report, top: int) -> list:
+    """A wrong result that loses gradients leads the report: training on DirectML is broken."""
+    broken = [k for k in report.known_wrong_results if k.breaks_training]
+    return [f"TRAINING IS BROKEN ON DIRECTML: {k.consequence}" + (f" ({k.sources[0]})" if k.sources else "")
+            for k in broken[:top]]
 
 
 def _fallen(side) -> str:
@@ -395,7 +407,7 @@ def _notes(report: Report, top: int) -> list:
     return [_facts(facts)] if facts else []
 
 
-_SECTIONS = (_header, _device_failure, _replace, _headline, _guess, _verification, _known_wrong, _fallbacks, _transfers, _host_calls, _ops, _phases,
+_SECTIONS = (_header, _training_broken, _device_failure, _replace, _headline, _guess, _verification, _known_wrong, _fallbacks, _transfers, _host_calls, _ops, _phases,
              _host_bookkeeping, _torch_paths, _notes, _warnings)
 
 

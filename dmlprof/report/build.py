@@ -17,11 +17,12 @@ from dmlprof.analysis.timeline import LANES, step_spans, timeline
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
 from dmlprof.analysis.verification import summary as verification_summary
 from dmlprof.meta import SWEEP, RunMeta
-from dmlprof.replacements.catalog import advice_for, advice_for_wrong_results
+from dmlprof.replacements.catalog import advice_for
 from dmlprof.report.model import (
-    Fix, GuessNote, HostCallRow, Hotspot, KnownWrongResults, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, Report, StepSpan,
+    Fix, GuessNote, HostCallRow, Hotspot, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, Report, StepSpan,
     Summary, Timeline, TorchPaths, TransferRow, VerdictShare, VerdictSplit,
 )
+from dmlprof.report.known_wrong import known_wrong_results
 from dmlprof.report.replace import RemainingOp, ReplaceComparison, ReplaceSide
 from dmlprof.report.sweep import SweepReport, SweepRow
 from dmlprof.report.verification import DivergentOp, LostUpdate, Unchecked, Verification
@@ -135,21 +136,12 @@ _DIRECTML_BACKENDS = ("dml", "emulated-dml")
 
 
 def _known_wrong_results(run: RunMeta, ops) -> tuple:
-    """Device calls of ops whose results were wrong on real DirectML (the measured table), most calls first."""
+    """Device calls in a class of calls whose results are wrong on real DirectML (dmlprof.report.known_wrong)."""
     directml = run.device.backend in _DIRECTML_BACKENDS or (run.prediction is not None
                                                               and run.prediction.target == "dml")
-    table = load_measured("dml") if directml and run.kind != SWEEP else None
-    if table is None or ops.empty:
+    if not directml or run.kind == SWEEP or ops.empty:
         return ()
-    found = []
-    for r in analysis.device_calls_by_op(ops).itertuples():
-        wrong = table.wrong_results(str(r.op), str(r.dtypes))
-        if wrong is not None:
-            found.append(KnownWrongResults(
-                str(r.op), int(r.calls), wrong.dtype, wrong.wrong_calls, wrong.calls, wrong.max_abs_error,
-                wrong.max_rel_error, wrong.confirmed_by, _texts(r.sources), _texts(r.modules),
-                advice_for_wrong_results(str(r.op)), wrong.reason))
-    return tuple(sorted(found, key=lambda k: (not k.confirmed, -k.calls)))
+    return known_wrong_results(ops, load_measured("dml"))
 
 
 def _host_rows(frame) -> tuple:

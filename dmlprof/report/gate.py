@@ -61,7 +61,7 @@ class GateResult:
 
 
 def check_limits(report: Report, max_fallback_share: Optional[float], max_fallback_ops: Optional[int],
-                 count_torch_only: bool = False) -> GateResult:
+                 count_torch_only: bool = False, allow_wrong_results: bool = False) -> GateResult:
     """The report held against the limits (a limit of None is not checked).
 
     Hotspots that only the torch the session ran on reaches (``torch_flag``: DirectML users' torch 2.4.1
@@ -81,7 +81,18 @@ def check_limits(report: Report, max_fallback_share: Optional[float], max_fallba
         checks.append(LimitCheck(share_name, max(share, 0.0), max_fallback_share, "share"))
     if max_fallback_ops is not None:
         checks.append(LimitCheck("ops that fell back", ops, max_fallback_ops, "ops"))
+    if report.known_wrong_results and not allow_wrong_results:  # (a run with none has nothing to say here)
+        checks.append(_wrong_results(report))
     return GateResult(tuple(checks), hotspots, report)
+
+
+def _wrong_results(report: Report) -> LimitCheck:
+    """Calls in a class whose results are wrong on DirectML: the step runs, and computes something else."""
+    known = report.known_wrong_results
+    first = known[0] if known else None
+    why = ((first.consequence or f"{first.op}: {first.reason or 'wrong results'}") +
+           " (--allow-wrong-results lets them pass)") if first is not None else ""
+    return LimitCheck("calls with known wrong results", sum(k.calls for k in known), 0, "calls", why=why)
 
 
 def _device_used(report: Report) -> LimitCheck:

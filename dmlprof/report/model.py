@@ -318,6 +318,12 @@ class KnownWrongResults:
     modules: Tuple[str, ...]
     fix: Optional[str] = None
     reason: str = ""  # what differed: values beyond tolerance, or the result's dtype or shape
+    #: the class of calls the wrong results were measured for, in words (dmlprof.tables.wrong_classes)
+    klass: str = ""
+    #: what it breaks in this run ("gradients of every parameter below TextCNN are zero on DirectML")
+    consequence: str = ""
+    #: training is broken by it (gradients lost): the report leads with it
+    breaks_training: bool = False
 
     @property
     def confirmed(self) -> bool:

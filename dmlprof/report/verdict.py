@@ -45,6 +45,9 @@ def _what_must_be_read_first(report):
     if report.device_failure_note:
         remedy = report.run.device_failure.remedy
         return Verdict("bad", report.device_failure_note, f"Fix: {remedy}" if remedy else "")
+    broken = _training_broken(report)
+    if broken is not None:
+        return broken
     found = report.verification
     if found is not None and not found.clean:
         return Verdict("bad", "Wrong results: " + _wrong_results(found),
@@ -52,6 +55,15 @@ def _what_must_be_read_first(report):
     if report.device_unused_note:
         return Verdict("warn", report.device_unused_note, "The figures below describe calls on other devices.")
     return None
+
+
+def _training_broken(report):
+    """A known wrong result that loses gradients: training on DirectML is broken (else None)."""
+    broken = [k for k in report.known_wrong_results if k.breaks_training]
+    if not broken:
+        return None
+    return Verdict("bad", f"Training is broken on DirectML: {broken[0].consequence}.",
+                   "Fix this before trusting any figure below: " + (broken[0].klass or broken[0].op) + ".")
 
 
 def _what_ran_where(report) -> Verdict:

@@ -85,7 +85,7 @@ def test_torch_directmls_own_errors_are_read_as_its_refusals_and_others_are_not(
 
 def test_every_ruled_op_is_one_the_cheap_check_lets_through():
     assert all(may_fail(name) for name in ruled_ops())
-    assert not may_fail("aten::add.Tensor")
+    assert not may_fail("aten::gelu")  # add, mul and relu are ruled since the size-1 dims rule (call_rules)
 
 
 def test_torch_directmls_words_from_a_call_with_nothing_on_the_device_are_not_its_refusal():

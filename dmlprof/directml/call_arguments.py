@@ -1,0 +1,90 @@
+"""The scalar arguments (and the few values) of a call that the wrong-result classes are keyed by.
+
+The op frame keeps a call's dtypes and input shapes; some classes of wrong results also need an argument
+(max pooling's ``ceil_mode``) or a value (whether an ``nll_loss`` target holds ``ignore_index``). For the
+few ops with such a class, the recorder keeps them as JSON in the frame's ``arguments`` column
+(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. Everything else
+records nothing here (a set lookup).
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable, Optional
+
+import torch
+
+
+def read_device_values(tensor) -> Optional[torch.Tensor]:
+    """A tensor's values on the CPU, read without changing the run (for a device tensor with storage: a copy
+    after the queue, a sync and nothing more); None where they cannot be read. A backend whose tensors have no
+    values (the prediction's stand-in) gives its own reader (``DirectMLSemantics.read_values``)."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
+        return None
+    if tensor.device.type == "cpu":
+        return tensor
+    try:
+        return tensor.detach().to("cpu")
+    except RuntimeError:
+        return None
+
+
+def _nll_loss(target_at: int, reduction_at: int, ignore_at: int) -> Callable:
+    def arguments(args, kwargs, _read) -> dict:
+        ignore = args[ignore_at] if len(args) > ignore_at else kwargs.get("ignore_index", -100)
+        found = {"ignore_index": int(ignore), "reduction": int(args[reduction_at]) if len(args) > reduction_at
+                 else int(kwargs.get("reduction", 1))}
+        target = _read(args[target_at] if len(args) > target_at else kwargs.get("target"))
+        if target is not None and not target.is_floating_point():
+            found["targets_ignored"] = bool((target == int(ignore)).any())
+        if target_at == 2 and found["reduction"] == 0:  # backward of reduction="none": are the rows' gradients alike?
+            grad = _read(args[0] if args else kwargs.get("grad_output"))
+            if grad is not None and grad.numel():
+                flat = grad.reshape(-1)
+                found["grad_output_varies"] = bool((flat != flat[0]).any())
+        return found
+    return arguments
+
+
+def _max_pool(ceil_at: int) -> Callable:
+    def arguments(args, kwargs, _read) -> dict:
+        return {"ceil_mode": bool(args[ceil_at] if len(args) > ceil_at else kwargs.get("ceil_mode", False))}
+    return arguments
+
+
+def _scaled_product(args, kwargs, _read) -> dict:
+    """addmm/baddbmm's beta and alpha (keyword-only): whether either is fractional."""
+    scalars = [kwargs.get("beta", 1), kwargs.get("alpha", 1)]
+    return {"fractional_scale": any(isinstance(v, float) and not float(v).is_integer() for v in scalars)}
+
+
+#: op -> what of its call a wrong-result class is keyed by
+ARGUMENTS = {
+    "aten::nll_loss_forward": _nll_loss(1, 3, 4),
+    "aten::nll_loss2d_forward": _nll_loss(1, 3, 4),
+    "aten::nll_loss_backward": _nll_loss(2, 4, 5),
+    "aten::nll_loss2d_backward": _nll_loss(2, 4, 5),
+    "aten::max_pool2d_with_indices": _max_pool(5),
+    "aten::max_pool2d_with_indices_backward": _max_pool(6),
+    "aten::addmm": _scaled_product,
+    "aten::baddbmm": _scaled_product,
+}
+
+
+def call_arguments(name: str, args, kwargs, read: Callable = read_device_values) -> str:
+    """The JSON the frame's ``arguments`` column keeps for this call ("" for an op no class is keyed by);
+    ``read(tensor)``: its values on the CPU, or None."""
+    judge = ARGUMENTS.get(name)
+    if judge is None:
+        return ""
+    try:
+        return json.dumps(judge(args, kwargs, read), sort_keys=True)
+    except (TypeError, ValueError, RuntimeError, IndexError):
+        return ""
+
+
+def arguments_judge(op_name: Callable, read: Callable = read_device_values) -> Callable:
+    """``judge(func, args, kwargs) -> str`` for the recorder: cheap (a set lookup) for every op but :data:`ARGUMENTS`'."""
+    def judge(func, args, kwargs) -> str:
+        name = op_name(func)
+        return call_arguments(name, args, kwargs, read) if name in ARGUMENTS else ""
+    return judge

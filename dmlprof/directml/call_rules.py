@@ -1,0 +1,244 @@
+"""Failure rules keyed by the class of call they were measured for (issue 32 / R26).
+
+Each :class:`ClassRule` names the ops it covers, the class of their calls that fails on the real
+torch-directml 0.2.5 (a predicate on arguments, shapes, dtypes and flags), what happens there (raises, or
+ends the process) and the evidence. A call outside the class is not refused: the class is what was
+measured, not the op. :mod:`dmlprof.directml.failures` merges these into its ``RULES``, so the prediction
+(``--target dml``), the emulated device and the live guard on real DirectML all judge a call alike.
+
+Evidence: ../shared/BACKEND_FACTS.md "Measured in turn 4" (held-out OpInfo samples on realdml, each in a
+fresh process), issue 33 R26 (a 242-call crash probe on the real torch-directml).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
+
+import torch
+
+#: the evidence strings the rules cite (kept short: ``dmlprof ops`` prints them)
+HELD_OUT = "held-out OpInfo samples on realdml (lavapipe), turn 4, each in a fresh process"
+CRASH_PROBE = "242-call crash probe on the real torch-directml (issue 33, R26)"
+
+#: glog's words for a device that is gone: every later call in the process fails (0x887A0005)
+DEVICE_REMOVED = "DXGI_ERROR_DEVICE_REMOVED (Unknown error -2005270523)"
+#: the most elements a DirectML tensor may hold: its sizes and offsets are 32-bit
+MAX_ELEMENTS = 2 ** 31 - 1
+#: reductions of an input of this many dimensions or more end the process (measured on realdml: sum, mean, amax of
+#: a [2]*6 input abort at "rank <= DML_TENSOR_DIMENSION_COUNT_MAX"; [2]*5 runs; issue 33 R26 saw 9-D)
+REDUCTION_MAX_DIMS = 6
+#: elementwise ops on a tensor with this many size-1 dimensions or more end the process (measured on realdml: add,
+#: mul, relu of [1]*6 .. [1]*12 abort at "broadcast_sizes.size() >= sizes.size()"; [1]*5 runs, and [2]*6 .. [2]*9 run)
+UNIT_DIMS_MAX = 6
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    """A failure measured for a class of calls: ``check(args, kwargs)`` says whether a call is in it."""
+
+    ops: Tuple[str, ...]
+    kind: str  # "raises" or "aborts" (dmlprof.directml.failures.RAISES / ABORTS)
+    klass: str  # the class, in words (dmlprof ops prints it)
+    message: str  # torch-directml's words (or a description of the crash)
+    evidence: str
+    check: Callable
+    how: str = ""  # for an abort: the signal
+
+
+def _self(args, kwargs):
+    value = args[0] if args else kwargs.get("self", kwargs.get("input"))
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _arg(args, kwargs, index: int, name: str, default=None):
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def _flip_negative_or_0d(args, kwargs) -> bool:
+    self = _self(args, kwargs)
+    dims = _arg(args, kwargs, 1, "dims", ())
+    if self is None:
+        return False
+    if self.dim() == 0:  # flip(x, []) of a 0-d tensor runs (measured): a dim given does not
+        return bool(dims)
+    return any(isinstance(d, int) and d < 0 for d in (dims if isinstance(dims, (list, tuple)) else (dims,)))
+
+
+def _median_dim_aborts(args, kwargs) -> bool:
+    """float16 along any dimension; float32 (and other floating dtypes) of 2+ dims. A float32 0-d/1-D input
+    runs (it comes back with shape (0,): a wrong result, the measured table's), integer inputs fall back."""
+    self = _self(args, kwargs)
+    if self is None or not self.is_floating_point():
+        return False
+    return self.dtype == torch.float16 or self.dim() >= 2
+
+
+def _layer_norm_backward_mask(args, kwargs) -> list:
+    mask = _arg(args, kwargs, 7, "output_mask", None)
+    return list(mask) if isinstance(mask, (list, tuple)) else [True, True, True]
+
+
+def _layer_norm_backward_frozen_affine(args, kwargs) -> bool:
+    """weight and bias exist, but one of them does not require grad (output_mask says so)."""
+    weight, bias = _arg(args, kwargs, 5, "weight"), _arg(args, kwargs, 6, "bias")
+    if not (isinstance(weight, torch.Tensor) and isinstance(bias, torch.Tensor)):
+        return False
+    mask = _layer_norm_backward_mask(args, kwargs)
+    return mask[0] and not (mask[1] and mask[2])
+
+
+def _layer_norm_backward_without_affine(args, kwargs) -> bool:
+    """No weight or bias (elementwise_affine=False; bias=False unmeasured, taken as the same)."""
+    weight, bias = _arg(args, kwargs, 5, "weight"), _arg(args, kwargs, 6, "bias")
+    return not isinstance(weight, torch.Tensor) or not isinstance(bias, torch.Tensor)
+
+
+def _layer_norm_backward_input_without_grad(args, kwargs) -> bool:
+    return not _layer_norm_backward_mask(args, kwargs)[0]
+
+
+def _to_channels_last(args, kwargs) -> bool:
+    """A copy to a channels-last layout, with or without a dtype change (measured both on realdml)."""
+    return _self(args, kwargs) is not None and \
+        kwargs.get("memory_format") in (torch.channels_last, torch.channels_last_3d)
+
+
+def _empty_self(args, kwargs) -> bool:
+    self = _self(args, kwargs)
+    return self is not None and self.numel() == 0
+
+
+def _zero_dim_self(args, kwargs) -> bool:
+    self = _self(args, kwargs)
+    return self is not None and self.dim() == 0
+
+
+def _unique_with_counts(index: int) -> Callable:
+    def check(args, kwargs) -> bool:
+        return bool(_arg(args, kwargs, index, "return_counts", False))
+    return check
+
+
+def _reduction_of_many_dims(args, kwargs) -> bool:
+    self = _self(args, kwargs)
+    return self is not None and self.dim() >= REDUCTION_MAX_DIMS
+
+
+def _many_unit_dims(args, kwargs) -> bool:
+    tensors = [a for a in args[:2] if isinstance(a, torch.Tensor)]
+    return any(sum(1 for size in t.shape if size == 1) >= UNIT_DIMS_MAX for t in tensors)
+
+
+#: torch-directml's words, measured on realdml
+_UNIQUE_COUNTS = "Return counts not implemented for unique operator for DirectML."
+
+_REDUCTIONS = tuple(f"aten::{name}" for name in (
+    "sum", "sum.dim_IntList", "sum.IntList_out", "mean", "mean.dim", "mean.out", "amax", "amax.out", "amin",
+    "amin.out", "prod", "prod.dim_int", "max", "max.dim", "min", "min.dim", "argmax", "argmin", "any", "any.dim",
+    "any.dims", "all", "all.dim", "all.dims", "std.correction", "var.correction", "var_mean.correction",
+    "std_mean.correction", "logsumexp", "norm.ScalarOpt_dim", "linalg_vector_norm"))
+
+CLASS_RULES: Tuple[ClassRule, ...] = (
+    ClassRule(("aten::flip", "aten::flip.out"), "aborts",
+              "a negative dim in dims, or a 0-d input flipped along a dim (also reached by the backward of cumsum(x, -1) and by "
+              "rot90 with negative dims); flip with non-negative dims of a 1-D+ input runs",
+              "flip with a negative dim crashes torch-directml", HELD_OUT + "; " + CRASH_PROBE,
+              _flip_negative_or_0d, "SIGSEGV"),
+    ClassRule(("aten::median.dim", "aten::median.dim_values", "aten::nanmedian.dim", "aten::nanmedian.dim_values"),
+              "aborts", "along a dim: float16 of any shape, float32 of 2+ dims (float32 0-d/1-D runs with a wrong "
+              "(0,) shape; integer inputs fall back to the CPU)",
+              "median/nanmedian along a dimension on the device crashes", HELD_OUT + "; " + CRASH_PROBE,
+              _median_dim_aborts, "SIGSEGV"),
+    ClassRule(("aten::native_layer_norm_backward", "aten::native_layer_norm_backward.out"), "aborts",
+              "LayerNorm's backward where the input requires grad and weight or bias is frozen "
+              "(requires_grad=False): the device is removed, every later call in the process fails",
+              DEVICE_REMOVED, HELD_OUT, _layer_norm_backward_frozen_affine, "device removed"),
+    ClassRule(("aten::native_layer_norm_backward", "aten::native_layer_norm_backward.out"), "raises",
+              "LayerNorm's backward without weight or bias (elementwise_affine=False)",
+              "tensor does not have a device", HELD_OUT + "; rechecked on realdml (issue 32)",
+              _layer_norm_backward_without_affine),
+    ClassRule(("aten::native_layer_norm_backward", "aten::native_layer_norm_backward.out"), "raises",
+              "LayerNorm's backward with an input that does not require grad (a frozen first layer's input)",
+              "device1->CompileGraph(&graphDesc, flags, IID_PPV_ARGS(&compiledGraph))",
+              HELD_OUT + "; rechecked on realdml (issue 32)", _layer_norm_backward_input_without_grad),
+    ClassRule(("aten::_to_copy", "aten::_to_copy.out"), "raises",
+              "a copy to memory_format=channels_last (x.to(memory_format=...), with or without a dtype change)",
+              "'memory_format' argument is must be Contiguous for DML tensors",
+              HELD_OUT + "; both forms rechecked on realdml (issue 32)", _to_channels_last),
+    ClassRule(("aten::constant_pad_nd", "aten::constant_pad_nd.out", "aten::native_layer_norm",
+               "aten::native_layer_norm.out"), "raises", "an empty input (a dimension of size 0)",
+              "m_device->CreateOperator(&opDesc, IID_PPV_ARGS(&op))", HELD_OUT + "; rechecked on realdml (issue 32)",
+              _empty_self),
+    ClassRule(("aten::gather", "aten::gather.out"), "raises", "gather from a 0-d input",
+              "Unknown error -2147024809", HELD_OUT, _zero_dim_self),
+    ClassRule(("aten::_unique2", "aten::_unique2.out"), "raises", "unique(..., return_counts=True)",
+              _UNIQUE_COUNTS, HELD_OUT + "; rechecked on realdml by issue 32's rules", _unique_with_counts(3)),
+    ClassRule(("aten::unique_dim", "aten::unique_dim.out"), "raises", "unique(..., dim=d, return_counts=True)",
+              _UNIQUE_COUNTS, HELD_OUT, _unique_with_counts(4)),
+    ClassRule(_REDUCTIONS, "aborts", f"a reduction of an input of {REDUCTION_MAX_DIMS} or more dimensions "
+              "(measured: sum, mean, amax of [2]*6 abort, [2]*5 runs)",
+              "Check failed: rank <= DML_TENSOR_DIMENSION_COUNT_MAX (dml_tensor_desc.cc)",
+              CRASH_PROBE + "; boundaries measured on realdml (issue 32)", _reduction_of_many_dims, "SIGABRT"),
+    ClassRule(tuple(f"aten::{name}" for name in ("add.Tensor", "add_.Tensor", "add.out", "sub.Tensor", "sub_.Tensor",
+                                                 "mul.Tensor", "mul_.Tensor", "relu", "relu_")), "aborts",
+              f"an elementwise op on a tensor with {UNIT_DIMS_MAX} or more dimensions of size 1 (measured: [1]*6 to "
+              "[1]*12 abort, [1]*5 runs, [2]*6 to [2]*9 run)",
+              "Check failed: broadcast_sizes.size() >= sizes.size() (dml_tensor_desc.cc)",
+              CRASH_PROBE + "; boundaries measured on realdml (issue 32)", _many_unit_dims, "SIGABRT"),
+)
+
+#: dtypes no DirectML tensor holds beyond the complex ones and bfloat16: a tensor of one on the device ends the
+#: process (SIGABRT, glog's "Invalid or unsupported data type"), measured by the crash probe (R26). Looked up by
+#: name: torch 2.4.1 lacks some of them.
+EXTRA_UNHELD_DTYPES = {getattr(torch, name): label for name, label in (
+    ("uint16", "UInt16"), ("uint32", "UInt32"), ("uint64", "UInt64"), ("float8_e4m3fn", "Float8_e4m3fn"),
+    ("float8_e5m2", "Float8_e5m2"), ("float8_e4m3fnuz", "Float8_e4m3fnuz"), ("float8_e5m2fnuz", "Float8_e5m2fnuz"),
+    ("bits8", "Bits8"), ("bits16", "Bits16"), ("bits1x8", "Bits1x8"), ("bits2x4", "Bits2x4"), ("bits4x2", "Bits4x2"),
+) if isinstance(getattr(torch, name, None), torch.dtype)}
+
+#: ops that make a tensor of the sizes they are given (the first argument): where a tensor over
+#: :data:`MAX_ELEMENTS` would be made on the device
+SIZED_FACTORIES = tuple(f"aten::{name}" for name in (
+    "empty.memory_format", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint", "randint.low",
+    "empty.out", "zeros.out", "ones.out", "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"))
+
+TOO_LARGE = f"a tensor of more than 2^31 - 1 elements on the device crashes torch-directml"
+
+
+def _numel(sizes) -> int:
+    try:
+        return math.prod(int(s) for s in sizes)
+    except (TypeError, ValueError):
+        return 0
+
+
+def too_large(name: str, args, kwargs, on_device: bool) -> Optional[int]:
+    """How many elements a call would put in one device tensor, when that is over :data:`MAX_ELEMENTS`."""
+    if not on_device:
+        return None
+    if name in SIZED_FACTORIES:
+        sizes = args[1] if name.startswith("aten::new_") and len(args) > 1 else (args[0] if args else
+                                                                                 kwargs.get("size"))
+        if isinstance(sizes, (list, tuple, torch.Size)):
+            count = _numel(sizes)
+            return count if count > MAX_ELEMENTS else None
+    largest = max((a.numel() for a in args if isinstance(a, torch.Tensor)), default=0)
+    return largest if largest > MAX_ELEMENTS else None
+
+
+def rules_by_op() -> dict:
+    """op -> the class rules that cover it (dmlprof.directml.failures merges them into its RULES)."""
+    found: dict = {}
+    for rule in CLASS_RULES:
+        for op in rule.ops:
+            found.setdefault(op, []).append(rule)
+    return found
+
+
+def rules_for(op: str) -> list:
+    """The class rules of ``op`` (any overload, when ``op`` names none): what ``dmlprof ops`` shows."""
+    base = op if op.startswith("aten::") else f"aten::{op}"
+    return [r for r in CLASS_RULES if any(o == base or o.split(".", 1)[0] == base for o in r.ops)]

@@ -1,0 +1,253 @@
+"""Wrong results on DirectML, keyed by the class of call they were measured for (issue 32, items 2 and 3).
+
+The measured table (:mod:`dmlprof.tables.measured`) says, per op overload and dtypes, how many of its
+samples came back wrong. A call is flagged only where it falls in the class those wrong samples belong
+to: this module holds the classes, and matches a recorded call (op, dtypes, input shapes, phase and, where
+the recording kept them, its scalar arguments) against them. Three sources of classes:
+
+- classes measured on real torch-directml outside dmlprof (:data:`CLASSES`): integer operands with a
+  broadcast input, ``nll_loss`` over more than 100 classes ignoring ``ignore_index=-100``, the bool mask
+  multiply of ``amax``'s backward;
+- the table entry's own ``wrong_class`` (what the generator measured the wrong samples to share; the
+  field's form is :func:`entry_class_matches`'s);
+- corrections of the shipped table's entries whose wrong samples were not wrong in anything a program
+  reads (:data:`UNREAD_ONLY`) or belong to an argument's class (:data:`ARGUMENT_CLASSES`).
+
+Torch-free: the report reads it.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence, Tuple
+
+_INTEGER = ("int8", "int16", "int32", "int64", "uint8")
+_FLOATING = ("float16", "float32", "float64", "bfloat16")
+
+#: forward ops whose backward multiplies the gradient by a bool mask (the culprit a user wrote)
+MASKED_BACKWARD_FORWARD_OPS = ("aten::amax", "aten::amin")
+
+REALDML = "realdml (torch-directml 0.2.5 on lavapipe), rebuilt without dmlprof (issue 32)"
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the report knows of one device call: op overload, dtypes (``float32,int64``), input shapes, phase,
+    and its scalar arguments where the recording kept them (None: not kept)."""
+
+    op: str
+    dtypes: Tuple[str, ...]
+    shapes: Tuple[Tuple[int, ...], ...]
+    phase: str = ""
+    arguments: Optional[dict] = None
+
+
+@dataclass(frozen=True)
+class WrongClass:
+    """A class of calls whose results are wrong on DirectML."""
+
+    ops: Tuple[str, ...]
+    klass: str  # the class, in words
+    reason: str  # what is wrong, measured
+    evidence: str
+    match: Callable  # (Call) -> bool
+    #: what it breaks, for the user ("" when nothing more than the values)
+    consequence: str = ""
+    #: every gradient upstream of the call is lost: the report leads with it, as training is broken
+    zeroes_gradients: bool = False
+    confirmed_by: str = ""
+
+
+def parse_shapes(text: str) -> Tuple[Tuple[int, ...], ...]:
+    """The op frame's ``shapes`` column (``[[2, 3], [3]]``) as tuples; () when it cannot be read."""
+    try:
+        value = ast.literal_eval(text) if text else []
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return tuple(tuple(int(d) for d in s) for s in value if isinstance(s, list) and all(isinstance(d, int) for d in s))
+
+
+def _broadcast_integer_operands(call: Call) -> bool:
+    """Two tensor operands of different shapes, both with a dimension (a 0-d scalar operand is not a broadcast
+    input: unmeasured), and an integer dtype among the call's: measured (5,1) with (5,) wrong, equal shapes right."""
+    if len(call.shapes) < 2 or not any(d in _INTEGER for d in call.dtypes):
+        return False
+    first, second = call.shapes[0], call.shapes[1]
+    return bool(first) and bool(second) and first != second
+
+
+def _float_times_int64_broadcast(call: Call) -> bool:
+    return "int64" in call.dtypes and any(d in _FLOATING for d in call.dtypes) and _broadcast_integer_operands(call)
+
+
+def _classes_of(call: Call) -> Optional[int]:
+    """The number of classes of an nll_loss call (forward: input (N, C, ...) or (C,); backward: the input is
+    the second tensor), else None."""
+    index = 1 if "backward" in call.op else 0
+    if len(call.shapes) <= index:
+        return None
+    shape = call.shapes[index]
+    return shape[1] if len(shape) >= 2 else (shape[0] if len(shape) == 1 else None)
+
+
+#: torch's default ignore_index
+_DEFAULT_IGNORE = -100
+
+
+def _nll_loss_over_100_classes(call: Call) -> bool:
+    """More classes than -ignore_index: DirectML then reads the ignore index as class C - 100 (a valid class:
+    measured 512 classes wrong, 7 and 10 exact). A recorded non-negative ignore_index is outside the class."""
+    classes = _classes_of(call)
+    arguments = call.arguments or {}
+    ignore = arguments.get("ignore_index", _DEFAULT_IGNORE)
+    # only where a target holds the ignore index (known from the call's values): labels that never do are right
+    return classes is not None and isinstance(ignore, int) and ignore < 0 and classes > -ignore and \
+        arguments.get("targets_ignored") is True
+
+
+def _nll_loss_backward_of_unequal_rows(call: Call) -> bool:
+    """nll_loss_backward(reduction="none") with incoming gradients that differ between rows (a weighted
+    per-sample loss): every row gets the first row's gradient. A plain ``loss.mean()`` gives equal rows: right."""
+    arguments = call.arguments or {}
+    return arguments.get("reduction") == 0 and arguments.get("grad_output_varies") is True
+
+
+def _bool_mask_multiply_in_backward(call: Call) -> bool:
+    return call.phase == "backward" and "bool" in call.dtypes and any(d in _FLOATING for d in call.dtypes)
+
+
+def _integer_product_with_fractional_scale(call: Call) -> bool:
+    return all(d in _INTEGER for d in call.dtypes) and (call.arguments or {}).get("fractional_scale") is True
+
+
+_INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
+    "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
+    "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
+
+CLASSES: Tuple[WrongClass, ...] = (
+    WrongClass(_INTEGER_BROADCAST_OPS, "integer operands with a broadcast input (e.g. (5, 1) with (5,))",
+               "values differ: torch.remainder(randint((5,1)), randint((5,))) 13 of 25 elements wrong; equal "
+               "shapes are right", REALDML, _broadcast_integer_operands,
+               "the result is wrong wherever an operand is broadcast; expand both operands to one shape first"),
+    WrongClass(("aten::mul.Tensor", "aten::mul_.Tensor"), "a float tensor times an int64 tensor, one broadcast",
+               "values differ: randn(5,1) * randint((5,)) 20 of 25 elements wrong", REALDML,
+               _float_times_int64_broadcast, "cast the int64 operand to the float dtype first"),
+    WrongClass(("aten::addmm", "aten::baddbmm"), "integer addmm/baddbmm with a fractional alpha or beta",
+               "values differ from the CPU's (measured; BACKEND_FACTS.md, turn 4)", REALDML,
+               _integer_product_with_fractional_scale, "scale in floating point, or give integer alpha and beta"),
+    WrongClass(("aten::nll_loss_forward", "aten::nll_loss2d_forward", "aten::nll_loss_backward",
+                "aten::nll_loss2d_backward"),
+               "cross_entropy / nll_loss over more than 100 classes with ignore_index=-100 (the default), targets "
+               "holding it",
+               "targets equal to ignore_index are not ignored (512 classes: loss 7.374 vs 7.273 on the CPU, the "
+               "padding rows get gradient; 7 and 10 classes: exact)", REALDML + "; --verify --device dml",
+               _nll_loss_over_100_classes,
+               "padded targets (-100) count in the loss and its gradient: a language model fine-tuned with "
+               "padding trains on its padding"),
+    WrongClass(("aten::nll_loss_backward", "aten::nll_loss2d_backward"),
+               "nll_loss_backward with reduction='none' and incoming gradients that differ between rows",
+               "every row gets grad_output[0] (max error 0.083 measured)", REALDML + " (issue 33: R31)",
+               _nll_loss_backward_of_unequal_rows,
+               "a weighted per-sample loss trains on wrong gradients: reduce before the loss's backward, e.g. "
+               "(F.cross_entropy(x, y, reduction='none') * w) gives every row the first row's weight"),
+    WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
+               "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
+               _bool_mask_multiply_in_backward,
+               "every gradient flowing back through it is zero", zeroes_gradients=True),
+)
+
+#: shipped table entries whose wrong samples differed only in an output nothing reads: not wrong results
+UNREAD_ONLY = {
+    "aten::nll_loss_forward": "the wrong samples all use reduction='none', and differ only in total_weight, "
+                              "undefined there (CPU 0.0, DirectML the weight sum): the loss is bit-identical",
+}
+
+#: shipped table entries whose wrong samples all share an argument's value: (argument, value, in words)
+ARGUMENT_CLASSES = {
+    "aten::max_pool2d_with_indices": ("ceil_mode", True, "max pooling with ceil_mode=True (one output row or "
+                                                         "column short: ceil_mode is ignored)"),
+}
+
+
+def entry_class_matches(entry_class: Optional[dict], call: Call) -> Optional[bool]:
+    """Whether ``call`` is in a table entry's ``wrong_class`` (None: the entry has none).
+
+    The form the generator emits: ``{"arguments": {"ceil_mode": true}, "min_dims": 2, "max_dims": 4,
+    "broadcast": true, "empty": false, "phase": "backward"}``, every key optional; a call is in the class when
+    it meets every key. An ``arguments`` key needs the call's recorded arguments: a call whose recording
+    kept none is not in the class (it is flagged only when it is known to be)."""
+    if not isinstance(entry_class, dict) or not entry_class:
+        return None
+    arguments = entry_class.get("arguments")
+    if isinstance(arguments, dict) and arguments:
+        if call.arguments is None or any(call.arguments.get(k) != v for k, v in arguments.items()):
+            return False
+    first = call.shapes[0] if call.shapes else ()
+    if isinstance(entry_class.get("min_dims"), int) and len(first) < entry_class["min_dims"]:
+        return False
+    if isinstance(entry_class.get("max_dims"), int) and len(first) > entry_class["max_dims"]:
+        return False
+    if isinstance(entry_class.get("broadcast"), bool):
+        broadcast = len(call.shapes) >= 2 and call.shapes[0] != call.shapes[1]
+        if broadcast != entry_class["broadcast"]:
+            return False
+    if isinstance(entry_class.get("empty"), bool):
+        empty = any(0 in s for s in call.shapes)
+        if empty != entry_class["empty"]:
+            return False
+    if isinstance(entry_class.get("phase"), str) and call.phase != entry_class["phase"]:
+        return False
+    return True
+
+
+def table_entry_applies(op: str, entry: dict, call: Call) -> Tuple[bool, str]:
+    """Whether a flagged table entry's wrong results apply to ``call``, and the class in words."""
+    outputs = entry.get("wrong_outputs")
+    if isinstance(outputs, list) and outputs and 0 not in outputs:
+        return False, "only outputs other than the first differed"
+    base = op.split(".", 1)[0] if op not in UNREAD_ONLY and op not in ARGUMENT_CLASSES else op
+    matched = entry_class_matches(entry.get("wrong_class"), call)
+    if matched is not None:
+        return matched, str(entry.get("wrong_class_text") or "")
+    if not isinstance(outputs, list) and (op in UNREAD_ONLY or base in UNREAD_ONLY):
+        return False, UNREAD_ONLY.get(op) or UNREAD_ONLY[base]
+    if op in ARGUMENT_CLASSES:
+        name, value, words = ARGUMENT_CLASSES[op]
+        return call.arguments is not None and call.arguments.get(name) == value, words
+    return True, ""
+
+
+def classes_for(call: Call) -> list:
+    """The measured classes (:data:`CLASSES`) ``call`` falls in."""
+    return [c for c in CLASSES if call.op in c.ops and c.match(call)]
+
+
+def classes_of_op(op: str) -> list:
+    """Every class of ``op`` (any overload, when it names none): what ``dmlprof ops`` shows."""
+    base = op if op.startswith("aten::") else f"aten::{op}"
+    return [c for c in CLASSES if any(o == base or o.split(".", 1)[0] == base for o in c.ops)]
+
+
+def ops_with_classes() -> frozenset:
+    """Ops some class covers (the recorder points at their calls by the user's line)."""
+    return frozenset(op for c in CLASSES for op in c.ops)
+
+
+def dtypes_of(text: str) -> Tuple[str, ...]:
+    return tuple(d for d in str(text).split(",") if d)
+
+
+def call_of(op: str, dtypes: str, shapes: str, phase: str = "", arguments: Optional[dict] = None) -> Call:
+    return Call(op, dtypes_of(dtypes), parse_shapes(shapes), phase, arguments)
+
+
+def modules_below(earlier_modules: Sequence[str], module: str) -> list:
+    """The modules whose forward calls ran before the culprit's (``earlier_modules``: their modules, in call
+    order), other than its own module and that module's ancestors: the gradients reaching them flow through it."""
+    found = []
+    for name in earlier_modules:
+        if name and name not in found and name != module and not module.startswith(name + "."):
+            found.append(name)
+    return found

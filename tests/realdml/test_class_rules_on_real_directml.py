@@ -1,0 +1,84 @@
+"""The failure rules keyed by class, judged by real torch-directml (issue 32): for a call inside a class and
+its nearest neighbour outside it, what the rules say (runs / raises / aborts) is what torch-directml does,
+each call in a fresh process (an abort ends it; earlier work can corrupt the heap)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.realdml, pytest.mark.slow]
+
+#: name -> (code run on the device `d`, what the rules say: "runs", "raises" or "aborts")
+CASES = {
+    "flip_negative_dim": ("torch.flip(torch.randn(3, 4).to(d), [-1]).cpu()", "aborts"),
+    "flip_positive_dim": ("torch.flip(torch.randn(3, 4).to(d), [1]).cpu()", "runs"),
+    "flip_0d_along_a_dim": ("torch.flip(torch.tensor(1.0).to(d), [0]).cpu()", "aborts"),
+    "median_dim_2d": ("torch.randn(3, 4).to(d).median(1).values.cpu()", "aborts"),
+    "unique_counts": ("torch.unique(torch.tensor([1, 2, 2]).to(d), return_counts=True)[1].cpu()", "raises"),
+    "unique_plain": ("torch.unique(torch.tensor([1, 2, 2]).to(d)).cpu()", "runs"),
+    "gather_0d": ("torch.gather(torch.tensor(2.0).to(d), 0, torch.tensor(0).to(d)).cpu()", "raises"),
+    "uint16_to_device": ("torch.zeros(3, dtype=torch.uint16).to(d).cpu()", "aborts"),
+    "sum_6d": ("torch.ones([2] * 6).to(d).sum(0).cpu()", "aborts"),
+    "sum_5d": ("torch.ones([2] * 5).to(d).sum(0).cpu()", "runs"),
+    "add_six_unit_dims": ("x = torch.ones([1] * 6).to(d); (x + x).cpu()", "aborts"),
+    "add_nine_dims_of_two": ("x = torch.ones([2] * 8).to(d); (x + x).cpu()", "runs"),
+    "to_channels_last": ("torch.randn(1, 3, 4, 4).to(d).to(memory_format=torch.channels_last).cpu()", "raises"),
+    "pad_empty": ("torch.nn.functional.pad(torch.randn(0, 3).to(d), (1, 1)).cpu()", "raises"),
+    "median_dim_float16_1d": ("torch.randn(5).half().to(d).median(0).values.cpu()", "aborts"),
+    "inference_mode_view": ("x = torch.randn(3, 4).to(d)\nwith torch.inference_mode():\n    x[0].cpu()", "raises"),
+}
+
+
+def _verdict(done: subprocess.CompletedProcess) -> str:
+    if done.returncode < 0 or done.returncode > 128:
+        return "aborts"
+    return "raises" if done.returncode else "runs"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_class_rule_says_what_real_torch_directml_does(realdml, name):
+    code, expected = CASES[name]
+    done = subprocess.run([sys.executable, "-c", "import torch, torch_directml\nd = torch_directml.device()\n" + code],
+                          capture_output=True, text=True, env=realdml, timeout=300)
+    assert _verdict(done) == expected, (done.returncode, done.stderr[-500:])
+    # and the rules, judging the same call on a stand-in device type, say the same
+    assert _rules_say(name) == expected
+
+
+def _rules_say(name: str) -> str:
+    import torch
+
+    from dmlprof.directml.failures import failure
+
+    meta = "meta"
+    judged = {
+        "flip_negative_dim": ("aten::flip", (torch.empty(3, 4, device=meta), [-1])),
+        "flip_positive_dim": ("aten::flip", (torch.empty(3, 4, device=meta), [1])),
+        "flip_0d_along_a_dim": ("aten::flip", (torch.empty((), device=meta), [0])),
+        "median_dim_2d": ("aten::median.dim", (torch.empty(3, 4, device=meta), 1)),
+        "unique_counts": ("aten::_unique2", (torch.empty(3, dtype=torch.int64, device=meta), True, False, True)),
+        "unique_plain": ("aten::_unique2", (torch.empty(3, dtype=torch.int64, device=meta), True, False, False)),
+        "gather_0d": ("aten::gather", (torch.empty((), device=meta), 0, torch.empty((), dtype=torch.int64,
+                                                                                  device=meta))),
+        "pad_empty": ("aten::constant_pad_nd", (torch.empty(0, 3, device=meta), [1, 1])),
+        "median_dim_float16_1d": ("aten::median.dim", (torch.empty(5, dtype=torch.float16, device=meta), 0)),
+        "sum_6d": ("aten::sum.dim_IntList", (torch.empty([2] * 6, device=meta), [0])),
+        "sum_5d": ("aten::sum.dim_IntList", (torch.empty([2] * 5, device=meta), [0])),
+        "add_six_unit_dims": ("aten::add.Tensor", (torch.empty([1] * 6, device=meta),) * 2),
+        "add_nine_dims_of_two": ("aten::add.Tensor", (torch.empty([2] * 8, device=meta),) * 2),
+    }
+    if name == "uint16_to_device":
+        found = failure("aten::_to_copy", (torch.zeros(3, dtype=torch.uint16),), {"device": torch.device(meta)}, meta)
+    elif name == "to_channels_last":
+        found = failure("aten::_to_copy", (torch.empty(1, 3, 4, 4, device=meta),),
+                        {"memory_format": torch.channels_last}, meta)
+    elif name == "inference_mode_view":
+        x = torch.empty(3, 4, device=meta)
+        with torch.inference_mode():
+            found = failure("aten::select.int", (x, 0, 0), {}, meta)
+    else:
+        op, args = judged[name]
+        found = failure(op, args, {}, meta)
+    return "runs" if found is None else found.kind

@@ -1,0 +1,127 @@
+"""The failure rules keyed by their measured class (dmlprof.directml.call_rules): a call inside the class
+fails, the nearest call outside it runs (on "meta" tensors standing for the device's)."""
+import pytest
+import torch
+
+from dmlprof.directml.call_rules import CLASS_RULES, MAX_ELEMENTS, rules_for
+from dmlprof.directml.failures import ABORTS, RAISES, failure, may_fail, ruled_ops
+
+DEVICE = "meta"
+
+
+def on_device(*shape, dtype=torch.float32):
+    return torch.empty(shape, dtype=dtype, device=DEVICE)
+
+
+def test_flip_with_a_negative_dim_or_of_a_0d_tensor_ends_the_process_and_a_positive_dim_runs():
+    x = on_device(3, 4)
+    assert failure("aten::flip", (x, [-1]), {}, DEVICE).kind == ABORTS
+    assert failure("aten::flip", (on_device(), [0]), {}, DEVICE).kind == ABORTS
+    assert failure("aten::flip", (on_device(), []), {}, DEVICE) is None  # measured: runs
+    assert failure("aten::flip", (x, [1]), {}, DEVICE) is None
+    assert failure("aten::flip", (torch.zeros(3, 4), [-1]), {}, DEVICE) is None  # on the CPU: not DirectML's
+
+
+def test_the_backward_of_cumsum_along_a_negative_dim_reaches_the_flip_rule():
+    seen = []
+
+    class Spy(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.name() == "aten::flip":
+                seen.append(failure("aten::flip", args, kwargs or {}, "cpu"))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(3, 4, requires_grad=True)
+    with Spy():
+        x.cumsum(-1).sum().backward()
+    assert seen and all(f is not None and f.kind == ABORTS for f in seen)
+
+
+@pytest.mark.parametrize("op", ["aten::median.dim", "aten::nanmedian.dim"])
+def test_median_along_a_dim_ends_the_process_in_its_measured_class_only(op):
+    assert failure(op, (on_device(4, dtype=torch.float16), 0), {}, DEVICE).kind == ABORTS
+    assert failure(op, (on_device(3, 4), 1), {}, DEVICE).kind == ABORTS
+    assert failure(op, (on_device(4), 0), {}, DEVICE) is None  # 1-D float32 runs (a wrong shape: the table's)
+    assert failure(op, (on_device(3, 4, dtype=torch.int64), 1), {}, DEVICE) is None  # falls back
+
+
+def _ln_backward(weight=True, bias=True, mask=(True, True, True)):
+    x = on_device(2, 4)
+    w, b = (on_device(4) if weight else None), (on_device(4) if bias else None)
+    return ("aten::native_layer_norm_backward", (x, x, [4], on_device(2, 1), on_device(2, 1), w, b, list(mask)), {})
+
+
+def test_layer_norm_backward_fails_unless_input_weight_and_bias_all_require_grad():
+    name, args, kwargs = _ln_backward()
+    assert failure(name, args, kwargs, DEVICE) is None
+    for frozen in ((True, False, True), (True, True, False)):
+        name, args, kwargs = _ln_backward(mask=frozen)
+        assert failure(name, args, kwargs, DEVICE).kind == ABORTS
+    name, args, kwargs = _ln_backward(weight=False, bias=False, mask=(True, False, False))
+    assert failure(name, args, kwargs, DEVICE).kind == RAISES
+    name, args, kwargs = _ln_backward(mask=(False, True, True))
+    assert failure(name, args, kwargs, DEVICE).kind == RAISES
+
+
+def test_a_copy_to_channels_last_is_refused_with_or_without_a_dtype_change_and_a_plain_copy_runs():
+    x = on_device(1, 3, 4, 4)
+    cl = torch.channels_last
+    assert failure("aten::_to_copy", (x,), {"dtype": torch.float16, "memory_format": cl}, DEVICE).kind == RAISES
+    assert failure("aten::_to_copy", (x,), {"memory_format": cl}, DEVICE).kind == RAISES
+    assert failure("aten::_to_copy", (x,), {"dtype": torch.float16}, DEVICE) is None
+    assert failure("aten::_to_copy", (x,), {"memory_format": torch.contiguous_format}, DEVICE) is None
+
+
+def test_empty_inputs_of_pad_and_layer_norm_and_gather_from_0d_and_unique_with_counts_raise():
+    assert failure("aten::constant_pad_nd", (on_device(0, 3), [1, 1]), {}, DEVICE).kind == RAISES
+    assert failure("aten::constant_pad_nd", (on_device(2, 3), [1, 1]), {}, DEVICE) is None
+    assert failure("aten::native_layer_norm", (on_device(0, 4), [4], None, None, 1e-5), {}, DEVICE).kind == RAISES
+    assert failure("aten::native_layer_norm", (on_device(2, 4), [4], None, None, 1e-5), {}, DEVICE) is None
+    index = on_device(dtype=torch.int64)
+    assert failure("aten::gather", (on_device(), 0, index), {}, DEVICE).kind == RAISES
+    assert failure("aten::gather", (on_device(3), 0, on_device(3, dtype=torch.int64)), {}, DEVICE) is None
+    assert failure("aten::_unique2", (on_device(5), True, False, True), {}, DEVICE).kind == RAISES
+    assert failure("aten::_unique2", (on_device(5), True, True, False), {}, DEVICE) is None
+
+
+def test_reductions_of_six_dims_and_elementwise_ops_of_six_unit_dims_end_the_process_one_fewer_runs():
+    assert failure("aten::sum.dim_IntList", (on_device(*[2] * 6), [0]), {}, DEVICE).kind == ABORTS
+    assert failure("aten::sum.dim_IntList", (on_device(*[2] * 5), [0]), {}, DEVICE) is None
+    assert failure("aten::add.Tensor", (on_device(*[1] * 6), on_device(*[1] * 6)), {}, DEVICE).kind == ABORTS
+    assert failure("aten::add.Tensor", (on_device(*[1] * 5), on_device(*[1] * 5)), {}, DEVICE) is None
+    assert failure("aten::relu", (on_device(*[2] * 9),), {}, DEVICE) is None  # many dims, none of size 1: runs
+
+
+@pytest.mark.parametrize("name", ["uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"])
+def test_unsigned_and_float8_tensors_on_the_device_end_the_process(name):
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        pytest.skip(f"this torch has no {name}")
+    move = {"device": torch.device(DEVICE)}
+    assert failure("aten::_to_copy", (torch.zeros(2, dtype=dtype),), move, DEVICE).kind == ABORTS
+    assert failure("aten::empty.memory_format", ([2],), {"dtype": dtype, **move}, DEVICE).kind == ABORTS
+    assert failure("aten::_to_copy", (torch.zeros(2, dtype=torch.uint8),), move, DEVICE) is None
+
+
+def test_a_tensor_over_two_to_the_31_elements_on_the_device_ends_the_process():
+    move = {"device": torch.device(DEVICE), "dtype": torch.uint8}
+    assert failure("aten::empty.memory_format", ([MAX_ELEMENTS + 1],), move, DEVICE).kind == ABORTS
+    assert failure("aten::empty.memory_format", ([MAX_ELEMENTS],), move, DEVICE) is None
+    assert failure("aten::empty.memory_format", ([MAX_ELEMENTS + 1],), {"dtype": torch.uint8}, DEVICE) is None
+
+
+def test_every_class_rule_states_its_class_and_evidence_and_reaches_every_path():
+    for rule in CLASS_RULES:
+        assert rule.klass and rule.evidence and rule.kind in (RAISES, ABORTS)
+        assert all(may_fail(op) and op in ruled_ops() for op in rule.ops)
+    assert rules_for("flip") and rules_for("aten::median.dim") and not rules_for("gelu")
+
+
+def test_inside_inference_mode_a_view_of_a_device_tensor_made_outside_it_raises():
+    x = on_device(3, 4)
+    assert failure("aten::select.int", (x, 0, 0), {}, DEVICE) is None  # outside the mode: runs
+    with torch.inference_mode():
+        found = failure("aten::select.int", (x, 0, 0), {}, DEVICE)
+        made_inside = on_device(3, 4)
+        assert failure("aten::t", (made_inside,), {}, DEVICE) is None
+    assert found.kind == RAISES and "version_counter" in found.message

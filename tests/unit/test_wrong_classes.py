@@ -1,0 +1,131 @@
+"""Wrong results flagged only where a call falls in the class they were measured for (issue 32): the
+classes' edges, and the three models of the issue predicted end to end (--target dml)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dmlprof.directml.call_arguments import call_arguments
+from dmlprof.tables.measured import load_measured
+from dmlprof.tables.wrong_classes import Call, call_of, classes_for, entry_class_matches, table_entry_applies
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _nll(classes, ignored, op="aten::nll_loss_forward"):
+    return Call(op, ("float32", "int64"), ((8, classes), (8,)), "forward",
+                {"ignore_index": -100, "reduction": 1, "targets_ignored": ignored})
+
+
+def test_ignore_index_is_flagged_over_100_classes_where_a_target_holds_it_only():
+    assert classes_for(_nll(512, True))
+    assert not classes_for(_nll(10, True))
+    assert not classes_for(_nll(512, False))  # labels that never hold -100 (an image classifier) are right
+    assert not classes_for(Call("aten::nll_loss_forward", ("float32", "int64"), ((8, 512), (8,))))  # unknown
+
+
+def test_integer_operands_are_flagged_with_a_broadcast_input_only():
+    broadcast = call_of("aten::remainder.Tensor", "int64", "[[5, 1], [5]]")
+    assert classes_for(broadcast)
+    assert not classes_for(call_of("aten::remainder.Tensor", "int64", "[[5], [5]]"))
+    assert not classes_for(call_of("aten::remainder.Tensor", "float32", "[[5, 1], [5]]"))
+    assert classes_for(call_of("aten::mul.Tensor", "float32,int64", "[[5, 1], [5]]"))
+    assert not classes_for(call_of("aten::mul.Tensor", "float32", "[[5, 1], [5]]"))
+
+
+def test_nll_losss_total_weight_is_no_wrong_result_and_max_pool_needs_ceil_mode():
+    table = load_measured("dml")
+    entry = table.entry("aten::nll_loss_forward", "float32,int64")
+    applies, why = table_entry_applies("aten::nll_loss_forward", entry, _nll(10, False))
+    assert not applies and "total_weight" in why
+    pool = table.entry("aten::max_pool2d_with_indices", "float32,int64")
+    shapes = ((1, 2, 4, 5),)
+    in_class = Call("aten::max_pool2d_with_indices", ("float32", "int64"), shapes, "forward", {"ceil_mode": True})
+    outside = Call("aten::max_pool2d_with_indices", ("float32", "int64"), shapes, "forward", {"ceil_mode": False})
+    assert table_entry_applies("aten::max_pool2d_with_indices", pool, in_class)[0]
+    assert not table_entry_applies("aten::max_pool2d_with_indices", pool, outside)[0]
+
+
+def test_nll_loss_backward_of_reduction_none_is_flagged_where_the_rows_gradients_differ_only():
+    import torch
+
+    target, self = torch.tensor([0, 1, 2]), torch.zeros(3, 4)
+    shapes = "[[3], [3, 4], [3], []]"
+
+    def judged(grad):
+        found = json.loads(call_arguments("aten::nll_loss_backward", (grad, self, target, None, 0, -100,
+                                                                      torch.tensor(3.0)), {}))
+        return classes_for(call_of("aten::nll_loss_backward", "float32,int64", shapes, "backward", found))
+
+    assert judged(torch.tensor([0.2, 0.5, 0.9]))  # a weighted per-sample loss: realdml gives every row row 0's
+    assert not judged(torch.full((3,), 1 / 3))  # loss.mean(): equal rows, right on realdml
+
+
+def test_integer_addmm_is_flagged_with_a_fractional_scale_only():
+    import torch
+
+    ints = (torch.ones(2, 2, dtype=torch.int64),) * 3
+    fractional = json.loads(call_arguments("aten::addmm", ints, {"beta": 0.5}))
+    whole = json.loads(call_arguments("aten::addmm", ints, {"beta": 2}))
+    shapes = "[[2, 2], [2, 2], [2, 2]]"
+    assert classes_for(call_of("aten::addmm", "int64", shapes, "forward", fractional))
+    assert not classes_for(call_of("aten::addmm", "int64", shapes, "forward", whole))
+    assert not classes_for(call_of("aten::addmm", "float32", shapes, "forward", fractional))
+
+
+def test_a_generated_entry_class_is_matched_key_by_key():
+    call = Call("aten::x", ("float32",), ((2, 3), (3,)), "backward", {"ceil_mode": True})
+    assert entry_class_matches({"arguments": {"ceil_mode": True}, "broadcast": True, "phase": "backward"}, call)
+    assert not entry_class_matches({"arguments": {"ceil_mode": False}}, call)
+    assert not entry_class_matches({"min_dims": 3}, call)
+    assert not entry_class_matches({"arguments": {"ceil_mode": True}}, Call("aten::x", (), ((2,),)))
+    assert entry_class_matches({}, call) is None
+    assert not table_entry_applies("aten::x", {"wrong_outputs": [1]}, call)[0]
+
+
+def test_the_recorded_arguments_read_the_targets_and_the_flags():
+    import torch
+
+    target = torch.tensor([1, -100, 2])
+    found = json.loads(call_arguments("aten::nll_loss_forward", (torch.zeros(3, 5), target, None, 1, -100), {}))
+    assert found == {"ignore_index": -100, "reduction": 1, "targets_ignored": True}
+    found = json.loads(call_arguments("aten::nll_loss_forward", (torch.zeros(3, 5), target.abs(), None, 1, -100), {}))
+    assert found["targets_ignored"] is False
+    assert json.loads(call_arguments("aten::max_pool2d_with_indices", (torch.zeros(1, 1, 4, 4), [2], [2], [0], [1],
+                                                                         True), {})) == {"ceil_mode": True}
+    assert call_arguments("aten::relu", (target,), {}) == ""
+
+
+def _scan(path: Path, tmp_path: Path, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dmlprof", "check", str(path), "--target", "dml", "--out",
+                           str(tmp_path), "--json", str(tmp_path / "report.json"), *extra],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def _known(tmp_path: Path) -> list:
+    return json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["known_wrong_results"]
+
+
+@pytest.mark.slow
+def test_the_amax_text_cnn_fails_check_naming_the_zeroed_gradients_at_the_amax_line(tmp_path):
+    done = _scan(FIXTURES / "text_cnn_amax.py", tmp_path)
+    assert done.returncode == 6, done.stderr
+    known = _known(tmp_path)
+    broken = [k for k in known if k["breaks_training"]]
+    assert broken and "TextCNN.embed" in broken[0]["consequence"] and "TextCNN.conv0" in broken[0]["consequence"]
+    assert broken[0]["sources"][0].endswith("text_cnn_amax.py:18")  # the amax line in TextCNN.forward
+    assert broken[0]["modules"] == ["TextCNN"]
+    assert _scan(FIXTURES / "text_cnn_amax.py", tmp_path, "--allow-wrong-results").returncode == 0
+
+
+@pytest.mark.slow
+def test_cross_entropy_ignoring_padding_is_flagged_over_512_classes_not_10_and_resnet18_flags_nothing(tmp_path):
+    assert _scan(FIXTURES / "token_classifier_512.py", tmp_path / "a").returncode == 6
+    assert {k["op"] for k in _known(tmp_path / "a")} >= {"aten::nll_loss_forward"}
+    assert _scan(FIXTURES / "token_classifier_10.py", tmp_path / "b").returncode == 0
+    assert _known(tmp_path / "b") == []
+    assert _scan(ROOT / "models" / "resnet18.py", tmp_path / "c").returncode == 0
+    assert _known(tmp_path / "c") == []
