@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +29,7 @@ SAME, DIFFERS, RAISES, UNJUDGED = "same", "differs", "raises", "unjudged"
 
 
 # -- the worker: runs keys given on stdin, one JSON line per sample on stdout ---------------------------------
-def _worker(device_name: str) -> None:
+def _worker(device_name: str, keys_file: str) -> None:
     import os
     import warnings
 
@@ -45,7 +47,7 @@ def _worker(device_name: str) -> None:
     warnings.simplefilter("ignore")
     backend = resolve_backend(device_name)
     device = backend.device()
-    for line in sys.stdin:
+    for line in Path(keys_file).read_text(encoding="utf-8").splitlines():
         key = line.strip()
         if not key:
             continue
@@ -139,10 +141,10 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
     record = (lambda key, outcome: log.write(json.dumps({"key": key, **outcome}) + "\n")) if log else (lambda *a: None)
     pending = list(keys)
     while pending:
-        worker = subprocess.Popen([sys.executable, __file__, "--worker", "--device", device], stdin=subprocess.PIPE,
+        keys_file = Path(tempfile.mkdtemp(prefix="dmlprof-transparency-")) / "keys.txt"
+        keys_file.write_text("\n".join(pending) + "\n", encoding="utf-8")  # a pipe would break when a worker dies
+        worker = subprocess.Popen([sys.executable, __file__, "--worker", "--device", device, "--keys", str(keys_file)],
                                   stdout=subprocess.PIPE, text=True, bufsize=1)
-        worker.stdin.write("\n".join(pending) + "\n")
-        worker.stdin.close()
         current = None
         started = time.monotonic()
         for line in worker.stdout:
@@ -156,6 +158,7 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
             if time.monotonic() - started > timeout_s * len(keys):
                 break
         worker.wait()
+        shutil.rmtree(keys_file.parent, ignore_errors=True)
         if current is not None:  # the sample that ended the worker: both runs would (it is not the recorder's)
             outcomes[current] = {"outcome": UNJUDGED, "why": f"ended the process (exit {worker.returncode})"}
             record(current, outcomes[current])
@@ -174,6 +177,7 @@ class _nothing:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keys", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="dml", choices=["dml", "emulated-dml"],
                         help="real torch-directml (under realdml's env.sh), or dmlprof's emulated device")
     parser.add_argument("--only", nargs="*", default=[], help="keys containing any of these")
@@ -182,7 +186,7 @@ def main(argv=None) -> int:
     parser.add_argument("--log", help="append each sample's outcome to this JSON-lines file as it comes")
     args = parser.parse_args(argv)
     if args.worker:
-        _worker(args.device)
+        _worker(args.device, args.keys)
         return 0
     started = time.monotonic()
     with open(args.log, "a", encoding="utf-8", buffering=1) if args.log else _nothing() as log:
