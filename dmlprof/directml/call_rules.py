@@ -82,18 +82,22 @@ def _layer_norm_backward_mask(args, kwargs) -> list:
 
 
 def _layer_norm_backward_frozen_affine(args, kwargs) -> bool:
-    """weight and bias exist, but one of them does not require grad (output_mask says so)."""
+    """weight and bias exist, but one of them does not require grad (output_mask says so); or a bias without a
+    weight (the clean truth generator: native_layer_norm|float32|1 lost the device twice, alone)."""
     weight, bias = _arg(args, kwargs, 5, "weight"), _arg(args, kwargs, 6, "bias")
+    mask = _layer_norm_backward_mask(args, kwargs)
+    if not isinstance(weight, torch.Tensor) and isinstance(bias, torch.Tensor):
+        return bool(mask[0])
     if not (isinstance(weight, torch.Tensor) and isinstance(bias, torch.Tensor)):
         return False
-    mask = _layer_norm_backward_mask(args, kwargs)
     return mask[0] and not (mask[1] and mask[2])
 
 
 def _layer_norm_backward_without_affine(args, kwargs) -> bool:
-    """No weight or bias (elementwise_affine=False; bias=False unmeasured, taken as the same)."""
+    """Neither weight nor bias (elementwise_affine=False). A weight without a bias (bias=False) runs: the clean
+    truth generator's native_layer_norm|float32|2 ran on real DirectML."""
     weight, bias = _arg(args, kwargs, 5, "weight"), _arg(args, kwargs, 6, "bias")
-    return not isinstance(weight, torch.Tensor) or not isinstance(bias, torch.Tensor)
+    return not isinstance(weight, torch.Tensor) and not isinstance(bias, torch.Tensor)
 
 
 def _layer_norm_backward_input_without_grad(args, kwargs) -> bool:

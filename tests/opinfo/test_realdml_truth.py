@@ -83,6 +83,9 @@ KNOWN = {
 }
 #: samples that ran on real DirectML where a path fails, by words of the path's error -> why
 KNOWN_RAN = {
+    "Could not run 'aten::_sparse_coo_tensor_with_dims_and_tensors' with arguments from the 'SparsePrivateUse1'":
+        "to_sparse of some inputs makes a sparse tensor on real torch-directml (the clean generator ran it; the old "
+        "one failed comparing it); the prediction and the emulated device have no sparse kernels and refuse it",
     "does not support Double (Float64)":
         "torch-directml converts some dtypes (bool) to float32 when asked for float64, without an error (a wrong dtype)",
     "cov(): aweights cannot be negative":
