@@ -7,6 +7,7 @@ Variants (each a layer of what ``dmlprof scan`` wraps a step in):
   bare              one step, synchronised at its end (benchmarks/overhead.py's timed())
   profiler          torch.profiler alone, as benchmarks/overhead.py starts it
   alongside         dmlprof's ProfilerAlongside (the same profiler plus its hook for the user's profiler)
+  alongside_range   ProfilerAlongside plus a record_function range per step (steady without the warnings)
   warn_capture      dmlprof's WarningCapture alone (torch.set_warn_always(True), filter "always")
   prof_warn         torch.profiler + WarningCapture
   steady            what --no-sync's measured steps run under: Recording(WarningCapture, ProfilerAlongside)
@@ -32,7 +33,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-ALL = ("bare,profiler,alongside,warn_capture,prof_warn,steady,tap_null,recorder,recorder_prof,recorder_sync")
+ALL = ("bare,profiler,alongside,alongside_range,warn_capture,prof_warn,steady,tap_null,recorder,recorder_prof,recorder_sync")
 
 
 def main(argv=None) -> int:
@@ -113,6 +114,9 @@ def main(argv=None) -> int:
         if variant == "alongside":
             with ProfilerAlongside(backend):
                 return [timed() for _ in range(steps)]
+        if variant == "alongside_range":
+            with ProfilerAlongside(backend):
+                return [timed(per_step=lambda: torch.profiler.record_function("dmlprof.step")) for _ in range(steps)]
         if variant == "warn_capture":
             capture = WarningCapture()
             with capture:
@@ -124,8 +128,11 @@ def main(argv=None) -> int:
             with torch_profiler(), WarningCapture():
                 return [timed() for _ in range(steps)]
         if variant == "steady":
-            with Recording(WarningCapture(), ProfilerAlongside(backend)):
-                return [timed(per_step=lambda: torch.profiler.record_function("dmlprof.step")) for _ in range(steps)]
+            capture = WarningCapture()
+            with Recording(capture, ProfilerAlongside(backend)):
+                times = [timed(per_step=lambda: torch.profiler.record_function("dmlprof.step")) for _ in range(steps)]
+            facts["steady_warnings_per_step"] = len(capture.messages) / steps
+            return times
         if variant == "tap_null":
             with null_tap():
                 return [timed() for _ in range(steps)]
