@@ -12,6 +12,10 @@ Variants (each a layer of what ``dmlprof scan`` wraps a step in):
   prof_warn         torch.profiler + WarningCapture
   steady            what --no-sync's measured steps run under: Recording(WarningCapture, ProfilerAlongside)
                     plus a record_function range per step (the 'recorded' step of --no-sync)
+  steady_losses     steady, every step's loss kept alive (the runner keeps them in self.losses)
+  structure_steady  a recorded structure step (Recorder + ProfilerAlongside), then steady steps
+  scan_recorded     dmlprof's own scan_training_step(sync=False): its recorded steps' times, as
+                    benchmarks/overhead.py reads them (the 1.72x figure's numerator)
   tap_null          the dispatcher tap with a handler that only runs the op (the Python kernel's own cost)
   recorder          dmlprof's Recorder, sync off (the tap plus the per-call bookkeeping)
   recorder_prof     Recorder + ProfilerAlongside (--no-sync's structure step)
@@ -33,7 +37,8 @@ import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-ALL = ("bare,profiler,alongside,alongside_range,warn_capture,prof_warn,steady,tap_null,recorder,recorder_prof,recorder_sync")
+ALL = ("bare,profiler,alongside,alongside_range,warn_capture,steady,steady_losses,structure_steady,scan_recorded,"
+       "tap_null,recorder,recorder_prof,recorder_sync")
 
 
 def main(argv=None) -> int:
@@ -56,7 +61,7 @@ def main(argv=None) -> int:
     from dmlprof.record.recorder import Recorder
     from dmlprof.record.tap import DispatcherTap
     from dmlprof.record.warning_capture import WarningCapture
-    from dmlprof.runner import TrainingStep
+    from dmlprof.runner import TrainingStep, scan_training_step
     from dmlprof.runner.run import Recording
 
     backend = resolve_backend(args.device)
@@ -133,6 +138,30 @@ def main(argv=None) -> int:
                 times = [timed(per_step=lambda: torch.profiler.record_function("dmlprof.step")) for _ in range(steps)]
             facts["steady_warnings_per_step"] = len(capture.messages) / steps
             return times
+        if variant == "steady_losses":
+            losses = []
+
+            def keep():
+                start = time.perf_counter_ns()
+                with torch.profiler.record_function("dmlprof.step"):
+                    loss = training.run()
+                losses.append(loss)
+                backend.synchronize([loss])
+                return (time.perf_counter_ns() - start) / 1e6
+            with Recording(WarningCapture(), ProfilerAlongside(backend)):
+                return [keep() for _ in range(steps)]
+        if variant == "structure_steady":
+            recorder = Recorder(backend, sync=False)
+            recorder.modules.name_tree(training.model)
+            with ProfilerAlongside(backend):
+                with recorder:
+                    timed(recorder)
+            with Recording(WarningCapture(), ProfilerAlongside(backend)):
+                return [timed(per_step=lambda: torch.profiler.record_function("dmlprof.step")) for _ in range(steps)]
+        if variant == "scan_recorded":
+            session = scan_training_step(training, backend, path, steps=steps, warmup=0, sync=False)
+            facts["scan_reported_ms"] = list(session.meta["step_times_ms"])
+            return list(session.meta.get("recorded_step_times_ms") or session.meta["step_times_ms"])
         if variant == "tap_null":
             with null_tap():
                 return [timed() for _ in range(steps)]
