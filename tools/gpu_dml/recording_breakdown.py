@@ -13,9 +13,11 @@ Variants (each a layer of what ``dmlprof scan`` wraps a step in):
   steady            what --no-sync's measured steps run under: Recording(WarningCapture, ProfilerAlongside)
                     plus a record_function range per step (the 'recorded' step of --no-sync)
   steady_losses     steady, every step's loss kept alive (the runner keeps them in self.losses)
-  structure_steady  a recorded structure step (Recorder + ProfilerAlongside), then steady steps
+  structure_steady  a recorded structure step (Recorder + ProfilerAlongside, its frame and events built
+                    and kept, as the runner does), then steady steps
   scan_recorded     dmlprof's own scan_training_step(sync=False): its recorded steps' times, as
                     benchmarks/overhead.py reads them (the 1.72x figure's numerator)
+  scan_recorded_nogc  the same with Python's garbage collector off
   tap_null          the dispatcher tap with a handler that only runs the op (the Python kernel's own cost)
   recorder          dmlprof's Recorder, sync off (the tap plus the per-call bookkeeping)
   recorder_prof     Recorder + ProfilerAlongside (--no-sync's structure step)
@@ -29,6 +31,7 @@ the device's cost per synchronize (idle, and after a small op).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import statistics
@@ -37,7 +40,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-ALL = ("bare,profiler,alongside,alongside_range,warn_capture,steady,steady_losses,structure_steady,scan_recorded,"
+ALL = ("bare,profiler,alongside,alongside_range,warn_capture,steady,steady_losses,structure_steady,scan_recorded,scan_recorded_nogc,"
        "tap_null,recorder,recorder_prof,recorder_sync")
 
 
@@ -153,13 +156,22 @@ def main(argv=None) -> int:
         if variant == "structure_steady":
             recorder = Recorder(backend, sync=False)
             recorder.modules.name_tree(training.model)
-            with ProfilerAlongside(backend):
+            structure_profiler = ProfilerAlongside(backend)
+            with structure_profiler:
                 with recorder:
                     timed(recorder)
+                # what the runner builds from it and keeps while the steps run
+                kept = (recorder.frame(), structure_profiler.op_events())  # noqa: F841
             with Recording(WarningCapture(), ProfilerAlongside(backend)):
                 return [timed(per_step=lambda: torch.profiler.record_function("dmlprof.step")) for _ in range(steps)]
-        if variant == "scan_recorded":
-            session = scan_training_step(training, backend, path, steps=steps, warmup=0, sync=False)
+        if variant in ("scan_recorded", "scan_recorded_nogc"):
+            if variant == "scan_recorded_nogc":  # Python's garbage collector off for the scan
+                gc.collect()
+                gc.disable()
+            try:
+                session = scan_training_step(training, backend, path, steps=steps, warmup=0, sync=False)
+            finally:
+                gc.enable()
             facts["scan_reported_ms"] = list(session.meta["step_times_ms"])
             return list(session.meta.get("recorded_step_times_ms") or session.meta["step_times_ms"])
         if variant == "tap_null":
