@@ -56,7 +56,7 @@ import subprocess, os; print('pid', os.getpid()); print(subprocess.run(['nvidia-
   breakdown_*)
     # where recording's cost goes (tools/gpu_dml/recording_breakdown.py)
     m=${step#breakdown_}
-    timeout ${BREAKDOWN_TIMEOUT:-300} python3 $H/../recording_breakdown.py --repo ${DEV_ROOT:-/root}/src --model models/$m.py --device dml --rounds ${ROUNDS:-6} --steps ${STEPS:-5} --out $R/dml/breakdown_$m.json > $R/dml/breakdown_$m.log 2>&1; echo "breakdown $m rc=$?"; grep -E "^round|_vs_|per_call|warnings|calls_per|sync|small" $R/dml/breakdown_$m.log | head -40 ;;
+    timeout ${BREAKDOWN_TIMEOUT:-300} python3 $H/../recording_breakdown.py --repo ${DEV_ROOT:-/root}/src --model models/$m.py --device dml --rounds ${ROUNDS:-6} --steps ${STEPS:-5} ${BREAKDOWN_VARIANTS:+--variants $BREAKDOWN_VARIANTS} --out $R/dml/breakdown_$m.json > $R/dml/breakdown_$m.log 2>&1; echo "breakdown $m rc=$?"; grep -E "^round|_vs_|per_call|warnings|calls_per|sync|small" $R/dml/breakdown_$m.log | head -40 ;;
   fallback_*)
     # what a fallback costs and what --replace saves (tools/gpu_dml/fallback_cost.py)
     m=${step#fallback_}
