@@ -110,6 +110,21 @@ def _table_verdict(op: str) -> Callable[[], Optional[Verdict]]:
     return verdict
 
 
+def _amax_backward() -> Optional[Verdict]:
+    """The wrong-result classes a scan applies, asked with amax's backward as it reaches the device (the incoming
+    gradient times a bool mask of where the maximum was)."""
+    from dmlprof.report.known_wrong import ZEROED_GRADIENTS_FIX
+    from dmlprof.tables.wrong_classes import Call, classes_for
+
+    call = Call("aten::mul.Tensor", ("bool", "float32"), ((4, 3), (4, 3)), phase="backward")
+    found = classes_for(call)
+    if not found:
+        return None
+    wrong = found[0]
+    return Verdict(FLAGS, f"{wrong.klass}: {wrong.reason}" + (f"; {wrong.consequence}" if wrong.consequence else ""),
+                   ZEROED_GRADIENTS_FIX if wrong.zeroes_gradients else wrong.consequence)
+
+
 SOURCE_CALLS = (
     SourceCall("cuda", ".cuda() / \"cuda\"",
                re.compile(r"\.cuda\(|[\"']cuda(?::\d+)?[\"']"), _cuda),
@@ -124,6 +139,8 @@ SOURCE_CALLS = (
                re.compile(r"\btorch\.fft\.\w+\s*\(|\bview_as_complex\s*\(|\btorch\.(?:complex|polar)\s*\("),
                _rule("aten::_fft_r2c", _tensor_call([1], 0, True))),
     SourceCall("kthvalue", "kthvalue", re.compile(r"\bkthvalue\s*\("), _rule("aten::kthvalue", _tensor_call(1))),
+    # x.amax(dim) / torch.amax: a wrong result in its backward, not a failure (scatter_reduce's "amax" is a string)
+    SourceCall("amax", "amax / amin", re.compile(r"\bam(?:ax|in)\s*\("), _amax_backward),
 )
 
 

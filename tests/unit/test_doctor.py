@@ -656,6 +656,7 @@ class Net(nn.Module):
 model = Net().cuda()  # line 17
 spectrum = torch.fft.rfft(torch.randn(8))  # line 18
 kth = torch.randn(4, 3).kthvalue(2)  # line 19
+pooled = torch.randn(4, 3).amax(-1)  # line 20
 """
 
 
@@ -684,7 +685,7 @@ def test_doctor_file_names_each_call_a_dml_scan_stops_on_or_flags(tmp_path):
     found = find_calls([str(path)])
     assert found == {"rnn": ["five.py:8"], "one_hot": ["five.py:11"], "scatter_reduce": ["five.py:12"],
                      "eye": ["five.py:13"], "cuda": ["five.py:17"], "complex": ["five.py:18"],
-                     "kthvalue": ["five.py:19"]}
+                     "kthvalue": ["five.py:19"], "amax": ["five.py:20"]}
     machine = windows_dml(files=(str(path),), device="dml",
                           source_findings={f"call:{k}": v for k, v in found.items()})
     rows = {r.name: r for r in run_checks(machine)}
@@ -701,6 +702,8 @@ def test_doctor_file_names_each_call_a_dml_scan_stops_on_or_flags(tmp_path):
     assert "five.py:13" in rows["torch.eye"].detail and "five.py:14" not in rows["torch.eye"].detail
     assert rows["torch.fft / complex views"].status == "fail" and "five.py:18" in rows["torch.fft / complex views"].detail
     assert rows["kthvalue"].status == "fail" and "five.py:19" in rows["kthvalue"].detail
+    amax = rows["amax / amin"]  # flagged as the scan flags it: its backward zeroes the gradients
+    assert amax.status == "warn" and "five.py:20" in amax.detail and "zero" in amax.detail
     table = render_table(list(rows.values()), width=80)
     assert max(len(line) for line in table.splitlines()) <= 80
 
