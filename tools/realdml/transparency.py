@@ -124,11 +124,14 @@ def _random(key: str, truth_samples, torch) -> bool:
 
 
 # -- the parent: hands keys to a worker, starts another after a sample that ended one -------------------------
-def _keys(only: list, limit) -> list:
+def _keys(only: list, limit, labels: str = "") -> list:
     sys.path[:0] = [str(HERE), str(REPO)]
     import truth_samples
 
     keys = list(truth_samples.keys()) + truth_samples.probe_keys()
+    exact = frozenset(filter(None, labels.split(",")))
+    if exact:
+        keys = [key for key in keys if key.split("|")[0] in exact]
     if only:
         keys = [key for key in keys if any(part in key for part in only)]
     return keys[:limit] if limit else keys
@@ -181,6 +184,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="dml", choices=["dml", "emulated-dml"],
                         help="real torch-directml (under realdml's env.sh), or dmlprof's emulated device")
     parser.add_argument("--only", nargs="*", default=[], help="keys containing any of these")
+    parser.add_argument("--labels", default="", help="comma-separated OpInfo labels, exactly (measure_truth.py's --only)")
     parser.add_argument("--limit", type=int, help="at most this many samples")
     parser.add_argument("--json", help="write every sample's outcome here")
     parser.add_argument("--log", help="append each sample's outcome to this JSON-lines file as it comes")
@@ -190,7 +194,7 @@ def main(argv=None) -> int:
         return 0
     started = time.monotonic()
     with open(args.log, "a", encoding="utf-8", buffering=1) if args.log else _nothing() as log:
-        outcomes = judge(_keys(args.only, args.limit), args.device, log=log)
+        outcomes = judge(_keys(args.only, args.limit, args.labels), args.device, log=log)
     counts: dict = {}
     for key, outcome in sorted(outcomes.items()):
         counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1

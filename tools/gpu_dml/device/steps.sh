@@ -49,6 +49,20 @@ import subprocess, os; print('pid', os.getpid()); print(subprocess.run(['nvidia-
     for h in 0 1 2 3 4 5 6 7; do
       timeout 470 python3 ${DEV_ROOT:-/root}/src/tools/realdml/measure_truth.py --only "$(cat $H/truth_all_$h.txt)" --out $R/dml/truth_all_$h.json > $R/dml/truth_all_$h.log 2>&1 &
     done; wait; echo "truthall done"; for h in 0 1 2 3 4 5 6 7; do tail -n 1 $R/dml/truth_all_$h.log; done ;;
+  transparency)
+    # every truth sample run plainly and under dmlprof's recorder, outputs and gradients compared bit for bit
+    # (tools/realdml/transparency.py), in the truth table's 8 groups of labels at once
+    nonumba
+    for h in 0 1 2 3 4 5 6 7; do
+      timeout ${TRANSPARENCY_TIMEOUT:-470} python3 ${DEV_ROOT:-/root}/src/tools/realdml/transparency.py --labels "$(cat $H/truth_all_$h.txt)" --json $R/dml/transparency_$h.json --log $R/dml/transparency_$h.jsonl > $R/dml/transparency_$h.log 2>&1 &
+    done; wait; echo "transparency done"; for h in 0 1 2 3 4 5 6 7; do grep -E "^differs|^\{" $R/dml/transparency_$h.log | tail -n 6; done ;;
+  journal_cuda)
+    # the journal's cost on CUDA (benchmarks/journal_cost.py), on the machine's own PyTorch, not the kit's torch 2.4.1
+    env -u LD_PRELOAD PYTHONPATH=${DEV_ROOT:-/root}/src timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device cuda --rounds ${ROUNDS:-8} --steps ${STEPS:-5} --out $R/journal_cost-cuda.json > $R/journal_cuda.log 2>&1; echo "journal_cuda rc=$?"; grep -E "with_vs|torch_version|device_name|Error" $R/journal_cuda.log | head ;;
+  journal_cpu)
+    env -u LD_PRELOAD PYTHONPATH=${DEV_ROOT:-/root}/src timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device cpu --rounds ${ROUNDS:-8} --steps ${STEPS:-5} --out $R/journal_cost-cpu.json > $R/journal_cpu.log 2>&1; echo "journal_cpu rc=$?"; grep -E "with_vs|torch_version|device_name|Error" $R/journal_cpu.log | head ;;
+  journal_dml)
+    timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device dml --rounds ${ROUNDS:-6} --steps ${STEPS:-4} --out $R/dml/journal_cost-dml.json > $R/dml/journal_dml.log 2>&1; echo "journal_dml rc=$?"; grep -E "with_vs|device_name|Error" $R/dml/journal_dml.log | head ;;
   overhead_*)
     # overhead_MODEL or overhead_MODEL@BATCH; OVERHEAD_TIMEOUT (s, default 300), ROUNDS (6), STEPS (5)
     spec=${step#overhead_}; m=${spec%@*}; bs=; [ "$spec" != "$m" ] && bs=${spec#*@}; name=$m${bs:+_bs$bs}
