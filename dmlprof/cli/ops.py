@@ -105,9 +105,12 @@ def _described(table, op: str, directml: bool = False) -> dict:
     fix = advice_for(last, called=op) if last_kind == "fallback" else None
     found = {"op": op, "kind": kind, "meaning": MEANINGS.get(kind, ""), "reaches": reaches, "fix": fix}
     if directml:  # the measured truth, the rules and the wrong-result classes: what a scan applies
-        from dmlprof.directml.knowledge import describe
-
-        found["directml"] = describe(op, kind, reaches)
+        try:  # the rules are predicates on tensors: they need torch (without it, the table's answer alone)
+            from dmlprof.directml.knowledge import describe
+        except ImportError:
+            found["directml"] = None
+        else:
+            found["directml"] = describe(op, kind, reaches)
     return found
 
 
