@@ -33,7 +33,7 @@ def test_doctor_prints_a_table_and_exits_zero(cli):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split()[:4] == ["status", "check", "detail", "remedy"]
+    assert lines[0].split()[:3] == ["status", "check", "detail"]  # remedies go under their rows below 160 columns
     assert f"torch {torch.__version__}" in result.stdout
     assert lines[-1].endswith(" info") and " ok, " in lines[-1]
 
