@@ -502,14 +502,27 @@ void native_kernel(const c10::OperatorHandle& op, Stack* s) { at::native::cpu_fa
 // with torch-directml's words. Float64 support is a setting (off, as on most adapters).
 std::atomic<bool> g_float64_support{false};
 
-// A complex or bfloat16 tensor on the device ends torch-directml's process (a fatal check, SIGABRT,
-// measured): this device raises instead, in the words dmlprof says every abort with (dmlprof/directml/failures.py).
+// A complex, bfloat16, unsigned 16/32/64-bit, float8 or bits tensor on the device ends torch-directml's process
+// (a fatal check, SIGABRT, measured: the crash probe, R26): this device raises instead, in the words dmlprof says
+// every abort with (dmlprof/directml/failures.py: UNHELD_DTYPES, the same list).
 const char* unheld_name(c10::ScalarType type) {
   switch (type) {
-    case at::kComplexFloat: return "ComplexFloat";
-    case at::kComplexDouble: return "ComplexDouble";
-    case at::kComplexHalf: return "ComplexHalf";
-    case at::kBFloat16: return "BFloat16";
+    case c10::ScalarType::ComplexFloat: return "ComplexFloat";
+    case c10::ScalarType::ComplexDouble: return "ComplexDouble";
+    case c10::ScalarType::ComplexHalf: return "ComplexHalf";
+    case c10::ScalarType::BFloat16: return "BFloat16";
+    case c10::ScalarType::UInt16: return "UInt16";
+    case c10::ScalarType::UInt32: return "UInt32";
+    case c10::ScalarType::UInt64: return "UInt64";
+    case c10::ScalarType::Float8_e4m3fn: return "Float8_e4m3fn";
+    case c10::ScalarType::Float8_e5m2: return "Float8_e5m2";
+    case c10::ScalarType::Float8_e4m3fnuz: return "Float8_e4m3fnuz";
+    case c10::ScalarType::Float8_e5m2fnuz: return "Float8_e5m2fnuz";
+    case c10::ScalarType::Bits8: return "Bits8";
+    case c10::ScalarType::Bits16: return "Bits16";
+    case c10::ScalarType::Bits1x8: return "Bits1x8";
+    case c10::ScalarType::Bits2x4: return "Bits2x4";
+    case c10::ScalarType::Bits4x2: return "Bits4x2";
     default: return nullptr;
   }
 }
