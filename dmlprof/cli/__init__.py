@@ -128,6 +128,7 @@ def _utf8_console() -> None:
 
 def main(argv=None) -> int:
     _utf8_console()
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     whole_argv = list(argv)
     # Everything after the first "--" belongs to the user's script, untouched.
@@ -146,7 +147,9 @@ def main(argv=None) -> int:
     from dmlprof import survival
 
     if args.command in survival.COMMANDS:
-        if survival.wanted(args):  # the scan runs in a child: a native crash there cannot take its recording
+        # from the command line, the scan runs in a child: a native crash there cannot take its recording (a
+        # program calling main(argv) itself gets the scan in its own process, as it asked)
+        if from_command_line and survival.wanted(args):
             return survival.supervise(whole_argv, args)
         survival.in_child()
     code = 2
