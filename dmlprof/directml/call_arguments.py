@@ -14,6 +14,9 @@ from typing import Callable, Optional
 import torch
 
 
+_enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
+
+
 def read_device_values(tensor) -> Optional[torch.Tensor]:
     """A tensor's values on the CPU, read without changing the run (for a device tensor with storage: a copy
     after the queue, a sync and nothing more); None where they cannot be read. A backend whose tensors have no
@@ -28,14 +31,22 @@ def read_device_values(tensor) -> Optional[torch.Tensor]:
         return None
 
 
+def _classes(scores) -> int:
+    """The number of classes of nll_loss's input ((N, C, ...) or (C,)); 0 when unknown."""
+    shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else ()
+    return shape[1] if len(shape) >= 2 else (shape[0] if len(shape) == 1 else 0)
+
+
 def _nll_loss(target_at: int, reduction_at: int, ignore_at: int) -> Callable:
     def arguments(args, kwargs, _read) -> dict:
         ignore = args[ignore_at] if len(args) > ignore_at else kwargs.get("ignore_index", -100)
         found = {"ignore_index": int(ignore), "reduction": int(args[reduction_at]) if len(args) > reduction_at
                  else int(kwargs.get("reduction", 1))}
-        target = _read(args[target_at] if len(args) > target_at else kwargs.get("target"))
-        if target is not None and not target.is_floating_point():
-            found["targets_ignored"] = bool((target == int(ignore)).any())
+        # the values are read only where the class can hold: more classes than -ignore_index (a read is a sync)
+        if int(ignore) < 0 and _classes(args[target_at - 1] if len(args) >= target_at else None) > -int(ignore):
+            target = _read(args[target_at] if len(args) > target_at else kwargs.get("target"))
+            if target is not None and not target.is_floating_point():
+                found["targets_ignored"] = bool((target == int(ignore)).any())
         if target_at == 2 and found["reduction"] == 0:  # backward of reduction="none": are the rows' gradients alike?
             grad = _read(args[0] if args else kwargs.get("grad_output"))
             if grad is not None and grad.numel():
@@ -76,10 +87,15 @@ def call_arguments(name: str, args, kwargs, read: Callable = read_device_values)
     judge = ARGUMENTS.get(name)
     if judge is None:
         return ""
+    if _enable_record_function is not None:  # dmlprof's own reads: not the program's calls in any profiler
+        _enable_record_function(False)
     try:
         return json.dumps(judge(args, kwargs, read), sort_keys=True)
     except (TypeError, ValueError, RuntimeError, IndexError):
         return ""
+    finally:
+        if _enable_record_function is not None:
+            _enable_record_function(True)
 
 
 def arguments_judge(op_name: Callable, read: Callable = read_device_values) -> Callable:

@@ -90,10 +90,13 @@ def test_the_recorded_arguments_read_the_targets_and_the_flags():
     import torch
 
     target = torch.tensor([1, -100, 2])
-    found = json.loads(call_arguments("aten::nll_loss_forward", (torch.zeros(3, 5), target, None, 1, -100), {}))
+    found = json.loads(call_arguments("aten::nll_loss_forward", (torch.zeros(3, 512), target, None, 1, -100), {}))
     assert found == {"ignore_index": -100, "reduction": 1, "targets_ignored": True}
-    found = json.loads(call_arguments("aten::nll_loss_forward", (torch.zeros(3, 5), target.abs(), None, 1, -100), {}))
+    found = json.loads(call_arguments("aten::nll_loss_forward", (torch.zeros(3, 512), target.abs(), None, 1, -100), {}))
     assert found["targets_ignored"] is False
+    # 5 classes cannot be in the class (more classes than -ignore_index): the targets are not read (a read is a sync)
+    found = json.loads(call_arguments("aten::nll_loss_forward", (torch.zeros(3, 5), target, None, 1, -100), {}))
+    assert "targets_ignored" not in found
     assert json.loads(call_arguments("aten::max_pool2d_with_indices", (torch.zeros(1, 1, 4, 4), [2], [2], [0], [1],
                                                                          True), {})) == {"ceil_mode": True}
     assert call_arguments("aten::relu", (target,), {}) == ""
