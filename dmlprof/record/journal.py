@@ -26,8 +26,24 @@ JOURNAL_ENV = "DMLPROF_JOURNAL"
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
 
 
+_meta_texts: dict = {}
+
+
 def _meta_text(meta) -> str:
-    """``cpu:float32:32x3x224x224:602112;...``: devices, dtypes, shapes and bytes of a call's tensors."""
+    """``cpu:float32:32x3x224x224:602112;...``: devices, dtypes, shapes and bytes of a call's tensors (a step's
+    calls repeat the same few: each text is made once)."""
+    try:
+        text = _meta_texts.get(meta)
+    except TypeError:  # not the recorder's tuples (a list): formatted each time
+        return _format_meta(meta)
+    if text is None:
+        text = _format_meta(meta)
+        if len(_meta_texts) < 100_000:  # bounded: a script of ever-new shapes formats each anew
+            _meta_texts[meta] = text
+    return text
+
+
+def _format_meta(meta) -> str:
     return ";".join(f"{m[0]}:{_dtype_name(m[1])}:{'x'.join(map(str, m[2]))}:{m[3]}" for m in meta)
 
 
