@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from dmlprof.record.journal import JOURNAL_ENV
+
 #: the commands whose scan runs in a supervised child
 COMMANDS = ("scan", "check")
 #: set in the child: it is the scan, not its supervisor
@@ -104,7 +106,7 @@ def supervise(argv: list, args) -> int:
     """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7)."""
     folder = Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
     journal, crash_log = folder / "calls.journal", folder / "crash.log"
-    env = {**os.environ, CHILD_ENV: "1", "DMLPROF_JOURNAL": str(journal), CRASH_LOG_ENV: str(crash_log)}
+    env = {**os.environ, CHILD_ENV: "1", JOURNAL_ENV: str(journal), CRASH_LOG_ENV: str(crash_log)}
     try:
         child = _start([sys.executable, "-m", "dmlprof", *argv], env)
         with _passing_signals_to(child):
