@@ -83,10 +83,6 @@ KNOWN = {
 }
 #: samples that ran on real DirectML where a path fails, by words of the path's error -> why
 KNOWN_RAN = {
-    "DXGI_ERROR_DEVICE_REMOVED":
-        "OpInfo's direct native_layer_norm sample with a weight and no bias ran on real DirectML; through F.layer_norm "
-        "with every gradient asked the same backward fails (measured on realdml 2026-12-06: device removed), and the "
-        "rules follow what users call",
     "Could not run 'aten::_sparse_coo_tensor_with_dims_and_tensors' with arguments from the 'SparsePrivateUse1'":
         "to_sparse of some inputs makes a sparse tensor on real torch-directml (the clean generator ran it; the old "
         "one failed comparing it); the prediction and the emulated device have no sparse kernels and refuse it",

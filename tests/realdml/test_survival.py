@@ -165,3 +165,43 @@ def test_verify_of_a_max_pooling_model_finishes_and_says_what_it_could_not_recom
     assert real.returncode == 0, real.describe()
     skipped = real.session["extras"]["verify"]["skipped"]
     assert skipped["device_indices"]["ops"] == {"aten::max_pool2d_with_indices_backward": 2}
+
+
+LAYER_NORM_AFFINE = '''
+import sys
+import torch
+import torch_directml
+
+device = torch_directml.device()
+weight, bias = sys.argv[1] == "1", sys.argv[2] == "1"
+x = torch.randn(2, 3, 4).to(device).requires_grad_()
+w = torch.randn(4).to(device).requires_grad_() if weight else None
+b = torch.randn(4).to(device).requires_grad_() if bias else None
+y = torch.nn.functional.layer_norm(x, (4,), w, b)
+try:
+    torch.autograd.grad(y, [t for t in (x, w, b) if t is not None], torch.randn(2, 3, 4).to(device))
+    print("RUNS")
+except RuntimeError as exc:
+    print("RAISES", str(exc).splitlines()[0])
+'''
+
+
+@pytest.mark.parametrize("weight, bias", [(True, False), (False, True), (True, True)])
+def test_layer_norms_backward_fails_on_real_directml_exactly_where_the_rules_say(realdml, tmp_path, weight, bias):
+    import torch
+
+    from dmlprof.directml.failures import failure
+
+    (tmp_path / "ln.py").write_text(LAYER_NORM_AFFINE, encoding="utf-8")
+    done = _run([sys.executable, "ln.py", str(int(weight)), str(int(bias))], realdml, tmp_path)
+    (said,) = [line for line in done.stdout.splitlines() if line.startswith(("RUNS", "RAISES"))]
+    x, stats = torch.empty(2, 3, 4, device="meta"), torch.empty(2, 3, 1, device="meta")
+    affine = [torch.empty(4, device="meta") if present else None for present in (weight, bias)]
+    rule = failure("aten::native_layer_norm_backward", (x, x, [4], stats, stats, *affine, [True, weight, bias]), {},
+                   "meta")
+    if rule is None:
+        assert said == "RUNS", said
+    else:
+        # the rule's words are torch-directml's (a device removal, by its error number)
+        words = "Unknown error -2005270523" if "-2005270523" in rule.message else rule.message
+        assert said.startswith("RAISES") and words in said, (said, rule.message)

@@ -61,10 +61,10 @@ def test_layer_norm_backward_fails_unless_input_weight_and_bias_all_require_grad
     assert failure(name, args, kwargs, DEVICE).kind == RAISES
     name, args, kwargs = _ln_backward(mask=(False, True, True))
     assert failure(name, args, kwargs, DEVICE).kind == RAISES
-    # measured on realdml (F.layer_norm, every gradient asked): a weight without a bias, or a bias without a
-    # weight, fails too
+    # measured on realdml (tests/realdml/test_survival.py): a bias without a weight raises; a weight without a
+    # bias runs (it lost the device only after its output was read back: not isolated, so no rule)
     name, args, kwargs = _ln_backward(bias=False, mask=(True, True, False))
-    assert failure(name, args, kwargs, DEVICE).kind == ABORTS
+    assert failure(name, args, kwargs, DEVICE) is None
     name, args, kwargs = _ln_backward(weight=False, mask=(True, False, True))
     assert failure(name, args, kwargs, DEVICE).kind == RAISES
 
