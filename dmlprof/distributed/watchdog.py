@@ -101,7 +101,7 @@ class Watchdog:
         self.progress = Progress(rank=rank, pid=os.getpid())
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._seen_rows, self._last_change = 0, time.monotonic()
+        self._seen_rows, self._seen_drops, self._last_change = 0, 0, time.monotonic()
         #: the last recorder seen recording (its rows outlive it: what a stopped rank can still save)
         self.recorder = None
 
@@ -138,11 +138,14 @@ class Watchdog:
         if recorder is None:
             recorder = self.recorder  # between recordings, or after the last: nothing new
         elif recorder is not self.recorder:  # a new recording (the structure step, then the measured steps)
-            self.recorder, self._seen_rows = recorder, 0
+            self.recorder, self._seen_rows, self._seen_drops = recorder, 0, recorder.drops
         rows = recorder.rows if recorder is not None else []
         count = len(rows)
-        if count < self._seen_rows:  # the rows were dropped (a script's warm-up): count what is kept, as every rank does
-            self._seen_rows, self.progress.collectives = 0, 0
+        drops = recorder.drops if recorder is not None else self._seen_drops
+        if drops != self._seen_drops:
+            # the rows were dropped (a script's warm-up): count what is kept, as every rank does. Told by the
+            # recorder's drop count, not by the rows shrinking: they may have grown past the old count since
+            self._seen_rows, self._seen_drops, self.progress.collectives = 0, drops, 0
         if count != self._seen_rows:
             for row in rows[self._seen_rows:count]:
                 if row[1] == COMM_PHASE:

@@ -175,6 +175,9 @@ class Recorder:
         self.verifier = verifier
         self.sync = backend.synchronize if (sync and backend.is_accelerator()) else None
         self.rows: list = []
+        #: how many times the rows were dropped: a reader that polls the rows (the distributed watchdog) can
+        #: tell a drop from a count that merely grew past the old one between two looks
+        self.drops = 0
         #: the row of the call that raised, when one did
         self.failed_row: Optional[int] = None
         #: the row of the first call refused in place (the device would have ended the process there)
@@ -257,6 +260,7 @@ class Recorder:
         if self.journal is not None:
             self.journal.rows_dropped()
         self.rows.clear()
+        self.drops += 1
         self.held_bytes = 0
         self.failed_row = self.refused_row = self.device_lost_row = None
         self.full = False

@@ -181,7 +181,10 @@ def test_blame_names_the_rank_that_never_reached_the_collective():
 
 class _FakeRecorder:
     def __init__(self, rows):
-        self.rows = rows
+        self.rows, self.drops = rows, 0
+
+    def drop_rows(self, kept_after):
+        self.rows, self.drops = list(kept_after), self.drops + 1
 
 
 def test_the_watchdog_fires_only_when_stalled_at_a_collective(tmp_path):
@@ -205,9 +208,20 @@ def test_the_heartbeat_counts_the_collectives_kept_after_a_warm_up_drop(tmp_path
     dog = Watchdog(tmp_path, 0, 2, timeout_s=5, current=lambda: recorder, on_hang=lambda line: None)
     dog.check(time.monotonic())
     assert dog.progress.collectives == 2
-    recorder.rows = [(0, "forward", "aten::mm")]  # the script's warm-up rows were dropped; recording goes on
+    recorder.drop_rows([(0, "forward", "aten::mm")])  # the script's warm-up rows were dropped; recording goes on
     dog.check(time.monotonic())
     assert dog.progress.collectives == 0
+
+
+def test_a_drop_is_seen_even_when_the_rows_grew_past_the_old_count_between_two_looks(tmp_path):
+    # a loaded machine: the watchdog's next look comes after more calls than the warm-up held
+    recorder = _FakeRecorder([(0, "comm", "c10d::broadcast_"), (0, "comm", "c10d::allreduce_")])
+    dog = Watchdog(tmp_path, 0, 2, timeout_s=5, current=lambda: recorder, on_hang=lambda line: None)
+    dog.check(time.monotonic())
+    assert dog.progress.collectives == 2
+    recorder.drop_rows([(1, "forward", "aten::mm"), (1, "comm", "c10d::allreduce_"), (1, "forward", "aten::mm")])
+    dog.check(time.monotonic())
+    assert dog.progress.collectives == 1 and dog.progress.calls == 2 + 3
 
 
 def test_failure_line_blames_the_dead_rank_first_and_lists_what_was_kept(tmp_path):
