@@ -57,9 +57,11 @@ def test_r8_a_signal_during_a_long_recording_keeps_a_partial_session(tmp_path, s
     said_first = process.stderr.readline()  # "saving the N op calls recorded so far": the saving has begun
     for name in signals[1:]:  # each while it saves
         process.send_signal(getattr(signal, name))
-    _, stderr = process.communicate(timeout=600)
+    stdout, stderr = process.communicate(timeout=600)
     stderr = said_first + stderr
-    assert process.returncode == code, stderr
+    # (CI once saw exit 0 and nothing on stderr here, not reproduced in 16 runs: what the scan said tells which
+    # side lost the signal)
+    assert process.returncode == code, f"stderr: {stderr!r}\nstdout's end: {stdout[-1500:]}"
     assert "Traceback" not in stderr
     (path,) = sessions(tmp_path / "reports")
     meta = json.loads(path.read_text(encoding="utf-8"))["meta"]
