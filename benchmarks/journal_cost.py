@@ -58,6 +58,7 @@ def measure_model(model: Path, backend, rounds: int, steps: int, folder: Path) -
         order = list(variants) if round_index % 2 == 0 else list(variants)[::-1]
         for name in order:
             times[name].extend(recorded_steps(training, backend, variants[name], steps))
+    written = journal.written
     journal.close()
     median = {name: statistics.median(values) for name, values in times.items()}
     recorder = Recorder(backend, sync=False)
@@ -67,8 +68,7 @@ def measure_model(model: Path, backend, rounds: int, steps: int, folder: Path) -
     return {"model": model.name, "batch_size": training.batch_size, "op_calls_per_step": len(recorder.rows),
             "median_recorded_step_ms": {name: round(value, 3) for name, value in median.items()},
             "with_vs_without": round(ratio, 4), "meets_target": ratio <= TARGET,
-            "journal_bytes_per_call": round((folder / f"{model.stem}.journal").stat().st_size
-                                            / max(1, sum(len(v) for v in times.values()) // 2 + 1)
+            "journal_bytes_per_call": round(written / max(1, len(times["with_journal"]) + 1)
                                             / max(1, len(recorder.rows)), 1)}
 
 

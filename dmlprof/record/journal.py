@@ -5,9 +5,13 @@ ctypes) ends the process on the spot: nothing in it runs again, and the rows a r
 die with it. So a scan runs the user's code in a child process (:mod:`dmlprof.survival`) whose recorder
 writes each call to this journal twice: before it runs (op, step, phase, module, input dtypes and
 shapes: a call that never returns is still named) and after (outputs, time, the fallbacks it raised,
-the user's line). Each record is one ``os.write`` of a short line: once the call returns, the bytes
-are the operating system's, and survive any death of the writer. The parent reads the journal back
-(:func:`read_journal`) and builds the partial session from it.
+the user's line). The records go into a shared memory mapping of the journal file: the pages belong to
+the operating system's file cache, so a line is kept the moment it is copied in, whatever kills the
+writer after, at the cost of a memory copy (two ``os.write`` calls a call cost a recorded LeNet-5 step
+8 %; benchmarks/journal_cost.py). The file is reserved ahead in chunks (a full disk is an error at the
+reservation, never a fault at a write); the part not yet written reads as NUL bytes, which end the
+reading like a cut-off line; a journal whose writer finished is cut to what it wrote. The parent reads
+the journal back (:func:`read_journal`) and builds the partial session from it.
 
 The format is private to one scan (a temporary file, read once by the process that made it): tab-separated
 lines, every string interned once as JSON (``S``), so a call's records are numbers and short shape text.
@@ -15,15 +19,25 @@ Nothing here imports torch: the parent reads the journal without it.
 """
 from __future__ import annotations
 
+import errno
 import json
+import mmap
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
 #: the environment variable that tells a scan's child process where to journal
 JOURNAL_ENV = "DMLPROF_JOURNAL"
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
+_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+#: the first reservation of the file (about 30,000 calls), and the largest step it grows by
+_FIRST_CHUNK = 4 << 20
+_LARGEST_CHUNK = 64 << 20
+#: how many distinct record tails a journal keeps made
+_TAILS_MAX = 50_000
+#: a file system that cannot allocate ahead (the file is then extended sparse)
+_NO_FALLOCATE = (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOSYS", errno.EINVAL))
 
 
 _meta_texts: dict = {}
@@ -75,7 +89,7 @@ def journal_finished(exit_code: int) -> None:
 
 
 class Journal:
-    """Writes a recording's calls to ``path`` as they happen (one ``os.write`` per record).
+    """Writes a recording's calls to ``path`` as they happen (each record copied into the file's mapping).
 
     :meth:`begin` before a call runs, :meth:`end` once it returned (or raised); calls on several
     threads (autograd's) may interleave, so each names its begin number.
@@ -84,9 +98,36 @@ class Journal:
     def __init__(self, path):
         self.path = str(path)
         self._fd = os.open(self.path, _OPEN_FLAGS, 0o600)
+        self._map: Optional[mmap.mmap] = None
+        #: bytes written, and bytes the file holds (reserved) now
+        self.written = self._size = 0
         self._strings: dict = {}
+        #: the fixed part of begin and end records, by what fixes it (:meth:`_tail`)
+        self._begin_tails: dict = {}
+        self._end_tails: dict = {}
         self._calls = 0
         self._lock = threading.Lock()  # autograd's threads record too: records and ids stay whole
+        try:
+            self._reserve(_FIRST_CHUNK)
+        except OSError:
+            os.close(self._fd)
+            raise
+        _open_journals.add(self)
+
+    def _reserve(self, size: int) -> None:
+        """Let the file hold ``size`` bytes, mapped. Blocks are allocated now where the system can: a sparse
+        file on a full disk would end the writer with SIGBUS at a write, not an error here."""
+        if self._map is not None:
+            self._map.close()  # Windows cannot resize a file while a view of it is open
+            self._map = None
+        try:
+            os.posix_fallocate(self._fd, self._size, size - self._size)
+        except (AttributeError, OSError) as exc:  # not POSIX (Windows allocates what it extends), or not here
+            if isinstance(exc, OSError) and exc.errno not in _NO_FALLOCATE:
+                raise
+            os.ftruncate(self._fd, size)
+        self._map = mmap.mmap(self._fd, size)
+        self._size = size
 
     @classmethod
     def from_environment(cls) -> "Optional[Journal]":
@@ -101,10 +142,19 @@ class Journal:
             return None  # the scan goes on without a journal: a crash then keeps nothing, as before
 
     def _write(self, text: str) -> None:
-        try:
-            os.write(self._fd, text.encode("utf-8", "replace"))
-        except OSError:
-            pass  # a full disk must not stop the user's program: the journal only guards against its death
+        """Copy one record in (the caller holds the lock)."""
+        if self._map is None:  # closed, or a forked child's copy
+            return
+        data = text.encode("utf-8", "replace")
+        end = self.written + len(data)
+        if end > self._size:
+            try:
+                self._reserve(max(end, self._size + min(self._size, _LARGEST_CHUNK)))
+            except (OSError, ValueError):
+                self._stop_writing()  # a full disk must not stop the user's program: the journal only
+                return                # guards against its death
+        self._map[self.written:end] = data
+        self.written = end
 
     def _id(self, text) -> int:
         """The interned number of a string (written once, before its first use)."""
@@ -117,15 +167,16 @@ class Journal:
     # -- what the child writes ----------------------------------------------------
     def header(self, session_json: str) -> None:
         """The run's facts as a session file of no calls (what the partial session starts from)."""
-        self._write(f"H\t{json.dumps(session_json)}\n")
+        with self._lock:
+            self._write(f"H\t{json.dumps(session_json)}\n")
 
     def begin(self, op: str, step: int, phase: str, module: str, inputs) -> int:
         """A call about to run; returns its number for :meth:`end`."""
         with self._lock:
             number = self._calls
             self._calls += 1
-            self._write(f"B\t{number}\t{self._id(op)}\t{step}\t{self._id(phase)}\t{self._id(module)}\t"
-                        f"{_meta_text(inputs)}\n")
+            tail = self._tail(self._begin_tails, (op, step, phase, module, inputs), self._begin_tail)
+            self._write(f"B\t{number}\t{tail}")
         return number
 
     def end(self, number: int, outputs, start_ns: int, elapsed_ns: int, thread: int, source: str,
@@ -133,9 +184,29 @@ class Journal:
         """The call ``number`` returned (or raised): its outputs, its time, what fell back inside it, the
         arguments a wrong-result class is keyed by (JSON text, dmlprof.directml.call_arguments)."""
         with self._lock:
-            fallen_ids = ",".join(str(self._id(name)) for name in fallen)
-            self._write(f"E\t{number}\t{start_ns}\t{elapsed_ns}\t{thread}\t{self._id(source)}\t"
-                        f"{_meta_text(outputs)}\t{fallen_ids}\t{self._id(arguments or '')}\n")
+            tail = self._tail(self._end_tails, (source, outputs, fallen, arguments), self._end_tail)
+            self._write(f"E\t{number}\t{start_ns}\t{elapsed_ns}\t{thread}\t{tail}")
+
+    def _begin_tail(self, op, step, phase, module, inputs) -> str:
+        return f"{self._id(op)}\t{step}\t{self._id(phase)}\t{self._id(module)}\t{_meta_text(inputs)}\n"
+
+    def _end_tail(self, source, outputs, fallen, arguments) -> str:
+        fallen_ids = ",".join(str(self._id(name)) for name in fallen)
+        return f"{self._id(source)}\t{_meta_text(outputs)}\t{fallen_ids}\t{self._id(arguments or '')}\n"
+
+    @staticmethod
+    def _tail(cache: dict, key: tuple, make) -> str:
+        """The part of a record that ``key`` fixes, made once: a step's calls repeat the same few (the strings it
+        interns are journaled when it is first made, before the record that uses them)."""
+        try:
+            text = cache.get(key)
+        except TypeError:  # unhashable facts (a list): made each time
+            return make(*key)
+        if text is None:
+            text = make(*key)
+            if len(cache) < _TAILS_MAX:  # bounded: a script of ever-new shapes makes each anew
+                cache[key] = text
+        return text
 
     def unrecorded(self, op: str, inputs) -> None:
         """A call outside the recording about to run (a warm-up step under the device's refusals): not a row,
@@ -144,23 +215,59 @@ class Journal:
             self._write(f"U\t{self._id(op)}\t{_meta_text(inputs)}\n")
 
     def unrecorded_returned(self) -> None:
-        self._write("u\n")
+        with self._lock:
+            self._write("u\n")
 
     def rows_dropped(self) -> None:
         """A script's warm-up ended: the rows so far are not the recording's."""
-        self._write("D\n")
+        with self._lock:
+            self._write("D\n")
 
     def finished(self, exit_code: int) -> None:
         """The child said its last word (its report, or its error line): nothing is left to salvage."""
-        self._write(f"F\t{int(exit_code)}\n")
+        with self._lock:
+            self._write(f"F\t{int(exit_code)}\n")
+        self.close()  # the file ends with this record: the parent reads its tail alone (:func:`last_word`)
 
     def close(self) -> None:
-        if self._fd is not None:
+        """Stop writing; the file is cut to what was written."""
+        with self._lock:
+            if self._fd is None:
+                return
+            self._stop_writing()
+            try:
+                os.ftruncate(self._fd, self.written)
+            except OSError:
+                pass  # the NUL bytes after the records end the reading all the same
             try:
                 os.close(self._fd)
             except OSError:
                 pass
             self._fd = None
+
+    def _stop_writing(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+    def forget_in_forked_child(self) -> None:
+        """A forked child shares the parent's mapping: it must not write into the parent's journal."""
+        self._map = None  # the child's view goes with the child; the parent's stays whole
+        self._fd = None   # the descriptor is the parent's to cut and close
+
+
+_open_journals: "weakref.WeakSet[Journal]" = weakref.WeakSet()
+
+
+def _forget_journals_in_forked_child() -> None:
+    global _process_journal
+    for journal in list(_open_journals):
+        journal.forget_in_forked_child()
+    _process_journal = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; there is no fork elsewhere
+    os.register_at_fork(after_in_child=_forget_journals_in_forked_child)
 
 
 # -- what the parent reads ------------------------------------------------------------
@@ -199,13 +306,14 @@ class JournalContents:
 
 
 def last_word(path) -> "tuple[bool, Optional[int]]":
-    """``(anything journaled, the exit code the child ended with)`` from the journal's tail alone (a finished
-    journal's last line is its ``F`` record): a long journal is not read whole to learn that nothing is lost."""
+    """``(anything journaled, the exit code the child ended with)`` from the journal's ends alone (a finished
+    journal is cut after its ``F`` record; one whose writer died ends in NUL bytes): a long journal is not read
+    whole to learn that nothing is lost."""
     try:
         with open(path, "rb") as journal:
+            journaled = journal.read(1) not in (b"", b"\0")
             journal.seek(0, os.SEEK_END)
-            size = journal.tell()
-            journal.seek(max(0, size - 64))
+            journal.seek(max(0, journal.tell() - 64))
             tail = journal.read().decode("utf-8", "replace")
     except OSError:
         return False, None
@@ -215,7 +323,7 @@ def last_word(path) -> "tuple[bool, Optional[int]]":
             return True, int(last[2:])
         except ValueError:
             pass
-    return size > 0, None
+    return journaled, None
 
 
 def _parse_meta(text: str) -> tuple:

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
 from dmlprof import survival
-from dmlprof.record.journal import Journal, read_journal
+from dmlprof.record import journal as journal_module
+from dmlprof.record.journal import Journal, last_word, read_journal
 from dmlprof.schema import empty_ops_frame
 from dmlprof.session import Session
 
@@ -142,3 +145,43 @@ def test_a_child_killed_by_a_signal_died_of_it_and_one_that_exited_did_not():
     assert survival.died_of(-signal.SIGSEGV) == "SIGSEGV"
     assert survival.died_of(-signal.SIGABRT) == "SIGABRT"
     assert survival.died_of(0) is None and survival.died_of(3) is None and survival.died_of(143) is None
+
+
+def test_a_journal_whose_writer_died_ends_at_its_last_whole_record_and_one_that_finished_at_its_last_word(tmp_path):
+    journal = _journal(tmp_path)
+    journal.end(journal.begin("aten::relu", 0, "forward", "", [("cpu", F32, (2,), 8)]), [], 0, 1, 1, "")
+    # not closed: the process died here; the file's reserved rest reads as NUL bytes
+    assert Path(journal.path).stat().st_size > journal.written
+    assert last_word(journal.path) == (True, None)
+    assert [call.op for call in read_journal(journal.path).calls] == ["aten::relu"]
+    journal.finished(0)
+    assert Path(journal.path).stat().st_size == journal.written  # cut to what was written
+    assert last_word(journal.path) == (True, 0)
+    empty = Journal(tmp_path / "empty.journal")  # a child that recorded nothing: nothing to salvage
+    assert last_word(empty.path) == (False, None)
+
+
+def test_a_journal_grows_past_its_first_reservation_and_reads_back_every_call(tmp_path, monkeypatch):
+    monkeypatch.setattr(journal_module, "_FIRST_CHUNK", 4096)
+    journal = _journal(tmp_path)
+    for index in range(500):  # ~60 KB of records: the file is reserved again several times
+        journal.end(journal.begin("aten::add.Tensor", index, "forward", f"layer{index % 7}",
+                                  [("cpu", F32, (index, 3), 12 * index)]), [], index, 1, 1, f"net.py:{index}")
+    calls = read_journal(journal.path).calls
+    assert len(calls) == 500 and calls[-1].step == 499 and calls[-1].inputs == (("cpu", F32, (499, 3), 5988),)
+    assert calls[123].source == "net.py:123" and calls[123].module == "layer4"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_never_writes_into_its_parents_journal(tmp_path):
+    journal = _journal(tmp_path)
+    journal.end(journal.begin("aten::mm", 1, "forward", "", []), [], 0, 1, 1, "")
+    pid = os.fork()
+    if pid == 0:  # the child: what it would record must not land in the parent's file
+        journal.end(journal.begin("aten::child_only", 1, "forward", "", []), [], 0, 1, 1, "")
+        journal.finished(9)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    journal.end(journal.begin("aten::relu", 1, "forward", "", []), [], 0, 1, 1, "")
+    contents = read_journal(journal.path)
+    assert [call.op for call in contents.calls] == ["aten::mm", "aten::relu"] and contents.finished is None
