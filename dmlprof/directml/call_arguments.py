@@ -68,6 +68,20 @@ def _scaled_product(args, kwargs, _read) -> dict:
     return {"fractional_scale": any(isinstance(v, float) and not float(v).is_integer() for v in scalars)}
 
 
+def _copy_between_devices(args, kwargs, _read) -> dict:
+    """_to_copy's source device and dtype, destination device and dtype (None: not given, the source's kept)."""
+    source = args[0] if args else kwargs.get("self")
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    tensor = isinstance(source, torch.Tensor)
+    return {"from_device": source.device.type if tensor else None, "from_dtype": _name(source.dtype) if tensor else None,
+            "to_device": torch.device(device).type if device is not None else None,
+            "dtype": _name(dtype) if isinstance(dtype, torch.dtype) else None}
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
 #: op -> what of its call a wrong-result class is keyed by
 ARGUMENTS = {
     "aten::nll_loss_forward": _nll_loss(1, 3, 4),
@@ -78,6 +92,7 @@ ARGUMENTS = {
     "aten::max_pool2d_with_indices_backward": _max_pool(6),
     "aten::addmm": _scaled_product,
     "aten::baddbmm": _scaled_product,
+    "aten::_to_copy": _copy_between_devices,
 }
 
 

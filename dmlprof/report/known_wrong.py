@@ -81,7 +81,7 @@ def _result(ops, key, rows, table) -> KnownWrongResults:
         culprit_sources, consequence = _zeroed_gradients(ops, rows)
         sources = culprit_sources or sources
     return KnownWrongResults(op, len(rows), dtypes, 0, 0, None, None, what.confirmed_by, sources, modules,
-                             ZEROED_GRADIENTS_FIX if what.zeroes_gradients else what.consequence, what.reason,
+                             ZEROED_GRADIENTS_FIX if what.zeroes_gradients else what.fix, what.reason,
                              klass=what.klass,
                              consequence=consequence, breaks_training=what.zeroes_gradients)
 

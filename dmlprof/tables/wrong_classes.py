@@ -53,6 +53,8 @@ class WrongClass:
     match: Callable  # (Call) -> bool
     #: what it breaks, for the user ("" when nothing more than the values)
     consequence: str = ""
+    #: what to change, where it was measured to help ("" when nothing was)
+    fix: str = ""
     #: every gradient upstream of the call is lost: the report leads with it, as training is broken
     zeroes_gradients: bool = False
     confirmed_by: str = ""
@@ -122,6 +124,16 @@ def _integer_product_with_fractional_scale(call: Call) -> bool:
     return all(d in _INTEGER for d in call.dtypes) and (call.arguments or {}).get("fractional_scale") is True
 
 
+def _copy_off_the_device_to_another_dtype(call: Call) -> bool:
+    """A copy from the device to the CPU that also converts (``x.to("cpu", torch.int32)``): measured on realdml,
+    the result keeps the source's dtype for every dtype asked (float16, float64, int32, int64, bool from float32;
+    float32 from float16). Copies onto the device and conversions on it are right."""
+    arguments = call.arguments or {}
+    dtype, source = arguments.get("dtype"), arguments.get("from_dtype")
+    return arguments.get("to_device") == "cpu" and arguments.get("from_device") not in (None, "cpu") and \
+        dtype is not None and source is not None and dtype != source
+
+
 _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
@@ -130,13 +142,13 @@ CLASSES: Tuple[WrongClass, ...] = (
     WrongClass(_INTEGER_BROADCAST_OPS, "integer operands with a broadcast input (e.g. (5, 1) with (5,))",
                "values differ: torch.remainder(randint((5,1)), randint((5,))) 13 of 25 elements wrong; equal "
                "shapes are right", REALDML, _broadcast_integer_operands,
-               "the result is wrong wherever an operand is broadcast; expand both operands to one shape first"),
+               "the result is wrong wherever an operand is broadcast", fix="expand both operands to one shape first"),
     WrongClass(("aten::mul.Tensor", "aten::mul_.Tensor"), "a float tensor times an int64 tensor, one broadcast",
                "values differ: randn(5,1) * randint((5,)) 20 of 25 elements wrong", REALDML,
-               _float_times_int64_broadcast, "cast the int64 operand to the float dtype first"),
+               _float_times_int64_broadcast, fix="cast the int64 operand to the float dtype first"),
     WrongClass(("aten::addmm", "aten::baddbmm"), "integer addmm/baddbmm with a fractional alpha or beta",
                "values differ from the CPU's (measured; BACKEND_FACTS.md, turn 4)", REALDML,
-               _integer_product_with_fractional_scale, "scale in floating point, or give integer alpha and beta"),
+               _integer_product_with_fractional_scale, fix="scale in floating point, or give integer alpha and beta"),
     WrongClass(("aten::nll_loss_forward", "aten::nll_loss2d_forward", "aten::nll_loss_backward",
                 "aten::nll_loss2d_backward"),
                "cross_entropy / nll_loss over more than 100 classes with ignore_index=-100 (the default), targets "
@@ -152,6 +164,13 @@ CLASSES: Tuple[WrongClass, ...] = (
                _nll_loss_backward_of_unequal_rows,
                "a weighted per-sample loss trains on wrong gradients: reduce before the loss's backward, e.g. "
                "(F.cross_entropy(x, y, reduction='none') * w) gives every row the first row's weight"),
+    WrongClass(("aten::_to_copy",), "a copy from the device to the CPU that also converts its dtype",
+               "the dtype asked for is ignored: x.to('cpu', torch.int32) of a float32 tensor is float32, "
+               "x.to('cpu', torch.float32) of a float16 one float16", REALDML + " (issue 33: R39)",
+               _copy_off_the_device_to_another_dtype,
+               "the CPU tensor has the device tensor's dtype, not the one asked for",
+               fix="convert, then copy (x.to(torch.int32).cpu()), or copy, then convert (x.cpu().to(torch.int32)): "
+                   "both right on realdml"),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,

@@ -132,3 +132,19 @@ def test_cross_entropy_ignoring_padding_is_flagged_over_512_classes_not_10_and_r
     assert _known(tmp_path / "b") == []
     assert _scan(ROOT / "models" / "resnet18.py", tmp_path / "c").returncode == 0
     assert _known(tmp_path / "c") == []
+
+
+def test_a_copy_off_the_device_is_flagged_only_where_it_also_converts():
+    import torch
+
+    def judged(source, **kwargs):
+        arguments = json.loads(call_arguments("aten::_to_copy", (source,), kwargs))
+        return bool(classes_for(Call("aten::_to_copy", (str(source.dtype)[6:],), (tuple(source.shape),), "forward",
+                                     arguments)))
+
+    on_device = torch.empty(4, 3, device="meta")  # any device but the CPU
+    assert judged(on_device, dtype=torch.int32, device=torch.device("cpu"))
+    assert not judged(on_device, dtype=torch.float32, device=torch.device("cpu"))  # the dtype it has
+    assert not judged(on_device, device=torch.device("cpu"))  # no conversion asked
+    assert not judged(on_device, dtype=torch.int32)  # a conversion on the device
+    assert not judged(torch.empty(4, 3), dtype=torch.int32, device=torch.device("meta"))  # onto the device
