@@ -175,8 +175,8 @@ class Journal:
         with self._lock:
             number = self._calls
             self._calls += 1
-            tail = self._tail(self._begin_tails, (op, step, phase, module, inputs), self._begin_tail)
-            self._write(f"B\t{number}\t{tail}")
+            tail = self._tail(self._begin_tails, (op, phase, module, inputs), self._begin_tail)
+            self._write(f"B\t{number}\t{step}\t{tail}")
         return number
 
     def end(self, number: int, outputs, start_ns: int, elapsed_ns: int, thread: int, source: str,
@@ -187,8 +187,8 @@ class Journal:
             tail = self._tail(self._end_tails, (source, outputs, fallen, arguments), self._end_tail)
             self._write(f"E\t{number}\t{start_ns}\t{elapsed_ns}\t{thread}\t{tail}")
 
-    def _begin_tail(self, op, step, phase, module, inputs) -> str:
-        return f"{self._id(op)}\t{step}\t{self._id(phase)}\t{self._id(module)}\t{_meta_text(inputs)}\n"
+    def _begin_tail(self, op, phase, module, inputs) -> str:  # not the step: each step's calls are the last one's
+        return f"{self._id(op)}\t{self._id(phase)}\t{self._id(module)}\t{_meta_text(inputs)}\n"
 
     def _end_tail(self, source, outputs, fallen, arguments) -> str:
         fallen_ids = ",".join(str(self._id(name)) for name in fallen)
@@ -360,7 +360,7 @@ def _read_line(fields: list, strings: dict, begun: dict, contents: JournalConten
         strings[int(fields[1])] = json.loads(fields[2])
     elif kind == "B":
         number = int(fields[1])
-        begun[number] = JournaledCall(number=number, op=strings[int(fields[2])], step=int(fields[3]),
+        begun[number] = JournaledCall(number=number, step=int(fields[2]), op=strings[int(fields[3])],
                                       phase=strings[int(fields[4])], module=strings[int(fields[5])],
                                       inputs=_parse_meta(fields[6]))
     elif kind == "E":
