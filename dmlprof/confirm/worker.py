@@ -99,6 +99,20 @@ def _device_tensor(cpu: torch.Tensor, device) -> torch.Tensor:
         return cpu.to(device)
 
 
+# Calls func inside a fresh C++ warning handler (as the recorder does): torch-directml's fallback warning
+# reaches Python when this call returns (called plainly from Python it goes to stderr, uncaught)
+_call_flushing_warnings = torch._C._disabled_torch_function_impl
+
+
+def _call_catching(func, args, kwargs):
+    """``(func(*args, **kwargs), None)`` or ``(None, exception)``: no Python error may be pending when the
+    handler flushes its warnings."""
+    try:
+        return func(*args, **kwargs), None
+    except Exception as exc:
+        return None, exc
+
+
 def _fallbacks(caught) -> list:
     from dmlprof.backends.base import FALLBACK_WARNING
 
@@ -128,12 +142,15 @@ def replay(signature: dict, values: bytes, backend, verifier) -> dict:
     pending = verifier.before(func, args, kwargs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            out = func(*args, **kwargs)
-            backend.synchronize([t for t in (out if isinstance(out, (list, tuple)) else (out,))
-                                 if isinstance(t, torch.Tensor)])
-        except Exception as exc:
-            return {"outcome": "raises", "message": describe(exc), "fallback_ops": _fallbacks(caught)}
+        out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
+        if failed is None:
+            try:
+                backend.synchronize([t for t in (out if isinstance(out, (list, tuple)) else (out,))
+                                     if isinstance(t, torch.Tensor)])
+            except Exception as exc:  # the device failed running the call: the read back is where it tells
+                failed = exc
+        if failed is not None:
+            return {"outcome": "raises", "message": describe(failed), "fallback_ops": _fallbacks(caught)}
     fallback_ops = _fallbacks(caught)
     result = {"outcome": "fallback" if fallback_ops else "device", "fallback_ops": fallback_ops}
     if pending is None:
