@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from dmlprof.confirm.signatures import DEVICE, decode, load
-from dmlprof.verify.verifier import _SKIP_REASONS as SKIP_REASONS
+from dmlprof.verify.verifier import SKIP_REASONS
 
 #: outputs nothing reads, by op: (argument position, value, output index) -- nll_loss's ``total_weight`` is
 #: undefined for reduction="none" (CPU 0.0, DirectML the weight sum): the loss itself is identical

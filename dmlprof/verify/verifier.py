@@ -69,6 +69,9 @@ _SKIP_REASONS = {
 }
 
 
+#: why a call's values are not compared, by reason key (``scan --confirm`` says it per call)
+SKIP_REASONS = _SKIP_REASONS
+
 _enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 
 
