@@ -105,10 +105,15 @@ _call_flushing_warnings = torch._C._disabled_torch_function_impl
 
 
 def _call_catching(func, args, kwargs):
-    """``(func(*args, **kwargs), None)`` or ``(None, exception)``: no Python error may be pending when the
-    handler flushes its warnings."""
+    """``(result, None)`` or ``(None, exception)`` of the call as the recorder's tap makes it (below autograd,
+    where the signature was recorded; an in-place or out= result that torch-directml hands back in a tensor of
+    its own lands in the caller's argument): called plainly from Python, ``arange`` gives an empty tensor and
+    ``masked_fill_`` writes nothing on real torch-directml, which the program's own call never does. No Python
+    error may be pending when the handler flushes its warnings."""
+    from dmlprof.record.tap import call_as_dispatched
+
     try:
-        return func(*args, **kwargs), None
+        return call_as_dispatched(func, args, kwargs), None
     except Exception as exc:
         return None, exc
 
@@ -122,6 +127,29 @@ def _fallbacks(caught) -> list:
         if match is not None and match.group("op") not in found:
             found.append(match.group("op"))
     return found
+
+
+#: ops that sum over a dimension their output keeps, and where that dimension is: (matrix argument, its dim) or
+#: ("dim", the argument holding it). The verifier estimates the terms an output element sums as its largest
+#: input over its output, which is 1 here (an mm's output can be larger than its inputs), and its tolerance
+#: then takes a sum over 50257 vocabulary entries for an elementwise op
+_HIDDEN_SUMS = {"aten::mm": (0, -1), "aten::addmm": (1, -1), "aten::bmm": (0, -1), "aten::baddbmm": (1, -1),
+                "aten::_softmax_backward_data": ("dim", 2), "aten::_log_softmax_backward_data": ("dim", 2)}
+
+
+def _terms(op: str, args: list, out) -> int:
+    """Terms summed per output element times the output's elements (the verifier's scale), 0 where unknown."""
+    where = _HIDDEN_SUMS.get(op)
+    first = out[0] if isinstance(out, (list, tuple)) and out else out
+    if where is None or not isinstance(first, torch.Tensor) or len(args) <= max(where[1], 0):
+        return 0
+    if where[0] == "dim":
+        source, dim = args[0], args[where[1]]
+        terms = source.shape[dim] if isinstance(source, torch.Tensor) and isinstance(dim, int) and source.dim() else 1
+    else:
+        matrix = args[where[0]]
+        terms = matrix.shape[where[1]] if isinstance(matrix, torch.Tensor) and matrix.dim() else 1
+    return int(terms) * first.numel()
 
 
 def replay(signature: dict, values: bytes, backend, verifier) -> dict:
@@ -142,7 +170,8 @@ def replay(signature: dict, values: bytes, backend, verifier) -> dict:
     pending = verifier.before(func, args, kwargs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
         if failed is None:
             try:
                 backend.synchronize([t for t in (out if isinstance(out, (list, tuple)) else (out,))
@@ -157,6 +186,7 @@ def replay(signature: dict, values: bytes, backend, verifier) -> dict:
         skipped = [reason for (_, reason) in (verifier.skipped - skipped_before)]
         result["values"] = "not compared" + (f" ({SKIP_REASONS.get(skipped[0], skipped[0])})" if skipped else "")
         return result
+    pending.scale = max(pending.scale, _terms(op, args, out))
     verifier.after(pending, args, kwargs, out, step=0, phase="", module="", source="-", seq=0)
     found = verifier.divergent[divergent_before:]
     unread = UNREAD_OUTPUTS.get(op)

@@ -60,3 +60,14 @@ def test_amax_text_cnn_has_its_amax_backward_row_wrong_on_both_sides(realdml, tm
         [("aten::mul.Tensor", "backward", True, "confirmed")], wrong
     assert "bool" in wrong[0]["dtypes"] and "dtype" in wrong[0]["detail"]
     assert done.returncode == 0 and not _contradicted(document)
+
+
+@pytest.mark.parametrize("classes, wrong", [(512, True), (10, False)])
+def test_cross_entropy_ignore_index_is_wrong_over_100_classes_on_both_sides_and_right_under(realdml, tmp_path, classes,
+                                                                                            wrong):
+    """The prediction's own targets (holding -100) travel to the replay: the class is keyed by their values."""
+    done, document = _confirm(realdml, tmp_path, REPO / "tests" / "fixtures" / f"token_classifier_{classes}.py")
+    nll = [r for r in document["rows"] if r["op"].startswith("aten::nll_loss")]
+    assert {r["op"] for r in nll} == {"aten::nll_loss_forward", "aten::nll_loss_backward"}
+    assert all(r["real_wrong"] is wrong and r["predicted_wrong"] is wrong for r in nll), nll
+    assert done.returncode == 0 and not _contradicted(document), _contradicted(document)
