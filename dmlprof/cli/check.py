@@ -73,7 +73,7 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     from dmlprof import interrupts
     from dmlprof.cli.arguments import resolve_model
-    from dmlprof.cli.scan import scan_and_save
+    from dmlprof.cli.scan import scan_and_saved_or_confirmed as scan_and_save
     from dmlprof.model_file import inspect_model_file
     from dmlprof.output import check_paths
 
@@ -115,7 +115,7 @@ def _gate(args, scan_and_save) -> int:
         emit(github_annotations(result), out, kept=written.note())
     from dmlprof.cli.scan import confirm_scanned
 
-    confirmation = confirm_scanned(args, session, written)
+    confirmation = confirm_scanned(args, session, written.session_path, written.note())
     contradicted = confirmation.headline if confirmation is not None and confirmation.contradicted else None
     diverged = loss_problem(session)  # a NaN loss fails the gate as it fails a scan (exit 3)
     if args.junit:

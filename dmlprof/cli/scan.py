@@ -92,10 +92,10 @@ def run(args) -> int:
     # to the end: a signal after the session is saved (while the report prints) ends with its line and status
     with interrupts.stopping():
         with progress_bars(args, quiet=args.quiet):
-            session, report, written = scan_and_save(args)
+            session, report, written = scan_and_saved_or_confirmed(args)
         print_report(report, args)
         print_saved(written, args)
-        confirmation = confirm_scanned(args, session, written)
+        confirmation = confirm_scanned(args, session, written.session_path, written.note())
     from dmlprof.runner import loss_problem  # torch: imported once the scan has run
 
     diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
@@ -135,7 +135,24 @@ def prepare_confirm(args) -> None:
     args.capture = SignatureCapture(None, None)
 
 
-def confirm_scanned(args, session, written):
+def scan_and_saved_or_confirmed(args):
+    """:func:`scan_and_save`; a prediction that stops at a call DirectML refuses is confirmed too (``--confirm``:
+    does the real device raise, or end the process, there?) before its error ends the command."""
+    from dmlprof.runner import ScanStopped
+
+    try:
+        return scan_and_save(args)
+    except ScanStopped as stopped:
+        if getattr(args, "capture", None) is not None and stopped.session is not None:
+            path = next((part.split(" to ", 1)[1] for part in (stopped.kept or "").split("; ")
+                         if part.startswith("partial session saved to ")), None)
+            from pathlib import Path
+
+            confirm_scanned(args, stopped.session, Path(path) if path else None, stopped.kept)
+        raise
+
+
+def confirm_scanned(args, session, session_path, kept):
     """The prediction's calls replayed on real torch-directml (``--confirm``): printed, and written beside the
     session as ``NAME.confirm.json``; None without --confirm."""
     if getattr(args, "capture", None) is None:
@@ -151,13 +168,13 @@ def confirm_scanned(args, session, written):
     print(f"dmlprof: confirming {len(args.capture.signatures)} call signatures on real torch-directml...",
           file=sys.stderr, flush=True)
     confirmation = confirm(session, args.capture, model=str(args.model))
-    emit(render_confirmation_text(confirmation), out, kept=written.note())
-    if written.session_path is not None:
+    emit(render_confirmation_text(confirmation), out, kept=kept)
+    if session_path is not None:
         from dmlprof.files import write_atomic
 
-        path = written.session_path.with_name(written.session_path.name.replace(".session.json", "") + ".confirm.json")
+        path = session_path.with_name(session_path.name.replace(".session.json", "") + ".confirm.json")
         write_atomic(path, json.dumps(confirmation.to_dict(), indent=1))
-        emit(f"confirmation saved to {path}\n", out, kept=written.note())
+        emit(f"confirmation saved to {path}\n", out, kept=kept)
     return confirmation
 
 

@@ -49,7 +49,7 @@ def confirmation(session, capture, results: dict, adapter: str, workers: int, se
     flagged = wrong_seqs(ops, load_measured("dml"))
     failure = session.meta.device_failure
     failed_seq = int(ops["seq"].max()) if failure is not None and not ops.empty else None
-    failure_kind = "aborts" if failure is not None and "end" in str(getattr(failure, "kind", "")) else "raises"
+    failure_kind = failure.kind if failure is not None and failure.kind in ("raises", "aborts") else "raises"
     by_seq = ops.set_index("seq")
     rows = []
     for found in capture.rows():
