@@ -26,13 +26,19 @@ MODELS = {"resnet18": REPO / "models" / "resnet18.py", "gpt2_small": REPO / "ben
           "groupnorm_net": REPO / "models" / "groupnorm_net.py", "lenet5": REPO / "models" / "lenet5.py"}
 
 
+def _load():
+    """The 1-minute load average (the machine is shared: a figure taken under load says so), None where unknown."""
+    return round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
+
+
 def one_scan(model: Path, env: dict, confirm: bool, out: Path) -> dict:
     command = [sys.executable, "-m", "dmlprof", "scan", str(model), "--target", "dml", "--out", str(out),
                "--no-progress", "--quiet"] + (["--confirm"] if confirm else [])
+    load_before = _load()
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=out.parent, timeout=3600)
     wall_s = time.perf_counter() - started
-    found = {"wall_s": round(wall_s, 1), "exit": done.returncode}
+    found = {"wall_s": round(wall_s, 1), "exit": done.returncode, "load_average_before_after": [load_before, _load()]}
     confirmations = sorted(out.glob("*.confirm.json"))
     if confirm and confirmations:
         document = json.loads(confirmations[-1].read_text(encoding="utf-8"))

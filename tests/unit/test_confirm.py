@@ -96,3 +96,53 @@ def test_confirm_without_real_torch_directml_is_one_line_and_fails(tmp_path):
     assert done.returncode == 4, done.stderr
     assert len(lines) == 1 and "torch-directml" in lines[0] and "Traceback" not in done.stderr
     assert not list(tmp_path.glob("*.session.json"))  # refused before the scan ran
+
+
+class _Session:
+    def __init__(self, ops, failure=None):
+        from types import SimpleNamespace
+
+        self.ops, self.meta = ops, SimpleNamespace(device_failure=failure)
+
+
+def _frame(rows):
+    import pandas as pd
+
+    from dmlprof.schema import typed_ops_frame
+
+    return typed_ops_frame(pd.DataFrame([{"seq": seq, "op": op, "verdict": verdict, "phase": phase, "dtypes": dtypes,
+                                          "shapes": shapes} for seq, op, verdict, phase, dtypes, shapes in rows]))
+
+
+class _Capture:
+    def __init__(self, signatures):
+        self.signatures, self.unreplayable = signatures, {}
+
+    def rows(self):
+        return [{"key": str(i), **s} for i, s in enumerate(self.signatures)]
+
+
+def _signature(op, dtypes, rows):
+    return {"op": op, "args": [], "kwargs": {}, "rows": rows,
+            "tensors": [{"dtype": d, "shape": [4, 4], "stride": [4, 1], "offset": 0, "device": "device"} for d in dtypes]}
+
+
+def test_each_row_holds_the_frames_verdict_and_wrong_flag_against_what_the_device_did():
+    from dmlprof.confirm.judge import confirmation
+
+    ops = _frame([(0, "aten::relu", "device", "forward", "float32", "[[4, 4]]"),
+                  (1, "aten::native_group_norm_backward", "fallback", "backward", "float32", "[[4, 4]]"),
+                  (2, "aten::mul.Tensor", "device", "backward", "float32,bool", "[[4, 4], [4, 4]]"),
+                  (3, "aten::relu", "device", "forward", "float32", "[[4, 4]]")])
+    capture = _Capture([_signature("aten::relu", ["float32"], [0, 3]),
+                        _signature("aten::native_group_norm_backward", ["float32"], [1]),
+                        _signature("aten::mul.Tensor", ["float32", "bool"], [2])])
+    results = {"0": {"outcome": "device", "values": "compared", "wrong": False},
+               "1": {"outcome": "device", "values": "compared", "wrong": False},
+               "2": {"outcome": "device", "values": "compared", "wrong": True, "max_abs_error": None,
+                     "what": "output", "reason": "dtype bool on the device"}}
+    rows = confirmation(_Session(ops), capture, results, "lavapipe", 1, 1.0, "m.py").rows
+    assert [(r.calls, r.predicted, r.predicted_wrong, r.real, r.real_wrong, r.status) for r in rows] == [
+        (2, "device", False, "device", False, CONFIRMED),
+        (1, "fallback", False, "device", False, CONTRADICTED),  # the device ran what the prediction sent to the CPU
+        (1, "device", True, "device", True, CONFIRMED)]  # the amax backward's bool-mask product, wrong on both
