@@ -26,14 +26,6 @@ import torch
 from dmlprof.confirm.signatures import DEVICE, decode, load
 from dmlprof.verify.verifier import SKIP_REASONS
 
-#: outputs nothing reads, by op: (argument position, value, output index) -- nll_loss's ``total_weight`` is
-#: undefined for reduction="none" (CPU 0.0, DirectML the weight sum): the loss itself is identical
-UNREAD_OUTPUTS = {
-    "aten::nll_loss_forward": (3, 0, "output 1"),
-    "aten::nll_loss2d_forward": (3, 0, "output 1"),
-}
-
-
 def probe_device(device) -> tuple:
     """``(healthy, message)``: a tiny known computation on the device, checked. A removed device
     (DXGI_ERROR_DEVICE_REMOVED) fails every later call, each with its own op's name on it."""
@@ -189,9 +181,6 @@ def replay(signature: dict, values: bytes, backend, verifier) -> dict:
     pending.scale = max(pending.scale, _terms(op, args, out))
     verifier.after(pending, args, kwargs, out, step=0, phase="", module="", source="-", seq=0)
     found = verifier.divergent[divergent_before:]
-    unread = UNREAD_OUTPUTS.get(op)
-    if unread is not None and len(signature["args"]) > unread[0] and signature["args"][unread[0]] == unread[1]:
-        found = [d for d in found if d["outputs_divergent"] != [unread[2]]]
     result["values"] = "compared"
     if found:
         worst = found[-1]
