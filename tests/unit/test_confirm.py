@@ -146,3 +146,42 @@ def test_each_row_holds_the_frames_verdict_and_wrong_flag_against_what_the_devic
         (2, "device", False, "device", False, CONFIRMED),
         (1, "fallback", False, "device", False, CONTRADICTED),  # the device ran what the prediction sent to the CPU
         (1, "device", True, "device", True, CONFIRMED)]  # the amax backward's bool-mask product, wrong on both
+
+
+class _ConfirmWorker:
+    """A fake ``dmlprof.confirm.worker``: its events for each key, ending its process at the keys in ``ends``
+    (always) or ``ends_after_work`` (only after another key ran in the same process: heap corruption)."""
+
+    def __init__(self, keys, ends=(), ends_after_work=(), started=None):
+        self.keys, self.ends, self.ends_after_work = keys, set(ends), set(ends_after_work)
+        self.status, self.stderr_tail = "exit 0", "[F1206 dml_util.cc:118] Invalid or unsupported data type"
+        started.append(list(keys))
+
+    def events(self):
+        yield {"probe": True, "after": "start"}
+        yield {"adapter": "fake adapter"}
+        for position, key in enumerate(self.keys, 1):
+            yield {"start": key}
+            yield {"phase": "device"}
+            yield {"call": f"aten::op{key}", "dtypes": ["float32"]}
+            if key in self.ends or (key in self.ends_after_work and position > 1):
+                self.status = "SIGABRT"
+                return
+            yield {"probe": True, "after": "device"}
+            yield {"done": key, "outcome": "device", "values": "compared", "wrong": False}
+
+    def exit_status(self):
+        return self.status
+
+
+def test_a_call_that_ends_its_worker_is_an_abort_only_when_it_ends_one_alone_and_the_rest_go_on():
+    from dmlprof.confirm.supervisor import Supervisor
+
+    started: list = []
+    spawn = lambda keys, env, order: _ConfirmWorker(keys, ends={"1"}, ends_after_work={"3"}, started=started)  # noqa: E731
+    results = Supervisor(spawn, {}, lambda line: None).measure(["0", "1", "2", "3", "4"])
+    assert results["1"]["outcome"] == "aborts" and results["1"]["failed_op"] == "aten::op1"
+    assert "unsupported data type" in results["1"]["message"]
+    assert results["3"]["outcome"] == "device"  # it ended a worker after other calls only: replayed alone, it ran
+    assert all(results[k]["outcome"] == "device" for k in ("0", "2", "4"))
+    assert ["1"] in started and ["3"] in started  # each suspect replayed alone, in a fresh process
