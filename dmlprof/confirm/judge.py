@@ -57,14 +57,16 @@ def confirmation(session, capture, results: dict, adapter: str, workers: int, se
         first = by_seq.loc[seqs[0]] if seqs[0] in by_seq.index else None
         result = results.get(found["key"], {"outcome": "not_measured"})
         compared = result.get("values") == "compared"
+        flagged_as = next((flagged[seq] for seq in seqs if seq in flagged), "")
+        detail = "; ".join(part for part in (f"flagged: {flagged_as}" if flagged_as else "", _detail(result)) if part)
         rows.append(ConfirmationRow(
             op=found["op"], dtypes=",".join(sorted({t["dtype"] for t in found["tensors"]})), shapes=_shapes(found),
             calls=len(seqs), phase=str(first["phase"]) if first is not None else "",
             module=str(first["module"]) if first is not None else "",
             source=str(first["source"]) if first is not None else "",
             predicted=_predicted_verdict(ops, seqs, failed_seq, failure_kind),
-            predicted_wrong=any(seq in flagged for seq in seqs),
+            predicted_wrong=bool(flagged_as),
             real=str(result.get("outcome", "not_measured")),
             real_wrong=bool(result.get("wrong")) if compared else None,
-            max_abs_error=result.get("max_abs_error"), detail=_detail(result)))
+            max_abs_error=result.get("max_abs_error"), detail=detail))
     return Confirmation(model, adapter, tuple(rows), seconds, workers, tuple(sorted(capture.unreplayable.items())))

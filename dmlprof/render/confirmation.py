@@ -27,6 +27,10 @@ def render_confirmation_text(confirmation: Confirmation) -> str:
                      + _cell(row.dtypes, _WIDTH["dtypes"]) + " " + _cell(row.shapes, _WIDTH["shapes"]) + " "
                      + str(row.calls).rjust(5) + " " + _cell(row.predicted_words, _WIDTH["predicted"]) + " "
                      + clean(row.real_words))
+    for row in confirmation.rows:
+        if row.predicted_wrong or row.real_wrong:  # a wrong result, predicted or found: what it is, in words
+            where = f" at {row.source}" if row.source else ""
+            lines.append(f"  wrong: {clean(row.op)}{clean(where)} ({row.status}): {clean(row.detail)}")
     for row in confirmation.contradicted:
         where = f" at {row.source}" if row.source else ""
         lines.append(f"  contradicted: {clean(row.op)}{clean(where)}: predicted {row.predicted_words}, real "

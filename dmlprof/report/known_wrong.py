@@ -43,12 +43,17 @@ def known_wrong_results(ops, table) -> tuple:
     return tuple(sorted(results, key=lambda k: (not k.breaks_training, not k.confirmed, -k.calls)))
 
 
-def wrong_seqs(ops, table) -> frozenset:
-    """The ``seq`` of every device call flagged as a known wrong result (what ``scan --confirm`` holds against
-    real torch-directml, call by call)."""
+def wrong_seqs(ops, table) -> dict:
+    """``seq`` -> the class in words, for every device call flagged as a known wrong result (what ``scan
+    --confirm`` holds against real torch-directml, call by call)."""
     if ops.empty:
-        return frozenset()
-    return frozenset(int(row.seq) for rows in _flagged_groups(ops, table).values() for row in rows)
+        return {}
+    found: dict = {}
+    for (_, _, source, what), rows in _flagged_groups(ops, table).items():
+        words = what.klass if source == "class" else (what or "the measured table's wrong samples")
+        for row in rows:
+            found.setdefault(int(row.seq), words)
+    return found
 
 
 def _flagged_groups(ops, table) -> dict:
