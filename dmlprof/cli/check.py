@@ -55,6 +55,9 @@ def add_parser(commands) -> None:
                         help="also count fallbacks only this torch reaches (DirectML users' torch 2.4.1 does not)")
     parser.add_argument("--allow-wrong-results", action="store_true",
                         help="pass calls whose results are known to be wrong on DirectML (by default they fail the check)")
+    parser.add_argument("--confirm", action="store_true",
+                        help="with --target dml: replay every distinct call of the predicted step on real torch-directml; "
+                             "a call it contradicts fails the check")
     parser.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML")
     parser.add_argument("--batch-size", type=at_least(1), help="batch size (default: the file's BATCH_SIZE, else 16)")
     parser.add_argument("--steps", type=at_least(1), help="measured steps (default 3; 1 with --target)")
@@ -70,7 +73,7 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     from dmlprof import interrupts
     from dmlprof.cli.arguments import resolve_model
-    from dmlprof.cli.scan import scan_and_save
+    from dmlprof.cli.scan import scan_and_saved_or_confirmed as scan_and_save
     from dmlprof.model_file import inspect_model_file
     from dmlprof.output import check_paths
 
@@ -80,6 +83,9 @@ def run(args) -> int:
         args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
     check_paths(args, inputs=[args.model])
     _refuse_a_gate_that_cannot_fail(args)
+    from dmlprof.cli.scan import prepare_confirm
+
+    prepare_confirm(args)
     with interrupts.stopping():  # to the end: a signal after the session is saved ends with its line and status
         return _gate(args, scan_and_save)
 
@@ -107,15 +113,24 @@ def _gate(args, scan_and_save) -> int:
     emit(render_check_text(result, args.model), out, kept=written.note())
     if os.environ.get("GITHUB_ACTIONS") and (result.hotspots or report.known_wrong_results):
         emit(github_annotations(result), out, kept=written.note())
+    from dmlprof.cli.scan import confirm_scanned
+
+    confirmation = confirm_scanned(args, session, written.session_path, written.note())
+    contradicted = confirmation.headline if confirmation is not None and confirmation.contradicted else None
     diverged = loss_problem(session)  # a NaN loss fails the gate as it fails a scan (exit 3)
     if args.junit:
-        error = diverged.one_line() if diverged is not None else None
+        error = diverged.one_line() if diverged is not None else contradicted
         write_output(written, args.junit, lambda: junit_xml(result, args.model, error=error), "JUnit XML")
     print_saved(written, args)
     if diverged is not None:
         diverged.kept = written.note()
         raise diverged
     written.raise_problems()
+    if contradicted is not None:
+        error = LimitExceeded(contradicted, remedy="the confirmation table lists each call real torch-directml "
+                                                   "contradicts")
+        error.kept = written.note()
+        raise error
     if not result.passed:
         error = LimitExceeded("; ".join(check.describe() for check in result.failed),
                               # with no fallback listed, the failed limit's own words say what to change

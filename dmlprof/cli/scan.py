@@ -37,6 +37,10 @@ def add_parser(commands) -> None:
     parser.add_argument("--tb", metavar="DIR", help="also write a TensorBoard profiler run under DIR")
     parser.add_argument("--trace", metavar="FILE", help="also write every call as a Chrome/Perfetto trace (JSON) to FILE")
     parser.add_argument("--replace", action="store_true", help="scan again with dmlprof's replacements applied and compare")
+    parser.add_argument("--confirm", action="store_true",
+                        help="with --target dml: replay every distinct call of the predicted step on real torch-directml "
+                             "(realdml on Linux, an adapter on Windows) and say which predictions it confirms (exit 5 "
+                             "if any is contradicted)")
     parser.add_argument("--verify", action="store_true", help="recompute each device op on the CPU and compare; check optimizer updates land (docs/verify.md)")
     parser.add_argument("--top", type=at_least(1), default=15, help="rows per table in the terminal report")
     parser.add_argument("--quiet", action="store_true", help="print no report nor progress, only where files went")
@@ -82,14 +86,16 @@ def run(args) -> int:
     if args.verify and args.replace:
         raise UsageError("--verify and --replace cannot be combined: verify the plain scan, then the patched one")
     _refuse_a_trace_without_times(args)
+    prepare_confirm(args)
     from dmlprof import interrupts
 
     # to the end: a signal after the session is saved (while the report prints) ends with its line and status
     with interrupts.stopping():
         with progress_bars(args, quiet=args.quiet):
-            session, report, written = scan_and_save(args)
+            session, report, written = scan_and_saved_or_confirmed(args)
         print_report(report, args)
         print_saved(written, args)
+        confirmation = confirm_scanned(args, session, written.session_path, written.note())
     from dmlprof.runner import loss_problem  # torch: imported once the scan has run
 
     diverged = loss_problem(session)  # a complete run whose loss went NaN/inf still fails (exit 3)
@@ -98,7 +104,78 @@ def run(args) -> int:
         raise diverged
     written.raise_problems()
     _raise_if_results_differ(report.verification, written)
+    if confirmation is not None and confirmation.contradicted:
+        from dmlprof.errors import ResultsDiffer
+
+        error = ResultsDiffer(confirmation.headline, remedy="the confirmation table lists each contradicted call")
+        error.kept = written.note()
+        raise error
     return 0
+
+
+def prepare_confirm(args) -> None:
+    """``--confirm``: refused where it cannot be kept (no --target, a script, no real torch-directml here), before
+    the scan runs; else the capture the prediction fills (``args.capture``)."""
+    args.capture = None
+    if not getattr(args, "confirm", False):
+        return
+    from dmlprof.errors import UsageError
+    from dmlprof.model_file import inspect_model_file
+
+    if not args.target:
+        raise UsageError("--confirm holds a prediction against real torch-directml: it needs --target dml",
+                         remedy="on the device itself, --device dml --verify checks each call's result")
+    if inspect_model_file(args.model).mode == "script":
+        raise UsageError("--confirm replays a model file's predicted step; a script runs on the emulated device "
+                         "under --target", remedy="scan the script with --device dml on real torch-directml")
+    from dmlprof.confirm import require_real_directml
+    from dmlprof.confirm.signatures import SignatureCapture
+
+    require_real_directml()
+    args.capture = SignatureCapture(None, None)
+
+
+def scan_and_saved_or_confirmed(args):
+    """:func:`scan_and_save`; a prediction that stops at a call DirectML refuses is confirmed too (``--confirm``:
+    does the real device raise, or end the process, there?) before its error ends the command."""
+    from dmlprof.runner import ScanStopped
+
+    try:
+        return scan_and_save(args)
+    except ScanStopped as stopped:
+        if getattr(args, "capture", None) is not None and stopped.session is not None:
+            path = next((part.split(" to ", 1)[1] for part in (stopped.kept or "").split("; ")
+                         if part.startswith("partial session saved to ")), None)
+            from pathlib import Path
+
+            confirm_scanned(args, stopped.session, Path(path) if path else None, stopped.kept)
+        raise
+
+
+def confirm_scanned(args, session, session_path, kept):
+    """The prediction's calls replayed on real torch-directml (``--confirm``): printed, and written beside the
+    session as ``NAME.confirm.json``; None without --confirm."""
+    if getattr(args, "capture", None) is None:
+        return None
+    import json
+    import sys
+
+    from dmlprof.confirm import confirm
+    from dmlprof.output import emit, to_stdout
+    from dmlprof.render.confirmation import render_confirmation_text
+
+    out = sys.stderr if to_stdout(args) else sys.stdout
+    print(f"dmlprof: confirming {len(args.capture.signatures)} call signatures on real torch-directml...",
+          file=sys.stderr, flush=True)
+    confirmation = confirm(session, args.capture, model=str(args.model))
+    emit(render_confirmation_text(confirmation), out, kept=kept)
+    if session_path is not None:
+        from dmlprof.files import write_atomic
+
+        path = session_path.with_name(session_path.name.replace(".session.json", "") + ".confirm.json")
+        write_atomic(path, json.dumps(confirmation.to_dict(), indent=1))
+        emit(f"confirmation saved to {path}\n", out, kept=kept)
+    return confirmation
 
 
 def _refuse_a_trace_without_times(args) -> None:
@@ -176,7 +253,9 @@ def _scan(args):
 
         _say_a_script_runs_emulated(args)
         return predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps,
-                            warmup=args.warmup, float64=args.adapter == "float64", **script_options)
+                            warmup=args.warmup, float64=args.adapter == "float64",
+                            **({"capture": args.capture} if getattr(args, "capture", None) is not None else {}),
+                            **script_options)
     from dmlprof.runner import scan
 
     if args.replace:

@@ -27,7 +27,7 @@ class PredictionError(DmlprofError):
 
 def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, steps: Optional[int] = None,
                  warmup: Optional[int] = None, float64: bool = False, values_budget_bytes: Optional[int] = None,
-                 **script_options):
+                 capture=None, **script_options):
     """Predict a model file's training step on ``target`` without the device; returns a Session.
 
     ``values_budget_bytes``: how much memory the device's real values may take (None: the default,
@@ -39,7 +39,9 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     ``remap_from``). Raises :class:`~dmlprof.errors.DmlprofError` for anything
     the user can fix; a step that would fail on the device raises
     ``ScanStopped`` with the predicted calls up to the failing one. ``float64`` predicts an adapter
-    that runs float64 (most integrated GPUs do not; what fails depends on it).
+    that runs float64 (most integrated GPUs do not; what fails depends on it). ``capture``: a
+    :class:`dmlprof.confirm.signatures.SignatureCapture` that keeps each recorded call's signature and values
+    (``scan --confirm``; a model file only).
     """
     from dmlprof.predict.backend import PredictedDmlBackend
     from dmlprof.meta import Prediction
@@ -63,6 +65,9 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
         values = ValueStore(max_bytes=values_budget_bytes)
     backend = PredictedDmlBackend(float64_support=float64, values=values)
     backend.prepare()
+    if capture is not None:  # scan --confirm: every recorded call's signature, read through the stand-in's values
+        capture.read_values, capture.device_type = backend.read_values, backend.device_type
+        backend.capture = capture
     try:
         session = scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
                        warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)

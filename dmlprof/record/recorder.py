@@ -111,6 +111,8 @@ class _Calls:
         found = rec.rule(func, args, kwargs) if rec.rule is not None else None
         # what a wrong-result class is keyed by, read before the call (an in-place call may overwrite it)
         arguments = rec.arguments_of(func, args, kwargs) if rec.arguments_of is not None else ""
+        if rec.capture is not None:  # scan --confirm: the call's signature, to replay on real torch-directml
+            rec.capture(func, args, kwargs, len(rec.rows))
         refused = rec.backend.refusal_for(found) if found is not None else None
         if refused is None:
             out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
@@ -206,6 +208,9 @@ class Recorder:
         self.rule = backend.failure_rule()
         #: the device's wrong-result classes: the arguments of a call they are keyed by (None: none)
         self.arguments_of = backend.arguments_rule() if hasattr(backend, "arguments_rule") else None
+        #: ``capture(func, args, kwargs, row)`` before each recorded call (a prediction's backend asked for
+        #: scan --confirm: :class:`dmlprof.confirm.signatures.SignatureCapture`), else None
+        self.capture = getattr(backend, "capture", None)
         #: the same rules on the calls that pass unrecorded (a full or inactive recorder)
         self.refusals = _Refusals(self.rule, backend) if self.rule is not None else None
         #: script mode: the optimizer steps recorded (:mod:`dmlprof.record.window`)

@@ -38,6 +38,26 @@ def known_wrong_results(ops, table) -> tuple:
     None), the ones that break training first, then confirmed ones, then by calls."""
     if ops.empty:
         return ()
+    groups = _flagged_groups(ops, table)
+    results = [_result(ops, key, rows, table) for key, rows in groups.items()]
+    return tuple(sorted(results, key=lambda k: (not k.breaks_training, not k.confirmed, -k.calls)))
+
+
+def wrong_seqs(ops, table) -> dict:
+    """``seq`` -> the class in words, for every device call flagged as a known wrong result (what ``scan
+    --confirm`` holds against real torch-directml, call by call)."""
+    if ops.empty:
+        return {}
+    found: dict = {}
+    for (_, _, source, what), rows in _flagged_groups(ops, table).items():
+        words = what.klass if source == "class" else (what or "the measured table's wrong samples")
+        for row in rows:
+            found.setdefault(int(row.seq), words)
+    return found
+
+
+def _flagged_groups(ops, table) -> dict:
+    """(op, dtypes, "table"|"class", what) -> the device calls (rows) it flags."""
     device = ops[ops["verdict"] == DEVICE]
     groups: dict = {}
     for row in device.itertuples():
@@ -53,10 +73,8 @@ def known_wrong_results(ops, table) -> tuple:
     classed = {(op, dtypes): {r.seq for r in rows} for (op, dtypes, source, _), rows in groups.items()
                if source == "class"}
     # a table entry whose calls a measured class already names (with what it breaks) is said once, by the class
-    groups = {key: rows for key, rows in groups.items()
-              if key[2] == "class" or not {r.seq for r in rows} <= classed.get(key[:2], set())}
-    results = [_result(ops, key, rows, table) for key, rows in groups.items()]
-    return tuple(sorted(results, key=lambda k: (not k.breaks_training, not k.confirmed, -k.calls)))
+    return {key: rows for key, rows in groups.items()
+            if key[2] == "class" or not {r.seq for r in rows} <= classed.get(key[:2], set())}
 
 
 def _texts(values) -> tuple:

@@ -58,6 +58,11 @@ _DEVICE_INDEX_INPUTS = frozenset({
 })
 # Outputs that are a kernel's private scratch (bytes its backward reads), not values.
 _OPAQUE_OUTPUTS = {"mkldnn_rnn_layer": {3}, "_cudnn_rnn": {3, 4}, "miopen_rnn": {4}}
+# Outputs undefined for some arguments, which nothing reads: (the argument's position, its value, the outputs).
+# nll_loss's total_weight for reduction="none" (CPU 0.0, DirectML the weight sum: the loss itself is identical,
+# measured on realdml; --verify of such a loss failed on it); eval-mode batch norm's saved mean and invstd.
+_UNREAD_OUTPUTS = {"nll_loss_forward": (3, 0, {1}), "nll_loss2d_forward": (3, 0, {1}),
+                   "native_batch_norm": (5, False, {1, 2})}
 _SKIP_REASONS = {
     "random": "random (the device draws its own numbers)",
     "uninitialised": "output memory is uninitialised",
@@ -68,6 +73,9 @@ _SKIP_REASONS = {
                       "CPU kernel would index out of bounds with them",
 }
 
+
+#: why a call's values are not compared, by reason key (``scan --confirm`` says it per call)
+SKIP_REASONS = _SKIP_REASONS
 
 _enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 
@@ -99,7 +107,7 @@ _CPU = torch.device("cpu")
 class _Plan:
     """What the verifier does with every call of one overload, decided once."""
 
-    __slots__ = ("name", "skip", "check_indices", "written", "fresh_returns_mask", "tie")
+    __slots__ = ("name", "skip", "check_indices", "written", "fresh_returns_mask", "tie", "unread")
 
     def __init__(self, func):
         schema = func._schema
@@ -127,6 +135,14 @@ class _Plan:
         self.fresh_returns_mask = [not (r.alias_info is not None and r.alias_info.is_write) and i not in opaque
                                    for i, r in enumerate(returns)]
         self.tie = base in _TIE_INDEX_OPS
+        self.unread = _UNREAD_OUTPUTS.get(base)
+
+    def unread_outputs(self, args) -> frozenset:
+        """The outputs of this call that are undefined, given its arguments (:data:`_UNREAD_OUTPUTS`)."""
+        if self.unread is None:
+            return frozenset()
+        position, value, outputs = self.unread
+        return frozenset(outputs) if len(args) > position and args[position] == value else frozenset()
 
 
 def _touches(values, device_type: str) -> bool:
@@ -290,9 +306,10 @@ class Verifier:
         device_outs = out if n_returns != 1 else (out,)
         cpu_outs = reference if n_returns != 1 else (reference,)
         if isinstance(device_outs, (tuple, list)) and isinstance(cpu_outs, (tuple, list)):
+            unread = plan.unread_outputs(pending.cpu_args)
             for index, fresh in enumerate(plan.fresh_returns_mask):
-                if not fresh:
-                    continue  # the written argument (compared above) or a private workspace
+                if not fresh or index in unread:
+                    continue  # the written argument (compared above), a private workspace, an undefined output
                 if index >= len(device_outs) or index >= len(cpu_outs):
                     break
                 label = f"output {index}" if n_returns > 1 else "output"

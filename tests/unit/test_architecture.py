@@ -27,7 +27,7 @@ LAYERS = (
     ("capture", ("dmlprof.directml", "dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing")),
     ("orchestration", ("dmlprof.model_file", "dmlprof.runner", "dmlprof.replaced_scan", "dmlprof.predict",
                        "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed", "dmlprof.job", "dmlprof.output",
-                       "dmlprof.survival")),
+                       "dmlprof.survival", "dmlprof.confirm")),
     ("interface", ("dmlprof.cli", "dmlprof.__main__", "dmlprof")),
 )
 # Narrower rules on top of the order.

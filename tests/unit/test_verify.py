@@ -123,6 +123,25 @@ def test_correct_calls_pass_and_wrong_results_are_named():
     assert record["input_shapes"] == [[5], [4, 3], [3, 5]] and record["output_shape"] == [4, 5]
 
 
+def test_an_output_undefined_for_the_call_is_not_compared_and_the_rest_is():
+    verifier = Verifier(CpuBackend())
+    scores, targets = torch.randn(4, 3).log_softmax(1), torch.tensor([0, 2, 1, 2])
+
+    def weight_sum(out, args):  # a total_weight unlike the CPU's (DirectML's is the weight sum, the CPU's 0.0)
+        out[1].fill_(7.0)
+
+    run_checked(verifier, torch.ops.aten.nll_loss_forward.default, (scores, targets, None, 0, -100), tamper=weight_sum)
+    assert verifier.divergent == [] and verifier.checked_calls == 1
+    run_checked(verifier, torch.ops.aten.nll_loss_forward.default, (scores, targets, None, 1, -100), tamper=weight_sum)
+    assert [d["what"] for d in verifier.divergent] == ["output 1"]  # reduction="mean": total_weight is read
+
+    def wrong_loss(out, args):
+        out[0].add_(1.0)
+
+    run_checked(verifier, torch.ops.aten.nll_loss_forward.default, (scores, targets, None, 0, -100), tamper=wrong_loss)
+    assert [d["what"] for d in verifier.divergent][-1] == "output 0"
+
+
 def test_inplace_write_that_did_not_land_is_caught():
     verifier = Verifier(CpuBackend())
     x, y = torch.ones(3), torch.ones(3)

@@ -68,24 +68,8 @@ def _dtypes(inputs, device_type: str) -> list:
     return sorted({str(m[1]).replace("torch.", "") for m in inputs if m[0] == device_type})
 
 
-def _describe(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0][:400] if lines else ''}"
-
-
-# -- the health probe ------------------------------------------------------------------------------------
-def probe_device(device) -> tuple:
-    """``(healthy, message)``: a tiny known computation on the device, checked. A removed device
-    (DXGI_ERROR_DEVICE_REMOVED) fails every later call, each with its own op's name on it."""
-    try:
-        x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
-        got = ((x.to(device) * 2 + 1).sum(0)).to("cpu")
-        expected = (x * 2 + 1).sum(0)
-        if torch.equal(got, expected):
-            return True, ""
-        return False, f"probe computed {got.tolist()}, expected {expected.tolist()}"
-    except Exception as exc:
-        return False, _describe(exc)
+# -- the health probe: scan --confirm's own (a removed device fails every later call under its own op's name)
+from dmlprof.confirm.worker import describe as _describe, probe_device  # noqa: E402,F401
 
 
 # -- judging values ----------------------------------------------------------------------------------------
