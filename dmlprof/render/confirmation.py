@@ -27,6 +27,12 @@ def render_confirmation_text(confirmation: Confirmation) -> str:
                      + _cell(row.dtypes, _WIDTH["dtypes"]) + " " + _cell(row.shapes, _WIDTH["shapes"]) + " "
                      + str(row.calls).rjust(5) + " " + _cell(row.predicted_words, _WIDTH["predicted"]) + " "
                      + clean(row.real_words))
+    return "\n".join(lines + _details(confirmation)) + "\n"
+
+
+def _details(confirmation: Confirmation) -> list:
+    """One line per wrong result (predicted or found), contradiction and call that could not be replayed."""
+    lines = []
     for row in confirmation.rows:
         if row.predicted_wrong or row.real_wrong:  # a wrong result, predicted or found: what it is, in words
             where = f" at {row.source}" if row.source else ""
@@ -37,4 +43,4 @@ def render_confirmation_text(confirmation: Confirmation) -> str:
                      f"{clean(row.real_words)}" + (f": {clean(row.detail)}" if row.detail else ""))
     for op, why in confirmation.unreplayable:
         lines.append(f"  not replayed: {clean(op)} ({clean(why)})")
-    return "\n".join(lines) + "\n"
+    return lines
