@@ -750,7 +750,7 @@ def run_facts(model, *, kind: str, run_mode: str, torch_version: str) -> dict:
     The runner and the sweep driver add what they measure (some still under format 1's flat keys,
     :data:`FLAT_KEYS`); the Session types it all once (:meth:`RunMeta.from_dict`).
     """
-    from dmlprof import __version__
+    from dmlprof.version import __version__
 
     model = Path(model)
     environment = Environment(dmlprof_version=__version__, torch_version=torch_version,

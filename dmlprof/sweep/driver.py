@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional
 
-import dmlprof
 from dmlprof import progress
 from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
@@ -113,7 +112,7 @@ def child_command(model: Path, batch_size: int, *, device: str, steps: int, warm
 def _child_env() -> dict:
     env = dict(os.environ)
     # The child must import this very dmlprof, installed or not.
-    package_root = str(Path(dmlprof.__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])  # dmlprof/sweep/driver.py -> the folder holding dmlprof/
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.setdefault("PYTHONIOENCODING", "utf-8")
     return env

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dmlprof"
 
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 LAYERS = (
-    ("foundation", ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
+    ("foundation", ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
                     "dmlprof.tables", "dmlprof.files", "dmlprof.session_check", "dmlprof.interrupts",
                     "dmlprof.progress")),
     ("data", ("dmlprof.session",)),
@@ -59,9 +59,12 @@ def _resolve(name: str):
 
 
 def _imports(module: str, path: Path) -> set:
-    """The dmlprof modules ``module`` imports anywhere in its body (ancestor packages left out)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    is_package = path.name == "__init__.py"
+    """The dmlprof modules ``module`` imports anywhere in its body (the top package included)."""
+    return _imports_in(module, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py")
+
+
+def _imports_in(module: str, source: str, is_package: bool = False) -> set:
+    tree = ast.parse(source)
     found = set()
     for node in ast.walk(tree):
         names = []
@@ -72,12 +75,17 @@ def _imports(module: str, path: Path) -> set:
             for _ in range(max(node.level - 1, 0)):
                 base = base.rpartition(".")[0]
             target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-            names = [target] + [f"{target}.{alias.name}" for alias in node.names]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("dmlprof."):
+            # ``from package import submodule`` needs the submodule; ``from package import name`` the package
+            names = [f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES \
+                and node.value.startswith("dmlprof."):
             names = [node.value]  # a module named for importlib.import_module
         for name in names:
             resolved = _resolve(name) if name.startswith("dmlprof") else None
-            if resolved and resolved != module and not module.startswith(resolved + "."):
+            # A package of the module's own room is its own layer (and Python's package/submodule cycle);
+            # the top package is not: it is the public API, the interface, and `from dmlprof import
+            # __version__` in a low room is an upward import like any other.
+            if resolved and resolved != module and (resolved == "dmlprof" or not module.startswith(resolved + ".")):
                 found.add(resolved)
     return found
 
@@ -141,6 +149,14 @@ def test_the_graph_sees_lazy_imports():
     assert "dmlprof.runner" in GRAPH["dmlprof.cli.scan"]  # imported inside run()
     assert "dmlprof.backends.cpu" in GRAPH["dmlprof.backends"]  # named for import_module
     assert "dmlprof.render.notebook" in GRAPH["dmlprof"]
+
+
+def test_an_import_of_the_top_package_from_below_is_an_edge():
+    # `from dmlprof import __version__` runs the public API (the interface): the layer rules must see it,
+    # while `from dmlprof import progress` needs only the submodule
+    source = "from dmlprof import __version__\nfrom dmlprof import progress\nX = 'dmlprof.patch(model)'\n"
+    assert _imports_in("dmlprof.meta", source) == {"dmlprof", "dmlprof.progress"}
+    assert "dmlprof" not in GRAPH["dmlprof.meta"]  # the version comes from dmlprof.version, below
 
 
 def test_no_import_cycles():

@@ -1,7 +1,7 @@
 """Reliability and security, round 3 (issue 26), below the CLI.
 
 Each test names the defect it keeps out (R1, R3, ...); the CLI-level probes are in
-tests/integration/test_bad_inputs_round3.py.
+tests/integration/test_bad_inputs_signals_scripts_and_jobs.py.
 """
 from __future__ import annotations
 
