@@ -290,11 +290,11 @@ def _oom_card(sweep) -> dict:
 
 
 def _device_card(report) -> dict:
-    facts = _meta_facts(report)
-    versions = ", ".join(f"{k} {v}" for k, v in facts["backend_versions"].items())
-    detail = f"torch {facts['torch_version']}" + (f" \u00b7 {versions}" if versions else "")
-    name = facts["device_name"] + " \u00b7 " if facts["device_name"] else ""
-    return _card("device", "Device", facts["backend"] or "?", name + detail)
+    device = report.run.device
+    versions = ", ".join(f"{k} {v}" for k, v in device.versions.items())
+    detail = f"torch {report.run.environment.torch_version or ''}" + (f" \u00b7 {versions}" if versions else "")
+    name = device.name + " \u00b7 " if device.name else ""
+    return _card("device", "Device", device.backend or "?", name + detail)
 
 
 def _time_cards(report) -> list:

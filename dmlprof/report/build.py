@@ -39,7 +39,6 @@ def build_report(session) -> Report:
     """The report of a Session (live, predicted or sweep), every figure computed once."""
     run = session.meta
     ops = session.ops  # its verdicts are final (host bookkeeping included: dmlprof.schema.typed_ops_frame)
-    extras = session.extras if isinstance(session.extras, Mapping) else {}
     guess = run.prediction.guess if run.prediction is not None else None
     after = analysis.calls_after(ops, guess.first_seq if guess is not None else None)
     torch_only = _torch_only(run, ops)
@@ -64,10 +63,10 @@ def build_report(session) -> Report:
         host_bookkeeping=_host_rows(analysis.cpu_hotspots(ops, HOST)),
         time_by_op=tuple(OpTime(str(r.op), float(r.device_ms), float(r.fallback_ms), float(r.cpu_ms), float(r.time_ms),
                                 float(r.host_ms)) for r in analysis.time_by_op(ops).itertuples()),
-        verification=_verification(extras.get("verify")),
-        replace=_replace(extras.get("replace")),
-        sweep=_sweep(extras.get("sweep"), run),
-        extras=extras,
+        verification=_verification(session.verify),
+        replace=_replace(session.replace),
+        sweep=_sweep(session.sweep, run),
+        extras=session.extras,
         torch_paths=_torch_paths(run, ops),
         known_wrong_results=_known_wrong_results(run, ops),
         guess=GuessNote(guess.op, guess.why, guess.source, len(after), len(ops)) if guess is not None else None,

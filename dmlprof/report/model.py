@@ -535,10 +535,9 @@ class Report:
         """The JSON report (docs/report_schema.md), or for a sweep the sweep document (docs/sweep_schema.md)."""
         if self.kind == SWEEP:
             return self._sweep_document()
-        meta = self.run.to_dict()
         document = {
             "schema_version": SCHEMA_VERSION,
-            "meta": {**{key: meta[key] for key in REPORT_META_KEYS if key in meta}, **self._step_medians()},
+            "meta": {**_flat_view(self.run, REPORT_META_KEYS), **self._step_medians()},
             "verdict": plain(self.verdict),
             "summary": plain(self.summary),
             "phases": plain(self.phases),
@@ -565,16 +564,21 @@ class Report:
                 "recorded_step_time_ms_p50": self.run.recorded_step_time_ms_p50}
 
     def _sweep_document(self) -> dict:
-        meta = self.run.to_dict()
         sweep = self.run.sweep
         return {
             "format": SWEEP_FORMAT,
             "schema_version": SWEEP_SCHEMA_VERSION,
-            "meta": {key: meta[key] for key in SWEEP_META_KEYS if key in meta},
+            "meta": _flat_view(self.run, SWEEP_META_KEYS),
             "sweep": plain(self.sweep) if self.sweep is not None else {},
             "stop_reason": (sweep.stop_reason if sweep else None) or "",
             "details": plain(sweep.details) if sweep else [],
         }
+
+
+def _flat_view(run: RunMeta, keys) -> dict:
+    """The JSON report's ``meta``: the run's flat view (format 1's names, :meth:`RunMeta.to_dict`), these keys."""
+    flat = run.to_dict()
+    return {key: flat[key] for key in keys if key in flat}  # in the order of ``keys``, as the schema lists them
 
 
 #: the JSON report's shares of time, by section: a prediction (or a run that recorded no time) has calls, not

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping, Optional, Tuple
 
 from dmlprof.analysis import distributed as merge
+from dmlprof.meta import RunMeta
 from dmlprof.plain import plain
 from dmlprof.report.verdict import Verdict
 from dmlprof.units import fmt_ms, fmt_ranks
@@ -205,12 +206,12 @@ def merged_report(run) -> RunReport:
         errors=errors, verdict=_verdict(straggler, run))
 
 
-def _about(meta: dict, measured: bool) -> RunAbout:
+def _about(meta: RunMeta, measured: bool) -> RunAbout:
     return RunAbout(
-        model=meta.get("model"), model_name=meta.get("model_name"), run_mode=meta.get("run_mode"),
-        backend=meta.get("backend"), dist_backend=(meta.get("distributed") or {}).get("backend"),
-        torch_version=meta.get("torch_version"), dmlprof_version=meta.get("dmlprof_version"),
-        batch_size=meta.get("batch_size"), timing=meta.get("timing"),
+        model=meta.model, model_name=meta.model_name, run_mode=meta.run_mode,
+        backend=meta.device.backend, dist_backend=meta.distributed.backend if meta.distributed else None,
+        torch_version=meta.environment.torch_version, dmlprof_version=meta.environment.dmlprof_version,
+        batch_size=meta.batch_size, timing=meta.recording.timing,
         step_times="measured per step (wall, device synchronised)" if measured
         else "script: from the end of one optimizer step to the end of the next (the first recorded step has none)")
 

@@ -255,7 +255,7 @@ def test_tensorboard_reads_the_rank_traces_as_one_distributed_run(tmp_path):
         table = collectives_frame(session.ops, None)
         table["comm_start_ns"] = pd.array(table["start_ns"] + 1_000, dtype="Int64")
         table["comm_time_ns"] = pd.array([30_000 + 10_000 * rank] * len(table), dtype="Int64")
-        session.extras["collectives"] = frame_columns(table)
+        session.collectives = frame_columns(table)
         write_rank_trace(session, tmp_path / "tb", "ddp-run")
     port = free_port()
     base, log_path = f"http://127.0.0.1:{port}", tmp_path / "tensorboard.log"

@@ -8,6 +8,7 @@ functions too, and so does a module named in a string handed to
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dmlprof"
 
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 LAYERS = (
-    ("foundation", ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
+    ("foundation", ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta", "dmlprof.facts",
                     "dmlprof.tables", "dmlprof.files", "dmlprof.session_check", "dmlprof.interrupts",
                     "dmlprof.progress")),
     ("data", ("dmlprof.session",)),
@@ -218,7 +219,7 @@ def _imports_torch(path: Path) -> bool:
 
 def test_the_foundation_report_renderers_and_cli_never_import_torch():
     # (what they import from dmlprof is covered by the layers; the CLI test checks sys.modules for real)
-    packages = ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
+    packages = ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta", "dmlprof.facts",
                 "dmlprof.session", "dmlprof.analysis", "dmlprof.report", "dmlprof.render", "dmlprof.cli",
                 "dmlprof.output")
     modules = {"dmlprof", "dmlprof.replacements", "dmlprof.replacements.catalog", "dmlprof.backends"}
@@ -275,11 +276,26 @@ def test_every_report_formatter_stays_simple():
     assert complex_ == set()
 
 
-def test_renderers_read_no_metadata_dict():
-    # run facts reach a renderer typed (RunMeta), never as session.meta.get("...")
-    offenders = [f"{path.name}:{n}" for path in (PACKAGE / "render").glob("*.py")
+#: a run fact read or written by its name as a string: ``meta.get("steps")``, ``meta["backend"]``,
+#: ``facts["notes"]``, ``session.meta.get(...)`` (issue 35: one vocabulary, typed from producer to file)
+RUN_FACT_BY_NAME = re.compile(r"""\b(?:meta|facts)(?:\.get\(\s*['"]|\[\s*['"])|\.meta(?:\.get\(|\[)""")
+#: the file's edge, where the flat names of format 1 and the JSON report live: the reader and writer
+RUN_FACT_FILE_EDGE = ("meta.py",)
+
+
+def test_the_run_fact_pattern_finds_string_access():
+    found = [line for line in ('meta.get("steps")', "meta['backend']", 'facts["notes"] = 1', "session.meta.get(key)",
+                               "run.meta[k]", "meta.steps", "facts.set(steps=1)", "session.meta.updated(x=1)")
+             if RUN_FACT_BY_NAME.search(line)]
+    assert found == ['meta.get("steps")', "meta['backend']", 'facts["notes"] = 1', "session.meta.get(key)", "run.meta[k]"]
+
+
+def test_run_facts_are_read_and_written_typed_outside_the_file_reader_and_writer():
+    # producers set RunMeta's fields (RunFacts), readers read them (RunMeta): no key a typo could miss
+    offenders = [f"{path.relative_to(PACKAGE).as_posix()}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+                 if path.relative_to(PACKAGE).as_posix() not in RUN_FACT_FILE_EDGE
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if "meta.get(" in line or "meta[" in line]
+                 if RUN_FACT_BY_NAME.search(line)]
     assert offenders == []
 
 

@@ -12,7 +12,7 @@ def test_known_keys_read_typed_and_write_back_as_they_were(name):
     meta = KINDS[name]().meta
     written = RunMeta.from_dict(meta).to_dict()
     # what differs is only normalisation: a null read as "not recorded" is left out
-    for key, value in meta.items():
+    for key, value in meta.to_dict().items():
         if value in (None, [], {}):  # "not recorded" in any spelling
             continue
         assert written.get(key) == value, key
@@ -42,19 +42,24 @@ def test_unknown_keys_survive_a_load_and_a_save(tmp_path):
     again = Session.load(Session.load(path).save(tmp_path / "again.session.json"))
     # THEN the fact is still there, untouched, and still readable by its flat key
     assert again.meta.extra == {"written_by_a_newer_dmlprof": {"nested": [1, 2]}}
-    assert again.meta["written_by_a_newer_dmlprof"] == {"nested": [1, 2]}
+    assert again.meta.to_dict()["written_by_a_newer_dmlprof"] == {"nested": [1, 2]}
     assert again.meta.to_dict() == Session.load(path).meta.to_dict()
 
 
-def test_a_session_types_its_metadata_once_and_reads_like_the_file():
+def test_a_session_types_its_metadata_once_and_its_flat_names_live_only_at_the_edge():
+    from collections.abc import Mapping
+    from dataclasses import FrozenInstanceError
+
     from dmlprof.session import Session
 
     session = Session(meta={"mode": "predicted", "backend": "dml", "steps": 2, "table_version": "t"})
     assert isinstance(session.meta, RunMeta) and session.kind == PREDICTED
-    assert session.meta.prediction.table_version == "t" and session.meta["steps"] == 2
-    assert session.meta.get("batch_size") is None and "steps" in session.meta
-    with pytest.raises(TypeError):
-        session.meta["steps"] = 3  # read-only: a changed fact is a new RunMeta (meta.updated(...))
+    assert session.meta.prediction.table_version == "t" and session.meta.steps == 2
+    # no Mapping face: code reads the typed fields; the flat names are the file's and the JSON report's
+    assert not isinstance(session.meta, Mapping) and not hasattr(session.meta, "get")
+    assert session.meta.to_dict()["steps"] == 2 and "batch_size" not in session.meta.to_dict()
+    with pytest.raises(FrozenInstanceError):
+        session.meta.steps = 3  # read-only: a changed fact is a new RunMeta (meta.updated(...))
     assert session.meta.updated(steps=3).steps == 3 and session.meta.steps == 2
 
 
@@ -154,7 +159,7 @@ def test_sub_documents_are_records_whether_the_producer_or_a_file_gave_them(tmp_
     assert again.recording == run.recording and again.script_window == run.script_window
     assert again.nonfinite_loss == run.nonfinite_loss
     # AND the JSON report's flat view writes them as the objects it always did
-    assert run["steady_state"]["unmatched_steps"] == [3] and run["nonfinite_loss"] == {"step": 1, "steps_run": 2,
+    assert run.to_dict()["steady_state"]["unmatched_steps"] == [3] and run.to_dict()["nonfinite_loss"] == {"step": 1, "steps_run": 2,
                                                                                         "value": "nan"}
 
 
@@ -165,7 +170,7 @@ def test_a_rank_s_facts_are_a_record_and_the_flat_view_keeps_what_the_rank_knew(
     run = RunMeta.from_dict({"distributed": {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}})
     # THEN it is a record, and the flat view holds only what was known (readers default the rest)
     assert run.distributed == Distributed(backend="gloo", collective_calls=4, comm_timing="wall")
-    assert run["distributed"] == {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}
+    assert run.to_dict()["distributed"] == {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}
 
 
 @pytest.mark.parametrize("name", list(KINDS))
