@@ -65,7 +65,7 @@ def report_data(source) -> dict:
         "verdicts": list(REPORT_VERDICTS),
         "phase_names": list(PHASES),
         "meta": _meta_facts(report),
-        "flags": _flags(report, timed),
+        "flags": _flags(report),
         "summary": plain(report.summary),
         "timed": timed,
         "cards": _cards(report, timed),
@@ -151,90 +151,13 @@ def _scan_sections(report) -> list:
                    if shown.get(name, True)]
 
 
-def _flags(report, timed: bool) -> list:
-    """Notes shown above everything else: what makes these numbers special."""
-    scan = report.kind != SWEEP  # a sweep holds its sizes, not op calls
-    flags = _warning_flags(report) + _timing_flags(report, timed)
-    if report.cpu_is_device and scan:
-        flags.append(_flag("info", "CPU run", "The CPU was the device, so nothing can fall back. "
-                                              "Scan with --device (or predict with --target dml) to check an accelerator."))
-    flags += [_flag("info", "Note", note) for note in report.run.notes] + _torch_flag(report) + _guess_flag(report)
-    if not report.summary.op_calls and scan:
-        flags.append(_flag("warn", "Empty", "No op calls were recorded."))
-    return flags
-
-
-def _warning_flags(report) -> list:
-    """What must be read first: a device the script never used, a loss that diverged, a run cut short."""
-    flags = [_flag("bad", "Fails on the device", report.device_failure_note)] if report.device_failure_note else []
-    flags += [_flag("warn", "Device not used", report.device_unused_note)] if report.device_unused_note else []
-    flags += [_flag("bad" if k.confirmed or k.breaks_training else "warn",
-                    "Training is broken" if k.breaks_training else "Known wrong results", _known_wrong_text(k))
-              for k in report.known_wrong_results]
-    loss = report.run.nonfinite_loss
-    if loss:
-        flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.value} at training step "
-                                                       f"{loss.step} of {loss.steps_run} (warm-up "
-                                                       "included): the training diverges."))
-    return flags + ([_partial_flag(report)] if report.run.partial else [])
-
-
-def _known_wrong_text(known) -> str:
-    where = f" at {known.sources[0]}" if known.sources else ""
-    status = (f"confirmed: {known.confirmed_by}" if known.confirmed
-              else "unconfirmed: seen on a software adapter only, not yet reported on a GPU")
-    error = (f", max error {known.max_abs_error:.3g}" if known.max_abs_error is not None
-             else f": {known.reason}" if known.reason else "")
-    fix = f" Fix: {known.fix}" if known.fix else ""
-    klass = f" Class: {known.klass}." if known.klass else ""
-    breaks = f" It breaks: {known.consequence}." if known.consequence else ""
-    if not known.measured_calls:
-        return f"{known.op} ({known.calls} calls{where}) gives wrong results on the real torch-directml{error} ({status}).{klass}{breaks}{fix}"
-    return (f"{known.op} ({known.calls} calls{where}) gave results that differ from the CPU's on the real "
-            f"torch-directml in {known.measured_wrong_calls} of {known.measured_calls} measured calls{error} "
-            f"({status}).{klass}{breaks}{fix}")
-
-
-def _torch_flag(report) -> list:
-    paths = report.torch_paths
-    if paths is None:
-        return []
-    differing = "; ".join(paths.differing_ops[:10])
-    return [_flag("info", "Torch", paths.note + (f". Differs: {differing}" if differing else ""))]
-
-
-def _guess_flag(report) -> list:
-    guess = report.guess
-    if guess is None:
-        return []
-    where = f" at {guess.source}" if guess.source else ""
-    return [_flag("warn", "Guess", f"{guess.calls_after:,} of {guess.calls:,} calls came after a value the prediction "
-                                   f"made up ({guess.op}{where}: {guess.why}); their branches and shapes may differ "
-                                   "on the device. Hotspots marked 'guess' hold such calls.")]
+def _flags(report) -> list:
+    """The notes the report leads with (composed once, on the report: report/notes.py), as the page's flags."""
+    return [_flag(note.tone, note.label, note.text) for note in report.notes]
 
 
 def _flag(tone: str, label: str, text: str) -> dict:
     return {"tone": tone, "label": label, "text": text}
-
-
-def _timing_flags(report, timed: bool) -> list:
-    if report.is_prediction:
-        return [_predicted_flag(report, timed)]
-    if not timed and report.summary.op_calls:
-        return [_flag("info", "No timings", "This session has no per-call times; shares by time are not shown.")]
-    return []
-
-
-def _partial_flag(report) -> dict:
-    return _flag("warn", "Partial session", f"The run stopped early: {report.run.partial_reason or 'no reason recorded'}. "
-                                            "The figures cover only the steps that ran.")
-
-
-def _predicted_flag(report, timed: bool) -> dict:
-    times = ("Times were measured on the host that made the prediction, not on the device." if timed
-             else "A prediction has no per-call times, so shares by time are not shown.")
-    table = _table_version(report) or "unknown table"
-    return _flag("info", "Predicted", f"No device ran this: verdicts come from the op table {table}. {times}")
 
 
 def _card(key: str, label: str, value: str, detail: str, tone: str = "") -> dict:
@@ -553,7 +476,7 @@ def _run_data(report) -> dict:
         "verdicts": list(REPORT_VERDICTS), "phase_names": list(PHASES),
         "meta": {**{key: value or "" for key, value in texts.items()}, "device_name": "", "started_at": "",
                  "batch_size": about.batch_size},
-        "flags": [_flag("bad", "Rank failed" if e.rank is not None else "Left out", e.text) for e in report.errors],
+        "flags": _flags(report),
         "summary": {}, "timed": True, "cards": _run_cards(report),
         "hotspots": [], "transfers": [], "ops": [], "modules": [], "phases": [], "charts": {}, "sweep": None,
         "replace": None, "verify": None, "timeline": None, "warnings": [],

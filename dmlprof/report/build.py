@@ -26,6 +26,7 @@ from dmlprof.report.known_wrong import known_wrong_results
 from dmlprof.report.replace import RemainingOp, ReplaceComparison, ReplaceSide
 from dmlprof.report.sweep import SweepReport, SweepRow
 from dmlprof.report.verification import DivergentOp, LostUpdate, Unchecked, Verification
+from dmlprof.report.notes import lead_notes
 from dmlprof.report.verdict import verdict_of
 from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, parse_fallback_ops
 from dmlprof.tables.drift import BASELINE_TORCH, path_drift, path_note
@@ -73,7 +74,8 @@ def build_report(session) -> Report:
         timeline=_timeline(ops) if not run.is_prediction else None,
     )
     # the verdict reads the whole report (its failure, its verification, its fixes): decided last, once
-    return replace(report, verdict=verdict_of(report), verdict_split=_verdict_split(report.summary))
+    return replace(report, verdict=verdict_of(report), verdict_split=_verdict_split(report.summary),
+                   notes=lead_notes(report))
 
 
 def _verdict_split(head: Summary) -> VerdictSplit:

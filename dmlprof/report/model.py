@@ -365,6 +365,8 @@ class Report:
     verdict: Optional[Verdict] = None
     #: device / fallback / CPU shares of the calls and of the time that are findings
     verdict_split: Optional[VerdictSplit] = None
+    #: what every format leads with after the verdict, each sentence composed once (report/notes.py)
+    notes: Tuple[Note, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -539,6 +541,7 @@ class Report:
             "schema_version": SCHEMA_VERSION,
             "meta": {**_flat_view(self.run, REPORT_META_KEYS), **self._step_medians()},
             "verdict": plain(self.verdict),
+            "notes": plain(self.notes),
             "summary": plain(self.summary),
             "phases": plain(self.phases),
             "ops": plain(self.ops),
@@ -569,6 +572,7 @@ class Report:
             "format": SWEEP_FORMAT,
             "schema_version": SWEEP_SCHEMA_VERSION,
             "meta": _flat_view(self.run, SWEEP_META_KEYS),
+            "notes": plain(self.notes),
             "sweep": plain(self.sweep) if self.sweep is not None else {},
             "stop_reason": (sweep.stop_reason if sweep else None) or "",
             "details": plain(sweep.details) if sweep else [],

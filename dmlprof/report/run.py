@@ -17,6 +17,7 @@ from typing import ClassVar, Mapping, Optional, Tuple
 from dmlprof.analysis import distributed as merge
 from dmlprof.meta import RunMeta
 from dmlprof.plain import plain
+from dmlprof.report.notes import Note, run_notes
 from dmlprof.report.verdict import Verdict
 from dmlprof.units import fmt_ms, fmt_ranks
 
@@ -177,6 +178,12 @@ class RunReport:
     #: every renderer asks a report what it is; a merged run is one kind, whatever its ranks ran
     kind: ClassVar[str] = DISTRIBUTED
     session_kind: ClassVar[str] = DISTRIBUTED
+
+    @property
+    def notes(self) -> Tuple[Note, ...]:
+        """What every format leads with: each rank that failed, each rank file left out (the JSON report holds
+        the same sentences under ``errors``)."""
+        return run_notes(self.errors)
 
     def to_dict(self) -> dict:
         """The JSON report (docs/distributed.md, ``dmlprof-distributed-report``)."""

@@ -189,7 +189,7 @@ def test_a_rank_killed_mid_run_leaves_the_other_session_and_one_error_line(cli, 
     assert not (folder / "rank1.session.json").exists()
     merged = cli("report", folder)
     assert merged.returncode == 0 and "missing: 1" in merged.stdout
-    assert "ERROR   rank 1: died (killed by SIGKILL)" in merged.stdout and "ERROR   rank 0: " in merged.stdout
+    assert "RANK FAILED  rank 1: died (killed by SIGKILL)" in merged.stdout and "RANK FAILED  rank 0: " in merged.stdout
 
 
 def test_a_rank_hanging_before_a_collective_times_out_naming_it(cli, tmp_path):
