@@ -23,6 +23,7 @@ from dmlprof.units import fmt_ranks
 from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share, verdict_counts
 from dmlprof.render.sweep_plots import sweep_plots
 from dmlprof.report import is_merged_run, report_of
+from dmlprof.report.model import SECTION_TITLES
 from dmlprof.schema import PHASES, REPORT_VERDICTS
 
 #: bump when report_data's shape changes (the page's script reads it)
@@ -54,7 +55,7 @@ def report_data(source) -> dict:
     if is_merged_run(report):
         return _run_data(report)
     timed = report.has_times
-    return {
+    data = {
         "data_version": DATA_VERSION,
         "title": report.title,
         "kind": report.kind,
@@ -84,6 +85,7 @@ def report_data(source) -> dict:
         "warnings": [{"category": w.category, "count": w.count, "message": (w.message.splitlines() or [""])[0][:300]}
                      for w in report.warnings],
     }
+    return {**data, **_section_data(report, data)}
 
 
 def _meta_facts(report) -> dict:
@@ -125,30 +127,21 @@ def _profiler_check(check) -> str:
             f"torch.profiler {fmt_ms(check.profiler_time_ms)} (ratio {check.ratio:.2f})")
 
 
-#: the page's sections, as the contents bar names them
-SECTION_NAMES = {"ranks": "Ranks", "straggler": "Straggler", "verdict_differences": "Verdicts by rank",
-                 "collectives": "Collectives", "facts": "Run details", "verify": "Verification", "replace": "With replacements", "charts": "Where the time went",
-                 "hotspots": "Fallback hotspots", "timeline": "Timeline", "transfers": "Copies & syncs",
-                 "phases": "Phases", "modules": "Modules", "ops": "All ops", "sweep": "Batch-size sweep",
-                 "run": "Run details"}
+#: the sections the page draws (a macro each in templates/sections.html.j2), by their titles in the contents bar
+SECTION_NAMES = SECTION_TITLES
+#: the page's own sections, drawn from the data it holds already (the run's facts: ``meta``)
+_FROM_PAGE_DATA = ("run", "facts")
 
 
 def _sections(report) -> list:
-    """The page's sections in reading order: what this kind of session is about comes first
-    (a sweep's sizes; wrong results; a before/after comparison), sections with nothing to show left out."""
-    sweep = ["sweep"] if report.sweep is not None and report.sweep.rows else []
-    # a sweep file without sizes still has run details to show
-    return sweep + ["run"] if report.kind == SWEEP else _scan_sections(report) + sweep + ["run"]
+    """The report's sections (in its order) that the page draws."""
+    return [name for name in report.sections if name in SECTION_NAMES]
 
 
-def _scan_sections(report) -> list:
-    found = report.verification
-    wrong = found is not None and not found.clean
-    shown = {"verify": found is not None and not wrong, "timeline": report.timeline is not None,
-             "transfers": bool(report.transfers)}
-    lead = [name for name, first in (("verify", wrong), ("replace", report.replace is not None)) if first]
-    return lead + [name for name in ("charts", "hotspots", "verify", "timeline", "transfers", "phases", "modules", "ops")
-                   if shown.get(name, True)]
+def _section_data(report, data: dict) -> dict:
+    """A section the page draws whose data report_data does not format: the report's field of that name."""
+    return {name: plain(getattr(report, name)) for name in data["sections"]
+            if name not in data and name not in _FROM_PAGE_DATA}
 
 
 def _flags(report) -> list:
@@ -456,8 +449,6 @@ def _shape(shape) -> str:
 
 
 # -- a launched job: every rank as one report ------------------------------------------------------
-#: the merged run's sections, in reading order
-RUN_SECTIONS = ("ranks", "straggler", "verdict_differences", "collectives", "facts")
 #: where a rank's step went, as the page's legend names each part (RunReport's StepPart.part)
 STEP_PART_NAMES = {"compute": "compute", "fallback": "fallback", "cpu": "host calls", "host": "host bookkeeping",
                    "comm call": "collective calls",
@@ -480,7 +471,7 @@ def _run_data(report) -> dict:
         "summary": {}, "timed": True, "cards": _run_cards(report),
         "hotspots": [], "transfers": [], "ops": [], "modules": [], "phases": [], "charts": {}, "sweep": None,
         "replace": None, "verify": None, "timeline": None, "warnings": [],
-        "sections": list(RUN_SECTIONS), "run": _run_rows(report),
+        "sections": _sections(report), "run": _run_rows(report),
     }
 
 

@@ -21,11 +21,12 @@ def render_text(source, top: int = 15, width=None) -> str:
     """The whole report of a Session, a Report or a RunReport (every rank of a job) as plain text (ASCII only,
     safe on any console), at most ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
     report = report_of(source)
-    if is_merged_run(report):
-        return _join((section(report, top) for section in _RUN_SECTIONS), width)
     if report.kind == SWEEP:
         return render_sweep_text(report, width)
-    return _join((section(report, top) for section in _SECTIONS), width)
+    header, formatters = (_run_header, _RUN_SECTIONS) if is_merged_run(report) else (_header, _SECTIONS)
+    # the report says which sections it has, in which order; this table says how the terminal shows each
+    return _join([header(report, top)] + [formatters[name](report, top) for name in report.sections if name in formatters],
+                 width)
 
 
 def render_sweep_text(source, width=None) -> str:
@@ -351,8 +352,11 @@ def _recording(report: Report, top: int) -> list:
                                   "torch.profiler")])]
 
 
-_SECTIONS = (_header, _device_failure, _replace, _headline, _verification, _fallbacks, _transfers, _host_calls, _ops,
-             _phases, _host_bookkeeping, _recording, _warnings)
+#: the terminal's formatter of each section the report may have (report/model.py's SECTION_ORDER); the title,
+#: the run's facts and the notes come first, always
+_SECTIONS = {"device_failure": _device_failure, "replace": _replace, "charts": _headline, "verify": _verification,
+             "hotspots": _fallbacks, "transfers": _transfers, "host_calls": _host_calls, "ops": _ops, "phases": _phases,
+             "host_bookkeeping": _host_bookkeeping, "recording": _recording, "warnings": _warnings}
 
 
 # -- a sweep ------------------------------------------------------------------------------------------
@@ -469,4 +473,6 @@ def _run_collectives(report, top: int) -> list:
                   rows, {"collective": WRAP, "op": WRAP})
 
 
-_RUN_SECTIONS = (_run_header, _run_ranks, _run_straggler, _run_differences, _run_collectives)
+#: the terminal's formatter of each section of a merged run (report/run.py's RUN_SECTIONS; its facts lead, with the header)
+_RUN_SECTIONS = {"ranks": _run_ranks, "straggler": _run_straggler, "verdict_differences": _run_differences,
+                 "collectives": _run_collectives}

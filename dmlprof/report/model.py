@@ -35,6 +35,19 @@ _TITLE_WORDS = {SCAN: "live scan", PREDICTION: "predicted scan", SCRIPT_SCAN: "s
 #: what a title adds after the name, for the kinds whose name alone does not say what was compared
 _TITLE_TAILS = {REPLACE: ", before and after dmlprof's replacements", VERIFY: ", results checked against the CPU"}
 #: run facts the JSON report's ``meta`` carries, in this order
+#: a report's sections, in the one reading order every renderer follows (:attr:`Report.sections` leaves out
+#: those with nothing to show and puts what the session is about first); a renderer is a table of formatters
+#: by these names, and shows those it has. A new section: its field on the Report (filled in build.py), its
+#: name here and its page title below, its formatter in render/terminal.py and its macro in
+#: render/templates/sections.html.j2 (the page's data for it is the field itself unless html.py says more).
+SECTION_ORDER = ("device_failure", "replace", "charts", "verify", "hotspots", "timeline", "transfers", "host_calls",
+                 "ops", "phases", "modules", "host_bookkeeping", "recording", "warnings", "sweep", "run")
+#: each section as the page's contents bar names it (a merged run's too: report/run.py's RUN_SECTIONS)
+SECTION_TITLES = {"ranks": "Ranks", "straggler": "Straggler", "verdict_differences": "Verdicts by rank",
+                  "collectives": "Collectives", "facts": "Run details", "verify": "Verification",
+                  "replace": "With replacements", "charts": "Where the time went", "hotspots": "Fallback hotspots",
+                  "timeline": "Timeline", "transfers": "Copies & syncs", "phases": "Phases", "modules": "Modules",
+                  "ops": "All ops", "sweep": "Batch-size sweep", "run": "Run details"}
 #: the session extras the JSON report shows as a section of their own, so not again under ``extras``
 _EXTRAS_WITH_A_SECTION = ("verify",)
 REPORT_META_KEYS = (
@@ -517,6 +530,22 @@ class Report:
         return (f"The device ({self.run.device.backend}) was never used in the block: its {s.op_calls:,} calls ran on "
                 "CPU tensors, so nothing could fall back; move the model and tensors to it in the block: "
                 "model.to(run.device), x.to(run.device).")
+
+    @property
+    def sections(self) -> Tuple[str, ...]:
+        """This report's sections in reading order (:data:`SECTION_ORDER`): what the session is about first (a
+        sweep's sizes; results that differ from the CPU's), sections with nothing to show left out."""
+        swept = self.sweep is not None and bool(self.sweep.rows)
+        if self.kind == SWEEP:
+            return (("sweep",) if swept else ()) + ("run",)  # a sweep file without sizes still has run details
+        found = self.verification
+        wrong = found is not None and not found.clean
+        shown = {"device_failure": self.run.device_failure is not None, "replace": self.replace is not None,
+                 "verify": found is not None and not wrong, "timeline": self.timeline is not None,
+                 "transfers": bool(self.transfers), "host_calls": bool(self.host_calls),
+                 "host_bookkeeping": bool(self.host_bookkeeping), "recording": self.run.recording.structure_step,
+                 "warnings": bool(self.warnings), "sweep": swept}
+        return ("verify",) * wrong + tuple(name for name in SECTION_ORDER if shown.get(name, True))
 
     @property
     def fixes(self) -> Tuple[Fix, ...]:

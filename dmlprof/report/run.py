@@ -153,6 +153,10 @@ class RunError:
     text: str  # ``rank N: what happened``, as every format shows it
 
 
+#: a merged run's sections, in reading order (their page titles: report/model.py's SECTION_TITLES)
+RUN_SECTIONS = ("ranks", "straggler", "verdict_differences", "collectives", "facts")
+
+
 @dataclass(frozen=True)
 class RunReport:
     """Every rank of a launched job as one report (``dmlprof report RUN_DIR``), computed once."""
@@ -178,6 +182,11 @@ class RunReport:
     #: every renderer asks a report what it is; a merged run is one kind, whatever its ranks ran
     kind: ClassVar[str] = DISTRIBUTED
     session_kind: ClassVar[str] = DISTRIBUTED
+
+    @property
+    def sections(self) -> Tuple[str, ...]:
+        """The merged run's sections, in reading order (every renderer shows those it has)."""
+        return RUN_SECTIONS
 
     @property
     def notes(self) -> Tuple[Note, ...]:
