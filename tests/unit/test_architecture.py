@@ -17,9 +17,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dmlprof"
 
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 LAYERS = (
-    ("foundation", ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta", "dmlprof.facts",
-                    "dmlprof.tables", "dmlprof.files", "dmlprof.session_check", "dmlprof.interrupts",
-                    "dmlprof.progress")),
+    ("foundation", ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema",
+                    "dmlprof.meta", "dmlprof.facts", "dmlprof.tables", "dmlprof.files", "dmlprof.session_check",
+                    "dmlprof.interrupts", "dmlprof.progress")),
     ("data", ("dmlprof.session",)),
     ("analysis", ("dmlprof.analysis",)),
     ("library", ("dmlprof.replacements",)),
@@ -219,9 +219,9 @@ def _imports_torch(path: Path) -> bool:
 
 def test_the_foundation_report_renderers_and_cli_never_import_torch():
     # (what they import from dmlprof is covered by the layers; the CLI test checks sys.modules for real)
-    packages = ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta", "dmlprof.facts",
-                "dmlprof.session", "dmlprof.analysis", "dmlprof.report", "dmlprof.render", "dmlprof.cli",
-                "dmlprof.output")
+    packages = ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema",
+                "dmlprof.meta", "dmlprof.facts", "dmlprof.session", "dmlprof.analysis", "dmlprof.report",
+                "dmlprof.render", "dmlprof.cli", "dmlprof.output")
     modules = {"dmlprof", "dmlprof.replacements", "dmlprof.replacements.catalog", "dmlprof.backends"}
     offenders = [m for m, path in MODULES.items()
                  if (m in modules or m.startswith(tuple(p + "." for p in packages)) or m in packages)
