@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from dmlprof.meta import LIVE, PREDICTED, Device, Environment, Prediction, RunMeta
+from dmlprof.version import __version__
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,6 @@ def _tupled(fields: dict) -> dict:
 def run_facts(model, *, kind: str, run_mode: str, torch_version: str) -> RunFacts:
     """The facts every run starts with (live, predicted or sweep); the runner and the sweep driver add what
     they measure."""
-    from dmlprof.version import __version__
-
     model = Path(model)
     environment = Environment(dmlprof_version=__version__, torch_version=torch_version,
                               python_version=_platform.python_version(), platform=_platform.platform())

@@ -204,3 +204,41 @@ def test_a_real_format_1_session_reads_the_same_after_its_format_2_save(path, tm
     new = Session.load(old.save(tmp_path / path.name))
     assert new.meta == old.meta and not old.meta.extra
     assert build_report(new).to_dict()["meta"] == build_report(old).to_dict()["meta"]
+
+
+# -- the builder a run's producers write to (dmlprof/facts.py) -----------------------------------------
+def test_a_run_fact_is_set_by_its_field_name_and_a_misspelled_one_fails_where_it_is_written():
+    from dmlprof.facts import RunFacts
+
+    facts = RunFacts(kind=LIVE, steps=0)
+    facts.set(steps=3, step_times_ms=[1.0, 2.0])
+    facts.set_recording(sync=True, description="every call")
+    facts.note("first")
+    facts.note("second")
+    assert facts.steps == 3 and facts.recording.sync and facts.notes == ("first", "second")
+    assert facts.step_times_ms == (1.0, 2.0)  # a producer's list is the record's tuple
+    with pytest.raises(TypeError):
+        facts.set(stpes=4)  # no key a reader would never find
+    with pytest.raises(TypeError):
+        facts.set_recording(synced=True)
+
+
+def test_what_a_run_builds_is_what_its_saved_file_loads_as(tmp_path):
+    from dmlprof.facts import RunFacts
+    from dmlprof.meta import Memory, Prediction
+    from dmlprof.session import Session
+
+    facts = RunFacts(kind=PREDICTED, model="m.py", model_name="m", prediction=Prediction(target="dml"))
+    facts.set_prediction(placeholder_ops={"aten::nonzero": 2})
+    facts.set(memory=Memory(peak_bytes=5), warnings=[], partial=True, partial_reason="stopped")
+    built = facts.build()
+    loaded = Session.load(Session(meta=built).save(tmp_path / "s.session.json")).meta
+    assert built == loaded and built.is_prediction and built.prediction.placeholder_ops == {"aten::nonzero": 2}
+
+
+def test_the_kind_of_a_session_comes_from_the_backends_record():
+    from dmlprof.facts import BackendFacts
+    from dmlprof.meta import Device, Prediction
+
+    assert BackendFacts(Device(backend="dml")).kind == LIVE
+    assert BackendFacts(Device(backend="dml"), prediction=Prediction(target="dml")).kind == PREDICTED
