@@ -32,7 +32,7 @@ def scan_summary(session) -> dict:
 
     from dmlprof import analysis
 
-    ops, meta = session.ops, session.meta
+    ops, meta = session.ops, session.meta.to_dict()
     head = analysis.summary(ops)
     steps = meta.get("step_times_ms") or []
     transfers = analysis.transfer_hotspots(ops)

@@ -59,10 +59,10 @@ def measure(training, backend, path: Path, variant: str, steps: int, structure_m
     session = scan_training_step(training, backend, path, steps=steps, warmup=0,
                                  sync=variant in ("dmlprof_sync", "dmlprof_every_call"))
     if variant == "dmlprof_nosync":
-        structure_ms.append(session.meta.get("structure_step_ms"))
+        structure_ms.append(session.meta.to_dict().get("structure_step_ms"))
     if recorded_ms is not None:
-        recorded_ms.extend(session.meta.get("recorded_step_times_ms") or session.meta["step_times_ms"])
-    return session.meta["step_times_ms"]
+        recorded_ms.extend(session.meta.to_dict().get("recorded_step_times_ms") or session.meta.to_dict()["step_times_ms"])
+    return session.meta.to_dict()["step_times_ms"]
 
 
 def main(argv=None) -> int:

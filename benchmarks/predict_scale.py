@@ -158,15 +158,15 @@ def _child() -> None:
         "import_s": round(imported - started, 3),
         "predict_s": round(done - imported, 3),
         "peak_rss_bytes": peak_rss_bytes(),
-        "parameters": session.meta.get("parameters"),
+        "parameters": session.meta.to_dict().get("parameters"),
         "op_calls": head["op_calls"],
         "fallback_calls": head["fallback_calls"],
         "inner_fallback_calls": head["inner_fallback_calls"],
         "fallback_ops": sorted(fallback_op_set(session.ops)),
-        "unknown_ops": session.meta.get("unknown_ops"),
-        "drift_ops": session.meta.get("drift_ops"),
-        "placeholder_ops": session.meta.get("placeholder_ops"),
-        "table_version": session.meta.get("table_version"),
+        "unknown_ops": session.meta.to_dict().get("unknown_ops"),
+        "drift_ops": session.meta.to_dict().get("drift_ops"),
+        "placeholder_ops": session.meta.to_dict().get("placeholder_ops"),
+        "table_version": session.meta.to_dict().get("table_version"),
     }))
 
 

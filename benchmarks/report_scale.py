@@ -126,7 +126,7 @@ def synthetic_session(calls: int = 100_000, distinct_ops: int = 300, seed: int =
         ],
         "recommended_batch_size": 128, "knee_batch_size": 128, "memory_budget_bytes": 4 << 30,
     }
-    return Session(meta=meta, ops=frame, extras={"sweep": sweep})
+    return Session(meta=meta, ops=frame, **{"sweep": sweep})
 
 
 def chromium_options(user_data_dir: str):

@@ -41,7 +41,7 @@ def one_scan(training, backend, path, steps: int, verify: bool) -> dict:
     except ScanStopped as stopped:
         return {"partial": True, "reason": str(stopped).splitlines()[0][:160]}
     wall_s = time.perf_counter() - started
-    step_ms = statistics.median(session.meta["step_times_ms"])
+    step_ms = statistics.median(session.meta.to_dict()["step_times_ms"])
     checked = session.extras.get("verify", {}).get("checked_calls") if verify else None
     divergent = session.extras.get("verify", {}).get("divergent_calls") if verify else None
     return {"partial": False, "wall_s": wall_s, "step_ms": step_ms, "calls": int(len(session.ops)),

@@ -2,7 +2,7 @@
 import sys
 from typing import Optional
 
-__version__ = "0.1.0"
+from dmlprof.version import __version__
 
 
 def scan(path, device: str = "auto", *, target: Optional[str] = None, **options):

@@ -9,18 +9,16 @@ type as not recorded rather than failing.
 Format 1, and the JSON report's ``meta`` (docs/report_schema.md), spread the
 sub-documents out as one flat object under other names (:data:`FLAT_KEYS`);
 :meth:`RunMeta.from_dict` reads that flat object (by moving it into the file's
-structure, :func:`meta_from_flat`) and :meth:`RunMeta.to_dict` writes it. A
-RunMeta also reads like it (``meta["steps"]``, ``meta.get``), read-only, for
-scripts and notebooks; dmlprof's own code reads the typed fields.
+structure, :func:`meta_from_flat`) and :meth:`RunMeta.to_dict` writes it: the flat
+names live only at the file's edge. A run gathers its facts in a :class:`RunFacts`
+(typed as they are set; a backend adds its :class:`BackendFacts`), and the Session
+holds the RunMeta it builds.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import platform as _platform
 import re
 import time
-from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from statistics import median
@@ -260,7 +258,7 @@ class WarningRecord:
 
 
 @dataclass(frozen=True, eq=False)
-class RunMeta(_MappingABC):
+class RunMeta:
     """Everything a session says about its run; ``kind`` says what sort of session it is."""
 
     kind: str = LIVE
@@ -340,22 +338,12 @@ class RunMeta(_MappingABC):
         """A copy with ``changes`` (RunMeta is frozen)."""
         return replace(self, **changes)
 
-    # -- read-only, as the flat object of the file --------------------------------------------
-    def __getitem__(self, key: str):
-        return self.to_dict()[key]
-
-    def __iter__(self):
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
-
     def __eq__(self, other) -> bool:
         if isinstance(other, RunMeta):
-            return self.to_dict() == other.to_dict()
-        if isinstance(other, Mapping):  # the flat object of a session file
-            return self.to_dict() == dict(other)
+            return self.to_file() == other.to_file()
         return NotImplemented
+
+    __hash__ = None  # a value compared by its facts, not an identity
 
     # -- the session file (format 2): each field under its own name -------------------------
     @classmethod
@@ -407,7 +395,7 @@ class RunMeta(_MappingABC):
     def from_dict(cls, data: Mapping) -> "RunMeta":
         """Read a flat ``meta`` (a format-1 file's, or a run's facts as the runner still gathers them):
         it is upgraded to the file's structure (:func:`meta_from_flat`) and read by :meth:`from_file`."""
-        return cls.from_file(meta_from_flat(data))
+        return data if isinstance(data, RunMeta) else cls.from_file(meta_from_flat(data))
 
     def to_dict(self) -> dict:
         """The flat ``meta`` of format 1, which the JSON report's ``meta`` keeps (docs/report_schema.md):
@@ -742,18 +730,3 @@ _FIELD_NAMES = tuple(f.name for f in fields(RunMeta) if f.name != "extra")
 def run_meta(meta) -> RunMeta:
     """``meta`` as a RunMeta (a session's meta may still be a plain dict)."""
     return meta if isinstance(meta, RunMeta) else RunMeta.from_dict(meta)
-
-
-def run_facts(model, *, kind: str, run_mode: str, torch_version: str) -> dict:
-    """The facts every run starts with (live, predicted or sweep), under RunMeta's own names.
-
-    The runner and the sweep driver add what they measure (some still under format 1's flat keys,
-    :data:`FLAT_KEYS`); the Session types it all once (:meth:`RunMeta.from_dict`).
-    """
-    from dmlprof import __version__
-
-    model = Path(model)
-    environment = Environment(dmlprof_version=__version__, torch_version=torch_version,
-                              python_version=_platform.python_version(), platform=_platform.platform())
-    return {"environment": environment, "kind": kind, "run_mode": run_mode, "model": str(model), "model_name": model.stem,
-            "started_at": _dt.datetime.now().isoformat(timespec="seconds"), "partial": False}

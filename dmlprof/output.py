@@ -173,23 +173,41 @@ def save_session(session, args, filename: Optional[str] = None, written: Optiona
     return written
 
 
+def _json_report(report) -> str:
+    from dmlprof.render.json_report import render_json
+
+    return render_json(report)
+
+
+def _html_report(report) -> str:
+    from dmlprof.render.html import render_html
+
+    return render_html(report)
+
+
+#: the report files a command writes from a Report or a RunReport: its option, what it is called, how it is made
+#: (the one table of formats: a scan, ``dmlprof report`` of a session or of a run folder, a sweep)
+REPORT_FORMATS = (("json", "JSON report", _json_report), ("html", "HTML report", _html_report))
+
+
+def write_report_files(report_source, args, written: "Written", made: Optional[dict] = None) -> None:
+    """Each report file of :data:`REPORT_FORMATS` that ``args`` asks for, from ``report_source()`` (built once, when
+    one is asked); ``made`` replaces how a format is made (option -> function of the report)."""
+    asked = [(option, what, (made or {}).get(option, make)) for option, what, make in REPORT_FORMATS
+             if getattr(args, option, None)]
+    report = report_source() if asked else None
+    for option, what, make in asked:
+        write_output(written, getattr(args, option), lambda make=make: make(report), what)
+
+
 def write_reports(session, args, written: Optional[Written] = None, report=None,
                   json_text: Optional[Callable] = None) -> Written:
     """Write --json, --html and --tb if asked, from ``report`` (the session's, built here when not given);
     collects what failed in ``written.problems``."""
+    from dmlprof.report import report_of
+
     written = written or Written()
-    if getattr(args, "json", None) or getattr(args, "html", None):
-        from dmlprof.report import report_of
-
-        report = report or report_of(session)
-    if getattr(args, "json", None):
-        from dmlprof.render.json_report import render_json
-
-        write_output(written, args.json, lambda: (json_text or render_json)(report), "JSON report")
-    if getattr(args, "html", None):
-        from dmlprof.render.html import render_html
-
-        write_output(written, args.html, lambda: render_html(report), "HTML report")
+    write_report_files(lambda: report or report_of(session), args, written, {"json": json_text} if json_text else None)
     if getattr(args, "trace", None):
         from dmlprof.render.trace import trace_json
 

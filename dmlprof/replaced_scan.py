@@ -37,9 +37,9 @@ def scan_replaced(path, device: str = "auto", **options):
     with progress.stage("patched scan"):
         after = _scan_patched(path, device, contract, options, applied)
     after.meta = after.meta.updated(replacements_applied=len(applied))
-    after.extras["replace"] = replace_comparison(_numbers(before), _numbers(after), applied, advice_for)
+    after.replace = replace_comparison(_numbers(before), _numbers(after), applied, advice_for)
     if before_error:
-        after.extras["replace"]["before"]["error"] = before_error
+        after.replace["before"]["error"] = before_error
     return after
 
 

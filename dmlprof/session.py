@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from types import MappingProxyType
+from typing import Mapping, Optional
 
 import pandas as pd
 
@@ -31,24 +32,34 @@ FORMAT = "dmlprof-session"
 #: so old and new files read the same.
 FORMAT_VERSION = 2
 SUFFIX = ".session.json"
+#: what other commands attach to a session: each a member of the Session, under ``extras`` in the file
+EXTRAS_MEMBERS = ("verify", "replace", "sweep", "collectives")
 
 
 @dataclass
 class Session:
     """``meta``: the run's facts (a RunMeta; a dict of its flat keys is typed on the way in);
     ``ops``: one row per op call; ``profiler_ops``: torch.profiler's own per-op totals for the
-    same steps; ``extras``: results other commands attach (a sweep, a verification, a replace
-    comparison, a rank's collectives).
-
-    ``extras`` is still a mapping, but not a bag: its four keys are named and each is checked against its
-    schema on load (:data:`dmlprof.session_check.EXTRAS`; docs/sweep_schema.md, docs/verify.md,
-    docs/replacements.md, docs/distributed.md), and the report types each where it reads it
-    (:mod:`dmlprof.report.build`). Making them typed members of the Session is issue 24's open step."""
+    same steps; then what other commands attach, each a member of its own, checked against its schema
+    once, where a file is loaded (:data:`dmlprof.session_check.EXTRAS`): ``verify`` (docs/verify.md),
+    ``replace`` (docs/replacements.md), ``sweep`` (docs/sweep_schema.md) and a rank's ``collectives``
+    (docs/distributed.md). The file holds them under ``extras`` (:attr:`extras`, read-only); documents
+    there that this dmlprof does not know survive a load and a save in ``other_extras``."""
 
     meta: RunMeta
     ops: pd.DataFrame = field(default_factory=empty_ops_frame)
     profiler_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
-    extras: dict = field(default_factory=dict)
+    verify: Optional[dict] = None
+    replace: Optional[dict] = None
+    sweep: Optional[dict] = None
+    collectives: Optional[dict] = None
+    other_extras: Mapping = field(default_factory=dict)
+
+    @property
+    def extras(self) -> Mapping:
+        """What other commands attached, as the session file's ``extras`` holds it (a read-only view)."""
+        attached = {name: getattr(self, name) for name in EXTRAS_MEMBERS if getattr(self, name) is not None}
+        return MappingProxyType({**self.other_extras, **attached})
 
     def __post_init__(self):
         # The one place run metadata gets its types, for live, predicted and sweep runs alike.
@@ -59,7 +70,7 @@ class Session:
         run = self.meta
         where = f"{run.kind} session of {run.title_name} on {run.device.backend or 'an unknown device'}"
         if run.sweep is not None or not len(self.ops):
-            rows = self.extras.get("sweep", {}).get("rows") if isinstance(self.extras.get("sweep"), dict) else None
+            rows = self.sweep.get("rows") if isinstance(self.sweep, dict) else None
             return f"<dmlprof {where}: " + (f"{len(rows)} batch sizes>" if isinstance(rows, list) else "no op calls>")
         fell_back = int((self.ops["verdict"] == FALLBACK).sum())
         return f"<dmlprof {where}: {len(self.ops):,} op calls, {fell_back:,} fell back to the CPU>"
@@ -73,7 +84,7 @@ class Session:
             "meta": clip(self.meta.to_file()),
             "ops": _frame_to_columns(self.ops, names=NAME_COLUMNS),
             "profiler_ops": _frame_to_columns(self.profiler_ops, names=("op",)),
-            "extras": clip(self.extras),
+            "extras": clip(dict(self.extras)),
         }
 
     def save(self, path, *, new: bool = False) -> Path:
@@ -110,8 +121,10 @@ class Session:
         check_session_dict(data, FORMAT_VERSION)
         ops = typed_ops_frame(pd.DataFrame(data.get("ops") or {}))  # verdicts final: a format 1 file upgrades here
         profiler_ops = pd.DataFrame(data.get("profiler_ops") or {})
+        extras = data.get("extras") or {}
         return cls(meta=RunMeta.from_file(data.get("meta") or {}), ops=ops, profiler_ops=profiler_ops,
-                   extras=data.get("extras") or {})
+                   **{name: extras.get(name) for name in EXTRAS_MEMBERS},
+                   other_extras={key: value for key, value in extras.items() if key not in EXTRAS_MEMBERS})
 
     @classmethod
     def load(cls, path) -> "Session":

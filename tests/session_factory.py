@@ -28,7 +28,7 @@ def make_session(calls, meta=None, extras=None) -> Session:
             "model": "models/test.py", "model_name": "test", "torch_version": "2.4.1",
             "backend_versions": {"torch-directml": "0.2.5.dev240914"}, "batch_size": 8, "steps": 1}
     base.update(meta or {})
-    return Session(meta=base, ops=typed_ops_frame(pd.DataFrame(rows)), extras=extras or {})
+    return Session(meta=base, ops=typed_ops_frame(pd.DataFrame(rows)), **(extras or {}))  # verify=, sweep=, ...
 
 
 def fallback_mix() -> Session:

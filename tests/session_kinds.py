@@ -43,7 +43,7 @@ def _changed(session: Session, drop=(), **changes) -> Session:
     """``session`` with some run facts changed or dropped (a RunMeta is frozen: a new Session)."""
     meta = {k: v for k, v in session.meta.to_dict().items() if k not in drop}
     meta.update(changes)
-    return Session(meta=meta, ops=session.ops, extras=session.extras)
+    return Session(meta=meta, ops=session.ops, **session.extras)
 
 
 _FORWARD = '[["forward", 1]]'
@@ -200,7 +200,7 @@ def verified() -> Session:
          "output_dtype": "float32", "outputs_divergent": ["output 0"]}
         for s, e in ((0, 0.5), (1, 0.75))
     ]
-    session.extras["verify"] = {
+    session.verify = {
         "device_type": "privateuseone", "backend": "dml", "checked_calls": 20, "checked_ops": 6, "divergent_calls": 2,
         "divergent": divergent, "divergent_records_capped": False, "skipped_calls": 4,
         "skipped": {"random": {"reason": "random results", "calls": 4, "ops": {"aten::dropout": 4}}},
@@ -215,7 +215,7 @@ def verified() -> Session:
 def replaced() -> Session:
     """``scan --replace``: the patched run, with the before/after comparison."""
     session = _changed(live_dml(), replacements_applied=3)
-    session.extras["replace"] = {
+    session.replace = {
         "before": {"steps": 3, "fallback_calls": 9, "inner_fallback_calls": 30, "fallback_calls_per_step": 3.0,
                    "fallback_time_share": 0.25, "fallback_bytes_moved_per_step": 3 << 20, "step_time_ms": 20.0,
                    "fallback_ops": {"aten::native_group_norm_backward": 6, "aten::_foreach_lerp_.Scalar": 3},
@@ -250,7 +250,7 @@ def sweep() -> Session:
                                 "fallback_ops": ["aten::lerp.Scalar_out"], "elapsed_s": 3.0}])
     for key in ("sync", "profiler"):
         meta.pop(key)
-    return Session(meta=meta, extras={"sweep": copy.deepcopy(SWEEP)})
+    return Session(meta=meta, sweep=copy.deepcopy(SWEEP))
 
 
 def empty() -> Session:
@@ -291,7 +291,7 @@ def rank_session(rank, *, fallback_ms=0.0, steps=3, compute_ms=10.0, comm_ms=5.0
                                                         "local_world_size": 2, "node_rank": 0, "backend": "gloo"}})
     frame = collectives_frame(session.ops, None)
     frame["comm_time_ns"] = pd.array([int(comm_ms * MS)] * len(frame), dtype="Int64")
-    session.extras["collectives"] = frame_columns(frame)
+    session.collectives = frame_columns(frame)
     return session
 
 

@@ -14,6 +14,9 @@ from typing import Optional
 
 import torch
 
+from dmlprof.facts import BackendFacts
+from dmlprof.meta import Device
+
 # Every PyTorch backend with a boxed CPU fallback (torch-directml, MPS, Ascend
 # NPU and our emulated DirectML device) words its warning the same way; only
 # the backend name differs.
@@ -116,9 +119,12 @@ class Backend:
     def refresh(self) -> None:
         """Ops may have been defined since the run began (an extension imported): cover them."""
 
-    def run_meta(self) -> dict:
-        """Session metadata this backend adds to (or overrides in) a run's."""
-        return {}
+    def run_meta(self) -> BackendFacts:
+        """What this backend says of a run on it: its device (a subclass adds what it knows better: the
+        adapter's class, what its times mean, a stand-in's prediction)."""
+        return BackendFacts(Device(backend=self.name, device=str(self.device()),
+                                   name=_or_default(self.device_name, "unknown"),
+                                   versions=_or_default(self.versions, {})))
 
     def profiler_activities(self):
         from torch.profiler import ProfilerActivity
@@ -252,3 +258,11 @@ def total_physical_memory_bytes() -> Optional[int]:
     except Exception:
         pass
     return None
+
+
+def _or_default(fn, default):
+    """What ``fn()`` says, or ``default`` where asking fails (a device that cannot name itself still runs)."""
+    try:
+        return fn()
+    except Exception:
+        return default

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -19,6 +20,7 @@ import torch
 
 from dmlprof.backends.base import Availability, Backend, MemoryReading, refused_in_place
 from dmlprof.directml.failures import DirectMLSemantics
+from dmlprof.facts import BackendFacts
 
 WSL_LIBRARY_DIR = Path("/usr/lib/wsl/lib")
 
@@ -154,15 +156,14 @@ class DmlBackend(DirectMLSemantics, Backend):
     def float64_support(self) -> Optional[bool]:
         return self.adapter()["float64"]
 
-    def run_meta(self) -> dict:
+    def run_meta(self) -> BackendFacts:
         """The adapter's class (float64 or not) and, on a software adapter, what its times are."""
-        found = {"device_float64": self.float64_support}
+        facts = super().run_meta()
         emulation = software_adapter(self.device_name())
-        if emulation:
-            found["device_emulation"] = emulation
-            found["timing"] = (f"wall time per call on {emulation}: verdicts, errors and numerics are DirectML's, "
-                               "the times are a CPU's, never a GPU's")
-        return found
+        timing = (f"wall time per call on {emulation}: verdicts, errors and numerics are DirectML's, "
+                  "the times are a CPU's, never a GPU's") if emulation else None
+        return replace(facts, device=replace(facts.device, float64=self.float64_support, emulation=emulation),
+                       timing=timing)
 
     refuses_calls = True
 

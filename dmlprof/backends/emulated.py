@@ -7,10 +7,13 @@ DirectML; the backend's own counters are there to check that reading.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from dmlprof.backends.base import Availability, Backend
 from dmlprof.directml.failures import DirectMLSemantics
+from dmlprof.facts import BackendFacts
 
 
 class EmulatedDmlBackend(DirectMLSemantics, Backend):
@@ -62,8 +65,8 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     TIMING = ("wall time per call of the host CPU's kernels (the emulated device): its verdicts and errors are "
               "DirectML's, its times are this CPU's, never a GPU's")
 
-    def run_meta(self) -> dict:
-        return {"timing": self.TIMING}
+    def run_meta(self) -> BackendFacts:
+        return replace(super().run_meta(), timing=self.TIMING)
 
     def synchronize(self, outputs=None) -> None:
         """Nothing to wait for: kernels run synchronously in host memory."""

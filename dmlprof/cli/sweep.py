@@ -139,7 +139,7 @@ def _finish(args, result, heading: str = "", session=None, written=None) -> int:
     if not args.quiet and not to_stdout(args):
         emit((f"\n[{heading}]\n" if heading else "") + render_text(report), sys.stdout, kept=written.note())
     print_saved(written, args)
-    rows = session.extras["sweep"]["rows"]
+    rows = session.sweep["rows"]
     outcome = None
     if rows and all(row["status"] == "error" for row in rows):
         outcome = ModelRaisedError(f"no batch size ran: {rows[0]['error']}")

@@ -10,6 +10,7 @@ figures against the profiler's.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -19,7 +20,6 @@ from dmlprof.record.collectives import BACKEND_EVENT_PREFIXES, backend_events, c
 from dmlprof.distributed.env import RUN_DIR_ENV, rank_info
 from dmlprof.errors import UsageError
 from dmlprof.meta import Distributed
-from dmlprof.plain import plain
 
 #: torch.profiler's own per-rank traces, under the run folder
 PROFILER_DIR = "profiler"
@@ -40,13 +40,14 @@ def annotate(session, events, profiler=None) -> None:
     calls = collectives_frame(session.ops, events)
     if info is None and calls.empty:
         return
-    place = info.as_meta() if info is not None else {}
-    meta = plain(Distributed(**place, backend=process_group_backend(events), collective_calls=int(len(calls)),
-                             comm_timing=_comm_timing(calls, events)))
-    session.meta = session.meta.updated(distributed=Distributed(**meta))
-    session.extras["collectives"] = frame_columns(calls)
+    place = info.as_record() if info is not None else Distributed()
+    backend = process_group_backend(events)
+    record = replace(place, backend=str(backend) if backend is not None else None, collective_calls=int(len(calls)),
+                     comm_timing=_comm_timing(calls, events))
+    session.meta = session.meta.updated(distributed=record)
+    session.collectives = frame_columns(calls)
     if info is not None and profiler is not None and profiler.profile is not None and os.environ.get(RUN_DIR_ENV):
-        note = export_profiler_trace(profiler.profile, Path(os.environ[RUN_DIR_ENV]), meta)
+        note = export_profiler_trace(profiler.profile, Path(os.environ[RUN_DIR_ENV]), record)
         if note is not None:
             session.meta = session.meta.updated(notes=session.meta.notes + (note,))
 
@@ -55,7 +56,13 @@ def profiler_trace_path(folder: Path, rank: int) -> Path:
     return Path(folder) / PROFILER_DIR / f"rank{int(rank)}.pt.trace.json"
 
 
-def export_profiler_trace(profile, folder: Path, meta: dict) -> Optional[str]:
+def profiler_distributed_info(place: Distributed) -> dict:
+    """``distributedInfo`` as torch.profiler writes it, from a rank's place in its job."""
+    return {"backend": str(place.backend or "unknown"), "rank": int(place.rank or 0),
+            "world_size": int(place.world_size if place.world_size is not None else 1)}
+
+
+def export_profiler_trace(profile, folder: Path, place: Distributed) -> Optional[str]:
     """torch.profiler's own trace of this rank, with ``distributedInfo`` even where the
     process group started after the profiler (a script's own init_process_group).
 
@@ -68,15 +75,14 @@ def export_profiler_trace(profile, folder: Path, meta: dict) -> Optional[str]:
     from dmlprof.files import write_atomic
     from dmlprof.record.profiler import quiet_native_stderr
 
-    path = profiler_trace_path(folder, meta.get("rank", 0))
+    path = profiler_trace_path(folder, place.rank or 0)
     try:
         with tempfile.TemporaryDirectory(prefix="dmlprof-trace-") as private:
             exported = Path(private) / path.name
             with quiet_native_stderr():
                 profile.export_chrome_trace(str(exported))
             trace = json.loads(exported.read_text(encoding="utf-8"))
-        trace.setdefault("distributedInfo", {"backend": meta.get("backend") or "unknown", "rank": meta.get("rank", 0),
-                                             "world_size": meta.get("world_size", 1)})
+        trace.setdefault("distributedInfo", profiler_distributed_info(place))
         write_atomic(path, json.dumps(trace))
     except (OSError, RuntimeError, ValueError) as exc:  # the session's note, for the rank's report
         return f"torch.profiler's trace of this rank could not be written: {exc}"[:300]

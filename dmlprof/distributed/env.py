@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from dmlprof.errors import UsageError
+from dmlprof.meta import Distributed
 from dmlprof.session_check import MAX_WORLD_SIZE  # noqa: F401  (the most ranks a run folder may claim)
 
 #: set by ``dmlprof scan --nproc``: the run folder its ranks write into
@@ -47,6 +48,10 @@ class RankInfo:
 
     def as_meta(self) -> dict:
         return asdict(self)
+
+    def as_record(self) -> Distributed:
+        """The rank's place as its session records it (``RunMeta.distributed``; the collectives come later)."""
+        return Distributed(**self.as_meta())
 
 
 def rank_info(environ=None) -> Optional[RankInfo]:

@@ -19,6 +19,7 @@ from dmlprof.distributed.annotate import columns_frame
 from dmlprof.record.collectives import COLLECTIVE_COLUMNS
 from dmlprof.distributed.env import MAX_WORLD_SIZE
 from dmlprof.errors import SessionFileError
+from dmlprof.meta import Distributed, RunMeta
 
 _SESSION = re.compile(r"^rank(\d+)\.session\.json$")
 _ERROR = re.compile(r"^rank(\d+)\.error\.json$")
@@ -46,31 +47,30 @@ class Run:
     @property
     def world_size(self) -> int:
         # each value is bounded where it is read: a session's by its check, a file's rank by load_run
-        sizes = [int((s.meta.get("distributed") or {}).get("world_size") or 0) for s in self.sessions.values()]
+        sizes = [_place(s).world_size or 0 for s in self.sessions.values()]
         return max(sizes + [max(self.sessions, default=-1) + 1, max(self.errors, default=-1) + 1])
 
     @property
     def missing_ranks(self) -> List[int]:
         return [r for r in range(self.world_size) if r not in self.sessions]
 
-    def first_meta(self) -> dict:
-        return self.sessions[min(self.sessions)].meta if self.sessions else {}
+    def first_meta(self) -> RunMeta:
+        return self.sessions[min(self.sessions)].meta if self.sessions else RunMeta()
 
     def frames(self) -> tuple:
         """(ops, collectives, steps, ranks): every rank's frames with a ``rank`` column."""
         ops, calls, steps, ranks = [], [], [], []
         for rank, session in sorted(self.sessions.items()):
             ops.append(session.ops.assign(rank=rank))
-            table = columns_frame(session.extras.get("collectives"), COLLECTIVE_COLUMNS)
+            table = columns_frame(session.collectives, COLLECTIVE_COLUMNS)
             calls.append(table.assign(rank=rank))
             # the recorded steps: the ones whose calls and collectives the session holds
-            measured = session.meta.get("recorded_step_times_ms") or session.meta.get("step_times_ms") or []
+            meta, place = session.meta, _place(session)
+            measured = list(meta.recorded_step_times_ms or meta.step_times_ms)
             steps.append(pd.DataFrame({"rank": rank, "step": range(len(measured)), "step_ms": measured}))
-            info = session.meta.get("distributed") or {}
-            ranks.append({"rank": rank, "partial": bool(session.meta.get("partial")),
-                          "partial_reason": str(session.meta.get("partial_reason") or ""),
-                          "run_mode": session.meta.get("run_mode"), "device": session.meta.get("device"),
-                          "local_rank": info.get("local_rank"), "dist_backend": info.get("backend"),
+            ranks.append({"rank": rank, "partial": meta.partial, "partial_reason": meta.partial_reason or "",
+                          "run_mode": meta.run_mode, "device": meta.device.device,
+                          "local_rank": place.local_rank, "dist_backend": place.backend,
                           "error": self.errors.get(rank, "")})
         frame = pd.concat(ops, ignore_index=True) if ops else pd.DataFrame(columns=["rank"])
         table = pd.concat(calls, ignore_index=True) if calls else pd.DataFrame(columns=list(COLLECTIVE_COLUMNS) + ["rank"])
@@ -117,7 +117,7 @@ def load_run(folder) -> Run:
 def _leave_out_other_runs(run: Run) -> None:
     """Keep the sessions of the run most of them belong to (by ``meta.distributed.run_id``; ties: the lowest
     rank's); the others become unreadable ranks, saying which run they came from."""
-    ids = {rank: str((session.meta.get("distributed") or {}).get("run_id") or "") for rank, session in run.sessions.items()}
+    ids = {rank: _place(session).run_id or "" for rank, session in run.sessions.items()}
     known = [run_id for run_id in ids.values() if run_id]
     if len(set(known)) < 2:
         return  # one run (sessions written before run ids existed match any)
@@ -128,3 +128,8 @@ def _leave_out_other_runs(run: Run) -> None:
             del run.sessions[rank]
             run.unreadable[rank] = (f"a session of another run (run id {run_id[:36]}, the others' is {chosen[:36]}): "
                                     "left out of the merge")
+
+
+def _place(session) -> Distributed:
+    """A rank session's place in its job (an empty record for a session that has none)."""
+    return session.meta.distributed or Distributed()

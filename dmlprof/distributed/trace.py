@@ -18,21 +18,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dmlprof.distributed.annotate import columns_frame
+from dmlprof.distributed.annotate import columns_frame, profiler_distributed_info
 from dmlprof.record.collectives import COLLECTIVE_COLUMNS
 from dmlprof.errors import UsageError
 from dmlprof.files import write_atomic
+from dmlprof.meta import Distributed, RunMeta
 from dmlprof.render.trace import PID, _timestamp_ms, _us, trace_dict
 
 #: the lane (tid) the collectives' own ranges are drawn on; calls use 1, 2, ...
 COMM_TID = 1000
 
 
-def distributed_info(meta: dict) -> dict:
+def distributed_info(meta: RunMeta) -> dict:
     """``distributedInfo`` as torch.profiler writes it, from a rank session's metadata."""
-    info = meta.get("distributed") or {}
-    return {"backend": str(info.get("backend") or "unknown"), "rank": int(info.get("rank", 0)),
-            "world_size": int(info.get("world_size", 1))}
+    return profiler_distributed_info(meta.distributed or Distributed())
 
 
 def rank_trace_dict(session) -> dict:
@@ -40,7 +39,7 @@ def rank_trace_dict(session) -> dict:
     # first, and written as torch writes it ("rank": 0): Holistic Trace Analysis finds a file's rank
     # with the pattern '"rank":\s+(\d+)', the first match in the file
     trace = {"distributedInfo": distributed_info(session.meta), **trace_dict(session)}
-    calls = columns_frame(session.extras.get("collectives"), COLLECTIVE_COLUMNS)
+    calls = columns_frame(session.collectives, COLLECTIVE_COLUMNS)
     timed = calls.dropna(subset=["comm_start_ns", "comm_time_ns"]) if len(calls) else calls
     if len(timed):
         backend = trace["distributedInfo"]["backend"]

@@ -98,7 +98,7 @@ def tally(rows: Sequence[Check]) -> str:
 
 def to_json(rows: Sequence[Check], snap: Snapshot, strict: bool = False) -> str:
     """The checks, the exit status they give, and the snapshot they were made from."""
-    from dmlprof import __version__
+    from dmlprof.version import __version__
 
     return json.dumps({
         "dmlprof_version": __version__,

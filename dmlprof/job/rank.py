@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
+from dmlprof.facts import RunFacts
+
 from dmlprof.distributed.env import PARENT_ENV, RUN_DIR_ENV, RankInfo, run_dir, session_path
 from dmlprof.errors import DmlprofError, Interrupted, UsageError
 from dmlprof.job import refuse_single_scan_options
@@ -97,9 +99,9 @@ def run_rank(args, info: RankInfo) -> int:
     folder = _own_run_dir(run_dir(args.out, str(model_file.path), backend.name, info))
     os.environ[RUN_DIR_ENV] = str(folder)  # this process's own: where the session hook exports the profiler trace
     timeout_s = float(getattr(args, "comm_timeout", None) or DEFAULT_COMM_TIMEOUT_S)
-    base_meta = _base_meta(model_file, backend, info, args.sync)
+    base_facts = _base_facts(model_file, backend, info, args.sync)
     with script_output_to_stderr(args):  # --json -: rank 0's merged report is all standard output holds
-        session, error = _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta)
+        session, error = _scan_rank(args, info, model_file, backend, folder, timeout_s, base_facts)
     try:
         saved = _save(session, folder, info, args) if session is not None else None
     except UsageError as unsaved:  # a full disk: the session is lost, and that is this rank's error now
@@ -128,14 +130,14 @@ def _own_run_dir(folder: Path) -> Path:
                          remedy="give another --out, or remove the folder") from None
 
 
-def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
+def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_facts):
     """(session or None, DmlprofError or None)."""
     from dmlprof.distributed.watchdog import Watchdog
     from dmlprof.record.recorder import Recorder
     from dmlprof.runner import ScanStopped, scan
 
     contract = model_file.mode == "contract"
-    hang = _HangHandler(folder, info, backend, base_meta)
+    hang = _HangHandler(folder, info, backend, base_facts)
     watchdog = Watchdog(folder, info.rank, info.world_size, timeout_s, lambda: Recorder.current, hang)
     session = error = None
     earlier = Recorder.last
@@ -163,7 +165,7 @@ def _scan_rank(args, info, model_file, backend, folder, timeout_s, base_meta):
         except LauncherStop as stop:  # raised where the runner could not turn it into a partial session
             error = _stopped_by_launcher()
             if stop.recorder is not None:
-                session = snapshot_session(stop.recorder, backend, base_meta, error.one_line())
+                session = snapshot_session(stop.recorder, backend, base_facts, error.one_line())
         except DmlprofError as exc:
             error = exc
         finally:
@@ -281,8 +283,8 @@ def _first_line(exc) -> str:
 class _HangHandler:
     """What the watchdog does when this rank is stuck: save what was recorded, one line, exit."""
 
-    def __init__(self, folder: Path, info: RankInfo, backend, base_meta: dict):
-        self.folder, self.info, self.backend, self.base_meta = folder, info, backend, base_meta
+    def __init__(self, folder: Path, info: RankInfo, backend, base_facts):
+        self.folder, self.info, self.backend, self.base_facts = folder, info, backend, base_facts
 
     def __call__(self, line: str) -> None:
         from dmlprof.distributed.watchdog import EXIT_HUNG, end_process
@@ -290,7 +292,7 @@ class _HangHandler:
 
         saved = None
         try:
-            session = snapshot_session(Recorder.current, self.backend, self.base_meta, line)
+            session = snapshot_session(Recorder.current, self.backend, self.base_facts, line)
             saved = session.save(session_path(self.folder, self.info.rank))
         except Exception as exc:  # the line must still come out
             line += f" (the partial session could not be saved: {type(exc).__name__})"
@@ -303,26 +305,28 @@ class _HangHandler:
         end_process(EXIT_HUNG)
 
 
-def snapshot_session(recorder, backend, base_meta: dict, reason: str):
+def snapshot_session(recorder, backend, base_facts, reason: str):
     """A partial session from the calls a (still running) recorder holds: what a stuck rank can keep."""
     from dmlprof.distributed.annotate import annotate
     from dmlprof.record.frame import empty_ops_frame
     from dmlprof.session import Session
 
     ops = recorder.frame() if recorder is not None else empty_ops_frame()
-    meta = dict(base_meta, partial=True, partial_reason=reason, steps=int(ops["step"].max()) + 1 if len(ops) else 0,
-                recording="the calls recorded until the watchdog ended the rank (no profiler data)")
-    session = Session(meta=meta, ops=ops)
+    facts = base_facts.copy()
+    facts.set(partial=True, partial_reason=reason, steps=int(ops["step"].max()) + 1 if len(ops) else 0)
+    facts.set_recording(description="the calls recorded until the watchdog ended the rank (no profiler data)")
+    session = Session(meta=facts.build(), ops=ops)
     annotate(session, None)
     return session
 
 
-def _base_meta(model_file, backend, info: RankInfo, sync: bool) -> dict:
+def _base_facts(model_file, backend, info: RankInfo, sync: bool) -> "RunFacts":
     """The rank's facts as a scan of it starts with them (kept by a snapshot if the rank gets stuck)."""
     from dmlprof.runner.run import live_facts
 
-    return {**live_facts(model_file.path, backend, run_mode=model_file.mode, sync=sync),
-            "distributed": info.as_meta()}
+    facts = live_facts(model_file.path, backend, run_mode=model_file.mode, sync=sync)
+    facts.set(distributed=info.as_record())
+    return facts
 
 
 def _save(session, folder: Path, info: RankInfo, args) -> Path:

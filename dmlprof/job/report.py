@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 
 from dmlprof.render.format import clean
-from dmlprof.render.html import render_html
-from dmlprof.render.json_report import render_json
 from dmlprof.render.terminal import render_text
 from dmlprof.report import RunReport, merged_report
 
@@ -17,13 +15,10 @@ from dmlprof.report import RunReport, merged_report
 def write_reports(report: RunReport, args) -> None:
     """--json and --html of ``dmlprof report RUN_DIR`` (and of the rank that prints the merged report): each
     written whole or not at all, as every command's reports; a one-line UsageError naming what could not be."""
-    from dmlprof.output import Written, announce, write_output
+    from dmlprof.output import Written, announce, write_report_files
 
     written = Written()
-    if getattr(args, "json", None):
-        write_output(written, args.json, lambda: render_json(report), "JSON report")
-    if getattr(args, "html", None):
-        write_output(written, args.html, lambda: render_html(report), "HTML report")
+    write_report_files(lambda: report, args, written)
     announce(written, sys.stderr)  # what was written is said, whatever else could not be
     written.raise_problems()
 

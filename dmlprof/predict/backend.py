@@ -10,11 +10,14 @@ prediction describes the same calls a scan on the device records.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Optional
 
 import torch
 
 from dmlprof.backends.base import Backend, MemoryReading
+from dmlprof.facts import BackendFacts
+from dmlprof.meta import Prediction
 from dmlprof.directml.failures import DirectMLSemantics
 
 
@@ -99,14 +102,10 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
         """The first value the stand-in made up (a ``dmlprof.predict.standin.Guess``), or None."""
         return self._standin.first_guess if self._standin is not None else None
 
-    def run_meta(self) -> dict:
-        """What a predicted session says about itself, beyond a live scan's metadata."""
-        return {
-            "kind": "predicted",  # RunMeta.kind: the session is a prediction
-            "target": self.table.backend,
-            "timing": "none: a predicted session has no times (time columns are 0)",
-            "table_version": self.table.version_label(),
-            "table_torch_version": self.table.torch_version,
-            "stand_in_device": self.how,
-            "device_float64": self.float64_support,
-        }
+    def run_meta(self) -> BackendFacts:
+        """A predicted session's device, and the prediction (which makes the session's kind ``predicted``)."""
+        facts = super().run_meta()
+        prediction = Prediction(target=self.table.backend, table_version=self.table.version_label(),
+                                table_torch_version=self.table.torch_version, stand_in_device=self.how)
+        return replace(facts, device=replace(facts.device, float64=self.float64_support), prediction=prediction,
+                       timing="none: a predicted session has no times (time columns are 0)")

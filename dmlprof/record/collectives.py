@@ -17,7 +17,7 @@ from collections import defaultdict, deque
 
 import pandas as pd
 
-COMM_PHASE = "comm"
+from dmlprof.schema import COMM as COMM_PHASE  # the phase vocabulary lives once, in the schema
 #: dispatcher namespaces whose ops are communication (classic and functional collectives)
 COMM_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional"})
 #: ops in those namespaces that move no data (bookkeeping around functional collectives)

@@ -23,6 +23,7 @@ from dmlprof.units import fmt_ranks
 from dmlprof.render.format import fmt_bytes, fmt_count, fmt_list, fmt_ms, fmt_rate, fmt_share, verdict_counts
 from dmlprof.render.sweep_plots import sweep_plots
 from dmlprof.report import is_merged_run, report_of
+from dmlprof.report.model import SECTION_TITLES
 from dmlprof.schema import PHASES, REPORT_VERDICTS
 
 #: bump when report_data's shape changes (the page's script reads it)
@@ -54,7 +55,7 @@ def report_data(source) -> dict:
     if is_merged_run(report):
         return _run_data(report)
     timed = report.has_times
-    return {
+    data = {
         "data_version": DATA_VERSION,
         "title": report.title,
         "kind": report.kind,
@@ -65,7 +66,7 @@ def report_data(source) -> dict:
         "verdicts": list(REPORT_VERDICTS),
         "phase_names": list(PHASES),
         "meta": _meta_facts(report),
-        "flags": _flags(report, timed),
+        "flags": _flags(report),
         "summary": plain(report.summary),
         "timed": timed,
         "cards": _cards(report, timed),
@@ -84,6 +85,7 @@ def report_data(source) -> dict:
         "warnings": [{"category": w.category, "count": w.count, "message": (w.message.splitlines() or [""])[0][:300]}
                      for w in report.warnings],
     }
+    return {**data, **_section_data(report, data)}
 
 
 def _meta_facts(report) -> dict:
@@ -125,116 +127,30 @@ def _profiler_check(check) -> str:
             f"torch.profiler {fmt_ms(check.profiler_time_ms)} (ratio {check.ratio:.2f})")
 
 
-#: the page's sections, as the contents bar names them
-SECTION_NAMES = {"ranks": "Ranks", "straggler": "Straggler", "verdict_differences": "Verdicts by rank",
-                 "collectives": "Collectives", "facts": "Run details", "verify": "Verification", "replace": "With replacements", "charts": "Where the time went",
-                 "hotspots": "Fallback hotspots", "timeline": "Timeline", "transfers": "Copies & syncs",
-                 "phases": "Phases", "modules": "Modules", "ops": "All ops", "sweep": "Batch-size sweep",
-                 "run": "Run details"}
+#: the sections the page draws (a macro each in templates/sections.html.j2), by their titles in the contents bar
+SECTION_NAMES = SECTION_TITLES
+#: the page's own sections, drawn from the data it holds already (the run's facts: ``meta``)
+_FROM_PAGE_DATA = ("run", "facts")
 
 
 def _sections(report) -> list:
-    """The page's sections in reading order: what this kind of session is about comes first
-    (a sweep's sizes; wrong results; a before/after comparison), sections with nothing to show left out."""
-    sweep = ["sweep"] if report.sweep is not None and report.sweep.rows else []
-    # a sweep file without sizes still has run details to show
-    return sweep + ["run"] if report.kind == SWEEP else _scan_sections(report) + sweep + ["run"]
+    """The report's sections (in its order) that the page draws."""
+    return [name for name in report.sections if name in SECTION_NAMES]
 
 
-def _scan_sections(report) -> list:
-    found = report.verification
-    wrong = found is not None and not found.clean
-    shown = {"verify": found is not None and not wrong, "timeline": report.timeline is not None,
-             "transfers": bool(report.transfers)}
-    lead = [name for name, first in (("verify", wrong), ("replace", report.replace is not None)) if first]
-    return lead + [name for name in ("charts", "hotspots", "verify", "timeline", "transfers", "phases", "modules", "ops")
-                   if shown.get(name, True)]
+def _section_data(report, data: dict) -> dict:
+    """A section the page draws whose data report_data does not format: the report's field of that name."""
+    return {name: plain(getattr(report, name)) for name in data["sections"]
+            if name not in data and name not in _FROM_PAGE_DATA}
 
 
-def _flags(report, timed: bool) -> list:
-    """Notes shown above everything else: what makes these numbers special."""
-    scan = report.kind != SWEEP  # a sweep holds its sizes, not op calls
-    flags = _warning_flags(report) + _timing_flags(report, timed)
-    if report.cpu_is_device and scan:
-        flags.append(_flag("info", "CPU run", "The CPU was the device, so nothing can fall back. "
-                                              "Scan with --device (or predict with --target dml) to check an accelerator."))
-    flags += [_flag("info", "Note", note) for note in report.run.notes] + _torch_flag(report) + _guess_flag(report)
-    if not report.summary.op_calls and scan:
-        flags.append(_flag("warn", "Empty", "No op calls were recorded."))
-    return flags
-
-
-def _warning_flags(report) -> list:
-    """What must be read first: a device the script never used, a loss that diverged, a run cut short."""
-    flags = [_flag("bad", "Fails on the device", report.device_failure_note)] if report.device_failure_note else []
-    flags += [_flag("warn", "Device not used", report.device_unused_note)] if report.device_unused_note else []
-    flags += [_flag("bad" if k.confirmed or k.breaks_training else "warn",
-                    "Training is broken" if k.breaks_training else "Known wrong results", _known_wrong_text(k))
-              for k in report.known_wrong_results]
-    loss = report.run.nonfinite_loss
-    if loss:
-        flags.append(_flag("warn", "Loss not finite", f"The loss was {loss.value} at training step "
-                                                       f"{loss.step} of {loss.steps_run} (warm-up "
-                                                       "included): the training diverges."))
-    return flags + ([_partial_flag(report)] if report.run.partial else [])
-
-
-def _known_wrong_text(known) -> str:
-    where = f" at {known.sources[0]}" if known.sources else ""
-    status = (f"confirmed: {known.confirmed_by}" if known.confirmed
-              else "unconfirmed: seen on a software adapter only, not yet reported on a GPU")
-    error = (f", max error {known.max_abs_error:.3g}" if known.max_abs_error is not None
-             else f": {known.reason}" if known.reason else "")
-    fix = f" Fix: {known.fix}" if known.fix else ""
-    klass = f" Class: {known.klass}." if known.klass else ""
-    breaks = f" It breaks: {known.consequence}." if known.consequence else ""
-    if not known.measured_calls:
-        return f"{known.op} ({known.calls} calls{where}) gives wrong results on the real torch-directml{error} ({status}).{klass}{breaks}{fix}"
-    return (f"{known.op} ({known.calls} calls{where}) gave results that differ from the CPU's on the real "
-            f"torch-directml in {known.measured_wrong_calls} of {known.measured_calls} measured calls{error} "
-            f"({status}).{klass}{breaks}{fix}")
-
-
-def _torch_flag(report) -> list:
-    paths = report.torch_paths
-    if paths is None:
-        return []
-    differing = "; ".join(paths.differing_ops[:10])
-    return [_flag("info", "Torch", paths.note + (f". Differs: {differing}" if differing else ""))]
-
-
-def _guess_flag(report) -> list:
-    guess = report.guess
-    if guess is None:
-        return []
-    where = f" at {guess.source}" if guess.source else ""
-    return [_flag("warn", "Guess", f"{guess.calls_after:,} of {guess.calls:,} calls came after a value the prediction "
-                                   f"made up ({guess.op}{where}: {guess.why}); their branches and shapes may differ "
-                                   "on the device. Hotspots marked 'guess' hold such calls.")]
+def _flags(report) -> list:
+    """The notes the report leads with (composed once, on the report: report/notes.py), as the page's flags."""
+    return [_flag(note.tone, note.label, note.text) for note in report.notes]
 
 
 def _flag(tone: str, label: str, text: str) -> dict:
     return {"tone": tone, "label": label, "text": text}
-
-
-def _timing_flags(report, timed: bool) -> list:
-    if report.is_prediction:
-        return [_predicted_flag(report, timed)]
-    if not timed and report.summary.op_calls:
-        return [_flag("info", "No timings", "This session has no per-call times; shares by time are not shown.")]
-    return []
-
-
-def _partial_flag(report) -> dict:
-    return _flag("warn", "Partial session", f"The run stopped early: {report.run.partial_reason or 'no reason recorded'}. "
-                                            "The figures cover only the steps that ran.")
-
-
-def _predicted_flag(report, timed: bool) -> dict:
-    times = ("Times were measured on the host that made the prediction, not on the device." if timed
-             else "A prediction has no per-call times, so shares by time are not shown.")
-    table = _table_version(report) or "unknown table"
-    return _flag("info", "Predicted", f"No device ran this: verdicts come from the op table {table}. {times}")
 
 
 def _card(key: str, label: str, value: str, detail: str, tone: str = "") -> dict:
@@ -290,11 +206,11 @@ def _oom_card(sweep) -> dict:
 
 
 def _device_card(report) -> dict:
-    facts = _meta_facts(report)
-    versions = ", ".join(f"{k} {v}" for k, v in facts["backend_versions"].items())
-    detail = f"torch {facts['torch_version']}" + (f" \u00b7 {versions}" if versions else "")
-    name = facts["device_name"] + " \u00b7 " if facts["device_name"] else ""
-    return _card("device", "Device", facts["backend"] or "?", name + detail)
+    device = report.run.device
+    versions = ", ".join(f"{k} {v}" for k, v in device.versions.items())
+    detail = f"torch {report.run.environment.torch_version or ''}" + (f" \u00b7 {versions}" if versions else "")
+    name = device.name + " \u00b7 " if device.name else ""
+    return _card("device", "Device", device.backend or "?", name + detail)
 
 
 def _time_cards(report) -> list:
@@ -533,8 +449,6 @@ def _shape(shape) -> str:
 
 
 # -- a launched job: every rank as one report ------------------------------------------------------
-#: the merged run's sections, in reading order
-RUN_SECTIONS = ("ranks", "straggler", "verdict_differences", "collectives", "facts")
 #: where a rank's step went, as the page's legend names each part (RunReport's StepPart.part)
 STEP_PART_NAMES = {"compute": "compute", "fallback": "fallback", "cpu": "host calls", "host": "host bookkeeping",
                    "comm call": "collective calls",
@@ -553,11 +467,11 @@ def _run_data(report) -> dict:
         "verdicts": list(REPORT_VERDICTS), "phase_names": list(PHASES),
         "meta": {**{key: value or "" for key, value in texts.items()}, "device_name": "", "started_at": "",
                  "batch_size": about.batch_size},
-        "flags": [_flag("bad", "Rank failed" if e.rank is not None else "Left out", e.text) for e in report.errors],
+        "flags": _flags(report),
         "summary": {}, "timed": True, "cards": _run_cards(report),
         "hotspots": [], "transfers": [], "ops": [], "modules": [], "phases": [], "charts": {}, "sweep": None,
         "replace": None, "verify": None, "timeline": None, "warnings": [],
-        "sections": list(RUN_SECTIONS), "run": _run_rows(report),
+        "sections": _sections(report), "run": _run_rows(report),
     }
 
 

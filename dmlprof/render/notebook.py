@@ -10,11 +10,13 @@ and never runs a script of an untrusted output).
 from __future__ import annotations
 
 from dmlprof.render.html import OP_ROW_FIELDS, environment, report_data
+from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST
 
 #: rows the notebook shows (the page and the JSON report hold them all)
 NOTEBOOK_HOTSPOTS = 10
 NOTEBOOK_OPS = 10
-_VERDICT_COLOUR = {"device": "#2f81f7", "fallback": "#d1242f", "cpu": "#6e7781"}
+#: each verdict as the page paints it (report.css); host, the host's bookkeeping, muted further than cpu
+VERDICT_COLOUR = {DEVICE: "#2f81f7", FALLBACK: "#d1242f", CPU: "#6e7781", HOST: "#8c959f"}
 
 
 def notebook_html(source) -> str:
@@ -22,4 +24,4 @@ def notebook_html(source) -> str:
     data = report_data(source)
     ops = [dict(zip(OP_ROW_FIELDS, row)) for row in data["ops"][:NOTEBOOK_OPS]]
     return environment().get_template("notebook.html.j2").render(
-        data=data, hotspots=data["hotspots"][:NOTEBOOK_HOTSPOTS], ops=ops, verdict_colour=_VERDICT_COLOUR)
+        data=data, hotspots=data["hotspots"][:NOTEBOOK_HOTSPOTS], ops=ops, verdict_colour=VERDICT_COLOUR)

@@ -21,11 +21,12 @@ def render_text(source, top: int = 15, width=None) -> str:
     """The whole report of a Session, a Report or a RunReport (every rank of a job) as plain text (ASCII only,
     safe on any console), at most ``width`` columns wide (default: the terminal's, ``COLUMNS`` honoured)."""
     report = report_of(source)
-    if is_merged_run(report):
-        return _join((section(report, top) for section in _RUN_SECTIONS), width)
     if report.kind == SWEEP:
         return render_sweep_text(report, width)
-    return _join((section(report, top) for section in _SECTIONS), width)
+    header, formatters = (_run_header, _RUN_SECTIONS) if is_merged_run(report) else (_header, _SECTIONS)
+    # the report says which sections it has, in which order; this table says how the terminal shows each
+    return _join([header(report, top)] + [formatters[name](report, top) for name in report.sections if name in formatters],
+                 width)
 
 
 def render_sweep_text(source, width=None) -> str:
@@ -81,21 +82,18 @@ def _header(report: Report, top: int) -> list:
              ("run", _run_line(report)), ("timing", run.recording.timing or "")]
     if run.prediction is not None and run.prediction.table_version:
         facts.append(("op table", run.prediction.table_version))
-    if run.partial:
-        facts.append(("PARTIAL", f"stopped early: {run.partial_reason or ''}"))
-    facts += _loss_fact(run.nonfinite_loss)
-    return _title(report.title) + [_facts(facts)]
+    return _title(report.title) + [_facts(facts)] + _notes(report)
 
 
 def _facts(facts: list) -> TableSpec:
     return TableSpec(facts, fit={1: WRAP}, options={"tablefmt": "plain"})
 
 
-def _loss_fact(loss) -> list:
-    if not loss:
-        return []
-    return [("LOSS", f"{loss.value} at training step {loss.step} of {loss.steps_run} "
-                     "(warm-up included): the training diverges")]
+def _notes(report) -> list:
+    """The notes the report leads with (composed on the report), under the run's facts: what needs reading
+    first in capitals, as a console shows a warning."""
+    notes = [(note.label.upper() if note.tone in ("bad", "warn") else note.label, note.text) for note in report.notes]
+    return [_facts(notes)] if notes else []
 
 
 def _device(report: Report) -> str:
@@ -142,17 +140,14 @@ def _script_line(run) -> str:
 
 
 def _device_failure(report: Report, top: int) -> list:
-    note = report.device_failure_note
-    if note is None:
-        return []
-    remedy = report.run.device_failure.remedy
-    return [note] + ([f"  fix: {remedy}"] if remedy else [])
+    """What to do about the call that fails on the device (the failure itself is the report's first note)."""
+    failed = report.run.device_failure
+    return [f"fix for {failed.op}: {failed.remedy}"] if failed is not None and failed.remedy else []
 
 
 def _headline(report: Report, top: int) -> list:
     s = report.summary
     lines = _if(report.replace is not None, "The patched run in detail:")
-    lines += _if(report.device_unused_note is not None, report.device_unused_note)
     bookkeeping = f", {s.host_bookkeeping_calls} host bookkeeping" if s.host_bookkeeping_calls else ""
     lines += [f"{s.op_calls} op calls: {s.device_calls} on the device, "
               f"{s.fallback_calls} fell back to the CPU, {s.cpu_calls} on CPU tensors{bookkeeping}"]
@@ -214,7 +209,7 @@ def _fallbacks(report: Report, top: int) -> list:
     hotspots = report.hotspots
     if not hotspots:
         if report.cpu_is_device:
-            return ["Fallbacks: none possible (the CPU is the device). Use --device or --target dml to check an accelerator."]
+            return ["Fallbacks: none possible (the CPU is the device: see the note above)."]
         if report.device_unused_note:  # "every call on device tensors" would read as a pass: there were none
             return ["Fallbacks: none possible - no call ran on the device (see above)."]
         return ["Fallbacks: none - every call on device tensors ran on the device."]
@@ -236,17 +231,6 @@ def _hotspot_name(hotspot) -> str:
     inner = ", ".join(hotspot.inner_ops)
     name = hotspot.op if inner in ("", hotspot.op) else f"{hotspot.op} -> {inner}"
     return " ".join([name] + _if(hotspot.guessed, GUESS_MARK) + _if(hotspot.torch_flag is not None, TORCH_MARK))
-
-
-def _guess(report: Report, top: int) -> list:
-    """Where a prediction made a value up, and what that leaves uncertain (rows marked, right after the headline)."""
-    guess = report.guess
-    if guess is None:
-        return []
-    where = f" at {guess.source}" if guess.source else ""
-    return [f"guess: {guess.calls_after} of {guess.calls} calls came after a value the prediction made up "
-            f"({guess.op}{where}: {guess.why}); their branches and shapes may differ on the device "
-            f"(rows marked {GUESS_MARK})"]
 
 
 def _transfers(report: Report, top: int) -> list:
@@ -344,35 +328,6 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else "no message"
 
 
-def _known_wrong(report: Report, top: int) -> list:
-    """Device calls in a class of calls whose results were wrong on real DirectML (the measured table and classes)."""
-    found = report.known_wrong_results
-    if not found:
-        return []
-    lines = ["Known wrong results on DirectML (measured on the real torch-directml: docs/realdml.md)"]
-    for known in found[:top]:
-        where = f" at {known.sources[0]}" if known.sources else ""
-        status = (f"confirmed: {known.confirmed_by}" if known.confirmed
-                  else "unconfirmed: seen on a software adapter only, not yet reported on a GPU")
-        if known.measured_calls:
-            error = f"max error {_error(known.max_abs_error)}" if known.max_abs_error is not None else known.reason or "wrong"
-            lines.append(f"  {known.op} x{known.calls}{where}: {known.measured_wrong_calls} of "
-                         f"{known.measured_calls} measured {known.dtype} calls wrong ({error}); {status}")
-        else:
-            lines.append(f"  {known.op} x{known.calls}{where}: {known.reason}; {status}")
-        lines += _if(bool(known.klass), f"    class: {known.klass}")
-        lines += _if(bool(known.consequence), f"    breaks: {known.consequence}")
-        lines += _if(bool(known.fix), f"    fix: {known.fix}")
-    return lines
-
-
-def _training_broken(report: Report, top: int) -> list:
-    """A wrong result that loses gradients leads the report: training on DirectML is broken."""
-    broken = [k for k in report.known_wrong_results if k.breaks_training]
-    return [f"TRAINING IS BROKEN ON DIRECTML: {k.consequence}" + (f" ({k.sources[0]})" if k.sources else "")
-            for k in broken[:top]]
-
-
 def _fallen(side) -> str:
     inner = side.inner_fallback_calls
     return f"{side.fallback_calls}" + (f" ({inner} inner)" if inner is not None and inner != side.fallback_calls else "")
@@ -389,26 +344,19 @@ def _warnings(report: Report, top: int) -> list:
         f"  {w.category} x{w.count}: {(w.message.splitlines() or [''])[0][:150]}" for w in report.warnings[:5]]
 
 
-def _torch_paths(report: Report, top: int) -> list:
-    paths = report.torch_paths
-    if paths is None:
+def _recording(report: Report, top: int) -> list:
+    """How the run was recorded, where it was not call by call (after the findings: it qualifies them)."""
+    if not report.run.recording.structure_step:
         return []
-    lines = [f"Torch: {paths.note}"]
-    lines += [f"  differs: {line}" for line in paths.differing_ops[:top]]
-    return lines
+    return [_facts([("recording", "one structure step through the dispatcher; measured steps timed by "
+                                  "torch.profiler")])]
 
 
-def _notes(report: Report, top: int) -> list:
-    """How the run was recorded, and what the run itself noted (after the findings: they qualify them)."""
-    run = report.run
-    facts = _if(bool(run.recording.structure_step),
-                ("recording", "one structure step through the dispatcher; measured steps timed by torch.profiler"))
-    facts += [("note", note) for note in run.notes]
-    return [_facts(facts)] if facts else []
-
-
-_SECTIONS = (_header, _training_broken, _device_failure, _replace, _headline, _guess, _verification, _known_wrong, _fallbacks, _transfers, _host_calls, _ops, _phases,
-             _host_bookkeeping, _torch_paths, _notes, _warnings)
+#: the terminal's formatter of each section the report may have (report/model.py's SECTION_ORDER); the title,
+#: the run's facts and the notes come first, always
+_SECTIONS = {"device_failure": _device_failure, "replace": _replace, "charts": _headline, "verify": _verification,
+             "hotspots": _fallbacks, "transfers": _transfers, "host_calls": _host_calls, "ops": _ops, "phases": _phases,
+             "host_bookkeeping": _host_bookkeeping, "recording": _recording, "warnings": _warnings}
 
 
 # -- a sweep ------------------------------------------------------------------------------------------
@@ -420,7 +368,7 @@ def _sweep_header(report: Report) -> list:
             + (f", autocast {settings.amp}" if settings.amp else ""))
     facts = [("device", _device(report)), ("torch", report.run.environment.torch_version or ""),
              ("run", line), ("memory budget", sweep.memory_budget or "-")]
-    return _title(report.title) + [_facts(facts)]
+    return _title(report.title) + [_facts(facts)] + _notes(report)
 
 
 def _known(value) -> str:
@@ -478,7 +426,7 @@ def _sweep_end(report: Report) -> list:
 
 # -- a launched job: every rank as one report (RunReport) -----------------------------------------------
 def _run_header(report, top: int) -> list:
-    return _title(report.title) + [_facts(list(report.facts))] + [f"ERROR   {error.text}" for error in report.errors]
+    return _title(report.title) + [_facts(list(report.facts))] + _notes(report)
 
 
 def _run_ranks(report, top: int) -> list:
@@ -525,4 +473,6 @@ def _run_collectives(report, top: int) -> list:
                   rows, {"collective": WRAP, "op": WRAP})
 
 
-_RUN_SECTIONS = (_run_header, _run_ranks, _run_straggler, _run_differences, _run_collectives)
+#: the terminal's formatter of each section of a merged run (report/run.py's RUN_SECTIONS; its facts lead, with the header)
+_RUN_SECTIONS = {"ranks": _run_ranks, "straggler": _run_straggler, "verdict_differences": _run_differences,
+                 "collectives": _run_collectives}

@@ -26,6 +26,7 @@ from dmlprof.report.known_wrong import known_wrong_results
 from dmlprof.report.replace import RemainingOp, ReplaceComparison, ReplaceSide
 from dmlprof.report.sweep import SweepReport, SweepRow
 from dmlprof.report.verification import DivergentOp, LostUpdate, Unchecked, Verification
+from dmlprof.report.notes import lead_notes
 from dmlprof.report.verdict import verdict_of
 from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, parse_fallback_ops
 from dmlprof.tables.drift import BASELINE_TORCH, path_drift, path_note
@@ -39,7 +40,6 @@ def build_report(session) -> Report:
     """The report of a Session (live, predicted or sweep), every figure computed once."""
     run = session.meta
     ops = session.ops  # its verdicts are final (host bookkeeping included: dmlprof.schema.typed_ops_frame)
-    extras = session.extras if isinstance(session.extras, Mapping) else {}
     guess = run.prediction.guess if run.prediction is not None else None
     after = analysis.calls_after(ops, guess.first_seq if guess is not None else None)
     torch_only = _torch_only(run, ops)
@@ -64,17 +64,18 @@ def build_report(session) -> Report:
         host_bookkeeping=_host_rows(analysis.cpu_hotspots(ops, HOST)),
         time_by_op=tuple(OpTime(str(r.op), float(r.device_ms), float(r.fallback_ms), float(r.cpu_ms), float(r.time_ms),
                                 float(r.host_ms)) for r in analysis.time_by_op(ops).itertuples()),
-        verification=_verification(extras.get("verify")),
-        replace=_replace(extras.get("replace")),
-        sweep=_sweep(extras.get("sweep"), run),
-        extras=extras,
+        verification=_verification(session.verify),
+        replace=_replace(session.replace),
+        sweep=_sweep(session.sweep, run),
+        extras=session.extras,
         torch_paths=_torch_paths(run, ops),
         known_wrong_results=_known_wrong_results(run, ops),
         guess=GuessNote(guess.op, guess.why, guess.source, len(after), len(ops)) if guess is not None else None,
         timeline=_timeline(ops) if not run.is_prediction else None,
     )
     # the verdict reads the whole report (its failure, its verification, its fixes): decided last, once
-    return replace(report, verdict=verdict_of(report), verdict_split=_verdict_split(report.summary))
+    return replace(report, verdict=verdict_of(report), verdict_split=_verdict_split(report.summary),
+                   notes=lead_notes(report))
 
 
 def _verdict_split(head: Summary) -> VerdictSplit:

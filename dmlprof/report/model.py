@@ -35,6 +35,19 @@ _TITLE_WORDS = {SCAN: "live scan", PREDICTION: "predicted scan", SCRIPT_SCAN: "s
 #: what a title adds after the name, for the kinds whose name alone does not say what was compared
 _TITLE_TAILS = {REPLACE: ", before and after dmlprof's replacements", VERIFY: ", results checked against the CPU"}
 #: run facts the JSON report's ``meta`` carries, in this order
+#: a report's sections, in the one reading order every renderer follows (:attr:`Report.sections` leaves out
+#: those with nothing to show and puts what the session is about first); a renderer is a table of formatters
+#: by these names, and shows those it has. A new section: its field on the Report (filled in build.py), its
+#: name here and its page title below, its formatter in render/terminal.py and its macro in
+#: render/templates/sections.html.j2 (the page's data for it is the field itself unless html.py says more).
+SECTION_ORDER = ("device_failure", "replace", "charts", "verify", "hotspots", "timeline", "transfers", "host_calls",
+                 "ops", "phases", "modules", "host_bookkeeping", "recording", "warnings", "sweep", "run")
+#: each section as the page's contents bar names it (a merged run's too: report/run.py's RUN_SECTIONS)
+SECTION_TITLES = {"ranks": "Ranks", "straggler": "Straggler", "verdict_differences": "Verdicts by rank",
+                  "collectives": "Collectives", "facts": "Run details", "verify": "Verification",
+                  "replace": "With replacements", "charts": "Where the time went", "hotspots": "Fallback hotspots",
+                  "timeline": "Timeline", "transfers": "Copies & syncs", "phases": "Phases", "modules": "Modules",
+                  "ops": "All ops", "sweep": "Batch-size sweep", "run": "Run details"}
 #: the session extras the JSON report shows as a section of their own, so not again under ``extras``
 _EXTRAS_WITH_A_SECTION = ("verify",)
 REPORT_META_KEYS = (
@@ -365,6 +378,8 @@ class Report:
     verdict: Optional[Verdict] = None
     #: device / fallback / CPU shares of the calls and of the time that are findings
     verdict_split: Optional[VerdictSplit] = None
+    #: what every format leads with after the verdict, each sentence composed once (report/notes.py)
+    notes: Tuple[Note, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -517,6 +532,22 @@ class Report:
                 "model.to(run.device), x.to(run.device).")
 
     @property
+    def sections(self) -> Tuple[str, ...]:
+        """This report's sections in reading order (:data:`SECTION_ORDER`): what the session is about first (a
+        sweep's sizes; results that differ from the CPU's), sections with nothing to show left out."""
+        swept = self.sweep is not None and bool(self.sweep.rows)
+        if self.kind == SWEEP:
+            return (("sweep",) if swept else ()) + ("run",)  # a sweep file without sizes still has run details
+        found = self.verification
+        wrong = found is not None and not found.clean
+        shown = {"device_failure": self.run.device_failure is not None, "replace": self.replace is not None,
+                 "verify": found is not None and not wrong, "timeline": self.timeline is not None,
+                 "transfers": bool(self.transfers), "host_calls": bool(self.host_calls),
+                 "host_bookkeeping": bool(self.host_bookkeeping), "recording": self.run.recording.structure_step,
+                 "warnings": bool(self.warnings), "sweep": swept}
+        return ("verify",) * wrong + tuple(name for name in SECTION_ORDER if shown.get(name, True))
+
+    @property
     def fixes(self) -> Tuple[Fix, ...]:
         """Every hotspot's fixes, once each, in hotspot order."""
         seen, out = set(), []
@@ -535,11 +566,11 @@ class Report:
         """The JSON report (docs/report_schema.md), or for a sweep the sweep document (docs/sweep_schema.md)."""
         if self.kind == SWEEP:
             return self._sweep_document()
-        meta = self.run.to_dict()
         document = {
             "schema_version": SCHEMA_VERSION,
-            "meta": {**{key: meta[key] for key in REPORT_META_KEYS if key in meta}, **self._step_medians()},
+            "meta": {**_flat_view(self.run, REPORT_META_KEYS), **self._step_medians()},
             "verdict": plain(self.verdict),
+            "notes": plain(self.notes),
             "summary": plain(self.summary),
             "phases": plain(self.phases),
             "ops": plain(self.ops),
@@ -565,16 +596,22 @@ class Report:
                 "recorded_step_time_ms_p50": self.run.recorded_step_time_ms_p50}
 
     def _sweep_document(self) -> dict:
-        meta = self.run.to_dict()
         sweep = self.run.sweep
         return {
             "format": SWEEP_FORMAT,
             "schema_version": SWEEP_SCHEMA_VERSION,
-            "meta": {key: meta[key] for key in SWEEP_META_KEYS if key in meta},
+            "meta": _flat_view(self.run, SWEEP_META_KEYS),
+            "notes": plain(self.notes),
             "sweep": plain(self.sweep) if self.sweep is not None else {},
             "stop_reason": (sweep.stop_reason if sweep else None) or "",
             "details": plain(sweep.details) if sweep else [],
         }
+
+
+def _flat_view(run: RunMeta, keys) -> dict:
+    """The JSON report's ``meta``: the run's flat view (format 1's names, :meth:`RunMeta.to_dict`), these keys."""
+    flat = run.to_dict()
+    return {key: flat[key] for key in keys if key in flat}  # in the order of ``keys``, as the schema lists them
 
 
 #: the JSON report's shares of time, by section: a prediction (or a run that recorded no time) has calls, not

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping, Optional, Tuple
 
 from dmlprof.analysis import distributed as merge
+from dmlprof.meta import RunMeta
 from dmlprof.plain import plain
+from dmlprof.report.notes import Note, run_notes
 from dmlprof.report.verdict import Verdict
 from dmlprof.units import fmt_ms, fmt_ranks
 
@@ -151,6 +153,10 @@ class RunError:
     text: str  # ``rank N: what happened``, as every format shows it
 
 
+#: a merged run's sections, in reading order (their page titles: report/model.py's SECTION_TITLES)
+RUN_SECTIONS = ("ranks", "straggler", "verdict_differences", "collectives", "facts")
+
+
 @dataclass(frozen=True)
 class RunReport:
     """Every rank of a launched job as one report (``dmlprof report RUN_DIR``), computed once."""
@@ -176,6 +182,17 @@ class RunReport:
     #: every renderer asks a report what it is; a merged run is one kind, whatever its ranks ran
     kind: ClassVar[str] = DISTRIBUTED
     session_kind: ClassVar[str] = DISTRIBUTED
+
+    @property
+    def sections(self) -> Tuple[str, ...]:
+        """The merged run's sections, in reading order (every renderer shows those it has)."""
+        return RUN_SECTIONS
+
+    @property
+    def notes(self) -> Tuple[Note, ...]:
+        """What every format leads with: each rank that failed, each rank file left out (the JSON report holds
+        the same sentences under ``errors``)."""
+        return run_notes(self.errors)
 
     def to_dict(self) -> dict:
         """The JSON report (docs/distributed.md, ``dmlprof-distributed-report``)."""
@@ -205,12 +222,12 @@ def merged_report(run) -> RunReport:
         errors=errors, verdict=_verdict(straggler, run))
 
 
-def _about(meta: dict, measured: bool) -> RunAbout:
+def _about(meta: RunMeta, measured: bool) -> RunAbout:
     return RunAbout(
-        model=meta.get("model"), model_name=meta.get("model_name"), run_mode=meta.get("run_mode"),
-        backend=meta.get("backend"), dist_backend=(meta.get("distributed") or {}).get("backend"),
-        torch_version=meta.get("torch_version"), dmlprof_version=meta.get("dmlprof_version"),
-        batch_size=meta.get("batch_size"), timing=meta.get("timing"),
+        model=meta.model, model_name=meta.model_name, run_mode=meta.run_mode,
+        backend=meta.device.backend, dist_backend=meta.distributed.backend if meta.distributed else None,
+        torch_version=meta.environment.torch_version, dmlprof_version=meta.environment.dmlprof_version,
+        batch_size=meta.batch_size, timing=meta.recording.timing,
         step_times="measured per step (wall, device synchronised)" if measured
         else "script: from the end of one optimizer step to the end of the next (the first recorded step has none)")
 

@@ -71,9 +71,9 @@ def scan(
     kind = ContractRun if model_file.mode == "contract" else ScriptRun
     run = kind(model_file.path, backend, sync=sync, profiler=profiler, run_mode=model_file.mode, verify=verify)
     if model_file.notes:
-        run.meta["notes"] = list(model_file.notes)
+        run.facts.set(notes=model_file.notes)
     if module:
-        run.meta["model_name"] = module  # a package's __main__.py is named by its package
+        run.facts.set(model_name=module)  # a package's __main__.py is named by its package
     with backend.run_context(), cwd_kept(), streams_kept(), hard_exit_trapped():
         if model_file.mode == "contract":
             return run.run(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)
@@ -137,7 +137,8 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
     """
     backend = backend or resolve_backend(device)
     run = Run(Path(name), backend, sync=sync, profiler=profiler, run_mode="block")
-    run.meta.update(steps=0, batch_size=None, recording="every call of the block through the dispatcher")
+    run.facts.set(steps=0, batch_size=None)
+    run.facts.set_recording(description="every call of the block through the dispatcher")
     recorder = Recorder(backend, sync=sync)
     alongside = ProfilerAlongside(backend, enabled=profiler)
     result = Profiled(device=backend.device())
@@ -146,12 +147,11 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
         try:
             yield result
         except BaseException as exc:
-            run.meta.update(partial=True, partial_reason=describe_exception(exc))
+            run.facts.set(partial=True, partial_reason=describe_exception(exc))
             raise
         finally:
             recording.close()
-            run.meta["duration_s"] = round(time.perf_counter() - start, 3)
-            run.meta["steps"] = recorder.step
+            run.facts.set(duration_s=round(time.perf_counter() - start, 3), steps=recorder.step)
             result.session = run._finish(recorder, alongside)
 
 

@@ -3,8 +3,8 @@ run's facts) made into a :class:`~dmlprof.session.Session`, once, for every kind
 
 The contract run, the script run and ``dmlprof.profile`` finish through :func:`assemble`; the op
 frame itself is the recorder's (:meth:`~dmlprof.record.recorder.Recorder.frame`), which the sweep's
-child and a stuck rank's snapshot read too. ``meta`` is the run's flat facts, filled in here with
-what the recording says (the Session types them once, :class:`~dmlprof.meta.RunMeta`).
+child and a stuck rank's snapshot read too. ``facts`` is the run's :class:`~dmlprof.facts.RunFacts`,
+filled in here with what the recording says.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Optional
 import torch
 
 from dmlprof.backends import Backend
+from dmlprof.facts import RunFacts
 from dmlprof.meta import DeviceFailure, DeviceTimeCheck, Guess, Memory, NonfiniteLoss, ProfilerCheck, WarningRecord
 from dmlprof.distributed.annotate import annotate as annotate_distributed
 from dmlprof.record.profiler import ProfilerAlongside, join_call_events, profiler_op_totals
@@ -23,7 +24,7 @@ from dmlprof.session import Session
 from dmlprof.units import fmt_bytes
 
 
-def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend: Backend, meta: dict, *,
+def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend: Backend, facts: RunFacts, *,
              losses: list, step_times_ms: list, verifier=None, raised: Optional[BaseException] = None,
              interrupted: bool = False, ops=None, events=None) -> Session:
     """The Session of a recording. ``ops``/``events`` are given when the steps were timed by the
@@ -33,22 +34,21 @@ def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend:
     if ops is None:
         ops = recorder.frame()
         if recorder.device_lost_row is not None:
-            _note_lost_device(ops, recorder.device_lost_row, meta)
-        elif recorder.failed_row is not None and meta.get("partial"):
-            _note_failed_call(ops.iloc[recorder.failed_row], backend, meta, raised)
+            _note_lost_device(ops, recorder.device_lost_row, facts)
+        elif recorder.failed_row is not None and facts.partial:
+            _note_failed_call(ops.iloc[recorder.failed_row], backend, facts, raised)
         if interrupted and profiler is not None and profiler.profile is not None:
-            meta.setdefault("notes", []).append(
-                "interrupted: torch.profiler's events were not read, so there is no cross-check of the times")
+            facts.note("interrupted: torch.profiler's events were not read, so there is no cross-check of the times")
         elif profiler is not None and profiler.profile is not None:
             events = profiler.op_events()
             ops = join_call_events(ops, events, device_times=backend.profiler_device_activity)
-    _check_losses(losses, backend, meta)
+    _check_losses(losses, backend, facts)
     profiler_ops = profiler_op_totals(events) if events is not None else None
-    if "steady_state" in meta:  # the times are the profiler's own: nothing to cross-check
+    if facts.recording.structure_step:  # the times are the profiler's own: nothing to cross-check
         profiler_ops = None
-        meta["profiler_check"] = ProfilerCheck(note="measured steps were timed by torch.profiler itself")
+        facts.set_recording(profiler_check=ProfilerCheck(note="measured steps were timed by torch.profiler itself"))
     memory = safe(backend.memory, None)
-    meta.update(
+    facts.set(
         step_times_ms=[round(t, 3) for t in step_times_ms],
         memory=Memory(**vars(memory)) if memory is not None else Memory(),
         warnings=_other_warnings(recorder, backend),
@@ -56,67 +56,59 @@ def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend:
     )
     seen = ops.iloc[:profiler.covered_calls] if profiler is not None and profiler.covered_calls is not None else ops
     if profiler_ops is not None:
-        meta["profiler_check"] = _profiler_check(seen, profiler_ops, synced=bool(meta.get("sync")))
+        facts.set_recording(profiler_check=_profiler_check(seen, profiler_ops, synced=bool(facts.recording.sync)))
     if events is not None and backend.profiler_device_activity:
-        meta["device_time_check"] = _device_time_check(seen, events)
-    left_out = _recording_notes(recorder, profiler)
-    if left_out:
-        meta["notes"] = meta.get("notes", []) + left_out
+        facts.set_recording(device_time_check=_device_time_check(seen, events))
+    facts.note(*_recording_notes(recorder, profiler))
     if backend.predicted:
-        ops = _predicted_frame(ops, backend, meta, recorder.rows)
-    session = Session(meta=dict(meta), ops=ops)
+        ops = _predicted_frame(ops, backend, facts, recorder.rows)
+    session = Session(meta=facts.build(), ops=ops)
     # in a launched job: rank metadata, per-collective times, torch.profiler's own trace of this rank
     annotate_distributed(session, events, profiler)
     if verifier is not None:
-        session.extras["verify"] = verifier.result(partial=bool(meta.get("partial")))
+        session.verify = verifier.result(partial=bool(facts.partial))
     if profiler_ops is not None:
         session.profiler_ops = profiler_ops
     return session
 
 
-def _note_failed_call(failed, backend: Backend, meta: dict, raised: Optional[BaseException]) -> None:
+def _note_failed_call(failed, backend: Backend, facts: RunFacts, raised: Optional[BaseException]) -> None:
     """The call a partial run stopped in, with the user's line and the module that made it; first the
     device's refusal, when it was one (DirectML raises or would end the process)."""
-    meta["failed_op"], meta["failed_source"] = failed["op"], failed["source"]
-    if failed["module"]:
-        meta["failed_module"] = failed["module"]
+    facts.set(failed_op=failed["op"], failed_source=failed["source"], failed_module=failed["module"] or None)
     on_device = backend.device_type in failed["input_devices"] + failed["output_devices"]
     found = backend.failure_in(raised, on_device) if raised is not None else None
     if found is None:  # the user's code failed: not the device's refusal
         return
     known = backend.known_error(raised)
-    meta["device_failure"] = DeviceFailure(
+    facts.set(device_failure=DeviceFailure(
         op=failed["op"], kind=found.kind, message=found.message, dtypes=failed["dtypes"] or "",
         source=failed["source"] or "", explanation=known.explanation if known else "",
-        remedy=known.remedy if known else "", observed=not backend.predicted)
+        remedy=known.remedy if known else "", observed=not backend.predicted))
 
 
-def _note_lost_device(ops, row: int, meta: dict) -> None:
+def _note_lost_device(ops, row: int, facts: RunFacts) -> None:
     """The call in which the device was lost is the run's one failure: every call after it fails too (or
     returns values nobody can trust), and none of those is its own op's fault."""
     from dmlprof.backends.errors import KNOWN_ERRORS
 
     lost = ops.iloc[row]
     known = next(error for error in KNOWN_ERRORS if error.key == "dml_device_removed")
-    meta["failed_op"], meta["failed_source"] = lost["op"], lost["source"]
-    if lost["module"]:
-        meta["failed_module"] = lost["module"]
-    meta["device_failure"] = DeviceFailure(
+    facts.set(failed_op=lost["op"], failed_source=lost["source"], failed_module=lost["module"] or None)
+    facts.set(device_failure=DeviceFailure(
         op=lost["op"], kind="raises", message="the device was lost (DXGI_ERROR_DEVICE_REMOVED)",
         dtypes=lost["dtypes"] or "", source=lost["source"] or "", explanation=known.explanation,
-        remedy=known.remedy, observed=True)
+        remedy=known.remedy, observed=True))
     after = len(ops) - row - 1
     if after:
-        meta["notes"] = meta.get("notes", []) + [
-            f"the device was lost in call {row + 1} ({lost['op']}): the {after:,} calls after it ran on a lost device; "
-            "their results and failures are void, not their ops' doing"]
-    if not meta.get("sync"):
-        meta["notes"] = meta.get("notes", []) + [
-            "--no-sync: the device runs calls after Python returns from them, so it was lost in this call or one "
-            "shortly before it; the default per-call sync names the call itself"]
+        facts.note(f"the device was lost in call {row + 1} ({lost['op']}): the {after:,} calls after it ran on a lost "
+                   "device; their results and failures are void, not their ops' doing")
+    if not facts.recording.sync:
+        facts.note("--no-sync: the device runs calls after Python returns from them, so it was lost in this call or "
+                   "one shortly before it; the default per-call sync names the call itself")
 
 
-def _check_losses(losses: list, backend: Backend, meta: dict) -> None:
+def _check_losses(losses: list, backend: Backend, facts: RunFacts) -> None:
     """Note the first step whose loss was NaN or infinite (after recording: the check reads the device)."""
     if backend.predicted:
         return  # a prediction's values are stand-ins, and reading them would count as calls
@@ -129,7 +121,7 @@ def _check_losses(losses: list, backend: Backend, meta: dict) -> None:
             continue
         if not finite:
             value = value.item() if value.numel() == 1 else "nan or inf"
-            meta["nonfinite_loss"] = NonfiniteLoss(step=number, steps_run=len(losses), value=str(value))
+            facts.set(nonfinite_loss=NonfiniteLoss(step=number, steps_run=len(losses), value=str(value)))
             return
 
 
@@ -151,22 +143,23 @@ PLACEHOLDER_NOTE = ("these ops read values the prediction did not have (beyond i
                     "by the data; the calls after the first may differ from a real run (the report marks them)")
 
 
-def _predicted_frame(ops, backend: Backend, meta: dict, rows: list):
+def _predicted_frame(ops, backend: Backend, facts: RunFacts, rows: list):
     """A prediction has calls, not times: the host time spent predicting is nobody's cost."""
     ops = ops.copy()
     ops["evidence"] = backend.fallback_evidence  # every verdict rests on the table's registrations
     ops["time_ns"] = 0
     ops["start_ns"] = 0
     placeholders = backend.placeholder_ops()
-    meta.update(step_times_ms=[], memory=Memory(), placeholder_ops=placeholders)
+    facts.set(step_times_ms=(), memory=Memory())
+    facts.set_prediction(placeholder_ops=placeholders)
     guess = backend.first_guess()
     if guess is not None:
         first_seq = _first_call_after(rows, guess.time_ns)
         during = bool(rows) and rows[first_seq][5] <= guess.time_ns  # made up inside that call, not before it
-        meta["predicted_guess"] = Guess(first_seq=first_seq, op=guess.op, why=guess.why,
-                                        source=rows[first_seq][10] if during else "")
+        facts.set_prediction(guess=Guess(first_seq=first_seq, op=guess.op, why=guess.why,
+                                         source=rows[first_seq][10] if during else ""))
     if placeholders:
-        meta["notes"] = meta.get("notes", []) + [PLACEHOLDER_NOTE]
+        facts.note(PLACEHOLDER_NOTE)
     return ops
 
 

@@ -36,7 +36,7 @@ class ContractRun(Run):
         training = training or TrainingStep.from_file(self.path, self.backend, batch_size, call=self._user_call)
         if prepare is not None:
             prepare(training)
-        self.meta.update(
+        self.facts.set(
             batch_size=training.batch_size,
             warmup_steps=warmup,
             steps_requested=steps,
@@ -51,8 +51,7 @@ class ContractRun(Run):
         if failed is not None:
             # The step is taken again under the recorder, so the session shows the call that
             # fails and who asked for it rather than only the error.
-            self.meta["notes"] = self.meta.get("notes", []) + [
-                "the warm-up step failed; the step was taken again, recorded, to show the call that fails"]
+            self.facts.note("the warm-up step failed; the step was taken again, recorded, to show the call that fails")
             session = self._record_every_step(training, 1)
         elif self.sync or not self.profiler_enabled or self.verify:  # --verify checks every call
             session = self._record_every_step(training, steps)
@@ -82,7 +81,7 @@ class ContractRun(Run):
 
     def _record_every_step(self, training: TrainingStep, steps: int) -> Session:
         """Every measured step through the dispatch mode (exact, per-call sync possible)."""
-        self.meta["recording"] = "every call of every measured step through the dispatcher"
+        self.facts.set_recording(description="every call of every measured step through the dispatcher")
         recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(training.model))
         recorder.modules.name_tree(training.model)
         self.live_rows = recorder.rows
@@ -93,13 +92,13 @@ class ContractRun(Run):
                 recording.close()
                 return self._finish(recorder, profiler)
 
-        with Recording(recorder, profiler, facts=self.meta) as recording:
+        with Recording(recorder, profiler, facts=self.facts) as recording:
             with progress.phase("verified steps" if self.verify else "steps", total=steps) as bar:
                 for step in range(steps):
                     recorder.step = step
                     recorder.modules.reset_nodes()
                     self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
-                    self.meta["steps"] = step + 1
+                    self.facts.set(steps=step + 1)
                     bar.advance()
             session = finish()  # inside: stopping the profiler is part of the processing shown
         if self.backend.is_accelerator():  # per-call recording and syncs slow a launch-bound step down
@@ -114,7 +113,7 @@ class ContractRun(Run):
         """
         recorder = Recorder(self.backend, sync=False)
         recorder.modules.name_tree(training.model)
-        journal_calls(recorder, self.meta)
+        journal_calls(recorder, self.facts)
         structure_profiler = ProfilerAlongside(self.backend)
         with progress.phase("structure step", total=1) as bar:
             with structure_profiler:
@@ -122,19 +121,16 @@ class ContractRun(Run):
                     with torch.profiler.record_function(f"{steady.STEP_RANGE}0"):
                         started = time.perf_counter_ns()
                         self._guarded(lambda: self._timed_step(training, recorder))
-                        self.meta["structure_step_ms"] = round((time.perf_counter_ns() - started) / 1e6, 3)
+                        self.facts.set_recording(structure_step_ms=round((time.perf_counter_ns() - started) / 1e6, 3))
             template = recorder.frame()
             structure = steady.Structure.from_template(template, structure_profiler.op_events())
             bar.advance()
         if structure is None:
-            self.meta["notes"] = self.meta.get("notes", []) + [
-                "the structure step's trace did not line up with its calls; every step was recorded instead"
-            ]
+            self.facts.note("the structure step's trace did not line up with its calls; every step was recorded instead")
             return self._record_every_step(training, steps)
-        self.meta["recording"] = (
+        self.facts.set_recording(description=(
             "one structure step through the dispatcher; measured steps timed per call by torch.profiler "
-            "and aligned with it by op name (--no-sync)"
-        )
+            "and aligned with it by op name (--no-sync)"))
         warnings = WarningCapture()
         profiler = ProfilerAlongside(self.backend)
         step_warnings = []
@@ -151,7 +147,7 @@ class ContractRun(Run):
                     with torch.profiler.record_function(f"{steady.STEP_RANGE}{step}"):
                         self._guarded(lambda: self._timed_step(training, None, keep_time=True), finish=finish)
                     step_warnings.append(warnings.messages[first:])
-                    self.meta["steps"] = step + 1
+                    self.facts.set(steps=step + 1)
                     bar.advance()
             session = finish()  # inside: stopping the profiler is part of the processing shown
         # The profiler inflates a launch-bound step by a third or more (H200: 1.35x ResNet-18 bs 8,
@@ -165,7 +161,7 @@ class ContractRun(Run):
         with nothing recording or profiling them (a prediction has no times; --verify's steps are
         checked ones; a partial run stops where it broke). Not on a DirectML stand-in: its times are
         host-CPU times, and its fallback counters must hold the recorded steps alone."""
-        if self.meta.get("partial") or self.verify or self.backend.stands_in_for_directml:
+        if self.facts.partial or self.verify or self.backend.stands_in_for_directml:
             return
         with progress.phase("unrecorded steps", total=steps) as bar:
             for _ in range(steps):
@@ -200,11 +196,11 @@ class ContractRun(Run):
         ops = pd.concat(frames, ignore_index=True) if frames else structure.template.iloc[0:0].copy()
         ops["seq"] = range(len(ops))
         ops["ranges"] = numbered_ranges(ops["ranges"].tolist() if frames else [])
-        self.meta["steady_state"] = SteadyState(
+        self.facts.set_recording(steady_state=SteadyState(
             structure_step_calls=len(structure.template), matched_steps=len(frames), unmatched_steps=tuple(unmatched),
-            fallback_mismatch_steps=tuple(mismatched), calls_timed_from_structure_step=unmatched_calls)
+            fallback_mismatch_steps=tuple(mismatched), calls_timed_from_structure_step=unmatched_calls))
         if unmatched or mismatched:
-            self.meta.setdefault("notes", []).append(
+            self.facts.note(
                 f"steps {unmatched + mismatched} differed from the structure step and are "
                 + ("left out" if unmatched else "kept, but their fallbacks differed")
                 + "; scan without --no-sync to record every call of every step"

@@ -18,14 +18,14 @@ import torch
 from dmlprof import interrupts, progress
 from dmlprof.backends import Backend
 from dmlprof.errors import CallRefused, DeviceError, DmlprofError, Interrupted, ModelRaisedError
-from dmlprof.meta import LIVE, run_facts
+from dmlprof.facts import RunFacts, run_facts
 from dmlprof.model_file import describe_exception
 from dmlprof.record.attribution import raised_at
 from dmlprof.record.journal import process_journal
 from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside
 from dmlprof.record import budget
 from dmlprof.record.recorder import Recorder
-from dmlprof.runner.assembly import assemble, safe
+from dmlprof.runner.assembly import assemble
 from dmlprof.runner.user_code import HardExit, exit_call
 from dmlprof.session import Session
 
@@ -52,7 +52,7 @@ class Recording:
     torch.profiler, entered together and closed once, capture first, however the stretch ends
     (``close()`` early to build a partial session from what was recorded)."""
 
-    def __init__(self, capture, profiler: ProfilerAlongside, facts: Optional[dict] = None):
+    def __init__(self, capture, profiler: ProfilerAlongside, facts: Optional[RunFacts] = None):
         self.capture, self.profiler = capture, profiler
         #: the run's facts so far: a journaled recording starts with them (what a crash's partial session holds)
         self.facts = facts
@@ -92,7 +92,7 @@ class Recording:
         return False
 
 
-def journal_calls(recorder: Recorder, facts: Optional[dict]) -> None:
+def journal_calls(recorder: Recorder, facts: Optional[RunFacts]) -> None:
     """Where a scan's parent asked for it, each call is written down as it happens (:mod:`dmlprof.survival`):
     the run's facts so far first, what a crash's partial session starts from."""
     journal = process_journal()
@@ -100,13 +100,13 @@ def journal_calls(recorder: Recorder, facts: Optional[dict]) -> None:
         return
     from dmlprof.schema import empty_ops_frame
 
-    journal.header(Session(meta=dict(facts or {}), ops=empty_ops_frame()).to_json())
+    journal.header(Session(meta=(facts or RunFacts()).build(), ops=empty_ops_frame()).to_json())
     recorder.journal = journal
 
 
 class Run:
-    """One run of the user's code under record: its facts (``meta``, flat keys the Session types once)
-    and what it measured, the guard around the user's code, and the Session it ends with."""
+    """One run of the user's code under record: its facts (``facts``, typed as they are set) and what it
+    measured, the guard around the user's code, and the Session it ends with."""
 
     def __init__(self, path: Path, backend: Backend, *, sync: bool, profiler: bool, run_mode: str,
                  verify: bool = False):
@@ -117,14 +117,9 @@ class Run:
         self.sync = sync
         self.profiler_enabled = profiler
         self.run_mode = run_mode
-        # The run's facts as flat meta keys, gathered as it goes; the Session types them (RunMeta).
-        self.meta = {
-            **live_facts(path, backend, run_mode=run_mode, sync=sync),
-            "profiler": profiler,
-        }
-        if verify:
-            self.meta["verify"] = True
-        self.meta.update(backend.run_meta())
+        #: the run's facts, gathered as it goes (RunMeta's fields, typed as they are set)
+        self.facts = live_facts(path, backend, run_mode=run_mode, sync=sync)
+        self.facts.set_recording(profiler=profiler, verify=True if verify else None)
         backend.first_refusal = None  # this run's refusals only (a backend may serve a scan twice: --replace)
         #: the run ended at a call refused in place (then the calls recorded after it are not kept)
         self.ended_by_refusal = False
@@ -178,7 +173,7 @@ class Run:
         if known is not None:
             return DeviceError(f"{what}: {known.explanation}", remedy=known.remedy)
         remedy = None
-        if self.run_mode == "script" and not self.meta.get("remapped_from"):
+        if self.run_mode == "script" and not self.facts.remapped_from:
             # A script that checks for its own device ("assert torch.cuda.is_available()") fails in
             # its own words; where it names a device this scan does not have, say how to scan it.
             hint = remap_hint(self.path)
@@ -224,7 +219,7 @@ class Run:
         self.backend.first_refusal = None  # said: the run ends here (a failed warm-up step is taken again, recorded)
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
-        self.meta.update(partial=True, partial_reason=str(cause.one_line()))
+        self.facts.set(partial=True, partial_reason=str(cause.one_line()))
         if isinstance(cause, Interrupted):
             # Ctrl-C: saving a long recording takes a while; say so, and let no second Ctrl-C lose it
             self.interrupted = True
@@ -265,10 +260,10 @@ class Run:
             # the calls after a refused one never run on the device (the process ends there): not kept
             del recorder.rows[refused_row + 1:]
             recorder.failed_row = refused_row
-        facts = dict(self.meta)
+        facts = self.facts.copy()
         while True:
             try:
-                return assemble(recorder, profiler, self.backend, self.meta, losses=self.losses,
+                return assemble(recorder, profiler, self.backend, self.facts, losses=self.losses,
                                 step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
                                 interrupted=self.interrupted, ops=ops, events=events)
             except MemoryError:  # what was recorded filled the memory: save its first half, then a quarter...
@@ -280,10 +275,9 @@ class Run:
                 if recorder.failed_row is not None and recorder.failed_row >= kept:
                     recorder.failed_row = None
                 gc.collect()
-                self.meta.clear()
-                self.meta.update(facts, notes=list(facts.get("notes", [])) + [
-                    f"the memory ran out as the session was built: it holds the first {kept:,} recorded calls only, "
-                    "without torch.profiler's cross-check"])
+                self.facts = facts.copy()
+                self.facts.note(f"the memory ran out as the session was built: it holds the first {kept:,} recorded "
+                                "calls only, without torch.profiler's cross-check")
 
 
 def _module_named(path: Optional[str], classes) -> str:
@@ -294,17 +288,14 @@ def _module_named(path: Optional[str], classes) -> str:
     return f"in {path}" + (f" ({kind})" if kind and kind != path.rsplit(".", 1)[-1] else "")
 
 
-def live_facts(path: Path, backend: Backend, *, run_mode: str, sync: bool) -> dict:
-    """The facts a live run of ``path`` on ``backend`` starts with (what a rank's snapshot keeps too)."""
-    return {
-        **run_facts(path, kind=LIVE, run_mode=run_mode, torch_version=torch.__version__),
-        "backend": backend.name,
-        "device": str(backend.device()),
-        "device_name": safe(backend.device_name, "unknown"),
-        "backend_versions": safe(backend.versions, {}),
-        "sync": bool(sync and backend.is_accelerator()),
-        "timing": _timing_note(backend, sync),
-    }
+def live_facts(path: Path, backend: Backend, *, run_mode: str, sync: bool) -> RunFacts:
+    """The facts a run of ``path`` on ``backend`` starts with (what a rank's snapshot keeps too): the
+    backend's own record says the device, and whether the run is a prediction."""
+    on = backend.run_meta()
+    facts = run_facts(path, kind=on.kind, run_mode=run_mode, torch_version=torch.__version__)
+    facts.set(device=on.device, prediction=on.prediction)
+    facts.set_recording(sync=bool(sync and backend.is_accelerator()), timing=on.timing or _timing_note(backend, sync))
+    return facts
 
 
 def _timing_note(backend: Backend, sync: bool) -> str:

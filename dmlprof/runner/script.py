@@ -29,7 +29,7 @@ class ScriptRun(Run):
 
     def run(self, *, script_args: list, steps: int, warmup: int, run_to_end: bool = False,
             remap_from: Optional[str] = None, module: Optional[str] = None) -> Session:
-        self.meta.update(script_args=script_args, steps=0, batch_size=None)
+        self.facts.set(script_args=script_args, steps=0, batch_size=None)
         recorder = Recorder(self.backend, sync=self.sync, verifier=self._new_verifier(None))
         self.live_rows = recorder.rows
         profiler = ProfilerAlongside(self.backend, enabled=self.profiler_enabled)
@@ -56,20 +56,20 @@ class ScriptRun(Run):
         def finish():
             with self._processing():
                 recording.close()
-                self.meta["steps"] = recorder.step if recorder.window.taken >= warmup else 0
-                self.meta["script_window"] = recorder.window.describe()
+                self.facts.set(steps=recorder.step if recorder.window.taken >= warmup else 0,
+                               script_window=recorder.window.describe())
                 return self._finish(recorder, profiler)
 
-        self.meta["recording"] = ("every call of the script's optimizer steps through the dispatcher (and of its "
-                                  "set-up before the first step)")
+        self.facts.set_recording(description="every call of the script's optimizer steps through the dispatcher "
+                                             "(and of its set-up before the first step)")
         if remap_from:
-            self.meta["remapped_from"] = remap_from
+            self.facts.set(remapped_from=remap_from)
         self.backend.reset_peak_memory()
-        with Recording(recorder, profiler, facts=self.meta) as recording:
+        with Recording(recorder, profiler, facts=self.facts) as recording:
             with progress.phase("optimizer steps", total=warmup + steps) as bar:
                 recorder.window.progress = bar
                 self._guarded(run_script, finish=finish)
-            self.meta["duration_s"] = round(time.perf_counter() - start, 3)
+            self.facts.set(duration_s=round(time.perf_counter() - start, 3))
             session = finish()  # inside: stopping the profiler is part of the processing shown
         if session.ops.empty and recorder.window.taken:  # it ran ops, all in steps left unrecorded
             raise ModelFileError(
@@ -98,10 +98,10 @@ class ScriptRun(Run):
         return stack
 
     def _check_window(self, window: StepWindow) -> None:
-        if window.taken and window.taken < window.warmup + window.steps and not self.meta.get("partial"):
+        if window.taken and window.taken < window.warmup + window.steps and not self.facts.partial:
             recorded = ("its set-up and first step" if window.taken < window.warmup else
                         f"{window.taken - window.warmup} step(s) after {window.warmup} unrecorded")
-            self.meta.setdefault("notes", []).append(
+            self.facts.note(
                 f"the script took {window.taken} optimizer step(s), fewer than --warmup {window.warmup} + "
                 f"--steps {window.steps}: the session holds {recorded}")
 

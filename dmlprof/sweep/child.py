@@ -168,13 +168,12 @@ def measure(args) -> dict:
     except DmlprofError as exc:
         result["error"] = exc.one_line()
         return result
-    result.update(
-        backend=backend.name,
-        device=_safe(lambda: str(backend.device()), ""),
-        device_index=args.device_index,
-        device_name=_safe(backend.device_name, "unknown"),
-        torch_version=torch.__version__,
-    )
+    # the device as the backend's own record says it (what a scan's session holds), in the result's words
+    from dmlprof.meta import Device
+
+    device = _safe(lambda: backend.run_meta().device, Device(backend=backend.name, device="", name="unknown"))
+    result.update(backend=device.backend, device=device.device or "", device_index=args.device_index,
+                  device_name=device.name or "unknown", torch_version=torch.__version__)
     cap = MemoryCap(args.memory_limit)
     cap.apply()
     if cap.note:

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional
 
-import dmlprof
 from dmlprof import progress
 from dmlprof.analysis.sweep import SWEEP_COLUMNS, failed_row
 from dmlprof.errors import ModelFileError, UsageError
-from dmlprof.meta import SWEEP, SweepRun, SweepSettings, run_facts
+from dmlprof.facts import run_facts
+from dmlprof.meta import SWEEP, Device, RunMeta, SweepRun, SweepSettings
 from dmlprof.model_file import inspect_model_file
 from dmlprof.sweep.child import AMP_DTYPES, RESULT_MARKER, memory_limit_supported
 from dmlprof.sweep.options import (DEFAULT_CHILD_TIMEOUT_S, DEFAULT_MAX_BATCH_SIZE, DEFAULT_STEPS, DEFAULT_TIME_BUDGET_S,
@@ -68,31 +68,27 @@ class SweepResult:
                 return result[key]
         return default
 
-    def meta(self) -> dict:
-        """Session metadata for the sweep."""
+    def meta(self) -> RunMeta:
+        """The sweep's run facts (the device as its children's results name it)."""
         total = self.memory_total_bytes
-        accelerator = self.first("backend", self.device) != "cpu"
-        return {
-            **run_facts(self.model, kind=SWEEP, run_mode=SWEEP, torch_version=self.first("torch_version", "")),
-            "backend": self.first("backend", self.device),
-            "device": self.first("device", ""),
-            "device_name": self.first("device_name", "unknown"),
-            "started_at": self.started_at,
-            "duration_s": round(self.duration_s, 3),
-            "partial": self.interrupted,
-            **({"partial_reason": "interrupted"} if self.interrupted else {}),
-            "sweep": SweepRun(
-                stop_reason=self.stop_reason,
-                memory_budget=self.budget.describe(total, "device memory" if accelerator else "physical memory"),
-                memory_total_bytes=total, settings=self.settings, notes=tuple(self.notes),
-                details=tuple({k: r.get(k) for k in _DETAIL_KEYS if k in r} for r in self.results)),
-        }
+        device = Device(backend=self.first("backend", self.device), device=self.first("device", ""),
+                        name=self.first("device_name", "unknown"))
+        accelerator = device.backend != "cpu"
+        facts = run_facts(self.model, kind=SWEEP, run_mode=SWEEP, torch_version=self.first("torch_version", ""))
+        facts.set(device=device, started_at=self.started_at, duration_s=round(self.duration_s, 3),
+                  partial=self.interrupted, partial_reason="interrupted" if self.interrupted else None,
+                  sweep=SweepRun(
+                      stop_reason=self.stop_reason,
+                      memory_budget=self.budget.describe(total, "device memory" if accelerator else "physical memory"),
+                      memory_total_bytes=total, settings=self.settings, notes=tuple(self.notes),
+                      details=tuple({k: r.get(k) for k in _DETAIL_KEYS if k in r} for r in self.results)))
+        return facts.build()
 
     def to_session(self):
         """The sweep as a Session (no op rows; the sweep in ``extras["sweep"]``)."""
         from dmlprof.session import Session
 
-        return Session(meta=self.meta(), extras={"sweep": self.summary()})
+        return Session(meta=self.meta(), sweep=self.summary())
 
 
 
@@ -113,7 +109,7 @@ def child_command(model: Path, batch_size: int, *, device: str, steps: int, warm
 def _child_env() -> dict:
     env = dict(os.environ)
     # The child must import this very dmlprof, installed or not.
-    package_root = str(Path(dmlprof.__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])  # dmlprof/sweep/driver.py -> the folder holding dmlprof/
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.setdefault("PYTHONIOENCODING", "utf-8")
     return env

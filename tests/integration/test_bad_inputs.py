@@ -633,7 +633,7 @@ def test_d19_a_page_from_a_session_with_thousands_of_ops_and_sweep_rows_opens_an
     ops = make_session([{"op": f"aten::op{i}", "time_ns": 1_000 + i, "module": f"Net.block{i}.conv{i % 7}",
                          "verdict": "fallback" if i % 3 == 0 else "device"} for i in range(PAGE_ROWS * 3)])
     rows = [dict(SWEEP["rows"][0], batch_size=n + 1) for n in range(PAGE_ROWS * 5)]
-    session = Session(meta=ops.meta, ops=ops.ops, extras={"sweep": dict(SWEEP, rows=rows)})
+    session = Session(meta=ops.meta, ops=ops.ops, **{"sweep": dict(SWEEP, rows=rows)})
     page = tmp_path / "hostile.html"
     page.write_text(render_html(session), encoding="utf-8")
     assert page.stat().st_size < 5_000_000

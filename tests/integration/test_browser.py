@@ -268,7 +268,7 @@ def _knee_sweep_session():
                                        (64, 305.0, 230.0, 8))]
     data["rows"].append(dict(SWEEP["rows"][2], batch_size=128))
     data.update(recommended_batch_size=32, knee_batch_size=32, memory_budget_bytes=None)
-    return Session(meta=base.meta.to_dict(), extras={"sweep": data})
+    return Session(meta=base.meta.to_dict(), **{"sweep": data})
 
 
 def test_a_sweep_page_leads_with_its_recommendation_and_plots_the_knee_and_the_memory_edge(driver, tmp_path):

@@ -189,7 +189,7 @@ def test_a_rank_killed_mid_run_leaves_the_other_session_and_one_error_line(cli, 
     assert not (folder / "rank1.session.json").exists()
     merged = cli("report", folder)
     assert merged.returncode == 0 and "missing: 1" in merged.stdout
-    assert "ERROR   rank 1: died (killed by SIGKILL)" in merged.stdout and "ERROR   rank 0: " in merged.stdout
+    assert "RANK FAILED  rank 1: died (killed by SIGKILL)" in merged.stdout and "RANK FAILED  rank 0: " in merged.stdout
 
 
 def test_a_rank_hanging_before_a_collective_times_out_naming_it(cli, tmp_path):
@@ -255,7 +255,7 @@ def test_tensorboard_reads_the_rank_traces_as_one_distributed_run(tmp_path):
         table = collectives_frame(session.ops, None)
         table["comm_start_ns"] = pd.array(table["start_ns"] + 1_000, dtype="Int64")
         table["comm_time_ns"] = pd.array([30_000 + 10_000 * rank] * len(table), dtype="Int64")
-        session.extras["collectives"] = frame_columns(table)
+        session.collectives = frame_columns(table)
         write_rank_trace(session, tmp_path / "tb", "ddp-run")
     port = free_port()
     base, log_path = f"http://127.0.0.1:{port}", tmp_path / "tensorboard.log"

@@ -72,12 +72,12 @@ def scan_and_compare(path, backend) -> tuple:
         assert failed, f"scan stopped for another reason: {stopped}"
         assert failed.group(1) in backend.fallback_counts(), str(stopped)
         session = stopped.session
-        assert session.meta["partial"]
+        assert session.meta.to_dict()["partial"]
         # The call that broke the step is in the partial session, as a fallback.
         assert (session.ops["fallback_ops"].str.contains(failed.group(1), regex=False)).any()
     oracle = Counter(backend.fallback_counts())
     reported = reported_fallbacks(session)
-    assert session.meta["backend"] == "emulated-dml"
+    assert session.meta.to_dict()["backend"] == "emulated-dml"
     assert reported == oracle, (
         f"dmlprof reported {dict(reported)} but the device counted {dict(oracle)}; "
         f"missed {dict(oracle - reported)}, extra {dict(reported - oracle)}"

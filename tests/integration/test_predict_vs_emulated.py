@@ -68,8 +68,8 @@ def test_predicted_fallbacks_equal_emulated_fallbacks(model, tmp_path):
 
     testing = _emulated_device()
     done, predicted = _predict_in_fresh_process(model, tmp_path)
-    assert predicted.meta["mode"] == "predicted"
-    assert predicted.meta["table_version"].startswith("torch-directml 0.2.5.dev240914")
+    assert predicted.meta.to_dict()["mode"] == "predicted"
+    assert predicted.meta.to_dict()["table_version"].startswith("torch-directml 0.2.5.dev240914")
 
     stopped = None
     try:  # the prediction's defaults: one unrecorded step, one recorded
@@ -83,6 +83,6 @@ def test_predicted_fallbacks_equal_emulated_fallbacks(model, tmp_path):
     assert fallback_op_set(predicted.ops) == emulated
     # Stopping agrees too: a predicted failure is a real failure, and only then.
     assert (done.returncode != 0) == (stopped is not None), (done.stderr[-1000:], stopped)
-    assert bool(predicted.meta.get("partial")) == (stopped is not None)
+    assert bool(predicted.meta.to_dict().get("partial")) == (stopped is not None)
     if stopped is not None:
-        assert predicted.meta["failed_op"] in str(stopped)
+        assert predicted.meta.to_dict()["failed_op"] in str(stopped)

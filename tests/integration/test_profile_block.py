@@ -25,7 +25,7 @@ def test_profile_records_every_call_of_the_block_with_phases_and_modules():
         assert run.session is None  # filled when the block ends
         _train(model, optimizer, steps=2)
     session = run.session
-    assert session.meta["run_mode"] == "block" and session.meta["steps"] == 2
+    assert session.meta.to_dict()["run_mode"] == "block" and session.meta.to_dict()["steps"] == 2
     ops = session.ops
     assert set(ops["phase"]) >= {"forward", "backward", "optimizer"}
     assert "Sequential.0" in set(ops.loc[ops["phase"] == "forward", "module"])
@@ -45,7 +45,7 @@ def test_an_exception_in_the_block_keeps_the_partial_session():
         with dmlprof.profile("cpu") as run:
             _train(model, optimizer, steps=1)
             raise ValueError("stop here")
-    assert run.session.partial and "stop here" in run.session.meta["partial_reason"]
+    assert run.session.partial and "stop here" in run.session.meta.to_dict()["partial_reason"]
     assert len(run.session.ops) > 0
     # recording really stopped: ops after the block are not recorded anywhere
     torch.ones(2) + 1

@@ -23,7 +23,7 @@ def test_our_calls_and_their_total_time_match_torch_profiler():
     assert len(check) >= 10, "the profiler should have timed most ops"
     # every op the profiler saw, it saw as often as we did
     assert (check["calls"] == check["profiler_calls"]).all(), check
-    assert session.meta["profiler_check"]["matched_ops"] == len(check)
+    assert session.meta.to_dict()["profiler_check"]["matched_ops"] == len(check)
     fixed_cost_ms, substantial = split_fixed_cost(check)
     assert fixed_cost_ms < 0.5, f"{fixed_cost_ms * 1000:.0f} us a call beyond the profiler's time on small ops"
     assert len(substantial) >= 3, check

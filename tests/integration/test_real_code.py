@@ -41,7 +41,7 @@ def test_a_directml_script_runs_unmodified_and_stops_after_its_steps(tmp_path):
     done, report = _report(tmp_path, FIXTURES / "dml_style_train.py", "--device", "emulated-dml", "--steps", "3")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    meta = report.meta
+    meta = report.meta.to_dict()
     # 1 unrecorded warm-up step, 3 recorded, then the 100,000-step script was stopped.
     assert meta["script_window"]["optimizer_steps_taken"] == 4 and meta["script_window"]["window_closed"]
     assert meta["steps"] == 3
@@ -52,7 +52,7 @@ def test_a_cuda_script_predicted_for_directml_with_from_cuda(tmp_path):
     done, report = _report(tmp_path, FIXTURES / "cuda_style_train.py", "--target", "dml", "--from", "cuda",
                            "--steps", "2")
     assert done.returncode == 0, done.stderr
-    meta = report.meta
+    meta = report.meta.to_dict()
     assert meta["backend"] == "emulated-dml" and meta["target"] == "dml" and meta["remapped_from"] == "cuda"
     assert any("emulated DirectML device" in note for note in meta["notes"])
     assert meta["script_window"]["optimizer_steps_taken"] == 3
@@ -107,15 +107,15 @@ def test_a_script_that_never_used_the_device_says_so(tmp_path):
         """), encoding="utf-8")
     done, report = _report(tmp_path, script, "--device", "emulated-dml", "--steps", "2")
     assert done.returncode == 0, done.stderr
-    assert report.meta["device_unused"]["devices_used"] == ["cpu"]
+    assert report.meta.to_dict()["device_unused"]["devices_used"] == ["cpu"]
 
 
 def test_run_to_end_lets_the_script_finish_unrecorded(tmp_path):
     done, report = _report(tmp_path, FIXTURES / "train_script.py", "--device", "emulated-dml", "--steps", "2",
                            "--run-to-end", script_args=("--epochs", "6"))
     assert done.returncode == 0, done.stderr
-    window = report.meta["script_window"]
-    assert window["optimizer_steps_taken"] == 6 and window["window_closed"] and report.meta["steps"] == 2
+    window = report.meta.to_dict()["script_window"]
+    assert window["optimizer_steps_taken"] == 6 and window["window_closed"] and report.meta.to_dict()["steps"] == 2
     assert set(report.ops["step"]) == {0, 1}
 
 
@@ -191,7 +191,7 @@ def test_dtypes_directml_refuses_fail_with_the_op_and_line(tmp_path, dtype, word
     line = done.stderr.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in line
     assert words in line and "aten::ones" in line and "typed_model.py:10" in line, line
-    assert session.meta["partial"] and session.meta["failed_op"] == "aten::ones"
+    assert session.meta.to_dict()["partial"] and session.meta.to_dict()["failed_op"] == "aten::ones"
 
 
 def test_a_model_built_in_float64_fails_as_it_moves_to_the_device(tmp_path):

@@ -61,7 +61,7 @@ def test_a_model_that_segfaults_mid_step_keeps_the_steps_recorded_before_it(tmp_
     (error,) = done.stderr.strip().splitlines()
     assert error.startswith("dmlprof: error: the scanned process died of SIGSEGV at net.py:19")
     assert "[partial session saved to reports" in error
-    assert "PARTIAL  stopped early: the scanned process died of SIGSEGV" in done.stdout
+    assert "PARTIAL SESSION  The run stopped early: the scanned process died of SIGSEGV" in done.stdout
     (path,) = _sessions(tmp_path / "reports")
     session = json.loads(path.read_text(encoding="utf-8"))
     assert session["meta"]["partial"] is True

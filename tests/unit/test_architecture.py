@@ -8,6 +8,7 @@ functions too, and so does a module named in a string handed to
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dmlprof"
 
 # Lowest first. A module may import its own layer and the layers below it, never one above.
 LAYERS = (
-    ("foundation", ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
-                    "dmlprof.tables", "dmlprof.files", "dmlprof.session_check", "dmlprof.interrupts",
-                    "dmlprof.progress")),
+    ("foundation", ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema",
+                    "dmlprof.meta", "dmlprof.facts", "dmlprof.tables", "dmlprof.files", "dmlprof.session_check",
+                    "dmlprof.interrupts", "dmlprof.progress")),
     ("data", ("dmlprof.session",)),
     ("analysis", ("dmlprof.analysis",)),
     ("library", ("dmlprof.replacements",)),
@@ -59,9 +60,12 @@ def _resolve(name: str):
 
 
 def _imports(module: str, path: Path) -> set:
-    """The dmlprof modules ``module`` imports anywhere in its body (ancestor packages left out)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    is_package = path.name == "__init__.py"
+    """The dmlprof modules ``module`` imports anywhere in its body (the top package included)."""
+    return _imports_in(module, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py")
+
+
+def _imports_in(module: str, source: str, is_package: bool = False) -> set:
+    tree = ast.parse(source)
     found = set()
     for node in ast.walk(tree):
         names = []
@@ -72,12 +76,17 @@ def _imports(module: str, path: Path) -> set:
             for _ in range(max(node.level - 1, 0)):
                 base = base.rpartition(".")[0]
             target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-            names = [target] + [f"{target}.{alias.name}" for alias in node.names]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("dmlprof."):
+            # ``from package import submodule`` needs the submodule; ``from package import name`` the package
+            names = [f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES \
+                and node.value.startswith("dmlprof."):
             names = [node.value]  # a module named for importlib.import_module
         for name in names:
             resolved = _resolve(name) if name.startswith("dmlprof") else None
-            if resolved and resolved != module and not module.startswith(resolved + "."):
+            # A package of the module's own room is its own layer (and Python's package/submodule cycle);
+            # the top package is not: it is the public API, the interface, and `from dmlprof import
+            # __version__` in a low room is an upward import like any other.
+            if resolved and resolved != module and (resolved == "dmlprof" or not module.startswith(resolved + ".")):
                 found.add(resolved)
     return found
 
@@ -143,6 +152,14 @@ def test_the_graph_sees_lazy_imports():
     assert "dmlprof.render.notebook" in GRAPH["dmlprof"]
 
 
+def test_an_import_of_the_top_package_from_below_is_an_edge():
+    # `from dmlprof import __version__` runs the public API (the interface): the layer rules must see it,
+    # while `from dmlprof import progress` needs only the submodule
+    source = "from dmlprof import __version__\nfrom dmlprof import progress\nX = 'dmlprof.patch(model)'\n"
+    assert _imports_in("dmlprof.meta", source) == {"dmlprof", "dmlprof.progress"}
+    assert "dmlprof" not in GRAPH["dmlprof.meta"]  # the version comes from dmlprof.version, below
+
+
 def test_no_import_cycles():
     assert _cycles(GRAPH) == []
 
@@ -202,9 +219,9 @@ def _imports_torch(path: Path) -> bool:
 
 def test_the_foundation_report_renderers_and_cli_never_import_torch():
     # (what they import from dmlprof is covered by the layers; the CLI test checks sys.modules for real)
-    packages = ("dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema", "dmlprof.meta",
-                "dmlprof.session", "dmlprof.analysis", "dmlprof.report", "dmlprof.render", "dmlprof.cli",
-                "dmlprof.output")
+    packages = ("dmlprof.version", "dmlprof.errors", "dmlprof.units", "dmlprof.plain", "dmlprof.schema",
+                "dmlprof.meta", "dmlprof.facts", "dmlprof.session", "dmlprof.analysis", "dmlprof.report",
+                "dmlprof.render", "dmlprof.cli", "dmlprof.output")
     modules = {"dmlprof", "dmlprof.replacements", "dmlprof.replacements.catalog", "dmlprof.backends"}
     offenders = [m for m, path in MODULES.items()
                  if (m in modules or m.startswith(tuple(p + "." for p in packages)) or m in packages)
@@ -259,11 +276,26 @@ def test_every_report_formatter_stays_simple():
     assert complex_ == set()
 
 
-def test_renderers_read_no_metadata_dict():
-    # run facts reach a renderer typed (RunMeta), never as session.meta.get("...")
-    offenders = [f"{path.name}:{n}" for path in (PACKAGE / "render").glob("*.py")
+#: a run fact read or written by its name as a string: ``meta.get("steps")``, ``meta["backend"]``,
+#: ``facts["notes"]``, ``session.meta.get(...)`` (issue 35: one vocabulary, typed from producer to file)
+RUN_FACT_BY_NAME = re.compile(r"""\b(?:meta|facts)(?:\.get\(\s*['"]|\[\s*['"])|\.meta(?:\.get\(|\[)""")
+#: the file's edge, where the flat names of format 1 and the JSON report live: the reader and writer
+RUN_FACT_FILE_EDGE = ("meta.py",)
+
+
+def test_the_run_fact_pattern_finds_string_access():
+    found = [line for line in ('meta.get("steps")', "meta['backend']", 'facts["notes"] = 1', "session.meta.get(key)",
+                               "run.meta[k]", "meta.steps", "facts.set(steps=1)", "session.meta.updated(x=1)")
+             if RUN_FACT_BY_NAME.search(line)]
+    assert found == ['meta.get("steps")', "meta['backend']", 'facts["notes"] = 1', "session.meta.get(key)", "run.meta[k]"]
+
+
+def test_run_facts_are_read_and_written_typed_outside_the_file_reader_and_writer():
+    # producers set RunMeta's fields (RunFacts), readers read them (RunMeta): no key a typo could miss
+    offenders = [f"{path.relative_to(PACKAGE).as_posix()}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+                 if path.relative_to(PACKAGE).as_posix() not in RUN_FACT_FILE_EDGE
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if "meta.get(" in line or "meta[" in line]
+                 if RUN_FACT_BY_NAME.search(line)]
     assert offenders == []
 
 

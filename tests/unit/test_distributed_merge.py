@@ -136,7 +136,7 @@ def test_a_missing_rank_and_its_error_line_are_reported(tmp_path):
     run = job_run(tmp_path, {0: rank_session(0)}, errors=[(1, "died (killed by SIGKILL)")])
     report = merged_report(run)
     assert report.missing_ranks == (1,) and report.world_size == 2
-    assert "ERROR   rank 1: died (killed by SIGKILL)" in render_text(report)
+    assert "RANK FAILED  rank 1: died (killed by SIGKILL)" in render_text(report)
 
 
 def test_a_folder_without_sessions_is_one_error(tmp_path):

@@ -240,6 +240,45 @@ def test_a_merged_run_goes_through_every_renderer_as_one_value(tmp_path):
     assert [row["status"] for row in data["run"]["ranks"]] == [row.status for row in report.ranks] == ["ok", "ok"]
     assert [[(p["part"], p["share"]) for p in row["bar"]] for row in data["run"]["ranks"]] == [
         [(p.part.replace(" ", "-"), p.share) for p in row.step_parts] for row in report.ranks]
-    assert "ERROR   rank 2: ProcessGroupGloo timed out" in text
+    assert "RANK FAILED  rank 2: ProcessGroupGloo timed out" in text
     assert data["verdict"]["tone"] == report.verdict.tone == "bad"
     assert _shown(report.verdict.headline) in notebook_html(report)
+
+
+def _said(sentence: str) -> str:
+    return " ".join(sentence.split())
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_terminal_page_notebook_and_json_show_the_same_notes(name):
+    """Each note a report leads with is composed once (report/notes.py): every format says the same sentences."""
+    from markupsafe import escape
+
+    from dmlprof.render.notebook import notebook_html
+
+    session = KINDS[name]()
+    notes = [(note.tone, note.label, note.text) for note in build_report(session).notes]
+    assert [(f["tone"], f["label"], f["text"]) for f in report_data(session)["flags"]] == notes
+    assert [(n["tone"], n["label"], n["text"]) for n in json.loads(render_json(session))["notes"]] == notes
+    text, cell = _said(render_text(session, width=400)), notebook_html(session)
+    for _, label, sentence in notes:
+        assert label.lower() in text.lower() and _said(sentence) in text, (label, sentence)
+        assert str(escape(label)) in cell and str(escape(sentence)) in cell, (label, sentence)
+
+
+def test_a_kind_with_something_to_say_has_notes_and_a_plain_one_none():
+    # (the test above would pass on no notes at all)
+    assert [n.label for n in build_report(KINDS["partial"]()).notes] == ["Partial session"]
+    assert "Predicted" in [n.label for n in build_report(KINDS["predicted"]()).notes]
+    assert build_report(KINDS["live_dml"]()).notes == ()
+
+
+def test_a_merged_runs_notes_are_its_failed_ranks_in_every_format(tmp_path):
+    from dmlprof.report import merged_report
+    from session_kinds import job_run, rank_session
+
+    run = job_run(tmp_path, {0: rank_session(0), 1: rank_session(1)}, errors=[(2, "rank 2: ProcessGroupGloo timed out")])
+    report = merged_report(run)
+    assert [(n.label, n.text) for n in report.notes] == [("Rank failed", "rank 2: ProcessGroupGloo timed out")]
+    assert [(f["label"], f["text"]) for f in report_data(report)["flags"]] == [(n.label, n.text) for n in report.notes]
+    assert "RANK FAILED  rank 2: ProcessGroupGloo timed out" in render_text(report, width=120)

@@ -13,7 +13,7 @@ from dmlprof.cli import build_parser
 
 def test_an_emulated_scan_says_its_times_are_the_host_cpus():
     """The run's timing fact (the report's 'timing' line) on the emulated device names the host CPU, not a GPU."""
-    timing = EmulatedDmlBackend().run_meta()["timing"]
+    timing = EmulatedDmlBackend().run_meta().timing
     assert "host CPU" in timing and "never a GPU's" in timing
     assert "synchronised" not in timing
 

@@ -12,7 +12,7 @@ def test_known_keys_read_typed_and_write_back_as_they_were(name):
     meta = KINDS[name]().meta
     written = RunMeta.from_dict(meta).to_dict()
     # what differs is only normalisation: a null read as "not recorded" is left out
-    for key, value in meta.items():
+    for key, value in meta.to_dict().items():
         if value in (None, [], {}):  # "not recorded" in any spelling
             continue
         assert written.get(key) == value, key
@@ -42,19 +42,24 @@ def test_unknown_keys_survive_a_load_and_a_save(tmp_path):
     again = Session.load(Session.load(path).save(tmp_path / "again.session.json"))
     # THEN the fact is still there, untouched, and still readable by its flat key
     assert again.meta.extra == {"written_by_a_newer_dmlprof": {"nested": [1, 2]}}
-    assert again.meta["written_by_a_newer_dmlprof"] == {"nested": [1, 2]}
+    assert again.meta.to_dict()["written_by_a_newer_dmlprof"] == {"nested": [1, 2]}
     assert again.meta.to_dict() == Session.load(path).meta.to_dict()
 
 
-def test_a_session_types_its_metadata_once_and_reads_like_the_file():
+def test_a_session_types_its_metadata_once_and_its_flat_names_live_only_at_the_edge():
+    from collections.abc import Mapping
+    from dataclasses import FrozenInstanceError
+
     from dmlprof.session import Session
 
     session = Session(meta={"mode": "predicted", "backend": "dml", "steps": 2, "table_version": "t"})
     assert isinstance(session.meta, RunMeta) and session.kind == PREDICTED
-    assert session.meta.prediction.table_version == "t" and session.meta["steps"] == 2
-    assert session.meta.get("batch_size") is None and "steps" in session.meta
-    with pytest.raises(TypeError):
-        session.meta["steps"] = 3  # read-only: a changed fact is a new RunMeta (meta.updated(...))
+    assert session.meta.prediction.table_version == "t" and session.meta.steps == 2
+    # no Mapping face: code reads the typed fields; the flat names are the file's and the JSON report's
+    assert not isinstance(session.meta, Mapping) and not hasattr(session.meta, "get")
+    assert session.meta.to_dict()["steps"] == 2 and "batch_size" not in session.meta.to_dict()
+    with pytest.raises(FrozenInstanceError):
+        session.meta.steps = 3  # read-only: a changed fact is a new RunMeta (meta.updated(...))
     assert session.meta.updated(steps=3).steps == 3 and session.meta.steps == 2
 
 
@@ -154,7 +159,7 @@ def test_sub_documents_are_records_whether_the_producer_or_a_file_gave_them(tmp_
     assert again.recording == run.recording and again.script_window == run.script_window
     assert again.nonfinite_loss == run.nonfinite_loss
     # AND the JSON report's flat view writes them as the objects it always did
-    assert run["steady_state"]["unmatched_steps"] == [3] and run["nonfinite_loss"] == {"step": 1, "steps_run": 2,
+    assert run.to_dict()["steady_state"]["unmatched_steps"] == [3] and run.to_dict()["nonfinite_loss"] == {"step": 1, "steps_run": 2,
                                                                                         "value": "nan"}
 
 
@@ -165,7 +170,7 @@ def test_a_rank_s_facts_are_a_record_and_the_flat_view_keeps_what_the_rank_knew(
     run = RunMeta.from_dict({"distributed": {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}})
     # THEN it is a record, and the flat view holds only what was known (readers default the rest)
     assert run.distributed == Distributed(backend="gloo", collective_calls=4, comm_timing="wall")
-    assert run["distributed"] == {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}
+    assert run.to_dict()["distributed"] == {"backend": "gloo", "collective_calls": 4, "comm_timing": "wall"}
 
 
 @pytest.mark.parametrize("name", list(KINDS))
@@ -199,3 +204,41 @@ def test_a_real_format_1_session_reads_the_same_after_its_format_2_save(path, tm
     new = Session.load(old.save(tmp_path / path.name))
     assert new.meta == old.meta and not old.meta.extra
     assert build_report(new).to_dict()["meta"] == build_report(old).to_dict()["meta"]
+
+
+# -- the builder a run's producers write to (dmlprof/facts.py) -----------------------------------------
+def test_a_run_fact_is_set_by_its_field_name_and_a_misspelled_one_fails_where_it_is_written():
+    from dmlprof.facts import RunFacts
+
+    facts = RunFacts(kind=LIVE, steps=0)
+    facts.set(steps=3, step_times_ms=[1.0, 2.0])
+    facts.set_recording(sync=True, description="every call")
+    facts.note("first")
+    facts.note("second")
+    assert facts.steps == 3 and facts.recording.sync and facts.notes == ("first", "second")
+    assert facts.step_times_ms == (1.0, 2.0)  # a producer's list is the record's tuple
+    with pytest.raises(TypeError):
+        facts.set(stpes=4)  # no key a reader would never find
+    with pytest.raises(TypeError):
+        facts.set_recording(synced=True)
+
+
+def test_what_a_run_builds_is_what_its_saved_file_loads_as(tmp_path):
+    from dmlprof.facts import RunFacts
+    from dmlprof.meta import Memory, Prediction
+    from dmlprof.session import Session
+
+    facts = RunFacts(kind=PREDICTED, model="m.py", model_name="m", prediction=Prediction(target="dml"))
+    facts.set_prediction(placeholder_ops={"aten::nonzero": 2})
+    facts.set(memory=Memory(peak_bytes=5), warnings=[], partial=True, partial_reason="stopped")
+    built = facts.build()
+    loaded = Session.load(Session(meta=built).save(tmp_path / "s.session.json")).meta
+    assert built == loaded and built.is_prediction and built.prediction.placeholder_ops == {"aten::nonzero": 2}
+
+
+def test_the_kind_of_a_session_comes_from_the_backends_record():
+    from dmlprof.facts import BackendFacts
+    from dmlprof.meta import Device, Prediction
+
+    assert BackendFacts(Device(backend="dml")).kind == LIVE
+    assert BackendFacts(Device(backend="dml"), prediction=Prediction(target="dml")).kind == PREDICTED

@@ -41,3 +41,11 @@ def test_outside_ipython_nothing_is_registered_or_imported():
     script = "import sys, dmlprof; print(any(m.startswith(('dmlprof.render', 'IPython')) for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_every_verdict_a_report_counts_has_its_colour_in_the_notebook():
+    from dmlprof.render.notebook import VERDICT_COLOUR
+    from dmlprof.schema import REPORT_VERDICTS
+
+    assert set(VERDICT_COLOUR) == set(REPORT_VERDICTS)
+    assert len(set(VERDICT_COLOUR.values())) == len(VERDICT_COLOUR)  # no two verdicts look alike

@@ -61,7 +61,7 @@ def test_d7_a_symlink_at_the_old_temp_name_is_not_written_through(tmp_path):
     (target.parent / "s.session.json.tmp").symlink_to(victim)
     _session().save(target)
     assert victim.read_text(encoding="utf-8") == "precious"
-    assert Session.load(target).meta["model"] == "models/net.py"
+    assert Session.load(target).meta.to_dict()["model"] == "models/net.py"
 
 
 @pytest.mark.skipif(not POSIX, reason="POSIX file modes")
@@ -145,7 +145,7 @@ def test_d8_the_sweep_text_is_cleaned_too():
 
     rows = [dict(SWEEP["rows"][2], error="boom\x1b[2J\nforged")] + SWEEP["rows"][:2]
     session = Session(meta={"mode": "sweep", "model_name": "m\x1b", "sweep_notes": ["\x1b[1mnote"]},
-                      extras={"sweep": dict(SWEEP, rows=rows)})
+                      **{"sweep": dict(SWEEP, rows=rows)})
     text = render_sweep_text(session)
     assert "\x1b" not in text and "\\x1b" in text
 
@@ -201,7 +201,7 @@ def test_d19_many_sweep_rows_are_capped():
     from dmlprof.render.html import PAGE_ROWS, render_html
 
     rows = [dict(SWEEP["rows"][0], batch_size=n + 1) for n in range(PAGE_ROWS + 10)]
-    page = render_html(Session(meta={"mode": "sweep"}, extras={"sweep": dict(SWEEP, rows=rows)}))
+    page = render_html(Session(meta={"mode": "sweep"}, **{"sweep": dict(SWEEP, rows=rows)}))
     assert "10 of 2,010 sweep rows" in page and len(page) < 5_000_000
 
 
@@ -313,7 +313,7 @@ def test_d24_an_unreadable_star_import_is_said_not_silent(tmp_path):
 # -- D4: a session made by this dmlprof still loads after the checks -------------------------------------------
 def test_d4_every_kind_of_session_this_dmlprof_writes_loads_again(tmp_path):
     kinds = [_session(), _session(partial=True, partial_reason="x"),
-             Session(meta={"mode": "sweep"}, extras={"sweep": SWEEP})]
+             Session(meta={"mode": "sweep"}, **{"sweep": SWEEP})]
     for i, session in enumerate(kinds):
         path = tmp_path / f"{i}.session.json"
         session.save(path)

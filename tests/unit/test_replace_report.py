@@ -48,7 +48,7 @@ def test_without_a_step_time_on_one_side_there_is_no_ratio():
 def test_emulated_times_are_flagged_as_host_cpu_times():
     plain = render_text(KINDS["replaced"](), width=120)
     emulated = _changed(KINDS["replaced"](), backend="emulated-dml")
-    emulated.extras.update(KINDS["replaced"]().extras)
+    emulated.replace = KINDS["replaced"]().replace
     assert "host CPU's" not in plain and "host CPU's" in " ".join(render_text(emulated, width=120).split())
 
 

@@ -348,7 +348,7 @@ def test_interrupt_keeps_what_ran(model_file):
     result = run_sweep(model_file, "cpu", batch_sizes=[8, 16, 32], runner=runner)
     assert result.interrupted and result.stop_reason == "interrupted"
     assert [r["batch_size"] for r in result.summary()["rows"]] == [8]
-    assert result.to_session().meta["partial"] is True
+    assert result.to_session().meta.to_dict()["partial"] is True
 
 
 # -- session, text, JSON ------------------------------------------------------------
@@ -361,7 +361,7 @@ def test_session_round_trip_and_renderers(model_file, tmp_path):
     path = session.save(tmp_path / session.default_filename())
     loaded = Session.load(path)
     assert loaded.extras["sweep"] == session.extras["sweep"]
-    assert loaded.meta["mode"] == "sweep" and "sweep" in path.name
+    assert loaded.meta.to_dict()["mode"] == "sweep" and "sweep" in path.name
 
     text = render_sweep_text(loaded)
     assert "<- recommended" in text and "oom" in text and "not enough GPU video memory" in text
@@ -379,7 +379,7 @@ def test_session_round_trip_and_renderers(model_file, tmp_path):
 
 def test_text_says_when_nothing_fits():
     session = Session(meta={"model_name": "m", "memory_budget": "1 B"},
-                      extras={"sweep": sweep_summary([row(8, 100, peak=GiB)], 1)})
+                      **{"sweep": sweep_summary([row(8, 100, peak=GiB)], 1)})
     assert "recommended batch size: none" in render_sweep_text(session)
 
 
@@ -484,7 +484,7 @@ def test_child_reports_out_of_memory_as_oom_and_other_errors_as_error(tmp_path, 
 def test_text_flags_noisy_sizes():
     steady, noisy = row(8, 100), row(16, 200)
     noisy["step_ms_p95"] = 3 * noisy["step_ms_p50"]
-    text = render_sweep_text(Session(meta={"model_name": "m"}, extras={"sweep": sweep_summary([steady, noisy], None)}))
+    text = render_sweep_text(Session(meta={"model_name": "m"}, **{"sweep": sweep_summary([steady, noisy], None)}))
     lines = text.splitlines()
     assert "noisy" not in next(l for l in lines if l.startswith("8 "))
     assert "noisy" in next(l for l in lines if l.startswith("16 "))
@@ -515,8 +515,8 @@ def test_a_noisy_sweep_is_said_to_be_noisy_on_the_page_as_in_the_terminal():
     rows = [row(2 ** (3 + i), rate) for i, rate in enumerate((38.0, 617.0, 219.0, 836.0, 340.0, 348.0))]
     for noisy in rows[::2]:
         noisy["step_ms_p95"] = 5 * noisy["step_ms_p50"]
-    session.extras = {"sweep": dict(copy.deepcopy(session.extras["sweep"]), rows=rows, recommended_batch_size=64,
-                                    knee_batch_size=None, memory_budget_bytes=None)}
+    session.sweep = dict(copy.deepcopy(session.sweep), rows=rows, recommended_batch_size=64,
+                         knee_batch_size=None, memory_budget_bytes=None)
     data = report_data(session)
     assert data["verdict"]["tone"] == "warn" and "Noisy: step p95 over 2x p50 at batch sizes 8, 32, 128" in \
         data["verdict"]["detail"]

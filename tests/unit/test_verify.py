@@ -301,7 +301,7 @@ def verified_session(divergent: bool):
     if divergent:
         result["lost_updates"] = [{"parameter": "Net.<b>fc</b>.weight", "optimizer": "SGD", "step": 0,
                                    "shape": [5, 3], "dtype": "float32", "max_abs_grad": 0.2, "lr": 0.1}]
-    return Session(meta={"backend": "emulated-dml", "mode": "live", "model_name": "net"}, extras={"verify": result})
+    return Session(meta={"backend": "emulated-dml", "mode": "live", "model_name": "net"}, **{"verify": result})
 
 
 def test_reports_show_divergent_ops_and_lost_updates():
@@ -334,7 +334,7 @@ def test_reports_say_plainly_when_nothing_diverged():
     assert build_report(session).to_dict()["verification"]["clean"] is True
     assert 'data-verify="clean"' in render_html(session)
     plain = verified_session(divergent=False)
-    plain.extras = {}
+    plain.verify = None
     assert "Verification" not in render_text(plain) and build_report(plain).to_dict()["verification"] is None
 
 

@@ -1,7 +1,7 @@
 """Reliability and security, round 3 (issue 26), below the CLI.
 
 Each test names the defect it keeps out (R1, R3, ...); the CLI-level probes are in
-tests/integration/test_bad_inputs_round3.py.
+tests/integration/test_bad_inputs_signals_scripts_and_jobs.py.
 """
 from __future__ import annotations
 
@@ -291,6 +291,7 @@ def test_r7_error_lines_heartbeats_and_the_profiler_trace_do_not_follow_symlinks
     from dmlprof.distributed.annotate import export_profiler_trace, profiler_trace_path
     from dmlprof.job.rank import write_error
     from dmlprof.distributed.watchdog import Watchdog, progress_path
+    from dmlprof.meta import Distributed
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious", encoding="utf-8")
@@ -307,7 +308,7 @@ def test_r7_error_lines_heartbeats_and_the_profiler_trace_do_not_follow_symlinks
 
     assert write_error(run, 0, "rank 0: boom", 3)
     Watchdog(run, 0, 2, 5, current=lambda: None, on_hang=lambda line: None)._write()
-    export_profiler_trace(Profile(), run, {"rank": 0, "world_size": 2, "backend": "gloo"})
+    export_profiler_trace(Profile(), run, Distributed(rank=0, world_size=2, backend="gloo"))
     assert victim.read_text(encoding="utf-8") == "precious"
     assert json.loads((run / "rank0.error.json").read_text(encoding="utf-8"))["line"] == "rank 0: boom"
     assert json.loads(profiler_trace_path(run, 0).read_text(encoding="utf-8"))["distributedInfo"]["rank"] == 0
@@ -542,8 +543,8 @@ def test_r1_a_stepless_script_past_both_caps_is_saved_with_what_was_left_out(tmp
     notes = " ".join(session.meta.notes)
     assert "holds the first 300 calls" in notes and "ran unrecorded" in notes
     assert "first 40 recorded calls only" in notes
-    assert session.meta["profiler_check"]["matched_ops"] >= 1
-    assert session.meta["profiler_check"]["ratio"] is not None and session.meta["profiler_check"]["ratio"] < 10
+    assert session.meta.to_dict()["profiler_check"]["matched_ops"] >= 1
+    assert session.meta.to_dict()["profiler_check"]["ratio"] is not None and session.meta.to_dict()["profiler_check"]["ratio"] < 10
     path = session.save(tmp_path / "s.session.json")
     assert len(Session.load(path).ops) == 300
 

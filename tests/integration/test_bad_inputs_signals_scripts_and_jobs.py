@@ -2,7 +2,7 @@
 
 Each case names the defect it keeps out (R2, R8, ...) and checks what a user gets: the exit code, one
 ``dmlprof: error:`` line and no traceback, and what was kept on disk. The unit-level tests of the same
-defects are in tests/unit/test_reliability_round3.py; the 1,000,000-call bound (R1) is measured by
+defects are in tests/unit/test_bad_inputs_below_the_cli.py; the 1,000,000-call bound (R1) is measured by
 benchmarks/recording_bound.py.
 """
 from __future__ import annotations
