@@ -14,10 +14,10 @@ def _predicted_verdict(ops, seqs: list, failed_seq, failure_kind: str) -> str:
 
 def _shapes(signature: dict) -> str:
     parts = []
-    for meta in signature["tensors"]:
-        shape = "x".join(str(d) for d in meta["shape"]) or "0-d"
-        contiguous = _contiguous_strides(meta["shape"])
-        parts.append(shape if meta["stride"] == contiguous or not meta["shape"] else f"{shape} strides {meta['stride']}")
+    for described in signature["tensors"]:
+        shape = "x".join(str(d) for d in described["shape"]) or "0-d"
+        contiguous = _contiguous_strides(described["shape"])
+        parts.append(shape if described["stride"] == contiguous or not described["shape"] else f"{shape} strides {described['stride']}")
     return ", ".join(parts)
 
 

@@ -58,15 +58,15 @@ class SignatureCapture:
         except Unreplayable as why:
             self.unreplayable.setdefault(op, str(why))
             return
-        metas = [meta for meta, _ in tensors]
-        if not any(meta["device"] == DEVICE for meta in metas) and not self._names_device(encoded):
+        described_all = [described for described, _ in tensors]
+        if not any(described["device"] == DEVICE for described in described_all) and not self._names_device(encoded):
             return  # the CPU's own call: nothing of it is DirectML's
-        key = json.dumps([op, encoded, metas], sort_keys=True)
+        key = json.dumps([op, encoded, described_all], sort_keys=True)
         found = self.signatures.get(key)
         if found is None:
-            for meta, tensor in tensors:
-                meta["values"] = self._keep_values(tensor)
-            found = self.signatures[key] = {"op": op, "args": encoded[0], "kwargs": encoded[1], "tensors": metas,
+            for described, tensor in tensors:
+                described["values"] = self._keep_values(tensor)
+            found = self.signatures[key] = {"op": op, "args": encoded[0], "kwargs": encoded[1], "tensors": described_all,
                                             "rows": []}
         found["rows"].append(int(row))
 

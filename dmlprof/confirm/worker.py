@@ -52,13 +52,13 @@ def overload(name: str):
     return getattr(getattr(getattr(torch.ops, namespace), packet), which or "default")
 
 
-def _cpu_tensor(meta: dict, values: bytes, seed: int) -> torch.Tensor:
+def _cpu_tensor(described: dict, values: bytes, seed: int) -> torch.Tensor:
     """The tensor a signature names, on the CPU, with its strides and storage offset."""
-    dtype = getattr(torch, meta["dtype"])
-    shape, stride, offset = meta["shape"], meta["stride"], meta["offset"]
+    dtype = getattr(torch, described["dtype"])
+    shape, stride, offset = described["shape"], described["stride"], described["offset"]
     logical = None
-    if meta.get("values") is not None:
-        start, nbytes = meta["values"]
+    if described.get("values") is not None:
+        start, nbytes = described["values"]
         logical = torch.frombuffer(bytearray(values[start:start + nbytes]), dtype=torch.uint8).view(dtype).reshape(shape)
     elif dtype.is_floating_point:
         generator = torch.Generator().manual_seed(seed)
@@ -150,10 +150,10 @@ def replay(signature: dict, values: bytes, backend, verifier) -> dict:
     func = overload(op)
     seed = zlib.crc32(json.dumps([op, signature["tensors"]], sort_keys=True).encode())
     device = backend.device()
-    cpu = [_cpu_tensor(meta, values, seed + i) for i, meta in enumerate(signature["tensors"])]
+    cpu = [_cpu_tensor(described, values, seed + i) for i, described in enumerate(signature["tensors"])]
     try:
-        on_device = [_device_tensor(t, device) if meta["device"] == DEVICE else t
-                     for t, meta in zip(cpu, signature["tensors"])]
+        on_device = [_device_tensor(t, device) if described["device"] == DEVICE else t
+                     for t, described in zip(cpu, signature["tensors"])]
     except Exception as exc:
         return {"outcome": "raises", "message": "moving its inputs to the device: " + describe(exc)}
     args = [decode(a, on_device, device) for a in signature["args"]]

@@ -82,8 +82,9 @@ def _timing(report) -> list:
     if report.is_prediction:
         times = ("Times were measured on the host that made the prediction, not on the device." if report.has_times
                  else "A prediction has no per-call times, so shares by time are not shown.")
-        table = (report.run.prediction or Prediction()).table_version or "unknown table"
-        return [Note(INFO, "Predicted", f"No device ran this: verdicts come from the op table {table}. {times}")]
+        table = (report.run.prediction or Prediction()).table_version
+        source = f"the op table {table}" if table else "an op table this session does not name"
+        return [Note(INFO, "Predicted", f"No device ran this: verdicts come from {source}. {times}")]
     if not report.has_times and report.summary.op_calls:
         return [Note(INFO, "No timings", "This session has no per-call times; shares by time are not shown.")]
     return []
