@@ -97,6 +97,18 @@ def fallback_list(path: Path, block_hint: str) -> list:
     return sorted({"aten::" + name for name in names})
 
 
+def cpp_registrations(path: Path, key: str) -> list:
+    """The aten ops a C++ source registers on ``key`` outside native_functions.yaml (``m.impl`` inside
+    ``TORCH_LIBRARY_IMPL(aten, KEY, m) { ... }``), as ``aten::name.overload``."""
+    text = path.read_text(encoding="utf-8")
+    names = []
+    for block in re.finditer(r"TORCH_LIBRARY_IMPL\(\s*aten\s*,\s*" + re.escape(key) + r"\s*,\s*m\s*\)\s*\{(.*?)\n\}",
+                             text, re.S):
+        for name in re.findall(r'm\.impl\(\s*(?:TORCH_SELECTIVE_NAME\(\s*)?"([^"]+)"', block.group(1)):
+            names.append(name if name.startswith("aten::") else "aten::" + name)
+    return sorted(set(names))
+
+
 def _literal(node):
     """A dict/set literal of common_mps.py: dtypes become their names (``torch.float16`` -> ``float16``)."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
@@ -149,9 +161,15 @@ def mps_dtype_gaps(common: dict, kinds: dict) -> dict:
 
 
 def target_table(target: str, torch_version: str, wheel: Path, entries: list, fallback: dict,
-                 common: dict) -> dict:
+                 common: dict, extra: list) -> dict:
     key = TARGET_KEYS[target]
     kinds = classify(entries, key)
+    extra_ops = {}
+    for path, origin in extra:
+        for op in cpp_registrations(path, key):
+            if op in kinds and kinds[op] != "native":
+                kinds[op] = "native"
+                extra_ops[op] = origin
     fallback_ops = [op for op in fallback["ops"] if kinds.get(op) != "native"]
     for op in fallback_ops:
         kinds[op] = "fallback"
@@ -168,6 +186,7 @@ def target_table(target: str, torch_version: str, wheel: Path, entries: list, fa
             "read_by": "tools/target_tables.py",
         },
         "counts": dict(sorted(counts.items())),
+        "registered_outside_yaml": dict(sorted(extra_ops.items())),
         "cpu_fallback": fallback_ops,
         "cpu_fallback_listed_but_native": sorted(set(fallback["ops"]) - set(fallback_ops)),
         "ops": dict(sorted(kinds.items())),
@@ -191,6 +210,9 @@ def main(argv=None) -> int:
     parser.add_argument("--xpu-fallback-origin", required=True, help="repository, branch and commit it came from")
     parser.add_argument("--mps-fallback", type=Path, required=True, help="pytorch's MPSFallback.mm")
     parser.add_argument("--mps-fallback-origin", required=True, help="repository, path and commit it came from")
+    parser.add_argument("--cpp-registrations", nargs=3, action="append", default=[],
+                        metavar=("TARGET", "FILE", "ORIGIN"),
+                        help="a C++ source registering ops on the target's key outside native_functions.yaml")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
     site = args.site_packages
@@ -203,7 +225,8 @@ def main(argv=None) -> int:
                  "mps": {"ops": fallback_list(args.mps_fallback, "mps_fallback"), "origin": args.mps_fallback_origin}}
     args.out.mkdir(parents=True, exist_ok=True)
     for target in TARGET_KEYS:
-        doc = target_table(target, version, site, entries, fallbacks[target], common)
+        extra = [(Path(path), origin) for name, path, origin in args.cpp_registrations if name == target]
+        doc = target_table(target, version, site, entries, fallbacks[target], common, extra)
         path = args.out / f"{target}-torch{version}.json"
         path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         print(f"{path}: {doc['source']['entries_naming_key']} yaml entries name {doc['dispatch_key']}; "
