@@ -98,7 +98,7 @@ class PredictedTargetBackend(PredictedDmlBackend):
         if not isinstance(exc, TargetFailure):
             return Backend.known_error(self, exc)
         title = self.semantics.title
-        return SimpleNamespace(key=f"{self.name}_predicted_failure", remedy=self.semantics.remedy(exc.op),
+        return SimpleNamespace(key=f"{self.name}_predicted_failure", remedy=exc.remedy or self.semantics.remedy(exc.op),
                                explanation=f"predicted from torch {self.table.torch_version}'s registrations for "
                                            f"{title}, not measured on a {title} device")
 

@@ -1,7 +1,7 @@
 """One short verdict per predicted target, for ``scan --target dml,xpu,mps`` (decided here, once).
 
-"XPU, torch 2.14.1: 0 ops fall back, fails at model.py:40 (aten::foo); set PYTORCH_ENABLE_XPU_FALLBACK=1 (it
-then runs on the CPU), or replace aten::foo in the model". What to set or change is the device failure's remedy,
+"XPU, torch 2.14.1: 0 ops fall back (0 calls), fails at model.py:40 (aten::foo); set the target's fallback
+variable to 1 (it then runs on the CPU), or replace aten::foo in the model". What to set or change is the device failure's remedy,
 which the target's semantics (or DirectML's known errors) gave the session.
 """
 from __future__ import annotations

@@ -20,10 +20,15 @@ class TargetFailure(RuntimeError):
 
     kind = "raises"
 
-    def __init__(self, message: str, op: str = ""):
+    def __init__(self, message: str, op: str = "", remedy: str = ""):
         super().__init__(message)
         self.message = message
         self.op = op
+        self.remedy = remedy  # what to change, where the semantics know better than "set or replace"
+
+
+class TargetDtypeFailure(TargetFailure, TypeError):
+    """A tensor of a dtype the device cannot hold, made on it (MPS raises a TypeError there)."""
 
 
 class TargetSemantics:
@@ -105,4 +110,4 @@ class TargetSemantics:
         return f"change the dtype of {op}'s inputs, or replace {op} in the model"
 
 
-__all__ = ["TargetSemantics", "TargetFailure", "RUNS", "FALLS_BACK", "RAISES"]
+__all__ = ["TargetSemantics", "TargetFailure", "TargetDtypeFailure", "RUNS", "FALLS_BACK", "RAISES"]

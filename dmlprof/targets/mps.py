@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dmlprof.targets.base import TargetSemantics
+from dmlprof.targets.base import TargetDtypeFailure, TargetSemantics
 
 #: calls that move, view or make tensors: common_mps.py's complex list names user-facing ops, and these
 #: pieces of theirs run for any dtype a tensor on the device can hold
@@ -21,6 +21,7 @@ _STRUCTURAL = frozenset({
     "view_as_real", "view_as_complex", "_conj", "resolve_conj", "_neg_view", "resolve_neg", "set_", "lift_fresh",
 })
 _COMPLEX_HELD = ("complex64", "complex32")
+_HELD_INSTEAD = {"float64": "float32", "complex128": "complex64"}
 #: the list of common_mps.py whose dtypes fail outright (the others compare values, or need an old macOS)
 _FAILING_LIST = "UNIMPLEMENTED_XFAILLIST"
 _NO_DOUBLE = ("Cannot convert a MPS Tensor to {dtype} dtype as the MPS framework doesn't support {dtype} "
@@ -58,7 +59,9 @@ class Semantics(TargetSemantics):
     def refused_dtypes(self) -> dict:
         import torch
 
-        return {getattr(torch, name): (lambda name=name: TypeError(_NO_DOUBLE.format(dtype=name.capitalize())))
+        return {getattr(torch, name): (lambda name=name: TargetDtypeFailure(
+            _NO_DOUBLE.format(dtype=name.capitalize()), remedy=f"keep tensors on MPS {_HELD_INSTEAD.get(name, 'float32')} "
+            f"(MPS holds no {name}): cast before moving to the device, or compute that part on the CPU"))
                 for name in self.unsupported if hasattr(torch, name)}
 
     def call_failure(self, op: str, dtypes) -> Optional[str]:
