@@ -99,8 +99,8 @@ class PredictedTargetBackend(PredictedDmlBackend):
             return Backend.known_error(self, exc)
         title = self.semantics.title
         return SimpleNamespace(key=f"{self.name}_predicted_failure", remedy=exc.remedy or self.semantics.remedy(exc.op),
-                               explanation=f"predicted from torch {self.table.torch_version}'s registrations for "
-                                           f"{title}, not measured on a {title} device")
+                               explanation=f"{exc.message.split(' (predicted')[0]}: predicted from torch "
+                                           f"{self.table.torch_version}'s {title} registrations, not measured")
 
     def device_name(self) -> str:
         return f"{self.table.package} {self.table.torch_version} (predicted, no device)"

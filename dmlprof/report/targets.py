@@ -51,15 +51,33 @@ def target_verdict(report) -> TargetVerdict:
     version = (run.prediction.table_torch_version if run.prediction is not None else None) or "?"
     summary = report.summary
     failure = run.device_failure
-    head = f"{title(target)}, torch {version}: {summary.distinct_fallback_ops} op{'s' if summary.distinct_fallback_ops != 1 else ''} fall{'' if summary.distinct_fallback_ops != 1 else 's'} back ({summary.fallback_calls} calls)"
+    ops = summary.distinct_fallback_ops
+    head = f"{title(target)}, torch {version}: {ops} op{'' if ops == 1 else 's'} fall{'s' if ops == 1 else ''} back"
+    head += f" ({summary.fallback_calls} calls{_named(report)})"
     if failure is None:
-        line = head + ", no call fails" + ("" if not summary.distinct_fallback_ops else "; the report lists them and their fixes")
-        return TargetVerdict(target, version, summary.distinct_fallback_ops, summary.fallback_calls, None, None, "", line)
+        line = head + ", no call fails" + ("" if not ops else "; its report has their fixes")
+        return TargetVerdict(target, version, ops, summary.fallback_calls, None, None, "", line)
     where = f" at {failure.source}" if failure.source else ""
     remedy = failure.remedy or "see its report"
     line = f"{head}, fails{where} ({failure.op}); {remedy}"
-    return TargetVerdict(target, version, summary.distinct_fallback_ops, summary.fallback_calls, failure.op,
-                         failure.source or None, remedy, line)
+    return TargetVerdict(target, version, ops, summary.fallback_calls, failure.op, failure.source or None, remedy,
+                         line)
+
+
+#: fallback ops a verdict line names before "..."
+_NAMED_OPS = 3
+
+
+def _named(report) -> str:
+    """``: aten::a, aten::b`` for the ops sent to the CPU, most calls first (a composite's inner ops)."""
+    names = []
+    for hotspot in report.hotspots:
+        for op in hotspot.inner_ops or (hotspot.op,):
+            if op not in names:
+                names.append(op)
+    if not names:
+        return ""
+    return ": " + ", ".join(names[:_NAMED_OPS]) + (", ..." if len(names) > _NAMED_OPS else "")
 
 
 __all__ = ["TargetVerdict", "device_and_torch", "target_verdict", "title"]
