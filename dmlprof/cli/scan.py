@@ -200,8 +200,10 @@ def _say_a_script_runs_emulated(args) -> None:
     import sys
 
     from dmlprof.model_file import inspect_model_file
+    from dmlprof.predict import DML_TARGET
 
-    if inspect_model_file(args.model).mode == "script":
+    # (another target refuses a script: it has no emulated device, and predict_scan says so)
+    if args.target == DML_TARGET and inspect_model_file(args.model).mode == "script":
         print(f"dmlprof: {args.model} is a script: --target {args.target} runs it on the emulated DirectML device "
               "(torch-directml's kernels on the host CPU: its verdicts are the device's, its times the CPU's)",
               file=sys.stderr, flush=True)
