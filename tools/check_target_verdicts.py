@@ -88,14 +88,14 @@ def judge_row(op: str, verdict: str, fallback_ops: list, kinds: dict, semantics)
     return found
 
 
-def predict(path: str, target: str, enabled: bool):
+def predict(path: str, target: str, enabled: bool, torch_version=None):
     from dmlprof.predict import predict_scan
     from dmlprof.runner import ScanStopped
 
     variable = f"PYTORCH_ENABLE_{target.upper()}_FALLBACK"
     os.environ[variable] = "1" if enabled else "0"
     try:
-        return predict_scan(path, target=target)
+        return predict_scan(path, target=target, target_torch=torch_version)
     except ScanStopped as stopped:
         return stopped.session
     finally:
@@ -105,8 +105,9 @@ def predict(path: str, target: str, enabled: bool):
 def check_model(path: str, target: str, kinds: dict, semantics, gaps: dict) -> dict:
     from dmlprof.schema import parse_fallback_ops
 
-    plain = predict(path, target, enabled=False)
-    enabled = predict(path, target, enabled=True)
+    version = semantics.table.torch_version
+    plain = predict(path, target, enabled=False, torch_version=version)
+    enabled = predict(path, target, enabled=True, torch_version=version)
     ops = enabled.ops
     if enabled.meta.device_failure is not None and len(ops):
         ops = ops.iloc[:-1]  # the call the step stopped at: predicted to raise, judged below as a failure
@@ -139,13 +140,14 @@ def main(argv=None) -> int:
     parser.add_argument("models", nargs="+")
     parser.add_argument("--site-packages", required=True, type=Path)
     parser.add_argument("--targets", default="xpu,mps")
+    parser.add_argument("--torch-version", help="the tables' torch (default: the newest shipped)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     from dmlprof.targets import semantics_for
 
     result = {"format": "dmlprof-target-verdicts", "format_version": 1, "models": {}}
     for target in args.targets.split(","):
-        semantics = semantics_for(target, environ={})
+        semantics = semantics_for(target, args.torch_version, environ={})
         kinds = wheel_kinds(args.site_packages, semantics)
         gaps = dtype_gaps(args.site_packages) if semantics.table.dtypes else {}
         result.setdefault("tables", {})[target] = semantics.table.version_label()

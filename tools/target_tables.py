@@ -160,11 +160,25 @@ def mps_dtype_gaps(common: dict, kinds: dict) -> dict:
     return gaps
 
 
+def extra_yaml_natives(path: Path, key: str) -> list:
+    """The ops a backend's own yaml gives ``key`` a kernel for: a native_functions.yaml of its own (its
+    ``dispatch`` entries, structured delegates followed), or an external backend's ``supported:`` list."""
+    doc = read_yaml(path)
+    if isinstance(doc, dict):
+        return sorted({"aten::" + name for name in doc.get("supported") or () if isinstance(name, str)})
+    return sorted(op for op, kind in classify(doc, key).items() if kind == "native")
+
+
 def target_table(target: str, torch_version: str, wheel: Path, entries: list, fallback: dict,
-                 common: dict, extra: list) -> dict:
+                 common: dict, extra: list, extra_yaml: list = ()) -> dict:
     key = TARGET_KEYS[target]
     kinds = classify(entries, key)
     extra_ops = {}
+    for path, origin in extra_yaml:  # before torch 2.14, XPU's registrations lived in torch-xpu-ops' yaml
+        for op in extra_yaml_natives(path, key):
+            if op in kinds and kinds[op] != "native":
+                kinds[op] = "native"
+                extra_ops[op] = origin
     for path, origin in extra:
         for op in cpp_registrations(path, key):
             if op in kinds and kinds[op] != "native":
@@ -213,6 +227,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cpp-registrations", nargs=3, action="append", default=[],
                         metavar=("TARGET", "FILE", "ORIGIN"),
                         help="a C++ source registering ops on the target's key outside native_functions.yaml")
+    parser.add_argument("--extra-yaml", nargs=3, action="append", default=[], metavar=("TARGET", "FILE", "ORIGIN"),
+                        help="a backend's own yaml of registrations (torch-xpu-ops' before torch 2.14)")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
     site = args.site_packages
@@ -226,7 +242,8 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for target in TARGET_KEYS:
         extra = [(Path(path), origin) for name, path, origin in args.cpp_registrations if name == target]
-        doc = target_table(target, version, site, entries, fallbacks[target], common, extra)
+        extra_yaml = [(Path(path), origin) for name, path, origin in args.extra_yaml if name == target]
+        doc = target_table(target, version, site, entries, fallbacks[target], common, extra, extra_yaml)
         path = args.out / f"{target}-torch{version}.json"
         path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         print(f"{path}: {doc['source']['entries_naming_key']} yaml entries name {doc['dispatch_key']}; "

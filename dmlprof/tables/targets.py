@@ -63,8 +63,8 @@ class TargetTable:
         return op in self._ops
 
     def version_label(self) -> str:
-        """E.g. ``torch 2.14.1's XPU registrations (read from the wheel, not measured)``."""
-        return f"torch {self.torch_version}'s {self.dispatch_key} registrations (read from the wheel, not measured)"
+        """E.g. ``torch 2.14.1's XPU registrations (read, not measured)``; the sources are in ``source``."""
+        return f"torch {self.torch_version}'s {self.dispatch_key} registrations (read, not measured)"
 
     def __repr__(self) -> str:
         return f"<TargetTable {self.backend}: {self.version_label()}, {len(self._ops)} ops>"

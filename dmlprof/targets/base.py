@@ -98,9 +98,12 @@ class TargetSemantics:
 
     def provenance(self) -> str:
         """What every verdict of this target rests on (one sentence for the session's notes)."""
+        outside = sorted(set(self.table.doc.get("registered_outside_yaml", {}).values()))
         return (f"--target {self.table.backend}: verdicts read from {self.table.version_label()}: "
-                f"{self.table.source.get('registrations')}; always-on CPU fallbacks from "
-                f"{self.table.source.get('fallback_list')}; assumed {self.setting()}"
+                f"{self.table.source.get('registrations')}"
+                + (f"; registrations outside it from {'; '.join(outside)}" if outside else "")
+                + "; always-on CPU fallbacks from "
+                + f"{self.table.source.get('fallback_list')}; assumed {self.setting()}"
                 + (f"; {self.assumes}" if self.assumes else ""))
 
     def remedy(self, op: str) -> str:

@@ -70,6 +70,28 @@ def test_the_xpu_table_of_torch_2_14_holds_torch_xpu_ops_29_fallbacks_and_the_ya
     assert table.source["entries_naming_key"] == 782  # the yaml entries naming XPU, as the tool counted them
 
 
+def test_the_xpu_table_of_torch_2_13_reads_intels_own_yaml_where_the_wheel_names_31_entries():
+    older, newer = load_target_table("xpu", "2.13.0"), load_target_table("xpu", "2.14.1")
+    assert older.source["entries_naming_key"] == 31  # before the registrations moved into torch (2.14)
+    outside = older.doc["registered_outside_yaml"]
+    assert len(outside) > 1000 and all("torch-xpu-ops" in origin or "pytorch/pytorch" in origin
+                                       for origin in outside.values())
+    assert older.kind("aten::add.Tensor") == newer.kind("aten::add.Tensor") == "native"
+    # torch-xpu-ops 2.13 sent torch.cholesky to the CPU; torch 2.14's yaml no longer has the op (removed)
+    assert older.kind("aten::cholesky") == "fallback" and newer.kind("aten::cholesky") is None
+
+
+def test_target_torch_picks_the_table_and_the_session_says_which(tmp_path):
+    model = _model(tmp_path, "", "return self.fc(x)")
+    session = predict_scan(model, target="xpu", target_torch="2.13.0")
+    assert session.meta.prediction.table_torch_version == "2.13.0"
+    assert "torch 2.13.0" in session.meta.notes[0]
+    from dmlprof.predict import PredictionError
+
+    with pytest.raises(PredictionError, match="torch-directml 0.2.5 runs on torch 2.4.1 only"):
+        predict_scan(model, target="dml", target_torch="2.14.1")
+
+
 def test_an_unknown_target_or_torch_is_a_usage_error():
     from dmlprof.errors import UsageError
 
