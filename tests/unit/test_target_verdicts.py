@@ -15,7 +15,7 @@ import pytest
 from dmlprof.targets import semantics_for
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULT = ROOT / "benchmarks" / "results" / "target_verdicts-torch2.14.1.json"
+RESULTS = sorted((ROOT / "benchmarks" / "results").glob("target_verdicts-torch*.json"))
 ON_DEVICE = ("native", "composite_explicit", "composite_implicit")
 
 
@@ -26,12 +26,24 @@ def _checker():
     return module
 
 
-def _results() -> dict:
-    return json.loads(RESULT.read_text(encoding="utf-8"))
+def _results(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-def test_every_model_file_of_models_was_checked_on_each_target_with_no_disagreement():
-    models = _results()["models"]
+def _torch(path: Path) -> str:
+    return path.stem.split("-torch", 1)[1]
+
+
+def test_each_shipped_torch_has_its_check():
+    from dmlprof.tables.targets import shipped_target_tables
+
+    versions = {version for versions in shipped_target_tables().values() for version in versions}
+    assert {_torch(path) for path in RESULTS} == versions
+
+
+@pytest.mark.parametrize("result", RESULTS, ids=_torch)
+def test_every_model_file_of_models_was_checked_on_each_target_with_no_disagreement(result):
+    models = _results(result)["models"]
     for path in sorted((ROOT / "models").glob("*.py")):
         entry = models[f"models/{path.name}"]
         for target in ("xpu", "mps"):
@@ -39,17 +51,19 @@ def test_every_model_file_of_models_was_checked_on_each_target_with_no_disagreem
             assert entry[target]["disagreements"] == [], (path.name, target)
 
 
-def test_no_checked_zoo_entry_disagrees_with_the_wheel():
-    for path, entry in _results()["models"].items():
+@pytest.mark.parametrize("result", RESULTS, ids=_torch)
+def test_no_checked_zoo_entry_disagrees_with_the_wheel(result):
+    for path, entry in _results(result)["models"].items():
         for target, checked in entry.items():
             if "skipped" not in checked:
                 assert checked["disagreements"] == [], (path, target)
 
 
 @pytest.mark.parametrize("target", ["xpu", "mps"])
-def test_the_shipped_table_judges_every_checked_op_as_the_wheel_did(target):
-    semantics = semantics_for(target, environ={})
-    for path, entry in _results()["models"].items():
+@pytest.mark.parametrize("result", RESULTS, ids=_torch)
+def test_the_shipped_table_judges_every_checked_op_as_the_wheel_did(result, target):
+    semantics = semantics_for(target, _torch(result), environ={})
+    for path, entry in _results(result)["models"].items():
         checked = entry[target]
         if "skipped" in checked:
             continue
