@@ -53,7 +53,8 @@ def target_verdict(report) -> TargetVerdict:
     failure = run.device_failure
     ops = summary.distinct_fallback_ops
     head = f"{title(target)}, torch {version}: {ops} op{'' if ops == 1 else 's'} fall{'s' if ops == 1 else ''} back"
-    head += f" ({summary.fallback_calls} calls{_named(report)})"
+    calls = summary.fallback_calls
+    head += f" ({calls} call{'' if calls == 1 else 's'}{_named(report)})"
     if failure is None:
         line = head + ", no call fails" + ("" if not ops else "; its report has their fixes")
         return TargetVerdict(target, version, ops, summary.fallback_calls, None, None, "", line)

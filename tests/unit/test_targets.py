@@ -225,7 +225,7 @@ def test_side_by_side_gives_one_verdict_per_target_and_one_json_document(tmp_pat
     out = tmp_path / "all.json"
     assert main(["scan", model, "--target", "xpu,mps", "--out", str(tmp_path / "r"), "--json", str(out)]) == 0
     lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
-    assert lines[0].startswith("XPU, torch 2.14.1: 0 ops fall back") and "no call fails" in lines[0]
+    assert lines[0].startswith("XPU, torch 2.14.1: 0 ops fall back (0 calls)") and "no call fails" in lines[0]
     assert lines[1].startswith("MPS, torch 2.14.1:") and "net.py:" in lines[1] and "float32" in lines[1]
     doc = json.loads(out.read_text())
     assert [row["target"] for row in doc["targets"]] == ["xpu", "mps"]
