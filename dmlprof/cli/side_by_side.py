@@ -13,7 +13,7 @@ import sys
 def run_side_by_side(args) -> int:
     from dmlprof.errors import UsageError
     from dmlprof.output import Written, emit, save_session, write_output
-    from dmlprof.predict import predict_scan
+    from dmlprof.predict import DML_TARGET, predict_scan
     from dmlprof.report import build_report
     from dmlprof.report.targets import target_verdict
     from dmlprof.runner import ScanStopped
@@ -26,8 +26,8 @@ def run_side_by_side(args) -> int:
     for target in targets:
         try:
             session = predict_scan(args.model, target=target, batch_size=args.batch_size, steps=args.steps,
-                                   warmup=args.warmup, float64=args.adapter == "float64" and target == "dml",
-                                   target_torch=args.target_torch if target != "dml" else None)
+                                   warmup=args.warmup, float64=args.adapter == "float64" and target == DML_TARGET,
+                                   target_torch=args.target_torch if target != DML_TARGET else None)
         except ScanStopped as stopped:  # the step fails on this target: that is its verdict
             session = stopped.session
         save_session(session, args, written=written)

@@ -60,8 +60,11 @@ class TargetSemantics:
         return None
 
     def missing_message(self, op: str) -> str:
+        # an op the running torch has and the table's torch does not (renamed or removed since) has no kernel
+        # there either: said so, since the user's torch on the device will not have it
+        absent = "" if op in self.table else f"; torch {self.table.torch_version} has no such op"
         return (f"The operator '{op}' is not implemented for the {self.title} device in torch "
-                f"{self.table.torch_version} (predicted from its registrations); set {self.fallback_env}=1 "
+                f"{self.table.torch_version} (predicted from its registrations{absent}); set {self.fallback_env}=1 "
                 "to run it on the CPU")
 
     # -- what follows from them ---------------------------------------------------------------
