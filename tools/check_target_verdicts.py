@@ -125,7 +125,10 @@ def check_model(path: str, target: str, kinds: dict, semantics, gaps: dict) -> d
     for stopped in (failure, enabled_failure):
         if stopped is not None:
             disagreements += judge_failure(stopped, plain if stopped is failure else enabled, kinds, semantics, gaps)
+    import torch
+
     return {
+        "running_torch": torch.__version__,  # whose dispatcher decided the composites (docs/targets.md)
         "ops_on_device": sorted(op for op, seen in rows.items() if "device" in seen),
         "ops_falling_back": sorted({op for text in ops["fallback_ops"] if text for op in parse_fallback_ops(text)}),
         "fails_without_fallback": None if failure is None else {"op": failure.op, "message": failure.message},

@@ -98,14 +98,18 @@ def fallback_list(path: Path, block_hint: str) -> list:
 
 
 def cpp_registrations(path: Path, key: str) -> list:
-    """The aten ops a C++ source registers on ``key`` outside native_functions.yaml (``m.impl`` inside
-    ``TORCH_LIBRARY_IMPL(aten, KEY, m) { ... }``), as ``aten::name.overload``."""
+    """The ops a C++ source registers on ``key`` outside native_functions.yaml, as ``namespace::name.overload``:
+    ``m.impl`` inside ``[STABLE_]TORCH_LIBRARY_IMPL(aten|torchvision, KEY, m) { ... }``, and the entries of
+    torch-xpu-ops' lazy registration table that run on the device (``{"torchvision::nms", false}``)."""
     text = path.read_text(encoding="utf-8")
     names = []
-    for block in re.finditer(r"TORCH_LIBRARY_IMPL\(\s*aten\s*,\s*" + re.escape(key) + r"\s*,\s*m\s*\)\s*\{(.*?)\n\}",
-                             text, re.S):
-        for name in re.findall(r'm\.impl\(\s*(?:TORCH_SELECTIVE_NAME\(\s*)?"([^"]+)"', block.group(1)):
-            names.append(name if name.startswith("aten::") else "aten::" + name)
+    block = (r"(?:STABLE_)?TORCH_LIBRARY_IMPL\(\s*(aten|torchvision)\s*,\s*" + re.escape(key)
+             + r"\s*,\s*m\s*\)\s*\{(.*?)\n\}")
+    for found in re.finditer(block, text, re.S):
+        namespace = found.group(1)
+        for name in re.findall(r'^\s*m\.impl\(\s*(?:TORCH_SELECTIVE_NAME\(\s*)?"([^"]+)"', found.group(2), re.M):
+            names.append(name if "::" in name else f"{namespace}::{name}")
+    names += re.findall(r'\{\s*"(torchvision::[^"]+)"\s*,\s*false\s*\}', text)  # lazily registered, on the device
     return sorted(set(names))
 
 
@@ -181,7 +185,8 @@ def target_table(target: str, torch_version: str, wheel: Path, entries: list, fa
                 extra_ops[op] = origin
     for path, origin in extra:
         for op in cpp_registrations(path, key):
-            if op in kinds and kinds[op] != "native":
+            # an aten op the yaml knows, or another library's (torchvision's) that the wheel's yaml cannot know
+            if kinds.get(op, "native" if op.startswith("aten::") else None) != "native":
                 kinds[op] = "native"
                 extra_ops[op] = origin
     fallback_ops = [op for op in fallback["ops"] if kinds.get(op) != "native"]
