@@ -145,10 +145,14 @@ def main(argv=None) -> int:
     parser.add_argument("--targets", default="xpu,mps")
     parser.add_argument("--torch-version", help="the tables' torch (default: the newest shipped)")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--merge", action="store_true",
+                        help="add to --out's models (another interpreter judged the entries it could import)")
     args = parser.parse_args(argv)
     from dmlprof.targets import semantics_for
 
     result = {"format": "dmlprof-target-verdicts", "format_version": 1, "models": {}}
+    if args.merge and args.out.exists():
+        result = json.loads(args.out.read_text(encoding="utf-8"))
     for target in args.targets.split(","):
         semantics = semantics_for(target, args.torch_version, environ={})
         kinds = wheel_kinds(args.site_packages, semantics)

@@ -127,14 +127,15 @@ def _gate(args, scan_and_save) -> int:
 
 def _refuse_a_gate_that_cannot_fail(args) -> None:
     """On the CPU nothing falls back, so a check there passes whatever the model does."""
-    if args.target and "," in args.target:
-        from dmlprof.errors import UsageError
+    from dmlprof.errors import UsageError
 
+    if args.target and "," in args.target:
         raise UsageError("check gates one target at a time", remedy="run one check per target (--target xpu, ...)")
+    if args.target_torch and not args.target:
+        raise UsageError("--target-torch names the torch a prediction reads: it needs --target")
     if args.target:
         return
     from dmlprof.backends import AUTO_ORDER, backend_class
-    from dmlprof.errors import UsageError
 
     name = args.device
     if name == "auto":

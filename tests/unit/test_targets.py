@@ -92,6 +92,16 @@ def test_target_torch_picks_the_table_and_the_session_says_which(tmp_path):
         predict_scan(model, target="dml", target_torch="2.14.1")
 
 
+@pytest.mark.parametrize("target, origin", [("xpu", "torch-xpu-ops"), ("mps", "pytorch/vision")])
+def test_torchvision_s_device_kernels_are_registrations_too(target, origin):
+    """nms and roi_align run on both devices (registered by torch-xpu-ops lazily, by torchvision for MPS):
+    a prediction reading only aten's yaml would stop Faster R-CNN at nms."""
+    table = load_target_table(target, "2.14.1")
+    for op in ("torchvision::nms", "torchvision::roi_align", "torchvision::_roi_align_backward"):
+        assert table.kind(op) == "native" and origin in table.doc["registered_outside_yaml"][op]
+    assert semantics_for(target, environ={}).check_call("torchvision::nms", ("float32",)) == RUNS
+
+
 def test_an_unknown_target_or_torch_is_a_usage_error():
     from dmlprof.errors import UsageError
 
@@ -240,3 +250,13 @@ def test_a_bad_target_list_is_a_one_line_usage_error(capsys):
         with pytest.raises(SystemExit) as ended:
             main(["scan", "x.py", "--target", text])
         assert ended.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_check_gates_one_target_and_names_its_torch(tmp_path, capsys):
+    from dmlprof.cli import main
+
+    model = _model(tmp_path, "", "return self.fc(x)")
+    assert main(["check", model, "--target", "xpu,mps", "--out", str(tmp_path / "r")]) == 2
+    assert "one target at a time" in capsys.readouterr().err
+    assert main(["check", model, "--target", "mps", "--target-torch", "2.13.0", "--out", str(tmp_path / "r")]) == 0
+    assert "on mps, torch 2.13.0 (predicted):" in " ".join(capsys.readouterr().out.split())
