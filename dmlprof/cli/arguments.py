@@ -65,6 +65,29 @@ def add_adapter_flag(parser) -> None:
                              "do); what fails on DirectML depends on it")
 
 
+def target_list(text: str) -> str:
+    """``--target``: one target or several, comma-separated (``dml,xpu,mps``), each one dmlprof knows."""
+    from dmlprof.predict import known_targets  # torch-free: the targets are named by their tables
+
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known_targets()]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown target {', '.join(unknown) or repr(text)}; choose from "
+                                         f"{', '.join(known_targets())}, or several with commas (dml,xpu,mps)")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r} names a target twice")
+    return ",".join(names)
+
+
+def add_target_flags(parser, what: str) -> None:
+    """``--target`` and ``--target-torch``, for the commands that predict (scan, check)."""
+    parser.add_argument("--target", type=target_list, metavar="T[,T...]",
+                        help=f"{what} (no device needed): dml, or a target read from a torch wheel's registrations "
+                             "(xpu, mps); several, comma-separated, side by side")
+    parser.add_argument("--target-torch", metavar="VERSION",
+                        help="the torch whose registrations --target xpu/mps reads (default: the newest shipped)")
+
+
 def add_script_flags(parser) -> None:
     """``--from`` and ``--run-to-end``, for the commands that run a training script (scan, check)."""
     parser.add_argument("--from", dest="remap_from", choices=["cuda", "mps"],

@@ -10,7 +10,7 @@ import argparse
 import math
 
 from dmlprof.backends import DEVICE_CHOICES
-from dmlprof.cli.arguments import add_adapter_flag, add_model_argument, add_script_flags, at_least
+from dmlprof.cli.arguments import add_adapter_flag, add_target_flags, add_model_argument, add_script_flags, at_least
 from dmlprof.output import add_progress_flag
 
 EXAMPLES = """examples:
@@ -44,7 +44,7 @@ def add_parser(commands) -> None:
                                  description=__doc__, epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_argument(parser, "a model file (build_model, make_batch) or a training script")
-    parser.add_argument("--target", choices=["dml"], help="predict the device's fallbacks (no device needed)")
+    add_target_flags(parser, "predict the device's fallbacks")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
     add_adapter_flag(parser)
     parser.add_argument("--max-fallback-share", type=share, metavar="X",
@@ -142,10 +142,15 @@ def _gate(args, scan_and_save) -> int:
 
 def _refuse_a_gate_that_cannot_fail(args) -> None:
     """On the CPU nothing falls back, so a check there passes whatever the model does."""
+    from dmlprof.errors import UsageError
+
+    if args.target and "," in args.target:
+        raise UsageError("check gates one target at a time", remedy="run one check per target (--target xpu, ...)")
+    if args.target_torch and not args.target:
+        raise UsageError("--target-torch names the torch a prediction reads: it needs --target")
     if args.target:
         return
     from dmlprof.backends import AUTO_ORDER, backend_class
-    from dmlprof.errors import UsageError
 
     name = args.device
     if name == "auto":

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dmlprof.backends import DEVICE_CHOICES
-from dmlprof.cli.arguments import add_adapter_flag, add_model_argument, add_script_flags, at_least, seconds
+from dmlprof.cli.arguments import add_adapter_flag, add_target_flags, add_model_argument, add_script_flags, at_least, seconds
 from dmlprof.output import add_progress_flag
 from dmlprof.distributed.env import MAX_LOCAL_RANKS
 
@@ -20,7 +20,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("scan", help="scan a model file or script", description=__doc__, epilog=EXAMPLES)
     add_model_argument(parser, "a model file (build_model, make_batch) or any training script")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="device to run on (default: auto)")
-    parser.add_argument("--target", choices=["dml"], help="predict coverage on a device you do not have (no device needed)")
+    add_target_flags(parser, "predict coverage on a device you do not have")
     add_adapter_flag(parser)
     parser.add_argument("--batch-size", type=at_least(1), help="batch size (default: the file's BATCH_SIZE, else 16)")
     parser.add_argument("--steps", type=at_least(1), help="measured training steps; in a script, optimizer steps "
@@ -77,6 +77,12 @@ def run(args) -> int:
         from dmlprof.job.rank import run_rank
 
         return run_rank(args, info)
+    if args.target and "," in args.target:  # several targets: one short verdict each (docs/targets.md)
+        from dmlprof.cli.side_by_side import run_side_by_side
+
+        return run_side_by_side(args)
+    if args.target_torch and not args.target:
+        raise UsageError("--target-torch names the torch a prediction reads: it needs --target")
     if args.target and args.replace:
         raise UsageError("--replace runs the model twice on a device, so it does not combine with --target (a prediction "
                          "runs nothing): use --device emulated-dml --replace to see the replacements on DirectML's "
@@ -255,7 +261,7 @@ def _scan(args):
         return predict_scan(args.model, target=args.target, batch_size=args.batch_size, steps=args.steps,
                             warmup=args.warmup, float64=args.adapter == "float64",
                             **({"capture": args.capture} if getattr(args, "capture", None) is not None else {}),
-                            **script_options)
+                            target_torch=getattr(args, "target_torch", None), **script_options)
     from dmlprof.runner import scan
 
     if args.replace:
@@ -272,8 +278,10 @@ def _say_a_script_runs_emulated(args) -> None:
     import sys
 
     from dmlprof.model_file import inspect_model_file
+    from dmlprof.predict import DML_TARGET
 
-    if inspect_model_file(args.model).mode == "script":
+    # (another target refuses a script: it has no emulated device, and predict_scan says so)
+    if args.target == DML_TARGET and inspect_model_file(args.model).mode == "script":
         print(f"dmlprof: {args.model} is a script: --target {args.target} runs it on the emulated DirectML device "
               "(torch-directml's kernels on the host CPU: its verdicts are the device's, its times the CPU's)",
               file=sys.stderr, flush=True)

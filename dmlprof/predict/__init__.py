@@ -14,7 +14,9 @@ from typing import Optional
 
 from dmlprof.errors import DmlprofError
 
-TARGETS = ("dml",)
+#: DirectML's prediction (its measured wing); every other target is a table and a semantics module
+#: (:func:`known_targets`, docs/targets.md)
+DML_TARGET = "dml"
 DEFAULT_STEPS = 1
 #: one unrecorded step first, as a live scan takes: the predicted step is the steady one (optimizer
 #: state built), not the first
@@ -27,7 +29,7 @@ class PredictionError(DmlprofError):
 
 def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, steps: Optional[int] = None,
                  warmup: Optional[int] = None, float64: bool = False, values_budget_bytes: Optional[int] = None,
-                 capture=None, **script_options):
+                 capture=None, target_torch: Optional[str] = None, **script_options):
     """Predict a model file's training step on ``target`` without the device; returns a Session.
 
     ``values_budget_bytes``: how much memory the device's real values may take (None: the default,
@@ -41,18 +43,22 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     ``ScanStopped`` with the predicted calls up to the failing one. ``float64`` predicts an adapter
     that runs float64 (most integrated GPUs do not; what fails depends on it). ``capture``: a
     :class:`dmlprof.confirm.signatures.SignatureCapture` that keeps each recorded call's signature and values
-    (``scan --confirm``; a model file only).
+    (``scan --confirm``; a model file only). ``target_torch``: for a target other than DirectML, the torch
+    version whose registrations it is read from (None: the newest shipped).
     """
-    from dmlprof.predict.backend import PredictedDmlBackend
     from dmlprof.meta import Prediction
     from dmlprof.model_file import inspect_model_file
     from dmlprof.runner import DEFAULT_STEPS as SCRIPT_STEPS, DEFAULT_WARMUP as SCRIPT_WARMUP, ScanStopped, scan
 
-    if target not in TARGETS:
-        raise PredictionError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if target not in known_targets():
+        raise PredictionError(f"unknown target {target!r}; choose one of {', '.join(known_targets())}")
     if steps is not None and steps < 1:
         raise PredictionError("--steps must be at least 1")
-    if inspect_model_file(path).mode == "script":
+    is_script = inspect_model_file(path).mode == "script"
+    if is_script and target != DML_TARGET:
+        raise PredictionError(f"--target {target} predicts a model file (build_model, make_batch): a script needs "
+                              "values, which a prediction does not compute, and only DirectML has an emulated device")
+    if is_script:
         session = scan(path, "emulated-dml", batch_size=batch_size, steps=steps or SCRIPT_STEPS,
                        warmup=SCRIPT_WARMUP if warmup is None else warmup, **script_options)
         session.meta = session.meta.updated(prediction=Prediction(target=target),
@@ -63,7 +69,7 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
         from dmlprof.predict.values import ValueStore
 
         values = ValueStore(max_bytes=values_budget_bytes)
-    backend = PredictedDmlBackend(float64_support=float64, values=values)
+    backend = _predicted_backend(target, float64, values, target_torch)
     backend.prepare()
     if capture is not None:  # scan --confirm: every recorded call's signature, read through the stand-in's values
         capture.read_values, capture.device_type = backend.read_values, backend.device_type
@@ -72,10 +78,44 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
         session = scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
                        warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)
     except ScanStopped as stopped:
-        stopped.session.meta = _with_adapter_note(stopped.session, float64)
+        stopped.session.meta = _with_grounds(stopped.session, backend, float64)
         raise
-    session.meta = _with_adapter_note(session, float64)
+    session.meta = _with_grounds(session, backend, float64)
     return session
+
+
+def known_targets() -> tuple:
+    """``--target`` choices: DirectML's, then every target a table was shipped for (torch-free)."""
+    from dmlprof.tables.targets import shipped_target_tables
+
+    return (DML_TARGET,) + tuple(shipped_target_tables())
+
+
+def _predicted_backend(target: str, float64: bool, values, target_torch: Optional[str]):
+    """The stand-in backend of ``target``: DirectML's with its measured knowledge, any other from its table
+    and semantics module."""
+    if target == DML_TARGET:
+        if target_torch is not None:
+            raise PredictionError("--target-torch names the torch of a target read from a wheel: torch-directml "
+                                  "0.2.5 runs on torch 2.4.1 only")
+        from dmlprof.predict.backend import PredictedDmlBackend
+
+        return PredictedDmlBackend(float64_support=float64, values=values)
+    if float64:
+        raise PredictionError("--adapter says which DirectML adapter a prediction assumes: it needs --target dml")
+    from dmlprof.predict.targets import PredictedTargetBackend
+    from dmlprof.targets import semantics_for
+
+    return PredictedTargetBackend(semantics_for(target, target_torch), values=values)
+
+
+def _with_grounds(session, backend, float64: bool):
+    """The session's metadata with what its verdicts rest on: a target's provenance and setting, or
+    DirectML's adapter note."""
+    notes = getattr(backend, "notes", None)
+    if notes is None:
+        return _with_adapter_note(session, float64)
+    return session.meta.updated(notes=tuple(notes()) + session.meta.notes)
 
 
 def _with_adapter_note(session, float64: bool):
@@ -107,4 +147,4 @@ SCRIPT_NOTE = ("--target dml on a script: a script needs values (its data, its c
                "CPU memory); its verdicts are what the device does, its times are the host CPU's")
 
 
-__all__ = ["predict_scan", "PredictionError", "TARGETS"]
+__all__ = ["predict_scan", "PredictionError", "known_targets", "DML_TARGET"]

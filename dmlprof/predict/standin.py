@@ -121,11 +121,7 @@ class StandIn:
         self.values = values if values is not None else ValueStore()
         #: the first value made up (every call after it may follow another path than a real run's)
         self.first_guess: Optional[Guess] = None
-        #: most DirectML adapters have no float64 (a setting); a bfloat16 or complex tensor ends the process
-        self.refused = {dtype: (lambda dtype=dtype: DirectMLFailure(unheld_dtype_failure(dtype)))
-                        for dtype in UNHELD_DTYPES}
-        if not float64_support:
-            self.refused[torch.float64] = lambda: RuntimeError(_FLOAT64_ERROR)
+        self.refused = self.refused_dtypes(float64_support)
         #: the ops sent to the CPU, in call order (the predicted session's evidence)
         self.log = log
         self.device_type = device_type
@@ -135,6 +131,23 @@ class StandIn:
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
                                       wanted=lambda name: name in autograd)
+
+    #: composites torch-directml refuses though torch's generic kernel would run them
+    always_failing = ALWAYS_FAILING_COMPOSITES
+
+    def refused_dtypes(self, float64_support: bool) -> dict:
+        """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
+        # most DirectML adapters have no float64 (a setting); a bfloat16 or complex tensor ends the process
+        refused = {dtype: (lambda dtype=dtype: DirectMLFailure(unheld_dtype_failure(dtype))) for dtype in UNHELD_DTYPES}
+        if not float64_support:
+            refused[torch.float64] = lambda: RuntimeError(_FLOAT64_ERROR)
+        return refused
+
+    def checked(self, run, name: str):
+        """``run``, raising first where the device refuses the call (DirectML's measured refusals)."""
+        if may_fail(name):
+            return _failing_as_on_directml(run, name, self.device_type, torch.float64 not in self.refused)
+        return run
 
     # -- registration ---------------------------------------------------------------
     def install(self) -> None:
@@ -161,7 +174,7 @@ class StandIn:
         _values.install(None)
 
     def _wanted(self, name: str) -> bool:
-        if name in self._natives or name in ANSWERED or name in ALWAYS_FAILING_COMPOSITES:
+        if name in self._natives or name in ANSWERED or name in self.always_failing:
             return True
         if name in _LEFT_TO_TORCH or is_composite(name) or _has_kernel(name, "PrivateUse1"):
             return False  # torch's generic kernel runs it, or torch registered one of its own (c10d)
@@ -191,8 +204,7 @@ class StandIn:
             run = lambda args, kwargs: self.with_cpu_layout(overload, args, kwargs)  # noqa: E731
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
-        if may_fail(name):  # calls DirectML refuses (measured: dmlprof.directml.failures) fail here as there
-            run = _failing_as_on_directml(run, name, self.device_type, torch.float64 not in self.refused)
+        run = self.checked(run, name)  # calls the device refuses fail here as there
         return lambda keyset, *args, **kwargs: run(args, kwargs)
 
     def _autograd_kernel_for(self, overload):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from dmlprof.render.format import clean, fmt_count, fmt_list, fmt_share, terminal_width, wrap_line
+from dmlprof.report.targets import device_and_torch
 from dmlprof.report.gate import GateResult
 
 
@@ -25,7 +26,7 @@ def render_check_text(result: GateResult, model: str, width: Optional[int] = Non
 
 def _check_lines(result: GateResult, model: str) -> list:
     report = result.report
-    device = report.run.device.backend or "?"
+    device = device_and_torch(report)
     lines = [f"dmlprof check {model} on {device} ({report.kind}): {'passed' if result.passed else 'FAILED'}"]
     lines += [f"  {_mark(check)}  {check.describe()}" for check in result.checks]
     lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]

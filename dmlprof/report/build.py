@@ -107,8 +107,9 @@ _DIRECTML_STAND_INS = ("emulated-dml",)
 def _drift(run: RunMeta, ops) -> Optional[list]:
     """For a prediction or an emulated DirectML scan: the ops of its step whose presence differs on torch 2.4.1
     (None for other sessions)."""
-    if run.kind == SWEEP or not (run.is_prediction or run.device.backend in _DIRECTML_STAND_INS):
-        return None
+    directml_prediction = run.is_prediction and run.prediction is not None and run.prediction.target == "dml"
+    if run.kind == SWEEP or not (directml_prediction or run.device.backend in _DIRECTML_STAND_INS):
+        return None  # a target read from another torch's wheel is not torch-directml's (docs/targets.md)
     version = run.environment.torch_version or ""
     if not version:
         return None

@@ -53,7 +53,7 @@ _EXTRAS_WITH_A_SECTION = ("verify",)
 REPORT_META_KEYS = (
     "dmlprof_version", "torch_version", "python_version", "platform", "backend", "device", "device_name",
     "backend_versions", "mode", "run_mode", "model", "model_name", "batch_size", "warmup_steps", "steps",
-    "steps_requested", "optimizer", "sync", "timing", "table_version", "partial", "partial_reason",
+    "steps_requested", "optimizer", "sync", "timing", "target", "table_version", "table_torch_version", "partial", "partial_reason",
     "started_at", "duration_s", "step_times_ms", "memory", "profiler_check", "unknown_ops",
     "recording", "steady_state", "structure_step_ms", "notes", "device_time_check", "verify", "failed_op",
     "failed_source", "failed_module", "device_unused", "remapped_from", "device_failure", "device_float64", "device_emulation",

@@ -161,7 +161,7 @@ class ContractRun(Run):
         with nothing recording or profiling them (a prediction has no times; --verify's steps are
         checked ones; a partial run stops where it broke). Not on a DirectML stand-in: its times are
         host-CPU times, and its fallback counters must hold the recorded steps alone."""
-        if self.facts.partial or self.verify or self.backend.stands_in_for_directml:
+        if self.facts.partial or self.verify or self.backend.stands_in_for_directml or self.backend.predicted:
             return
         with progress.phase("unrecorded steps", total=steps) as bar:
             for _ in range(steps):

@@ -25,7 +25,7 @@ LAYERS = (
     ("library", ("dmlprof.replacements",)),
     ("report", ("dmlprof.report",)),
     ("render", ("dmlprof.render",)),
-    ("capture", ("dmlprof.directml", "dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing")),
+    ("capture", ("dmlprof.directml", "dmlprof.targets", "dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing")),
     ("orchestration", ("dmlprof.model_file", "dmlprof.runner", "dmlprof.replaced_scan", "dmlprof.predict",
                        "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed", "dmlprof.job", "dmlprof.output",
                        "dmlprof.survival", "dmlprof.confirm")),

@@ -218,7 +218,7 @@ def test_guard_slots_read_from_a_header(tmp_path):
 def test_bad_inputs_are_one_line_errors(tmp_path):
     model = _model_file(tmp_path, "def build_model():\n    return nn.Linear(8, 4)\n", extra=LINEAR_BATCH)
     with pytest.raises(PredictionError, match="unknown target"):
-        predict_scan(model, target="mps")
+        predict_scan(model, target="tpu")
     with pytest.raises(DmlprofError, match="--steps"):
         predict_scan(model, steps=0)
 

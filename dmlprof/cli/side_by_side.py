@@ -1,0 +1,52 @@
+"""``dmlprof scan MODEL.py --target dml,xpu,mps``: one predicted step per target, one short verdict each.
+
+Each target is predicted as ``--target T`` alone predicts it (its session saved under --out); a step that
+fails on one target is that target's verdict, not the command's error. ``--json FILE`` writes every target's
+verdict and report in one document (format ``dmlprof-targets``).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def run_side_by_side(args) -> int:
+    from dmlprof.errors import UsageError
+    from dmlprof.output import Written, emit, save_session, write_output
+    from dmlprof.predict import DML_TARGET, predict_scan
+    from dmlprof.report import build_report
+    from dmlprof.report.targets import target_verdict
+    from dmlprof.runner import ScanStopped
+
+    for flag in ("html", "tb", "trace", "replace", "verify"):
+        if getattr(args, flag, None):
+            raise UsageError(f"--{flag} shows one run: with several targets, run --target T --{flag} for each")
+    targets = args.target.split(",")
+    written, rows, saved = Written(), [], []
+    for target in targets:
+        try:
+            session = predict_scan(args.model, target=target, batch_size=args.batch_size, steps=args.steps,
+                                   warmup=args.warmup, float64=args.adapter == "float64" and target == DML_TARGET,
+                                   target_torch=args.target_torch if target != DML_TARGET else None)
+        except ScanStopped as stopped:  # the step fails on this target: that is its verdict
+            session = stopped.session
+        save_session(session, args, written=written)
+        saved.append(written.session_path)
+        report = build_report(session)
+        rows.append((target_verdict(report), report))
+    lines = [verdict.line for verdict, _ in rows]
+    if args.json:
+        doc = {"format": "dmlprof-targets", "format_version": 1, "model": args.model,
+               "targets": [{**verdict.to_dict(), "report": report.to_dict()} for verdict, report in rows]}
+        write_output(written, args.json, lambda: json.dumps(doc, indent=1, default=str), "JSON report")
+    if not args.quiet:
+        out = sys.stderr if args.json == "-" else sys.stdout
+        emit("\n".join(["predicted, not measured: one step on each target"] + [f"  {line}" for line in lines]),
+             out, kept=written.note())
+    from dmlprof.output import announce, to_stdout
+
+    where = sys.stderr if args.quiet or to_stdout(args) else sys.stdout
+    emit("\n".join(f"{target} session saved to {path}" for target, path in zip(targets, saved) if path), where)
+    announce(written, where)
+    written.raise_problems()
+    return 0

@@ -1,0 +1,118 @@
+"""A target other than DirectML, predicted on the same stand-in device as ``--target dml``.
+
+The stand-in (:mod:`dmlprof.predict.standin`) is the prediction's one path: its kernels sit where the
+target's table registers the target's own, and its fallback kernel catches every op that has neither those
+nor a composite kernel. What differs per target is its semantics (:mod:`dmlprof.targets`): which dtypes a
+tensor may hold, which registered calls still raise, and whether an op the device lacks raises or runs on
+the CPU. Nothing here names a target.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import replace
+from types import SimpleNamespace
+
+from dmlprof.backends.base import Backend
+from dmlprof.predict.arguments import flat_tensors
+from dmlprof.predict.backend import PredictedDmlBackend
+from dmlprof.predict.standin import StandIn
+from dmlprof.targets.base import TargetFailure
+
+
+def dtype_name(dtype) -> str:
+    """``torch.float64`` -> ``float64``: the spelling of the target tables."""
+    return str(dtype).replace("torch.", "")
+
+
+class TargetStandIn(StandIn):
+    """The stand-in with a target's semantics in place of DirectML's measured refusals."""
+
+    always_failing = frozenset()
+
+    def __init__(self, semantics, log: list, device_type: str, values=None):
+        self.semantics = semantics  # before StandIn's __init__, which asks for the refused dtypes
+        super().__init__(semantics.table, log, device_type, True, values)
+        # where ATen picks another op on the target's device than on a PrivateUse1 one (MPS convolves with
+        # _mps_convolution), the stand-in's op runs as the target's own does
+        self._natives = self._natives | frozenset(semantics.stand_in_natives())
+
+    def refused_dtypes(self, float64_support: bool) -> dict:
+        return self.semantics.refused_dtypes()
+
+    def checked(self, run, name: str):
+        if name not in self._natives:
+            return run  # no kernel of the target's: the fallback kernel judges it (``fallback``)
+        semantics = self.semantics
+
+        def checked_run(args, kwargs):
+            tensors = flat_tensors((args, tuple(kwargs.values())), [])
+            why = semantics.call_failure(name, tuple(dict.fromkeys(dtype_name(t.dtype) for t in tensors)))
+            if why:
+                raise TargetFailure(why, name)
+            return run(args, kwargs)
+        return checked_run
+
+    def fallback(self, overload, name: str, args, kwargs):
+        why = self.semantics.fallback_failure(name)
+        if why:
+            raise TargetFailure(why, name)
+        return super().fallback(overload, name, args, kwargs)
+
+
+class PredictedTargetBackend(PredictedDmlBackend):
+    """``scan --target T`` for a target with a table and a semantics module: the predicted DirectML backend's
+    device, values and recording, with none of DirectML's knowledge."""
+
+    stands_in_for_directml = False
+
+    def __init__(self, semantics, index: int = 0, values=None):
+        super().__init__(index, table=semantics.table, float64_support=True, values=values)
+        self.semantics = semantics
+        self.name = semantics.table.backend
+
+    @contextmanager
+    def run_context(self):
+        from dmlprof.directml.device_module import backward_on_calling_thread
+
+        self._standin = TargetStandIn(self.semantics, self.fallback_log, self.device_type, self.values)
+        self._standin.install()
+        try:
+            with backward_on_calling_thread():
+                yield
+        finally:
+            self._standin.remove()
+
+    # DirectML's measured knowledge is not this target's
+    def flagged_ops(self) -> frozenset:
+        return frozenset()
+
+    def failure_rule(self):
+        return None
+
+    def arguments_rule(self):
+        return None
+
+    def failure_in(self, exc: BaseException, touched_device: bool = True):
+        return exc if isinstance(exc, TargetFailure) else None
+
+    def known_error(self, exc: BaseException):
+        if not isinstance(exc, TargetFailure):
+            return Backend.known_error(self, exc)
+        title = self.semantics.title
+        return SimpleNamespace(key=f"{self.name}_predicted_failure", remedy=exc.remedy or self.semantics.remedy(exc.op),
+                               explanation=f"{exc.message.split(' (predicted')[0]}: predicted from torch "
+                                           f"{self.table.torch_version}'s {title} registrations, not measured")
+
+    def device_name(self) -> str:
+        return f"{self.table.package} {self.table.torch_version} (predicted, no device)"
+
+    def versions(self) -> dict:
+        return {"target_torch": self.table.torch_version}
+
+    def run_meta(self):
+        facts = super().run_meta()
+        return replace(facts, device=replace(facts.device, float64=None))  # float64 is an adapter class of DirectML's
+
+    def notes(self) -> tuple:
+        """What the session says of this prediction's grounds (its provenance and assumed setting)."""
+        return (self.semantics.provenance(),)

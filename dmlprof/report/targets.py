@@ -1,0 +1,84 @@
+"""One short verdict per predicted target, for ``scan --target dml,xpu,mps`` (decided here, once).
+
+"XPU, torch 2.14.1: 0 ops fall back (0 calls), fails at model.py:40 (aten::foo); set the target's fallback
+variable to 1 (it then runs on the CPU), or replace aten::foo in the model". What to set or change is the device failure's remedy,
+which the target's semantics (or DirectML's known errors) gave the session.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+#: targets whose users know them by another name than their flag's
+_TITLES = {"dml": "DirectML"}
+
+
+@dataclass(frozen=True)
+class TargetVerdict:
+    """A predicted step on one target, in one line."""
+
+    target: str
+    torch_version: str
+    fallback_ops: int  # distinct ops sent to the CPU
+    fallback_calls: int
+    failed_op: Optional[str]
+    failed_source: Optional[str]
+    remedy: str
+    line: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def title(target: str) -> str:
+    return _TITLES.get(target, target.upper())
+
+
+def device_and_torch(report) -> str:
+    """The device a report is of; for a prediction, with the torch whose registrations it read (``xpu, torch
+    2.14.1``): what ``check`` names in its first line."""
+    device = report.run.device.backend or "?"
+    prediction = report.run.prediction
+    if report.is_prediction and prediction is not None and prediction.table_torch_version:
+        return f"{device}, torch {prediction.table_torch_version}"
+    return device
+
+
+def target_verdict(report) -> TargetVerdict:
+    """The verdict of one predicted session's report (a :class:`~dmlprof.report.model.Report`)."""
+    run = report.run
+    target = run.prediction.target if run.prediction is not None else ""
+    version = (run.prediction.table_torch_version if run.prediction is not None else None) or "?"
+    summary = report.summary
+    failure = run.device_failure
+    ops = summary.distinct_fallback_ops
+    head = f"{title(target)}, torch {version}: {ops} op{'' if ops == 1 else 's'} fall{'s' if ops == 1 else ''} back"
+    calls = summary.fallback_calls
+    head += f" ({calls} call{'' if calls == 1 else 's'}{_named(report)})"
+    if failure is None:
+        line = head + ", no call fails" + ("" if not ops else "; its report has their fixes")
+        return TargetVerdict(target, version, ops, summary.fallback_calls, None, None, "", line)
+    where = f" at {failure.source}" if failure.source else ""
+    remedy = failure.remedy or "see its report"
+    line = f"{head}, fails{where} ({failure.op}); {remedy}"
+    return TargetVerdict(target, version, ops, summary.fallback_calls, failure.op, failure.source or None, remedy,
+                         line)
+
+
+#: fallback ops a verdict line names before "..."
+_NAMED_OPS = 3
+
+
+def _named(report) -> str:
+    """``: aten::a, aten::b`` for the ops sent to the CPU, most calls first (a composite's inner ops)."""
+    names = []
+    for hotspot in report.hotspots:
+        for op in hotspot.inner_ops or (hotspot.op,):
+            if op not in names:
+                names.append(op)
+    if not names:
+        return ""
+    return ": " + ", ".join(names[:_NAMED_OPS]) + (", ..." if len(names) > _NAMED_OPS else "")
+
+
+__all__ = ["TargetVerdict", "device_and_torch", "target_verdict", "title"]

@@ -1,0 +1,18 @@
+"""``--target xpu``: Intel GPUs through torch's own XPU device (torch >= 2.5; Windows too).
+
+Beyond the shared rules (:mod:`dmlprof.targets.base`) XPU adds nothing a wheel records: its registrations are
+in native_functions.yaml since torch 2.14 (before, in intel/torch-xpu-ops' own yaml), and its always-on CPU
+fallback list is torch-xpu-ops' XPUFallback source at the commit torch pins. Its boxed fallback raises unless
+PYTORCH_ENABLE_XPU_FALLBACK=1, and names each op it sends to the CPU only with PYTORCH_DEBUG_XPU_FALLBACK=1.
+"""
+from __future__ import annotations
+
+from dmlprof.targets.base import TargetSemantics
+
+
+class Semantics(TargetSemantics):
+    title = "XPU"
+    fallback_env = "PYTORCH_ENABLE_XPU_FALLBACK"
+    # Data-centre GPUs (Max) run float64; Arc and integrated GPUs have no float64 hardware, and no wheel says
+    # which one a user has: the prediction assumes the device runs every dtype its kernels are built for.
+    assumes = "assumed a GPU that runs float64 (Intel Arc and integrated GPUs do not)"

@@ -1,0 +1,262 @@
+"""``--target xpu`` and ``--target mps``: verdicts read from a torch wheel's registrations (docs/targets.md).
+
+GIVEN a target's shipped table and its semantics module, WHEN a call (or a model's step) is judged, THEN the
+verdict is what the registrations, the fallback lists and common_mps.py say.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from dmlprof.predict import known_targets, predict_scan
+from dmlprof.runner import ScanStopped
+from dmlprof.tables import targets as target_tables
+from dmlprof.tables.targets import load_target_table, shipped_target_tables
+from dmlprof.targets import semantics_for
+from dmlprof.targets.base import FALLS_BACK, RAISES, RUNS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _model(tmp_path, body: str, forward: str) -> str:
+    path = tmp_path / "net.py"
+    path.write_text(textwrap.dedent(f"""
+        import torch
+        from torch import nn
+
+        BATCH_SIZE = 2
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+        {textwrap.indent(textwrap.dedent(forward), ' ' * 8)}
+
+        def build_model():
+            return Net()
+
+        def make_batch(batch_size):
+            return torch.randn(batch_size, 4), torch.randn(batch_size, 4)
+
+        def loss_fn(out, batch):
+            return ((out - batch[1]) ** 2).mean()
+        {body}
+    """))
+    return str(path)
+
+
+# -- the tables ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["xpu", "mps"])
+def test_each_table_says_what_torch_and_which_files_it_was_read_from(target):
+    table = load_target_table(target)
+    assert table.torch_version == shipped_target_tables()[target][-1]  # the newest shipped is the default
+    assert "native_functions.yaml" in table.source["registrations"]
+    assert table.source["fallback_list"]  # the origin of the always-on list, which no CPU wheel holds
+    assert "not measured" in table.version_label()
+    # every op of the always-on list is one the backend registered no kernel for
+    assert table.cpu_fallback and all(table.kind(op) == "fallback" for op in table.cpu_fallback)
+
+
+def test_the_xpu_table_of_torch_2_14_holds_torch_xpu_ops_29_fallbacks_and_the_yaml_xpu_entries():
+    table = load_target_table("xpu", "2.14.1")
+    assert len(table.cpu_fallback) == 29
+    assert table.source["entries_naming_key"] == 782  # the yaml entries naming XPU, as the tool counted them
+
+
+def test_the_xpu_table_of_torch_2_13_reads_intels_own_yaml_where_the_wheel_names_31_entries():
+    older, newer = load_target_table("xpu", "2.13.0"), load_target_table("xpu", "2.14.1")
+    assert older.source["entries_naming_key"] == 31  # before the registrations moved into torch (2.14)
+    outside = older.doc["registered_outside_yaml"]
+    assert len(outside) > 1000 and all("torch-xpu-ops" in origin or "pytorch/pytorch" in origin
+                                       for origin in outside.values())
+    assert older.kind("aten::add.Tensor") == newer.kind("aten::add.Tensor") == "native"
+    # torch-xpu-ops 2.13 sent torch.cholesky to the CPU; torch 2.14's yaml no longer has the op (removed)
+    assert older.kind("aten::cholesky") == "fallback" and newer.kind("aten::cholesky") is None
+
+
+def test_target_torch_picks_the_table_and_the_session_says_which(tmp_path):
+    model = _model(tmp_path, "", "return self.fc(x)")
+    session = predict_scan(model, target="xpu", target_torch="2.13.0")
+    assert session.meta.prediction.table_torch_version == "2.13.0"
+    assert "torch 2.13.0" in session.meta.notes[0]
+    from dmlprof.predict import PredictionError
+
+    with pytest.raises(PredictionError, match="torch-directml 0.2.5 runs on torch 2.4.1 only"):
+        predict_scan(model, target="dml", target_torch="2.14.1")
+
+
+@pytest.mark.parametrize("target, origin", [("xpu", "torch-xpu-ops"), ("mps", "pytorch/vision")])
+def test_torchvision_s_device_kernels_are_registrations_too(target, origin):
+    """nms and roi_align run on both devices (registered by torch-xpu-ops lazily, by torchvision for MPS):
+    a prediction reading only aten's yaml would stop Faster R-CNN at nms."""
+    table = load_target_table(target, "2.14.1")
+    for op in ("torchvision::nms", "torchvision::roi_align", "torchvision::_roi_align_backward"):
+        assert table.kind(op) == "native" and origin in table.doc["registered_outside_yaml"][op]
+    assert semantics_for(target, environ={}).check_call("torchvision::nms", ("float32",)) == RUNS
+
+
+def test_an_unknown_target_or_torch_is_a_usage_error():
+    from dmlprof.errors import UsageError
+
+    with pytest.raises(UsageError, match="no target table"):
+        load_target_table("tpu")
+    with pytest.raises(UsageError, match="no xpu table for torch 1.0"):
+        load_target_table("xpu", "1.0")
+
+
+# -- the semantics, call by call ----------------------------------------------------------------------
+def test_an_op_xpu_registers_runs_and_one_on_its_fallback_list_falls_back():
+    xpu = semantics_for("xpu", environ={})
+    assert xpu.check_call("aten::add.Tensor", ("float32",)) == RUNS
+    assert xpu.check_call("aten::linalg_eig", ("float32",)) == FALLS_BACK  # torch-xpu-ops' fallback_list
+
+
+@pytest.mark.parametrize("value, verdict", [(None, RAISES), ("0", RAISES), ("1", FALLS_BACK)])
+def test_an_op_xpu_lacks_raises_unless_its_fallback_variable_is_set(value, verdict):
+    environ = {} if value is None else {"PYTORCH_ENABLE_XPU_FALLBACK": value}
+    xpu = semantics_for("xpu", environ=environ)
+    assert load_target_table("xpu").kind("aten::_add_relu.Tensor") == "missing"
+    assert xpu.check_call("aten::_add_relu.Tensor", ("float32",)) == verdict
+    assert ("set" if verdict == FALLS_BACK else "unset") in xpu.setting()
+
+
+def test_mps_holds_no_float64_and_complex64_only_in_the_ops_common_mps_lists():
+    mps = semantics_for("mps", environ={})
+    refused = mps.refused_dtypes()
+    assert torch.float64 in refused and torch.complex128 in refused and torch.float32 not in refused
+    assert isinstance(refused[torch.float64](), TypeError)  # MPS raises a TypeError making one
+    assert mps.check_call("aten::add.Tensor", ("complex64",)) == RUNS  # "add" is in SUPPORTED_COMPLEX_OPS
+    assert mps.check_call("aten::cholesky_inverse", ("complex64",)) == RAISES
+
+
+def test_a_dtype_gap_of_common_mps_raises_for_that_dtype_only():
+    mps = semantics_for("mps", environ={})
+    assert mps.check_call("aten::median", ("float32",)) == RUNS
+    assert mps.check_call("aten::median", ("bool",)) == RAISES  # UNIMPLEMENTED_XFAILLIST: median [bool]
+
+
+def test_mps_s_always_on_fallbacks_fall_back_without_the_variable():
+    mps = semantics_for("mps", environ={})
+    assert mps.check_call("aten::embedding_renorm_", ("float32",)) == FALLS_BACK
+    assert mps.check_call("aten::_pdist_forward", ("float32",)) == RAISES
+
+
+# -- predictions of a step ------------------------------------------------------------------------------
+def test_a_float64_step_fails_on_mps_at_the_users_line(tmp_path):
+    model = _model(tmp_path, "", "return self.fc(x.double().float())")
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(model, target="mps")
+    failure = stopped.value.session.meta.device_failure
+    assert failure is not None and "float64" in failure.message.lower()
+    assert failure.source.startswith(str(Path(model).name)) or "net.py" in failure.source
+    assert not failure.observed  # predicted, not measured
+
+
+def test_an_xpu_fallback_listed_op_falls_back_and_a_missing_one_raises_unless_enabled(tmp_path, monkeypatch):
+    listed = _model(tmp_path, "", "return self.fc(x) + torch.cholesky_inverse(torch.eye(4, device=x.device)).sum()")
+    session = predict_scan(listed, target="xpu")
+    assert "aten::cholesky_inverse" in " ".join(session.ops["fallback_ops"])
+    assert session.meta.prediction.target == "xpu" and session.meta.prediction.table_torch_version
+    assert any("not measured" in note and "PYTORCH_ENABLE_XPU_FALLBACK unset" in note for note in session.meta.notes)
+
+    # (_add_relu has no derivative: called on a detached tensor, as a model's own fused op would be)
+    missing = _model(tmp_path, "", "return self.fc(x) + torch.ops.aten._add_relu.Tensor(self.fc(x).detach(), x)")
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(missing, target="xpu")
+    failure = stopped.value.session.meta.device_failure
+    assert failure is not None and "_add_relu" in failure.message
+    assert "PYTORCH_ENABLE_XPU_FALLBACK=1" in failure.remedy
+
+    monkeypatch.setenv("PYTORCH_ENABLE_XPU_FALLBACK", "1")
+    session = predict_scan(missing, target="xpu")
+    assert "aten::_add_relu.Tensor" in " ".join(session.ops["fallback_ops"])
+    assert any("PYTORCH_ENABLE_XPU_FALLBACK set" in note for note in session.meta.notes)
+
+
+# -- a target is one table and one module ----------------------------------------------------------------
+def test_adding_a_target_is_one_table_and_one_semantics_module(tmp_path, monkeypatch):
+    """A new target's table file and module make it a --target choice; no other file is touched."""
+    doc = json.loads((target_tables.TARGET_DIR / "xpu-torch2.14.1.json").read_text())
+    doc.update(target="npu", dispatch_key="NPU", torch_version="9.9")
+    tables = tmp_path / "targets"
+    tables.mkdir()
+    for path in target_tables.TARGET_DIR.glob("*.json"):
+        (tables / path.name).write_text(path.read_text())
+    (tables / "npu-torch9.9.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(target_tables, "TARGET_DIR", tables)
+    target_tables.load_target_table.cache_clear()
+    module = types.ModuleType("dmlprof.targets.npu")
+    from dmlprof.targets.base import TargetSemantics
+
+    module.Semantics = type("Semantics", (TargetSemantics,), {"title": "NPU", "fallback_env": "NPU_FALLBACK"})
+    monkeypatch.setitem(sys.modules, "dmlprof.targets.npu", module)
+    try:
+        assert "npu" in known_targets()
+        from dmlprof.cli.arguments import target_list
+
+        assert target_list("dml,npu") == "dml,npu"
+        npu = semantics_for("npu", environ={"NPU_FALLBACK": "1"})
+        assert npu.table.torch_version == "9.9" and npu.check_call("aten::_add_relu.Tensor") == FALLS_BACK
+    finally:
+        target_tables.load_target_table.cache_clear()
+
+
+#: the modules that serve every target: none may name one (docs/targets.md)
+_TARGET_FREE = ("dmlprof/predict/targets.py", "dmlprof/cli/side_by_side.py", "dmlprof/tables/targets.py",
+                "dmlprof/targets/__init__.py", "dmlprof/targets/base.py", "dmlprof/report/targets.py")
+
+
+def test_only_a_targets_own_module_and_table_name_it():
+    for target in shipped_target_tables():
+        own = ROOT / "dmlprof" / "targets" / f"{target}.py"
+        assert own.exists(), f"{target} has a table but no semantics module"
+        variable = f"PYTORCH_ENABLE_{target.upper()}_FALLBACK"
+        # (the live backends and the doctor read the variable of a device that is there: not a prediction's)
+        naming = [str(path.relative_to(ROOT)) for folder in ("predict", "targets", "report", "tables", "cli")
+                  for path in (ROOT / "dmlprof" / folder).rglob("*.py") if variable in path.read_text(encoding="utf-8")]
+        assert naming == [str(own.relative_to(ROOT))]
+        for name in _TARGET_FREE:
+            text = (ROOT / name).read_text(encoding="utf-8")
+            assert f'"{target}"' not in text and f"'{target}'" not in text, f"{name} names {target}"
+
+
+# -- side by side --------------------------------------------------------------------------------------
+def test_side_by_side_gives_one_verdict_per_target_and_one_json_document(tmp_path, capsys):
+    from dmlprof.cli import main
+
+    model = _model(tmp_path, "", "return self.fc(x).double().float()")  # float64: MPS fails, XPU runs
+    out = tmp_path / "all.json"
+    assert main(["scan", model, "--target", "xpu,mps", "--out", str(tmp_path / "r"), "--json", str(out)]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert lines[0].startswith("XPU, torch 2.14.1: 0 ops fall back (0 calls)") and "no call fails" in lines[0]
+    assert lines[1].startswith("MPS, torch 2.14.1:") and "net.py:" in lines[1] and "float32" in lines[1]
+    doc = json.loads(out.read_text())
+    assert [row["target"] for row in doc["targets"]] == ["xpu", "mps"]
+    assert doc["targets"][1]["failed_op"] and doc["targets"][1]["report"]["meta"]["target"] == "mps"
+    assert len(list((tmp_path / "r").glob("*.session.json"))) == 2
+
+
+def test_a_bad_target_list_is_a_one_line_usage_error(capsys):
+    from dmlprof.cli import main
+
+    for text, said in (("xpu,tpu", "unknown target tpu"), ("xpu,xpu", "names a target twice")):
+        with pytest.raises(SystemExit) as ended:
+            main(["scan", "x.py", "--target", text])
+        assert ended.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_check_gates_one_target_and_names_its_torch(tmp_path, capsys):
+    from dmlprof.cli import main
+
+    model = _model(tmp_path, "", "return self.fc(x)")
+    assert main(["check", model, "--target", "xpu,mps", "--out", str(tmp_path / "r")]) == 2
+    assert "one target at a time" in capsys.readouterr().err
+    assert main(["check", model, "--target", "mps", "--target-torch", "2.13.0", "--out", str(tmp_path / "r")]) == 0
+    assert "on mps, torch 2.13.0 (predicted):" in " ".join(capsys.readouterr().out.split())
