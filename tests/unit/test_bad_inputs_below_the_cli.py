@@ -86,8 +86,8 @@ def test_r11_check_on_the_cpu_without_a_target_is_refused():
     from dmlprof.cli.check import _refuse_a_gate_that_cannot_fail
 
     with pytest.raises(UsageError, match="cannot fail"):
-        _refuse_a_gate_that_cannot_fail(argparse.Namespace(target=None, device="cpu"))
-    _refuse_a_gate_that_cannot_fail(argparse.Namespace(target="dml", device="cpu"))  # a prediction can fail
+        _refuse_a_gate_that_cannot_fail(argparse.Namespace(target=None, target_torch=None, device="cpu"))
+    _refuse_a_gate_that_cannot_fail(argparse.Namespace(target="dml", target_torch=None, device="cpu"))  # a prediction can fail
 
 
 def test_r11_check_with_auto_on_a_machine_without_accelerator_is_refused(monkeypatch):
@@ -104,7 +104,7 @@ def test_r11_check_with_auto_on_a_machine_without_accelerator_is_refused(monkeyp
     monkeypatch.setattr(backends, "backend_class", lambda name: Absent if name != "cpu" else
                         type("Cpu", (), {"device_type": "cpu"}))
     with pytest.raises(UsageError, match="no accelerator found"):
-        _refuse_a_gate_that_cannot_fail(argparse.Namespace(target=None, device="auto"))
+        _refuse_a_gate_that_cannot_fail(argparse.Namespace(target=None, target_torch=None, device="auto"))
 
 
 # -- R12: a NaN loss fails the gate, and a model that fails still gets its JUnit --------------------------------
