@@ -222,8 +222,10 @@ def judge_all(keys: list, real: dict, scans: dict) -> dict:
     return {"samples": samples, "totals": {where: dict(found) for where, found in totals.items()}}
 
 
-def disagreements(judged: dict, keys: list) -> dict:
-    """Every sample a path judged differently, with the op, dtype and its arguments; grouped by class."""
+def disagreements(judged: dict, keys: list, describe=None) -> dict:
+    """Every sample a path judged differently, with the op, dtype and its arguments (``describe(key)``, by
+    default :func:`summary`); grouped by op, dtype and how and where real DirectML ended it."""
+    describe = describe or summary
     found, by_class = [], defaultdict(lambda: {"samples": [], "predicted": 0, "emulated": 0})
     for key in keys:
         entry = judged["samples"][key]
@@ -231,7 +233,7 @@ def disagreements(judged: dict, keys: list) -> dict:
         if not wrong:
             continue
         label, dtype, _ = key.split("|")
-        row = {"key": key, "op": label, "dtype": dtype, "arguments": summary(key), "real": entry["real"],
+        row = {"key": key, "op": label, "dtype": dtype, "arguments": describe(key), "real": entry["real"],
                "real_failed_op": entry["real_failed_op"], "real_message": entry["real_message"],
                **{where: entry[where] for where in ("predicted", "emulated")},
                **{f"{where}_differs": entry.get(f"{where}_differs", "") for where in wrong}}
@@ -294,6 +296,9 @@ def main() -> int:
         found = disagreements(judged, keys)
         document["says_runs_real_ends_the_process"] = [row for row in found["disagreements"]
                                                        if row["ends_the_process_where_said_runs"]]
+        # wrong values are not part of the verdicts above (a path that runs agrees): listed for the next measure
+        document["real_wrong_values"] = {key: sorted(real[key]["clean_wrong"]) for key in keys
+                                         if real[key].get("clean_wrong")}
         document["not_judged"] = {key: real[key].get("outcome") for key in keys if real[key].get("outcome") not in JUDGED}
         document.update(found)
         document["samples"] = judged["samples"]
