@@ -114,7 +114,7 @@ def measure_real(keys: list, journal, resume: bool) -> tuple:
     results = measure_truth.measure(todo, {measure_truth.FORCE_FP64_ENV: "0"}, journal=journal) if todo else {}
     results = {**{key: done[key] for key in keys if key in done}, **results}
     adapter = next((r.get("measured", {}).get("adapter") for r in results.values() if r.get("measured", {}).get("adapter")), "")
-    return results, adapter
+    return results, adapter, len(keys) - len(todo)
 
 
 def scan_paths(keys: list) -> dict:
@@ -271,16 +271,19 @@ def main() -> int:
     used = used_keys()
     keys = choose(candidates(used, args.later), 0 if args.all else args.count, args.seed)
     print(f"{len(keys)} held-out samples ({len(used)} keys used by the table)", flush=True)
-    real, adapter = measure_real(keys, args.journal, args.resume)
-    real_seconds = time.time() - started
+    chosen_at = time.time()
+    real, adapter, resumed = measure_real(keys, args.journal, args.resume)
+    real_seconds = time.time() - chosen_at
     print(f"real: {len(real)} samples in {real_seconds:.0f} s", flush=True)
     document = {"about": "held-out OpInfo samples (later sample numbers of the table's ops and dtypes): the "
                          "prediction (--target dml) and the emulated device against real torch-directml "
                          "(tools/realdml/held_out.py)",
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "seed": args.seed, "count_asked": 0 if args.all else args.count, "later": args.later,
-                "sample_count": len(keys), "adapter": adapter, "real_seconds": round(real_seconds),
-                "real_seconds_per_sample": round(real_seconds / max(1, len(keys)), 2),
+                "sample_count": len(keys), "adapter": adapter, "choose_seconds": round(chosen_at - started),
+                "real_seconds": round(real_seconds), "real_resumed_from_journal": resumed,
+                # the rate counts the samples measured in this run only (a resumed one took no time here)
+                "real_seconds_per_sample": round(real_seconds / max(1, len(keys) - resumed), 2),
                 "real_outcomes": dict(Counter(real_verdict(r) for r in real.values()))}
     import measure_truth
 
