@@ -248,7 +248,7 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
               "handler); nothing was lost")
         return contents.finished
     running = contents.running[-1] if contents.running else contents.unrecorded
-    message = crash_message(how, running, user_line)
+    message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
     if contents.header is None:
         error_line(f"{message}, before the recording began", "nothing was recorded")
         return _exit_code(how, status)
@@ -284,20 +284,29 @@ def _note(text: str) -> None:
         pass
 
 
-def crash_message(how: str, running, user_line: str) -> str:
-    """``the scanned process died of SIGSEGV in aten::flip (float32 [4, 5]; at model.py:12, in net.body)``."""
+def crash_message(how: str, running, user_line: str, last=None) -> str:
+    """``the scanned process died of SIGSEGV in aten::flip (float32 [4, 5]; at model.py:12, in net.body)``;
+    ``last``: the last call that returned, named where the death came between calls from nowhere the user wrote
+    (a native library's damage showing later: a lost DirectML device's heap)."""
     text = (f"the scanned process died of {how}" if how != ABRUPT else
             "the scanned process ended abruptly (os._exit() outside the main thread, or abort())")
     if running is not None:
-        dtypes = ",".join(sorted({m[1] for m in running.inputs}))
-        shapes = ", ".join(str(list(m[2])) for m in running.inputs[:3]) + (", ..." if len(running.inputs) > 3 else "")
         where = [part for part in (f"at {user_line}" if user_line else "",
                                    f"in {running.module}" if running.module else "") if part]
-        text += f" in {running.op} ({' '.join(part for part in (dtypes, shapes) if part)}"
-        text += ("; " + ", ".join(where) if where else "") + ")"
+        text += f" in {running.op} ({_call_words(running)}" + ("; " + ", ".join(where) if where else "") + ")"
     elif user_line:
         text += f" at {user_line}, between op calls (native code the script called)"
+    elif last is not None:
+        text += (f" between op calls, after its last recorded call {last.op} ({_call_words(last)}"
+                 + (f"; in {last.module}" if last.module else "") + ")")
     return text
+
+
+def _call_words(call) -> str:
+    """``float32 [4, 5], [5]``: a journaled call's input dtypes and first shapes."""
+    dtypes = ",".join(sorted({m[1] for m in call.inputs}))
+    shapes = ", ".join(str(list(m[2])) for m in call.inputs[:3]) + (", ..." if len(call.inputs) > 3 else "")
+    return " ".join(part for part in (dtypes, shapes) if part)
 
 
 def crash_location(crash_log: Path) -> str:

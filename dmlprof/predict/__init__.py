@@ -10,6 +10,8 @@ fallback kernel. The Session has ``meta.is_prediction`` (its kind is ``predicted
 """
 from __future__ import annotations
 
+import sys
+
 from typing import Optional
 
 from dmlprof.errors import DmlprofError
@@ -103,6 +105,12 @@ def _predicted_backend(target: str, float64: bool, values, target_torch: Optiona
         return PredictedDmlBackend(float64_support=float64, values=values)
     if float64:
         raise PredictionError("--adapter says which DirectML adapter a prediction assumes: it needs --target dml")
+    testing = sys.modules.get("dmlprof.testing")
+    if testing is not None and testing.is_loaded():
+        # its kernels serve every op torch-directml registers, and would run on this stand-in's storage-less
+        # tensors wherever the target has no kernel of its own (a segfault, measured): one process, one device
+        raise PredictionError(f"--target {target} cannot be predicted in a process where the emulated DirectML device "
+                              "is loaded", remedy="predict it with a dmlprof command of its own")
     from dmlprof.predict.targets import PredictedTargetBackend
     from dmlprof.targets import semantics_for
 

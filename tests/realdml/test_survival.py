@@ -134,6 +134,11 @@ def make_batch(batch_size):
 def test_a_lost_device_is_blamed_on_the_call_that_lost_it(scan, tmp_path):
     (tmp_path / "frozen.py").write_text(LAYER_NORM_FROZEN, encoding="utf-8")
     real = scan(tmp_path / "frozen.py", "--device", "dml", "--warmup", "0", env={"DMLPROF_NO_REFUSALS": "1"})
+    if real.returncode == 7:  # the lost device's damage aborted the process after the call returned (seen in CI:
+        # "malloc(): unaligned tcache chunk detected"): the call named is the last one that returned
+        assert "between op calls, after its last recorded call aten::native_layer_norm_backward" in real.stderr, \
+            real.describe()
+        return
     assert real.returncode == 4, real.describe()
     failure = real.meta["device_failure"]
     assert failure["op"] == "aten::native_layer_norm_backward", real.describe()

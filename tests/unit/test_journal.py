@@ -185,3 +185,15 @@ def test_a_forked_child_never_writes_into_its_parents_journal(tmp_path):
     journal.end(journal.begin("aten::relu", 1, "forward", "", []), [], 0, 1, 1, "")
     contents = read_journal(journal.path)
     assert [call.op for call in contents.calls] == ["aten::mm", "aten::relu"] and contents.finished is None
+
+
+def test_a_death_between_calls_outside_the_users_code_names_the_last_call_that_returned(tmp_path):
+    # a lost DirectML device can damage the heap in its call and abort the process only after it returned
+    journal = _journal(tmp_path)
+    number = journal.begin("aten::native_layer_norm_backward", 1, "backward", "norm", [("privateuseone", F32, (4, 8), 128)])
+    journal.end(number, [("privateuseone", F32, (4, 8), 128)], 0, 1, 1, "")
+    contents = read_journal(journal.path)
+    message = survival.crash_message("SIGABRT", None, "", contents.calls[-1])
+    assert message == ("the scanned process died of SIGABRT between op calls, after its last recorded call "
+                       "aten::native_layer_norm_backward (float32 [4, 8]; in norm)")
+    assert survival.crash_message("SIGABRT", None, "", None) == "the scanned process died of SIGABRT"

@@ -14,6 +14,8 @@ import pytest
 
 from dmlprof.targets import semantics_for
 
+pytestmark = pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("target_verdicts-torch*.json"))
 ON_DEVICE = ("native", "composite_explicit", "composite_implicit")

@@ -6,6 +6,8 @@ verdict is what the registrations, the fallback lists and common_mps.py say.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import textwrap
 import types
@@ -20,6 +22,8 @@ from dmlprof.tables import targets as target_tables
 from dmlprof.tables.targets import load_target_table, shipped_target_tables
 from dmlprof.targets import semantics_for
 from dmlprof.targets.base import FALLS_BACK, RAISES, RUNS
+
+pytestmark = pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -260,3 +264,16 @@ def test_check_gates_one_target_and_names_its_torch(tmp_path, capsys):
     assert "one target at a time" in capsys.readouterr().err
     assert main(["check", model, "--target", "mps", "--target-torch", "2.13.0", "--out", str(tmp_path / "r")]) == 0
     assert "on mps, torch 2.13.0 (predicted):" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_target_is_not_predicted_beside_the_emulated_directml_device():
+    # its kernels would run on the stand-in's storage-less tensors where the target has none (a segfault, seen in
+    # CI's one pytest process): refused in one line instead
+    code = ("from dmlprof import testing\ntesting.load()\nfrom dmlprof.predict import predict_scan, PredictionError\n"
+            "try:\n    predict_scan(r'%s', target='xpu', steps=1)\nexcept PredictionError as e:\n    print('REFUSED', e)\n"
+            % (ROOT / "models" / "lenet5.py"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert "REFUSED --target xpu cannot be predicted in a process where the emulated DirectML device is loaded" \
+        in done.stdout
