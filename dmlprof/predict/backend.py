@@ -65,16 +65,20 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
     def run_context(self):
         """The stand-in's kernels exist for the length of a run, and backward runs on the calling thread."""
         from dmlprof.directml.device_module import backward_on_calling_thread
-        from dmlprof.predict.standin import StandIn
 
-        self._standin = StandIn(self.table, self.fallback_log, self.device_type, self.float64_support,
-                                self.values)
+        self._standin = self._new_standin()
         self._standin.install()
         try:
             with backward_on_calling_thread():
                 yield
         finally:
             self._standin.remove()
+
+    def _new_standin(self):
+        """torch-directml's registrations, on tensors without memory (a target's backend makes its own)."""
+        from dmlprof.predict.standin import StandIn
+
+        return StandIn(self.table, self.fallback_log, self.device_type, self.float64_support, self.values)
 
     def refresh(self) -> None:
         if self._standin is not None:

@@ -8,7 +8,6 @@ the CPU. Nothing here names a target.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -70,17 +69,8 @@ class PredictedTargetBackend(PredictedDmlBackend):
         self.semantics = semantics
         self.name = semantics.table.backend
 
-    @contextmanager
-    def run_context(self):
-        from dmlprof.directml.device_module import backward_on_calling_thread
-
-        self._standin = TargetStandIn(self.semantics, self.fallback_log, self.device_type, self.values)
-        self._standin.install()
-        try:
-            with backward_on_calling_thread():
-                yield
-        finally:
-            self._standin.remove()
+    def _new_standin(self):
+        return TargetStandIn(self.semantics, self.fallback_log, self.device_type, self.values)
 
     # DirectML's measured knowledge is not this target's
     def flagged_ops(self) -> frozenset:
