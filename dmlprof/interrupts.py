@@ -84,10 +84,16 @@ def _say(line: str) -> None:
 
 
 def _install(signums, handler) -> dict:
-    """{signal: previous handler} for the signals a handler could be set for (main thread only)."""
+    """{signal: previous handler} for the signals a handler could be set for (main thread only).
+
+    A signal the process was started ignoring stays ignored (Python does the same for SIGINT): ``nohup dmlprof
+    scan ...`` asked for a closed terminal not to end the scan, and a stopped scan is still a stopped scan.
+    """
     previous = {}
     for signum in signums:
         try:
+            if signal.getsignal(signum) == signal.SIG_IGN:
+                continue
             previous[signum] = signal.signal(signum, handler)
         except (ValueError, OSError, AttributeError):  # not the main thread, or no signals here
             continue

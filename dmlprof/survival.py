@@ -194,6 +194,8 @@ class _passing_signals_to:
             # Windows: the console's Ctrl-C reaches the child itself; nothing can be passed on
             handler = signal.SIG_IGN if os.name != "posix" else self._forward
             try:
+                if signal.getsignal(number) == signal.SIG_IGN:  # nohup's SIGHUP: the child inherits it ignored
+                    continue
                 self.saved[number] = signal.signal(number, handler)
             except (OSError, ValueError):  # not the main thread (dmlprof called from a library)
                 pass

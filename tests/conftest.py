@@ -86,14 +86,16 @@ def require_chromium() -> None:
     pytest.skip(reason)
 
 
-def _sigint_as_by_default() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _stopping_signals_as_by_default() -> None:
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
 
 
-#: Popen arguments for a child that a test sends Ctrl-C (SIGINT) to. A shell's background job
-#: (``pytest &`` without job control) ignores SIGINT, and ignoring survives exec into every child:
-#: such a test would then measure how its runner was started (a lost Ctrl-C, a script left running).
-CTRL_C_REACHES = {"preexec_fn": _sigint_as_by_default} if os.name == "posix" else {}
+#: Popen arguments for a child that a test sends Ctrl-C, SIGTERM or SIGHUP to. A shell's background job
+#: (``pytest &`` without job control) ignores SIGINT, a runner started under ``nohup`` ignores SIGHUP, and
+#: ignoring survives exec into every child, where dmlprof leaves it ignored as asked: such a test would then
+#: measure how its runner was started (a lost signal, a script left running to its end).
+SIGNALS_REACH = {"preexec_fn": _stopping_signals_as_by_default} if os.name == "posix" else {}
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from conftest import CTRL_C_REACHES, run_cli
+from conftest import SIGNALS_REACH, run_cli
 
 pytestmark = pytest.mark.slow
 POSIX = sys.platform != "win32"
@@ -524,13 +524,18 @@ def test_d2_the_same_session_rendered_twice_to_tb_keeps_both_traces(real_session
 
 
 # -- signals -------------------------------------------------------------------------------------------------------
+#: a script that runs until a signal stops it (or, should the signal be lost, for four minutes): however late a
+#: loaded machine delivers the signal, it comes while the script runs
 LONG_SCRIPT = '''\
-import os, torch
+import os, time, torch
 x = torch.ones(4)
-for i in range(100_000):  # ends by itself, should Ctrl-C be lost, before torch.profiler holds GBs
+i, ends = 0, time.monotonic() + 240
+while time.monotonic() < ends:
     x = x + 1
+    i += 1
     if i == {mark_at}:
-        open(os.environ["DMLPROF_TEST_MARKER"], "w").write("recording")
+        with open(os.environ["DMLPROF_TEST_MARKER"], "w") as marker:
+            marker.write("recording")
 '''
 
 
@@ -542,7 +547,7 @@ def test_d3_a_second_ctrl_c_while_a_long_recording_is_saved_does_not_lose_it(tmp
     marker = tmp_path / "marker"
     env = dict(os.environ, DMLPROF_TEST_MARKER=str(marker), PYTHONIOENCODING="utf-8")
     process = subprocess.Popen([sys.executable, "-m", "dmlprof", "scan", "long.py"], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **CTRL_C_REACHES)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **SIGNALS_REACH)
     deadline = time.monotonic() + 300
     while not marker.exists():
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()

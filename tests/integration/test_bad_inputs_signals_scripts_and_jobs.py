@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CTRL_C_REACHES, MODELS, run_cli
+from conftest import SIGNALS_REACH, MODELS, run_cli
 from test_bad_inputs import LONG_SCRIPT, contract, error_line, sessions
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ TIMEOUT_S = 900
 def _popen(args, cwd, env=None):
     full = dict(os.environ, PYTHONIOENCODING="utf-8", **(env or {}))
     return subprocess.Popen([sys.executable, "-m", "dmlprof", *map(str, args)], cwd=cwd, env=full,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8", **CTRL_C_REACHES)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8", **SIGNALS_REACH)
 
 
 def _when_recording(process, marker: Path) -> None:
@@ -67,6 +67,39 @@ def test_r8_a_signal_during_a_long_recording_keeps_a_partial_session(tmp_path, s
     meta = json.loads(path.read_text(encoding="utf-8"))["meta"]
     assert meta["partial"] is True and said in meta["partial_reason"]
     assert stderr.strip().splitlines()[-1].startswith(f"dmlprof: error: {said}")
+
+
+NOHUP_SCRIPT = '''\
+import os, torch
+x = torch.ones(4)
+for i in range(30_000):
+    x = x + 1
+    if i == 25_000:
+        with open(os.environ["DMLPROF_TEST_MARKER"], "w") as marker:
+            marker.write("recording")
+'''
+
+
+def _sighup_ignored() -> None:  # as nohup starts a program
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not POSIX, reason="POSIX signals")
+def test_under_nohup_a_closed_terminal_does_not_end_the_scan(tmp_path):
+    (tmp_path / "train.py").write_text(NOHUP_SCRIPT, encoding="utf-8")
+    marker = tmp_path / "marker"
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", DMLPROF_TEST_MARKER=str(marker))
+    process = subprocess.Popen([sys.executable, "-m", "dmlprof", "scan", "train.py"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                               preexec_fn=_sighup_ignored)
+    _when_recording(process, marker)
+    process.send_signal(signal.SIGHUP)  # to the supervisor, as a closing terminal sends it
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, f"stderr: {stderr!r}"
+    (path,) = sessions(tmp_path / "reports")
+    meta = json.loads(path.read_text(encoding="utf-8"))["meta"]
+    assert meta["partial"] is False and "30001 op calls" in stdout
 
 
 # -- R9: a script that replaces or closes sys.stdout -----------------------------------------------------------------

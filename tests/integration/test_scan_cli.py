@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CTRL_C_REACHES, FIXTURES, MODELS
+from conftest import SIGNALS_REACH, FIXTURES, MODELS
 
 pytestmark = pytest.mark.live
 
@@ -111,7 +111,7 @@ def test_ctrl_c_during_steps_keeps_the_partial_session(tmp_path):
     env = dict(os.environ, DMLPROF_TEST_MARKER=str(marker), PYTHONIOENCODING="utf-8")
     process = subprocess.Popen(
         [sys.executable, "-m", "dmlprof", "scan", str(FIXTURES / "slow_steps.py"), "--steps", "50"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **CTRL_C_REACHES,
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **SIGNALS_REACH,
     )
     deadline = time.monotonic() + 120
     while not marker.exists() or int(marker.read_text() or 0) < 3:  # two measured steps under way

@@ -21,7 +21,7 @@ import pytest
 
 from dmlprof.cli.view import free_port, tensorboard_command
 from dmlprof.render.trace import write_tensorboard_run
-from conftest import CTRL_C_REACHES
+from conftest import SIGNALS_REACH
 from session_factory import make_session
 
 pytestmark = pytest.mark.slow
@@ -145,7 +145,7 @@ def test_dmlprof_view_starts_tensorboard_and_stops_on_interrupt(tmp_path):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen([sys.executable, "-m", "dmlprof", "view", str(logdir)], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env, stdin=subprocess.DEVNULL,
-                               **CTRL_C_REACHES)
+                               **SIGNALS_REACH)
     try:
         line = process.stdout.readline()  # printed once TensorBoard listens
         assert line.startswith("TensorBoard: http://127.0.0.1:"), line

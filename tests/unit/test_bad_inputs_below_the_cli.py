@@ -620,13 +620,30 @@ def test_r22_window_closed_ends_a_thread_without_a_traceback():
 
 
 # -- R8: SIGTERM and SIGHUP take the one save path ----------------------------------------------------------------
+@pytest.fixture
+def stop_signals_as(request):
+    """Set SIGTERM and SIGHUP to a disposition for the test (whatever the runner inherited), then put them back."""
+    import signal
+
+    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGHUP)}
+
+    def set_to(disposition):
+        for number in saved:
+            signal.signal(number, disposition)
+
+    yield set_to
+    for number, handler in saved.items():
+        signal.signal(number, handler)
+
+
 @pytest.mark.skipif(not POSIX, reason="POSIX signals")
-def test_r8_sigterm_is_a_stop_with_its_own_exit_status_and_waits_while_saving():
+def test_r8_sigterm_is_a_stop_with_its_own_exit_status_and_waits_while_saving(stop_signals_as):
     import os
     import signal
 
     from dmlprof import interrupts
 
+    stop_signals_as(signal.SIG_DFL)
     with interrupts.stopping():
         with pytest.raises(interrupts.Stopped) as caught:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -640,6 +657,37 @@ def test_r8_sigterm_is_a_stop_with_its_own_exit_status_and_waits_while_saving():
             os.kill(os.getpid(), signal.SIGHUP)
             __import__("time").sleep(0.05)  # deferred: nothing raised here
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX signals")
+def test_a_signal_the_process_was_started_ignoring_stays_ignored_as_nohup_asked(stop_signals_as):
+    # nohup ignores SIGHUP so that a closed terminal does not end the program: neither the scan (stopping, saving)
+    # nor its supervisor (which would pass it on to the child) may take it back; a signal with its default
+    # disposition is still theirs
+    import os
+    import signal
+    import subprocess
+
+    from dmlprof import interrupts, survival
+
+    stop_signals_as(signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with interrupts.stopping():
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGHUP)  # ignored: nothing raised
+        __import__("time").sleep(0.05)
+        with interrupts.saving():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with survival._passing_signals_to(child):
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+    finally:
+        child.kill()
+        child.wait()
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
 def test_r17_a_rank_of_a_bare_torchrun_job_refuses_trace_rather_than_ignore_it(monkeypatch):
