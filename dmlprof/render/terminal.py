@@ -78,10 +78,9 @@ def _title(title: str) -> list:
 
 def _header(report: Report, top: int) -> list:
     run = report.run
-    facts = [("device", _device(report)), ("torch", run.environment.torch_version or ""),
-             ("run", _run_line(report)), ("timing", run.recording.timing or "")]
-    if run.prediction is not None and run.prediction.table_version:
-        facts.append(("op table", run.prediction.table_version))
+    facts = [("device", _device(report)), ("torch", run.environment.torch_version or ""), ("run", _run_line(report))]
+    if not report.is_prediction:  # a prediction's note says where its verdicts and its times come from
+        facts.append(("timing", run.recording.timing or ""))
     return _title(report.title) + [_facts(facts)] + _notes(report)
 
 
