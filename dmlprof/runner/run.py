@@ -160,7 +160,8 @@ class Run:
             self.raised = refusal.error
             raise self._explain(refusal.error, what) from None
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
-            raise interrupts.cause_of(stop, "interrupted before any step ran") from None
+            # nothing was recorded yet, so no session is written: say so, as a later Ctrl-C names what it saved
+            raise interrupts.cause_of(stop, "interrupted before any step ran: nothing was recorded, so nothing was saved") from None
         except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
             raise ModelRaisedError(f"{what} called {exit_call(exc)} before any step ran") from None
         except DmlprofError:

@@ -99,3 +99,32 @@ def test_a_run_folders_saved_line_has_no_escaped_newline(tmp_path, capsys):
     print_run(str(tmp_path), argparse.Namespace(quiet=False, top=15, json=None, html=None, trace=None, tb=None))
     out = capsys.readouterr().out
     assert "\\x0a" not in out and "\nrun saved to" in out
+
+
+def test_ctrl_c_before_any_step_says_nothing_was_saved(tmp_path, capsys):
+    """Ctrl-C while the model was being built said 'interrupted before any step ran' and left the reader to
+    guess whether anything was kept (issue 37): it says that nothing was."""
+    from dmlprof.cli import main
+
+    model = tmp_path / "interrupted_model.py"
+    model.write_text("def build_model():\n    raise KeyboardInterrupt\n\n\ndef make_batch(batch_size):\n"
+                     "    return None\n", encoding="utf-8")
+    assert main(["scan", str(model), "--device", "cpu", "--no-profiler", "--out", str(tmp_path / "out")]) == 130
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dmlprof: error:")]
+    assert "interrupted before any step ran" in line and "nothing was saved" in line
+    assert not list((tmp_path / "out").glob("*.session.json"))
+
+
+def test_a_run_folders_saved_line_fits_as_a_scans_does(tmp_path, capsys):
+    """'run saved to DIR  (re-render: dmlprof report DIR)' was one line of 125 characters at 80 columns: the
+    command goes on a line of its own, as a scan's 'session saved to' puts it."""
+    import argparse
+
+    from dmlprof.job.report import print_run
+    from session_kinds import job_run, rank_session
+
+    job_run(tmp_path, {0: rank_session(0), 1: rank_session(1)})
+    print_run(str(tmp_path), argparse.Namespace(quiet=False, top=15, json=None, html=None, trace=None, tb=None))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == f"run saved to {tmp_path}"
+    assert lines[-1] == f"  re-render it: dmlprof report {tmp_path}"
