@@ -128,3 +128,18 @@ def test_a_run_folders_saved_line_fits_as_a_scans_does(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2] == f"run saved to {tmp_path}"
     assert lines[-1] == f"  re-render it: dmlprof report {tmp_path}"
+
+
+@pytest.mark.parametrize("warmup, taken, setup_recorded", [(0, 3, True), (1, 3, False), (2, 1, True)])
+def test_cpu_calls_of_a_scripts_set_up_are_not_said_to_be_inside_the_step(warmup, taken, setup_recorded):
+    """With --warmup 0 a script's set-up (parameter init before model.to(device)) is recorded with its first
+    step, and its CPU calls were listed as 'inside the step' (issue 37): the table says the set-up is in it."""
+    from dmlprof.render.terminal import render_text
+    from session_kinds import _changed, script_mode
+
+    window = {"warmup_steps": warmup, "steps_requested": 2, "optimizer_steps_taken": taken,
+              "window_closed": taken >= warmup + 2, "run_to_end": False}
+    text = render_text(_changed(script_mode(), script_window=window), width=200)
+    assert "Calls on CPU tensors" in text
+    assert ("the script's set-up before its first optimizer step included" in text) is setup_recorded
+    assert ("Calls on CPU tensors inside the step" in text) is not setup_recorded
