@@ -59,15 +59,7 @@ def run(args) -> int:
             print(json.dumps({"table": label, "ops": found}, indent=1))
         else:
             for item in found:
-                print(f"{item['op']}: {item['kind']}  [{label}]")
-                print(f"  {item['meaning']}")
-                if item["reaches"]:
-                    steps = " -> ".join(f"{step['op']} ({step['how']})" for step in item["reaches"])
-                    print(f"  reaches: {steps}: {item['reaches'][-1]['kind']}")
-                if item["fix"]:
-                    print(f"  fix: {item['fix']}")
-                for line in _knowledge_lines(item.get("directml")):
-                    print(line)
+                _print_wrapped(_description_lines(item, label))
             if any(item["reaches"] for item in found):
                 print(f"(composites followed by torch's naming; dmlprof scan MODEL --target dml shows what a model "
                       "reaches)", file=sys.stderr)
@@ -112,6 +104,27 @@ def _described(table, op: str, directml: bool = False) -> dict:
         else:
             found["directml"] = describe(op, kind, reaches)
     return found
+
+
+def _description_lines(item: dict, label: str) -> list:
+    """One op's description as text lines, each to be wrapped to the terminal's width."""
+    lines = [f"{item['op']}: {item['kind']}  [{label}]", f"  {item['meaning']}"]
+    if item["reaches"]:
+        steps = " -> ".join(f"{step['op']} ({step['how']})" for step in item["reaches"])
+        lines.append(f"  reaches: {steps}: {item['reaches'][-1]['kind']}")
+    if item["fix"]:
+        lines.append(f"  fix: {item['fix']}")
+    return lines + _knowledge_lines(item.get("directml"))
+
+
+def _print_wrapped(lines: list) -> None:
+    """Lines fitted to the terminal's width as scan's and check's are (rules and fixes run to 250 characters);
+    a continuation is indented under its line, so each entry still reads as one."""
+    from dmlprof.render.format import clean, terminal_width, wrap_line
+
+    width = terminal_width()
+    for line in lines:
+        print("\n".join(wrap_line(clean(line), width)))
 
 
 def _knowledge_lines(known) -> list:

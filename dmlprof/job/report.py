@@ -50,6 +50,8 @@ def print_run(folder, args, traces: bool = False) -> RunReport:
     if not getattr(args, "quiet", False) or to_stdout(args):
         # the blank line is printed apart: clean() shows a newline inside a name as \x0a, and would show this one too
         print(file=where)
-        print(clean(f"run saved to {folder}  (re-render: dmlprof report {folder})"), file=where)
+        # the command on a line of its own, as a scan's "session saved to" puts it (one line ran to 125 columns)
+        print(clean(f"run saved to {folder}"), file=where)
+        print(clean(f"  re-render it: dmlprof report {folder}"), file=where)
     sys.stdout.flush()
     return report

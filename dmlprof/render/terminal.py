@@ -241,13 +241,25 @@ def _transfers(report: Report, top: int) -> list:
     return _table("Host<->device copies and syncs", headers, rows, {"op": WRAP, "phase": WRAP, "source": KEEP_END})
 
 
+def _host_calls_title(run) -> str:
+    """The CPU-calls table's title: where a script's set-up was recorded with its steps (--warmup 0, or fewer
+    steps taken than the warm-up asked), its parameter init before model.to(device) is in the table too, and
+    the title says so rather than calling every row a call inside the step."""
+    window = run.script_window if run.run_mode == "script" else None
+    # the recording drops the set-up when the last warm-up step ends (dmlprof.record.window.StepWindow)
+    if window is not None and (not window.warmup_steps or (window.optimizer_steps_taken or 0) < window.warmup_steps):
+        return ("Calls on CPU tensors, the script's set-up before its first optimizer step included (their "
+                "tensors were not on the device)")
+    return "Calls on CPU tensors inside the step (their tensors were not on the device)"
+
+
 def _host_calls(report: Report, top: int) -> list:
     if not report.host_calls:
         return []
     rows = [[r.op, r.calls] + _if(report.timed, fmt_ms(r.time_ms))
             + [fmt_list(r.phases, 2), fmt_list(r.modules, 1), fmt_list(r.sources, 1)] for r in report.host_calls[:top]]
     headers = ["op", "calls"] + _if(report.timed, "time") + ["phase", "module", "source"]
-    return _table("Calls on CPU tensors inside the step (their tensors were not on the device)", headers, rows,
+    return _table(_host_calls_title(report.run), headers, rows,
                   {"op": WRAP, "phase": WRAP, "module": KEEP_END, "source": KEEP_END},
                   # a module path or source line cut from the left loses where it is: whole, under its row
                   details=("module", "source"))

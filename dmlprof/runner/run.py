@@ -160,7 +160,8 @@ class Run:
             self.raised = refusal.error
             raise self._explain(refusal.error, what) from None
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
-            raise interrupts.cause_of(stop, "interrupted before any step ran") from None
+            # nothing was recorded yet, so no session is written: say so, as a later Ctrl-C names what it saved
+            raise interrupts.cause_of(stop, "interrupted before any step ran: nothing was recorded, so nothing was saved") from None
         except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
             raise ModelRaisedError(f"{what} called {exit_call(exc)} before any step ran") from None
         except DmlprofError:
@@ -170,8 +171,9 @@ class Run:
 
     def _explain(self, exc: BaseException, what: str) -> DmlprofError:
         known = self.backend.known_error(exc)
-        if known is not None:
-            return DeviceError(f"{what}: {known.explanation}", remedy=known.remedy)
+        at = raised_at(exc)  # the user's line, so nobody has to run the script again without dmlprof to find it
+        if known is not None:  # explained, and located as an unknown error is (the autocast refusal named no line)
+            return DeviceError(f"{what}: {known.explanation}" + (f" (at {at})" if at else ""), remedy=known.remedy)
         remedy = None
         if self.run_mode == "script" and not self.facts.remapped_from:
             # A script that checks for its own device ("assert torch.cuda.is_available()") fails in
@@ -179,7 +181,6 @@ class Run:
             hint = remap_hint(self.path)
             if hint and hint.split()[-1] != self.backend.name:
                 remedy = f"if the script fails for want of {hint.split()[-1]}, scan it with {hint}"
-        at = raised_at(exc)  # the user's line, so nobody has to run the script again without dmlprof to find it
         return ModelRaisedError(f"{what} raised {describe_exception(exc)}" + (f" (at {at})" if at else ""), remedy=remedy)
 
     def _guarded(self, body, *, finish=None):

@@ -40,3 +40,21 @@ def test_float64_error_on_step_two_is_explained_and_the_partial_session_kept(cli
     steps = set(session["ops"]["step"])
     assert steps == {0}
     assert {"forward", "backward", "optimizer"} <= set(session["ops"]["phase"])
+
+
+def test_a_known_error_names_the_users_line_that_raised_it(cli, tmp_path):
+    """The autocast refusal said what and why but not where (issue 37): a known device error names the user's
+    line, as an unknown error's one line does."""
+    # GIVEN a script whose fourth line raises the error torch gives autocast on a device with no autocast kernels
+    (tmp_path / "amp_refused.py").write_text(
+        "import torch\n"
+        "x = torch.ones(2) * 2\n"
+        "def step():\n"
+        "    raise RuntimeError(\"Could not run 'aten::mm' with arguments from the 'AutocastPrivateUse1' backend.\")\n"
+        "step()\n", encoding="utf-8")
+    result = cli("scan", "amp_refused.py", "--device", "cpu", "--out", "runs")
+    # THEN its one line explains it and names amp_refused.py:4
+    lines = [line for line in result.stderr.splitlines() if line.startswith("dmlprof:")]
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert "mixed precision (torch.autocast) does not run on this device" in lines[0]
+    assert "amp_refused.py:4)" in lines[0]

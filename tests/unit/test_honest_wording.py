@@ -99,3 +99,47 @@ def test_a_run_folders_saved_line_has_no_escaped_newline(tmp_path, capsys):
     print_run(str(tmp_path), argparse.Namespace(quiet=False, top=15, json=None, html=None, trace=None, tb=None))
     out = capsys.readouterr().out
     assert "\\x0a" not in out and "\nrun saved to" in out
+
+
+def test_ctrl_c_before_any_step_says_nothing_was_saved(tmp_path, capsys):
+    """Ctrl-C while the model was being built said 'interrupted before any step ran' and left the reader to
+    guess whether anything was kept (issue 37): it says that nothing was."""
+    from dmlprof.cli import main
+
+    model = tmp_path / "interrupted_model.py"
+    model.write_text("def build_model():\n    raise KeyboardInterrupt\n\n\ndef make_batch(batch_size):\n"
+                     "    return None\n", encoding="utf-8")
+    assert main(["scan", str(model), "--device", "cpu", "--no-profiler", "--out", str(tmp_path / "out")]) == 130
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dmlprof: error:")]
+    assert "interrupted before any step ran" in line and "nothing was saved" in line
+    assert not list((tmp_path / "out").glob("*.session.json"))
+
+
+def test_a_run_folders_saved_line_fits_as_a_scans_does(tmp_path, capsys):
+    """'run saved to DIR  (re-render: dmlprof report DIR)' was one line of 125 characters at 80 columns: the
+    command goes on a line of its own, as a scan's 'session saved to' puts it."""
+    import argparse
+
+    from dmlprof.job.report import print_run
+    from session_kinds import job_run, rank_session
+
+    job_run(tmp_path, {0: rank_session(0), 1: rank_session(1)})
+    print_run(str(tmp_path), argparse.Namespace(quiet=False, top=15, json=None, html=None, trace=None, tb=None))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == f"run saved to {tmp_path}"
+    assert lines[-1] == f"  re-render it: dmlprof report {tmp_path}"
+
+
+@pytest.mark.parametrize("warmup, taken, setup_recorded", [(0, 3, True), (1, 3, False), (2, 1, True)])
+def test_cpu_calls_of_a_scripts_set_up_are_not_said_to_be_inside_the_step(warmup, taken, setup_recorded):
+    """With --warmup 0 a script's set-up (parameter init before model.to(device)) is recorded with its first
+    step, and its CPU calls were listed as 'inside the step' (issue 37): the table says the set-up is in it."""
+    from dmlprof.render.terminal import render_text
+    from session_kinds import _changed, script_mode
+
+    window = {"warmup_steps": warmup, "steps_requested": 2, "optimizer_steps_taken": taken,
+              "window_closed": taken >= warmup + 2, "run_to_end": False}
+    text = render_text(_changed(script_mode(), script_window=window), width=200)
+    assert "Calls on CPU tensors" in text
+    assert ("the script's set-up before its first optimizer step included" in text) is setup_recorded
+    assert ("Calls on CPU tensors inside the step" in text) is not setup_recorded

@@ -28,7 +28,8 @@ def test_a_name_like_nothing_says_so_without_suggestions(capsys):
     assert "did you mean" not in err and "check the spelling" in err
 
 
-def test_a_composite_is_followed_to_the_op_that_falls_back_and_its_fix(capsys):
+def test_a_composite_is_followed_to_the_op_that_falls_back_and_its_fix(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # each entry on one line (a narrower terminal wraps them)
     # GIVEN Adam's per-parameter update, a composite: the table alone says nothing falls back there
     assert main(["ops", "_foreach_lerp_.Scalar"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -61,3 +62,17 @@ def test_the_table_follows_only_what_torchs_names_tell():
     assert table.reaches("aten::linear") == ()  # implicit: decomposed above the backend, not followed
     assert table.reaches("aten::_foreach_lerp_.List") == (("aten::lerp_.Tensor", "one call per tensor"),
                                                           ("aten::lerp.Tensor_out", "its out= form"))
+
+
+def test_an_ops_description_fits_the_terminals_width(capsys, monkeypatch):
+    """``dmlprof ops eye`` printed its rules and measured rows as lines of up to 250 characters, whatever the
+    terminal's width (issue 37): they wrap to it, as scan's and check's lines do, and every word is kept."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["ops", "eye", "_thnn_fused_lstm_cell"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert sum(len(line) > 78 for line in lines) < len(lines)  # not cut to the width: wrapped
+    words = " ".join(out.split())
+    assert "fix: nn.LSTM/nn.GRU and their cells use fused cells" in words
+    assert "rule (raises or aborts) aten::eye: ``torch.eye(n, device=dml)``" in words
