@@ -130,10 +130,19 @@ KNOWN_ERRORS = (
         "dml_invalid_argument",
         re.compile(r"Unknown error -2147024809"),
         "DirectML refuses this call's inputs as an invalid argument (E_INVALIDARG): measured for empty tensors in "
-        "mm/linear/bmm/gather/cat, integer or bool tensors in float math (isnan, log2, convolution, pooling), a 0-d "
-        "input to index_select, and a scatter_add index longer than its target",
+        "mm/linear/bmm/gather/cat, an empty result of repeat/tile, integer or bool tensors in float math (isnan, "
+        "log2, convolution, pooling), a 0-d input to index_select, scatter or gather, a scatter_add index longer "
+        "than its target, and a negative dim of scatter/gather that reaches past 4-D (-2 of a 3-D tensor, -1 of a "
+        "4-D one; also in the backward of sort/max/topk along it)",
         "skip empty batches before the layer (if x.numel(): ...), cast integer tensors to float first (x.float()), "
-        "give 0-d tensors a dimension (x.reshape(1))",
+        "give 0-d tensors a dimension (x.reshape(1)), count dims from the front (dim=x.dim() - 2, not -2)",
+    ),
+    KnownError(
+        "dml_unique_outputs",
+        re.compile(r"Return (?P<what>inverse|counts) not implemented for unique operator for DirectML"),
+        "torch-directml's unique returns no {what}: torch.unique(x, return_{what}=True) fails on DirectML",
+        "run that unique on the CPU and move its results back: torch.unique(x.cpu(), return_{what}=True), then "
+        ".to(device)",
     ),
     KnownError(
         "dml_device_removed",

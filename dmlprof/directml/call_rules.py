@@ -124,6 +124,24 @@ def _unique_with_counts(index: int) -> Callable:
     return check
 
 
+def _unique_with_inverse(args, kwargs) -> bool:
+    return bool(_arg(args, kwargs, 2, "return_inverse", False))
+
+
+def _negative_dim_past_four(args, kwargs) -> bool:
+    """A negative dim that reaches past a 4-D layout: the input's dimensions plus the dim's distance from the end
+    are 5 or more (-2 of a 3-D input, -1 of a 4-D one)."""
+    self, dim = _self(args, kwargs), _arg(args, kwargs, 1, "dim")
+    return self is not None and isinstance(dim, int) and dim < 0 and self.dim() - dim >= 5
+
+
+def _repeat_to_nothing(args, kwargs) -> bool:
+    """An empty result: an input with a dimension of size 0, or a repeat count of 0."""
+    self = _self(args, kwargs)
+    repeats = _arg(args, kwargs, 1, "repeats", ())
+    return self is not None and (self.numel() == 0 or any(int(count) == 0 for count in repeats))
+
+
 def _reduction_of_many_dims(args, kwargs) -> bool:
     self = _self(args, kwargs)
     return self is not None and self.dim() >= REDUCTION_MAX_DIMS
@@ -136,12 +154,22 @@ def _many_unit_dims(args, kwargs) -> bool:
 
 #: torch-directml's words, measured on realdml
 _UNIQUE_COUNTS = "Return counts not implemented for unique operator for DirectML."
+_UNIQUE_INVERSE = "Return inverse not implemented for unique operator for DirectML."
+#: DirectML's own "invalid argument" (E_INVALIDARG, 0x80070057), as torch-directml words it
+INVALID_ARGUMENT = "Unknown error -2147024809"
+#: where issue 32's class boundaries were measured
+_BOUNDARIES = "boundaries measured on realdml, each call in a fresh process (issue 32)"
 
 _REDUCTIONS = tuple(f"aten::{name}" for name in (
     "sum", "sum.dim_IntList", "sum.IntList_out", "mean", "mean.dim", "mean.out", "amax", "amax.out", "amin",
     "amin.out", "prod", "prod.dim_int", "max", "max.dim", "min", "min.dim", "argmax", "argmin", "any", "any.dim",
     "any.dims", "all", "all.dim", "all.dims", "std.correction", "var.correction", "var_mean.correction",
     "std_mean.correction", "logsumexp", "norm.ScalarOpt_dim", "linalg_vector_norm"))
+
+#: scatter's and scatter_add's forms: what DirectML's scatter operator runs
+SCATTERS = tuple(f"aten::{name}" for name in (
+    "scatter.src", "scatter.value", "scatter_.src", "scatter_.value", "scatter.src_out", "scatter.value_out"))
+SCATTER_ADDS = ("aten::scatter_add", "aten::scatter_add_", "aten::scatter_add.out")
 
 CLASS_RULES: Tuple[ClassRule, ...] = (
     ClassRule(("aten::flip", "aten::flip.out"), "aborts",
@@ -175,11 +203,23 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
               "m_device->CreateOperator(&opDesc, IID_PPV_ARGS(&op))", HELD_OUT + "; rechecked on realdml (issue 32)",
               _empty_self),
     ClassRule(("aten::gather", "aten::gather.out"), "raises", "gather from a 0-d input",
-              "Unknown error -2147024809", HELD_OUT, _zero_dim_self),
+              INVALID_ARGUMENT, HELD_OUT, _zero_dim_self),
     ClassRule(("aten::_unique2", "aten::_unique2.out"), "raises", "unique(..., return_counts=True)",
               _UNIQUE_COUNTS, HELD_OUT + "; rechecked on realdml by issue 32's rules", _unique_with_counts(3)),
     ClassRule(("aten::unique_dim", "aten::unique_dim.out"), "raises", "unique(..., dim=d, return_counts=True)",
               _UNIQUE_COUNTS, HELD_OUT, _unique_with_counts(4)),
+    ClassRule(("aten::_unique2", "aten::_unique2.out"), "raises",
+              "unique(..., return_inverse=True) without dim, of any shape and dtype, sorted or not (with dim=d, and "
+              "unique_consecutive's inverse, run)", _UNIQUE_INVERSE, HELD_OUT + "; " + _BOUNDARIES, _unique_with_inverse),
+    ClassRule(SCATTERS + SCATTER_ADDS + ("aten::gather", "aten::gather.out"), "raises",
+              "scatter, scatter_add or gather along a negative dim that reaches past a 4-D layout: input dimensions "
+              "plus the dim's distance from the end of 5 or more (measured: -2 and -3 of 3-D, each negative dim of "
+              "4-D, -1 of 5-D raise; -1 of 1-D to 3-D and -2 of 2-D, and every positive dim, run); also reached by "
+              "the backward of sort, max, topk or mode along such a dim", INVALID_ARGUMENT,
+              HELD_OUT + "; " + _BOUNDARIES, _negative_dim_past_four),
+    ClassRule(("aten::repeat", "aten::repeat.out"), "raises",
+              "repeat (and tile) to an empty result: an input with a dimension of size 0, or a repeat count of 0 "
+              "(a non-empty result runs)", INVALID_ARGUMENT, HELD_OUT + "; " + _BOUNDARIES, _repeat_to_nothing),
     ClassRule(_REDUCTIONS, "aborts", f"a reduction of an input of {REDUCTION_MAX_DIMS} or more dimensions "
               "(measured: sum, mean, amax of [2]*6 abort, [2]*5 runs)",
               "Check failed: rank <= DML_TENSOR_DIMENSION_COUNT_MAX (dml_tensor_desc.cc)",

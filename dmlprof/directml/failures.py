@@ -24,7 +24,8 @@ from typing import Callable, Optional
 import torch
 
 from dmlprof.directml.call_rules import (
-    EXTRA_UNHELD_DTYPES, SIZED_FACTORIES, TOO_LARGE, ClassRule, rules_by_op, too_large,
+    EXTRA_UNHELD_DTYPES, INVALID_ARGUMENT, SCATTER_ADDS, SCATTERS, SIZED_FACTORIES, TOO_LARGE, ClassRule,
+    rules_by_op, too_large,
 )
 
 RAISES = "raises"
@@ -127,11 +128,6 @@ def _always_aborts(what: str) -> Callable:
     return check
 
 
-_SCATTERS = ("aten::scatter.src", "aten::scatter.value", "aten::scatter_.src", "aten::scatter_.value",
-             "aten::scatter.src_out", "aten::scatter.value_out")
-_SCATTER_ADDS = ("aten::scatter_add", "aten::scatter_add_", "aten::scatter_add.out")
-#: DirectML's own "invalid argument" (E_INVALIDARG), as torch-directml words it
-INVALID_ARGUMENT = "Unknown error -2147024809"
 
 
 def _scatter_add(args, kwargs) -> Optional[Failure]:
@@ -235,14 +231,14 @@ def _empty_pooling_input(args, kwargs) -> bool:
 #: cannot build their operator, for the inputs each condition names
 _REFUSED_INPUTS = {
     **dict.fromkeys(_overloads("aten::mm", "aten::addmm", "aten::gather"),
-                    _refuses(_any_empty, "Unknown error -2147024809")),
+                    _refuses(_any_empty, INVALID_ARGUMENT)),
     **dict.fromkeys(_overloads("aten::reflection_pad1d", "aten::replication_pad1d", "aten::reflection_pad2d",
                                "aten::replication_pad2d"), _refuses(_any_empty, CREATE_OPERATOR)),
-    **dict.fromkeys(_overloads("aten::cat"), _refuses(_cat_with_an_empty_piece, "Unknown error -2147024809")),
+    **dict.fromkeys(_overloads("aten::cat"), _refuses(_cat_with_an_empty_piece, INVALID_ARGUMENT)),
     **dict.fromkeys(_overloads("aten::isnan", "aten::isinf", "aten::log2", "aten::log10", "aten::sinc",
                                "aten::threshold"),
-                    _refuses(_integer_input, "Unknown error -2147024809")),
-    **dict.fromkeys(_overloads("aten::index_select"), _refuses(_zero_dim_self, "Unknown error -2147024809")),
+                    _refuses(_integer_input, INVALID_ARGUMENT)),
+    **dict.fromkeys(_overloads("aten::index_select"), _refuses(_zero_dim_self, INVALID_ARGUMENT)),
     **dict.fromkeys(_overloads("aten::avg_pool2d", "aten::avg_pool3d"), _avg_pool),
     "aten::convolution_overrideable": _convolution,
     **dict.fromkeys(_overloads("aten::_adaptive_avg_pool2d"), _refuses(
@@ -303,8 +299,8 @@ RULES: dict = {
     **_REFUSED_INPUTS,
     "aten::_cdist_forward": _cdist_2d,
     **dict.fromkeys(_overloads("aten::constant_pad_nd"), _negative_padding),
-    **dict.fromkeys(_SCATTERS, _scatter),
-    **dict.fromkeys(_SCATTER_ADDS, _scatter_add),
+    **dict.fromkeys(SCATTERS, _scatter),
+    **dict.fromkeys(SCATTER_ADDS, _scatter_add),
     **dict.fromkeys(ALWAYS_FAILING_COMPOSITES, _needs_storage),
     **dict.fromkeys(("aten::eye", "aten::eye.m", "aten::eye.out", "aten::eye.m_out"), _eye),
     **dict.fromkeys(("aten::kthvalue", "aten::kthvalue.values"), _always_aborts("kthvalue on the device crashes")),

@@ -28,6 +28,24 @@ CASES = {
     "pad_empty": ("torch.nn.functional.pad(torch.randn(0, 3).to(d), (1, 1)).cpu()", "raises"),
     "median_dim_float16_1d": ("torch.randn(5).half().to(d).median(0).values.cpu()", "aborts"),
     "inference_mode_view": ("x = torch.randn(3, 4).to(d)\nwith torch.inference_mode():\n    x[0].cpu()", "raises"),
+    "unique_inverse": ("torch.unique(torch.tensor([1.0, 2.0, 2.0]).to(d), return_inverse=True)[1].cpu()", "raises"),
+    "unique_inverse_0d": ("torch.unique(torch.tensor(3).to(d), sorted=False, return_inverse=True)[1].cpu()",
+                          "raises"),
+    "unique_dim_inverse": ("torch.unique(torch.ones(2, 2).to(d), dim=0, return_inverse=True)[1].cpu()", "runs"),
+    "repeat_empty_input": ("torch.zeros(3, 0).to(d).repeat(2, 2).cpu()", "raises"),
+    "repeat_zero_count": ("torch.ones(3, 2).to(d).repeat(0, 1).cpu()", "raises"),
+    "tile_empty_input": ("torch.tile(torch.zeros(3, 0, dtype=torch.bool).to(d), ()).cpu()", "raises"),
+    "repeat_non_empty": ("torch.ones(3, 2).to(d).repeat(2, 3).cpu()", "runs"),
+    "scatter_add_1d": ("torch.zeros(3).to(d).scatter_add(0, torch.tensor([0, 1]).to(d), torch.ones(2).to(d)).cpu()",
+                       "runs"),
+    "scatter_3d_dim_minus_2": ("x = torch.zeros(5, 5, 5).to(d); i = torch.randint(0, 5, (5, 5, 5)).to(d)\n"
+                               "x.scatter(-2, i, torch.ones(5, 5, 5).to(d)).cpu()", "raises"),
+    "scatter_3d_dim_minus_1": ("x = torch.zeros(5, 5, 5).to(d); i = torch.randint(0, 5, (5, 5, 5)).to(d)\n"
+                               "x.scatter(-1, i, torch.ones(5, 5, 5).to(d)).cpu()", "runs"),
+    "gather_4d_dim_minus_1": ("x = torch.zeros(3, 3, 3, 3).to(d); i = torch.randint(0, 3, (3, 3, 3, 3)).to(d)\n"
+                              "x.gather(-1, i).cpu()", "raises"),
+    "gather_4d_dim_3": ("x = torch.zeros(3, 3, 3, 3).to(d); i = torch.randint(0, 3, (3, 3, 3, 3)).to(d)\n"
+                        "x.gather(3, i).cpu()", "runs"),
 }
 
 
@@ -68,6 +86,25 @@ def _rules_say(name: str) -> str:
         "sum_5d": ("aten::sum.dim_IntList", (torch.empty([2] * 5, device=meta), [0])),
         "add_six_unit_dims": ("aten::add.Tensor", (torch.empty([1] * 6, device=meta),) * 2),
         "add_nine_dims_of_two": ("aten::add.Tensor", (torch.empty([2] * 8, device=meta),) * 2),
+        "unique_inverse": ("aten::_unique2", (torch.empty(3, device=meta), True, True, False)),
+        "unique_inverse_0d": ("aten::_unique2", (torch.empty((), dtype=torch.int64, device=meta), False, True, False)),
+        "unique_dim_inverse": ("aten::unique_dim", (torch.empty(2, 2, device=meta), 0, True, True, False)),
+        "repeat_empty_input": ("aten::repeat", (torch.empty(3, 0, device=meta), [2, 2])),
+        "repeat_zero_count": ("aten::repeat", (torch.empty(3, 2, device=meta), [0, 1])),
+        "tile_empty_input": ("aten::repeat", (torch.empty(3, 0, dtype=torch.bool, device=meta), [1, 1])),
+        "repeat_non_empty": ("aten::repeat", (torch.empty(3, 2, device=meta), [2, 3])),
+        "scatter_add_1d": ("aten::scatter_add", (torch.empty(3, device=meta), 0,
+                                                 torch.empty(2, dtype=torch.int64, device=meta), torch.empty(2, device=meta))),
+        "scatter_3d_dim_minus_2": ("aten::scatter.src", (torch.empty(5, 5, 5, device=meta), -2,
+                                                         torch.empty(5, 5, 5, dtype=torch.int64, device=meta),
+                                                         torch.empty(5, 5, 5, device=meta))),
+        "scatter_3d_dim_minus_1": ("aten::scatter.src", (torch.empty(5, 5, 5, device=meta), -1,
+                                                         torch.empty(5, 5, 5, dtype=torch.int64, device=meta),
+                                                         torch.empty(5, 5, 5, device=meta))),
+        "gather_4d_dim_minus_1": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), -1,
+                                                   torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
+        "gather_4d_dim_3": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), 3,
+                                             torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
     }
     if name == "uint16_to_device":
         found = failure("aten::_to_copy", (torch.zeros(3, dtype=torch.uint16),), {"device": torch.device(meta)}, meta)

@@ -78,7 +78,7 @@ def test_a_copy_to_channels_last_is_refused_with_or_without_a_dtype_change_and_a
     assert failure("aten::_to_copy", (x,), {"memory_format": torch.contiguous_format}, DEVICE) is None
 
 
-def test_empty_inputs_of_pad_and_layer_norm_and_gather_from_0d_and_unique_with_counts_raise():
+def test_empty_inputs_of_pad_and_layer_norm_and_gather_from_0d_and_unique_with_counts_or_inverse_raise():
     assert failure("aten::constant_pad_nd", (on_device(0, 3), [1, 1]), {}, DEVICE).kind == RAISES
     assert failure("aten::constant_pad_nd", (on_device(2, 3), [1, 1]), {}, DEVICE) is None
     assert failure("aten::native_layer_norm", (on_device(0, 4), [4], None, None, 1e-5), {}, DEVICE).kind == RAISES
@@ -87,7 +87,32 @@ def test_empty_inputs_of_pad_and_layer_norm_and_gather_from_0d_and_unique_with_c
     assert failure("aten::gather", (on_device(), 0, index), {}, DEVICE).kind == RAISES
     assert failure("aten::gather", (on_device(3), 0, on_device(3, dtype=torch.int64)), {}, DEVICE) is None
     assert failure("aten::_unique2", (on_device(5), True, False, True), {}, DEVICE).kind == RAISES
-    assert failure("aten::_unique2", (on_device(5), True, True, False), {}, DEVICE) is None
+    assert "inverse" in failure("aten::_unique2", (on_device(5), False, True, False), {}, DEVICE).message
+    assert failure("aten::_unique2", (on_device(), False, True, False), {}, DEVICE).kind == RAISES  # 0-d too
+    assert failure("aten::_unique2", (on_device(5), True, False, False), {}, DEVICE) is None
+    assert failure("aten::unique_dim", (on_device(2, 2), 0, True, True, False), {}, DEVICE) is None  # dim=: runs
+
+
+@pytest.mark.parametrize("op", ["aten::scatter.src", "aten::scatter_add_", "aten::gather"])
+def test_a_negative_dim_past_a_4d_layout_raises_in_scatter_and_gather(op):
+    def judged(shape, dim):
+        self, index = on_device(*shape), on_device(*shape, dtype=torch.int64)
+        args = (self, dim, index) if op == "aten::gather" else (self, dim, index, on_device(*shape))
+        found = failure(op, args, {}, DEVICE)
+        return "runs" if found is None else found.kind
+    for shape, dim in (((5, 5, 5), -2), ((5, 5, 5), -3), ((3, 3, 3, 3), -1), ((2,) * 5, -1)):
+        assert judged(shape, dim) == RAISES, (shape, dim)
+    for shape, dim in (((5,), -1), ((5, 5), -2), ((5, 5, 5), -1), ((3, 3, 3, 3), 3), ((2,) * 5, 1)):
+        assert judged(shape, dim) == "runs", (shape, dim)
+
+
+def test_repeat_and_tile_to_an_empty_result_raise_a_non_empty_one_runs():
+    assert failure("aten::repeat", (on_device(3, 0), [2, 2]), {}, DEVICE).kind == RAISES
+    assert failure("aten::repeat", (on_device(0), [3]), {}, DEVICE).kind == RAISES
+    assert failure("aten::repeat", (on_device(3, 2), [0, 1]), {}, DEVICE).kind == RAISES
+    assert failure("aten::repeat", (on_device(3, 2), [1, 0, 1]), {}, DEVICE).kind == RAISES
+    assert failure("aten::repeat", (on_device(3, 2), [2, 3]), {}, DEVICE) is None
+    assert failure("aten::repeat", (on_device(3, 2), [1, 1, 1]), {}, DEVICE) is None
 
 
 def test_reductions_of_six_dims_and_elementwise_ops_of_six_unit_dims_end_the_process_one_fewer_runs():

@@ -39,6 +39,8 @@ CASES = [
      "dml_needs_storage", ["storage", "slice_scatter"], ["clone"], False),
     (RuntimeError("Unknown error -2147024809"), "dml_invalid_argument", ["invalid argument", "empty"], ["float"],
      False),
+    (RuntimeError("Return inverse not implemented for unique operator for DirectML."), "dml_unique_outputs",
+     ["no inverse", "return_inverse=True"], ["x.cpu(), return_inverse=True"], False),
     (RuntimeError("Unknown error -2147467259"), "dml_failed", ["E_FAIL"], ["driver"], False),
     (RuntimeError("Unknown error -2005270523"), "dml_device_removed", ["DXGI_ERROR_DEVICE_REMOVED", "void"],
      ["new process"], False),
