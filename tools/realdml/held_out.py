@@ -19,7 +19,8 @@ Three verdicts per sample:
   sample that ran, the same device calls: op, verdict, fallback ops). ``strict`` counts every difference;
   ``with_known`` forgives the differences that test's KNOWN tables name with a cause.
 
-``--all`` judges every held-out sample instead of a seeded subset (hours on a CPU Vulkan driver). ``--journal``
+``--all`` judges every held-out sample instead of a seeded subset (hours on a CPU Vulkan driver); ``--keys K1,K2``
+judges the named ones only (a class of misses again, after a change: benchmarks/results/held_out_channels_last-realdml.json). ``--journal``
 keeps each real result as it is decided; ``--resume`` reuses a journal's results (a stopped run goes on).
 """
 from __future__ import annotations
