@@ -1,10 +1,10 @@
 """A channels-last tensor asked of DirectML: the prediction and the emulated device say what real torch-directml did.
 
-GIVEN tests/fixtures/channels_last_calls.py: 31 ways to ask for a channels-last tensor on the device (a dtype change
+GIVEN tests/fixtures/channels_last_calls.py: 32 ways to ask for a channels-last tensor on the device (a dtype change
       with memory_format=, model.to(memory_format=...) before and after the move, clone/empty_like/zeros_like,
       contiguous(memory_format=...)), each with what real torch-directml 0.2.5 did on realdml (MEASURED)
 WHEN  its model is scanned with --target dml (the stand-in) and --device emulated-dml
-THEN  each call raises or runs as it did there, but the one KNOWN difference (its cause written beside it), and a
+THEN  each call raises or runs as it did there, but the two KNOWN differences (its cause written beside it), and a
       contiguous device tensor asked to be channels-last comes back as it is, as torch-directml's tensors answer.
 tests/realdml/test_channels_last_on_real_directml.py holds the same calls against the real thing itself.
 """

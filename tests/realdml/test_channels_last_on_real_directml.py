@@ -1,11 +1,11 @@
 """A channels-last tensor asked of DirectML, judged by real torch-directml (issue 32).
 
-GIVEN tests/fixtures/channels_last_calls.py: 31 ways to ask for a channels-last tensor on the device
+GIVEN tests/fixtures/channels_last_calls.py: 32 ways to ask for a channels-last tensor on the device
 WHEN  they run on real torch-directml without dmlprof, through dmlprof's live path (--device dml), and on the
       prediction (--target dml) and the emulated device (--device emulated-dml)
 THEN  real torch-directml does what MEASURED says; the live path says the same call for call (a channels-last
       bfloat16 copy raises there: it is not refused as a process-ending call); the prediction and the emulated device
-      say the same but the one KNOWN difference; and a script that makes its model channels-last after moving it
+      say the same but the two KNOWN differences; and a script that makes its model channels-last after moving it
       stops at that line on every path, with the remedy.
 """
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_every_raising_class_rule_names_an_op_the_stand_ins_run_a_kernel_for():
     """A rule acts on the prediction and the emulated device where their kernels ask the rules: ops torch-directml
     registers, ops that reach its CPU fallback, and the composites they give a kernel of their own. A class keyed by
     torch's composites alone (as the channels-last class once was, by _to_copy) would be said by neither, though
-    real DirectML raises; one that ends the process is refused by the recorder before the call on every path."""
+    real DirectML raises."""
     from dmlprof.directml.failures import ALWAYS_FAILING_COMPOSITES
     from dmlprof.predict.standin import is_composite
     from dmlprof.tables import load_table
