@@ -178,6 +178,17 @@ KNOWN_ERRORS = (
         "skip empty inputs before the call (if x.numel(): ...)",
     ),
     KnownError(
+        "dml_channels_last",
+        re.compile(r"'memory_format' argument is must be Contiguous for DML tensors"),
+        "DirectML makes tensors in the contiguous layout only: a tensor made on the device with "
+        "memory_format=torch.channels_last is refused (x.to(memory_format=...), x.half(memory_format=...), "
+        "model.to(memory_format=...) after the model is on the device, x.to(device, memory_format=...), "
+        "x.clone(memory_format=...))",
+        "drop memory_format=torch.channels_last on DirectML, or convert on the CPU before moving: "
+        "model.to(memory_format=torch.channels_last).to(device) runs and trains there, as does "
+        "x.contiguous(memory_format=torch.channels_last) of a contiguous device tensor, which leaves it as it is",
+    ),
+    KnownError(
         "dml_divisor_override",
         re.compile(r"Divisor override isn't supported for DirectML"),
         "avg_pool with divisor_override does not run on DirectML",

@@ -44,6 +44,9 @@ class ClassRule:
     evidence: str
     check: Callable
     how: str = ""  # for an abort: the signal
+    #: torch-directml checks this before it makes any tensor, so a call in the class that also asks for a dtype it
+    #: cannot hold (x.bfloat16(memory_format=torch.channels_last)) raises these words instead of ending the process
+    before_dtypes: bool = False
 
 
 def _self(args, kwargs):
@@ -102,10 +105,32 @@ def _layer_norm_backward_input_without_grad(args, kwargs) -> bool:
     return not _layer_norm_backward_mask(args, kwargs)[0]
 
 
-def _to_channels_last(args, kwargs) -> bool:
-    """A copy to a channels-last layout, with or without a dtype change (measured both on realdml)."""
-    return _self(args, kwargs) is not None and \
-        kwargs.get("memory_format") in (torch.channels_last, torch.channels_last_3d)
+#: c10::MemoryFormat's codes: the emulated device hands a rule a memory format as this integer
+_MEMORY_FORMAT_CODES = {0: torch.contiguous_format, 1: torch.preserve_format, 2: torch.channels_last,
+                        3: torch.channels_last_3d}
+
+
+def _memory_format(value):
+    return _MEMORY_FORMAT_CODES.get(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _made_on_device_channels_last(args, kwargs) -> bool:
+    """A tensor made on the device in a channels-last layout, asked for by name (``memory_format=``).
+
+    Measured on realdml (issue 32): torch-directml's ``empty.memory_format`` refuses every layout but contiguous, and
+    it is where ``_to_copy`` (``x.to(memory_format=...)``, ``x.half(memory_format=...)``, ``model.to(memory_format=
+    ...)``, a CPU tensor ``.to(device, memory_format=...)``), ``clone``, ``empty_like`` and ``zeros_like`` make their
+    result when given one, 4-D, 5-D or 3-D input, with or without a dtype change. ``preserve_format`` runs (a
+    channels-last tensor moved from the CPU stays one), a copy to the CPU runs, and ``x.contiguous(memory_format=
+    torch.channels_last)`` of a contiguous tensor is left as it is (its tensors say they are contiguous in every
+    layout: :func:`dmlprof.directml.device_module.contiguous_as_on_directml`)."""
+    if _memory_format(kwargs.get("memory_format")) not in (torch.channels_last, torch.channels_last_3d):
+        return False
+    destination = kwargs.get("device")
+    if destination is None:  # empty.memory_format names its device; the others make it where self is
+        self = _self(args, kwargs)
+        return self is not None and self.device.type != "cpu"
+    return torch.device(destination).type != "cpu"
 
 
 def _empty_self(args, kwargs) -> bool:
@@ -194,10 +219,16 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
               "LayerNorm's backward with an input that does not require grad (a frozen first layer's input)",
               "device1->CompileGraph(&graphDesc, flags, IID_PPV_ARGS(&compiledGraph))",
               HELD_OUT + "; rechecked on realdml (issue 32)", _layer_norm_backward_input_without_grad),
-    ClassRule(("aten::_to_copy", "aten::_to_copy.out"), "raises",
-              "a copy to memory_format=channels_last (x.to(memory_format=...), with or without a dtype change)",
+    # empty.memory_format is the device kernel that refuses (the composites above it run on every path's device):
+    # listed, so the prediction's stand-in and the emulated device raise where torch-directml does
+    ClassRule(("aten::_to_copy", "aten::_to_copy.out", "aten::clone", "aten::empty_like", "aten::zeros_like",
+               "aten::empty.memory_format"), "raises",
+              "a tensor made on the device with memory_format=torch.channels_last (or channels_last_3d): "
+              "x.to(memory_format=...), x.half(memory_format=...) and other dtype changes, model.to(memory_format=...), "
+              "x.cpu().to(device, memory_format=...), x.clone(memory_format=...), empty_like/zeros_like(..., "
+              "memory_format=...); preserve_format, a copy to the CPU, and a CPU tensor made channels-last then moved run",
               "'memory_format' argument is must be Contiguous for DML tensors",
-              HELD_OUT + "; both forms rechecked on realdml (issue 32)", _to_channels_last),
+              HELD_OUT + "; 32 calls measured on realdml (issue 32): 21 raise, 11 run", _made_on_device_channels_last, before_dtypes=True),
     ClassRule(("aten::constant_pad_nd", "aten::constant_pad_nd.out", "aten::native_layer_norm",
                "aten::native_layer_norm.out"), "raises", "an empty input (a dimension of size 0)",
               "m_device->CreateOperator(&opDesc, IID_PPV_ARGS(&op))", HELD_OUT + "; rechecked on realdml (issue 32)",

@@ -50,3 +50,21 @@ def backward_on_calling_thread():
     fail an internal assert looking for its queue. The ops are the same either way.
     """
     return torch.autograd.set_multithreading_enabled(False)
+
+
+#: the op whose kernel :func:`contiguous_as_on_directml` is, on the device's autograd key (torch-directml's tensors
+#: answer it so; the stand-ins' tensors, plain strided ones, would not)
+CONTIGUOUS_OP = "aten::contiguous"
+
+
+def contiguous_as_on_directml(tensor: torch.Tensor, memory_format=torch.contiguous_format) -> torch.Tensor:
+    """``x.contiguous(memory_format=...)`` as torch-directml answers it: its tensors (an OpaqueTensorImpl) say they
+    are contiguous in every layout when they are in the default one, so a contiguous tensor comes back as it is,
+    whatever layout is asked (measured on realdml: ``x.contiguous(memory_format=torch.channels_last)`` keeps
+    strides (18, 6, 3, 1) and runs; ``x.clone(memory_format=torch.channels_last)`` raises). Any other tensor is
+    cloned in the asked layout, as torch's composite does."""
+    if memory_format == torch.preserve_format:  # torch's own refusal, in its own words
+        return torch.ops.aten.contiguous.default.decompose(tensor, memory_format=memory_format)
+    if tensor.is_contiguous():
+        return tensor
+    return tensor.clone(memory_format=memory_format)

@@ -328,6 +328,13 @@ def _first_of(*checks: Callable) -> Callable:
 for _op, _rules in rules_by_op().items():
     RULES[_op] = _first_of(*([RULES[_op]] if _op in RULES else []), *(_class_rule(r) for r in _rules))
 
+#: the class rules torch-directml checks before it makes a tensor: judged before the dtypes it cannot hold
+_BEFORE_DTYPES: dict = {}
+for _op, _rules in rules_by_op().items():
+    _first = [_class_rule(r) for r in _rules if r.before_dtypes]
+    if _first:
+        _BEFORE_DTYPES[_op] = _first_of(*_first)
+
 #: ops that make a complex result from real inputs (an FFT of a real signal, ``view_as_complex``):
 #: on the device that result ends the process as any complex tensor does
 _MAKES_COMPLEX = frozenset({
@@ -368,6 +375,11 @@ def _unheld_result(name: str, args, kwargs, device_type: str) -> Optional[torch.
 def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> Optional[Failure]:
     """How a call of ``name`` with these arguments fails on DirectML, or ``None`` when DirectML runs it;
     ``float64``: whether the adapter runs float64 (some calls fail only on one that does not)."""
+    first = _BEFORE_DTYPES.get(name)
+    if first is not None and _touches_device(args, kwargs, device_type):
+        found = first(args, kwargs)
+        if found is not None:
+            return found
     unheld = _unheld_result(name, args, kwargs, device_type)
     if unheld is not None:
         return unheld_dtype_failure(unheld)
@@ -382,10 +394,14 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     rule = RULES.get(name) or (None if float64 else WITHOUT_FLOAT64_RULES.get(name))
     if rule is None:
         return None
-    if not any(True for _ in _device_tensors((args, tuple(kwargs.values())), device_type)) and \
-            torch.device(kwargs.get("device") or "cpu").type != device_type:
+    if not _touches_device(args, kwargs, device_type):
         return None  # nothing of the call is on the device (an out= tensor counts)
     return rule(args, kwargs)
+
+
+def _touches_device(args, kwargs, device_type: str) -> bool:
+    return any(True for _ in _device_tensors((args, tuple(kwargs.values())), device_type)) or \
+        torch.device(kwargs.get("device") or "cpu").type == device_type
 
 
 #: view ops torch-directml makes with its own kernels: inside ``torch.inference_mode()`` a view of a tensor made

@@ -51,6 +51,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from dmlprof.directml.device_module import CONTIGUOUS_OP, contiguous_as_on_directml
 from dmlprof.directml.failures import (
     ALWAYS_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail, unheld_dtype_failure,
 )
@@ -127,7 +128,9 @@ class StandIn:
         self.device_type = device_type
         self.placeholder_ops: Counter = Counter()
         self._natives = frozenset(table.registrations.get("PrivateUse1", ())) - _LEFT_TO_TORCH
-        autograd = table.registrations.get("AutogradPrivateUse1", ())
+        # torch-directml's autograd-key kernels, and contiguous() as its tensors answer it (they say they are
+        # contiguous in every layout: dmlprof.directml.device_module.contiguous_as_on_directml)
+        autograd = frozenset(table.registrations.get("AutogradPrivateUse1", ())) | {CONTIGUOUS_OP}
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
                                       wanted=lambda name: name in autograd)
@@ -213,6 +216,8 @@ class StandIn:
         # gradient) runs the device's kernel below autograd, where a recorder sees it as any device op.
         if op_name(overload) == "aten::reshape":
             return lambda keyset, *args, **kwargs: directml_reshape(*args, **kwargs)
+        if op_name(overload) == CONTIGUOUS_OP:
+            return lambda keyset, *args, **kwargs: contiguous_as_on_directml(*args, **kwargs)
         if op_name(overload).startswith("aten::"):
             return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
         below = torch._C._after_autograd_keyset

@@ -333,10 +333,23 @@ def _install(module) -> None:
     # scatters read a storage its tensors lack): torch's composite would run on this device's tensors, which
     # have storage. Each call asks the rules first, which refuse it with torch-directml's words.
     module.register_kernels(sorted(ALWAYS_FAILING_COMPOSITES), "PrivateUse1")
+    _state["contiguous"] = _contiguous_as_on_directml()
     spec = os.environ.get(FAULT_ENV, "").strip()
     if spec:
         kind, _, op = spec.partition(":")
         _set_fault(module, kind.strip(), op.strip(), where=f"{FAULT_ENV}={spec}")
+
+
+def _contiguous_as_on_directml():
+    """``x.contiguous(memory_format=...)`` as torch-directml's tensors answer it (they say they are contiguous in every
+    layout: a contiguous tensor comes back as it is): this device's tensors have strides of their own, so
+    without it ``contiguous(memory_format=torch.channels_last)`` would make a channels-last copy, which
+    torch-directml refuses. Returns the library that holds the kernel (kept for the life of the process)."""
+    from dmlprof.directml.device_module import contiguous_as_on_directml
+
+    library = torch.library.Library("aten", "IMPL")
+    library.impl("contiguous", contiguous_as_on_directml, "AutogradPrivateUse1")
+    return library
 
 
 def float64_from_environment() -> bool:

@@ -74,8 +74,59 @@ def test_a_copy_to_channels_last_is_refused_with_or_without_a_dtype_change_and_a
     cl = torch.channels_last
     assert failure("aten::_to_copy", (x,), {"dtype": torch.float16, "memory_format": cl}, DEVICE).kind == RAISES
     assert failure("aten::_to_copy", (x,), {"memory_format": cl}, DEVICE).kind == RAISES
+    assert failure("aten::_to_copy", (x,), {"memory_format": torch.channels_last_3d}, DEVICE).kind == RAISES
     assert failure("aten::_to_copy", (x,), {"dtype": torch.float16}, DEVICE) is None
     assert failure("aten::_to_copy", (x,), {"memory_format": torch.contiguous_format}, DEVICE) is None
+    assert failure("aten::_to_copy", (x,), {"memory_format": torch.preserve_format}, DEVICE) is None
+    # measured on realdml: a copy to the CPU in channels-last runs; a CPU tensor copied to the device so raises
+    assert failure("aten::_to_copy", (x,), {"device": torch.device("cpu"), "memory_format": cl}, DEVICE) is None
+    assert failure("aten::_to_copy", (torch.zeros(1, 3, 4, 4),), {"device": torch.device(DEVICE), "memory_format": cl},
+                   DEVICE).kind == RAISES
+
+
+def test_every_way_to_make_a_channels_last_tensor_on_the_device_reaches_the_rule_at_the_kernel_that_refuses():
+    """empty.memory_format is the device kernel torch-directml refuses in: the prediction's stand-in and the emulated
+    device raise there, under the composites the recorder sees (clone, empty_like, zeros_like, _to_copy)."""
+    x, cl = on_device(2, 3, 2, 3), torch.channels_last
+    on = {"device": torch.device(DEVICE)}
+    assert failure("aten::empty.memory_format", ([2, 3, 2, 3],), {**on, "memory_format": cl}, DEVICE).kind == RAISES
+    assert failure("aten::empty.memory_format", ([2, 3, 2, 3],), {**on, "memory_format": None}, DEVICE) is None
+    assert failure("aten::empty.memory_format", ([2, 3, 2, 3],), {"device": torch.device("cpu"), "memory_format": cl},
+                   DEVICE) is None
+    for op in ("aten::clone", "aten::empty_like", "aten::zeros_like"):
+        assert failure(op, (x,), {"memory_format": cl}, DEVICE).kind == RAISES, op
+        assert failure(op, (x,), {"memory_format": torch.preserve_format}, DEVICE) is None, op
+    # the emulated device hands a rule c10::MemoryFormat's code, not torch's object: 2 is channels_last
+    assert failure("aten::empty.memory_format", ([2, 3, 2, 3],), {**on, "memory_format": 2}, DEVICE).kind == RAISES
+    assert failure("aten::empty.memory_format", ([2, 3, 2, 3],), {**on, "memory_format": 0}, DEVICE) is None
+
+
+def test_a_channels_last_copy_to_a_dtype_directml_cannot_hold_raises_the_layout_refusal_before_any_abort():
+    """Measured on realdml (held-out samples bfloat16|int64|4, chalf|float16|4, cfloat|int64|4): torch-directml
+    refuses the layout before it makes the tensor, so the call raises instead of ending the process."""
+    x, cl = on_device(2, 3, 2, 3, dtype=torch.int64), torch.channels_last
+    for dtype in (torch.bfloat16, torch.complex64, torch.complex32):
+        found = failure("aten::_to_copy", (x,), {"dtype": dtype, "memory_format": cl}, DEVICE)
+        assert found.kind == RAISES and "memory_format" in found.message, dtype
+        assert failure("aten::_to_copy", (x,), {"dtype": dtype}, DEVICE).kind == ABORTS, dtype
+        made = failure("aten::empty.memory_format", ([2, 3, 2, 3],),
+                       {"dtype": dtype, "device": torch.device(DEVICE), "memory_format": cl}, DEVICE)
+        assert made.kind == RAISES, dtype
+
+
+def test_every_raising_class_rule_names_an_op_the_stand_ins_run_a_kernel_for():
+    """A rule acts on the prediction and the emulated device where their kernels ask the rules: ops torch-directml
+    registers, ops that reach its CPU fallback, and the composites they give a kernel of their own. A class keyed by
+    torch's composites alone (as the channels-last class once was, by _to_copy) would be said by neither, though
+    real DirectML raises."""
+    from dmlprof.directml.failures import ALWAYS_FAILING_COMPOSITES
+    from dmlprof.predict.standin import is_composite
+    from dmlprof.tables import load_table
+
+    kernels = set(load_table("dml").registrations["PrivateUse1"]) | set(ALWAYS_FAILING_COMPOSITES)
+    for rule in CLASS_RULES:
+        if rule.kind == RAISES:
+            assert any(op in kernels or not is_composite(op) for op in rule.ops), rule.klass
 
 
 def test_empty_inputs_of_pad_and_layer_norm_and_gather_from_0d_and_unique_with_counts_or_inverse_raise():

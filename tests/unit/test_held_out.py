@@ -66,3 +66,13 @@ def test_real_verdict_tells_fallback_from_device():
     assert held_out.real_verdict({"outcome": "ok", "calls": [["aten::kthvalue", "fallback", "", "int64"]]}) == \
         "runs (fallback)"
     assert held_out.real_verdict({"outcome": "aborts"}) == "aborts"
+
+
+def test_keys_asked_by_name_are_judged_once_each_and_keys_that_are_not_held_out_are_refused(monkeypatch):
+    held_out = _held_out()
+    monkeypatch.setattr(held_out, "exists", lambda key: not key.endswith("|9"))
+    held = ["half|float32|4", "to|float16|5", "half|float32|9"]
+    asked, refused = held_out.given_keys(" half|float32|4,to|float16|5,half|float32|4,", held)
+    assert (asked, refused) == (["half|float32|4", "to|float16|5"], [])
+    asked, refused = held_out.given_keys("half|float32|0,half|float32|9,to|float16|5", held)
+    assert refused == ["half|float32|0", "half|float32|9"]  # one the table used, one OpInfo does not make

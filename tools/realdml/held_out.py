@@ -19,7 +19,8 @@ Three verdicts per sample:
   sample that ran, the same device calls: op, verdict, fallback ops). ``strict`` counts every difference;
   ``with_known`` forgives the differences that test's KNOWN tables name with a cause.
 
-``--all`` judges every held-out sample instead of a seeded subset (hours on a CPU Vulkan driver). ``--journal``
+``--all`` judges every held-out sample instead of a seeded subset (hours on a CPU Vulkan driver); ``--keys K1,K2``
+judges the named ones only (a class of misses again, after a change: benchmarks/results/held_out_channels_last-realdml.json). ``--journal``
 keeps each real result as it is decided; ``--resume`` reuses a journal's results (a stopped run goes on).
 """
 from __future__ import annotations
@@ -98,6 +99,13 @@ def choose(keys: list, count: int, seed: int) -> list:
             if count and len(chosen) >= count:
                 break
     return chosen
+
+
+def given_keys(text: str, held_out: list) -> tuple:
+    """(the keys asked for, in order and once each; those that are not held-out samples or do not exist)."""
+    asked = list(dict.fromkeys(key.strip() for key in text.split(",") if key.strip()))
+    allowed = set(held_out)
+    return asked, [key for key in asked if key not in allowed or not exists(key)]
 
 
 def measure_real(keys: list, journal, resume: bool) -> tuple:
@@ -257,6 +265,8 @@ def main() -> int:
     parser.add_argument("--journal", type=Path, help="each real result appended here as decided (JSON lines)")
     parser.add_argument("--resume", action="store_true", help="reuse the --journal's results")
     parser.add_argument("--real-only", action="store_true", help="measure on real DirectML, judge no path (rates)")
+    parser.add_argument("--keys", help="judge these held-out samples only (label|dtype|number, comma-separated): "
+                                       "a class's samples again, after a change")
     args = parser.parse_args()
     if args.count < 0 or args.later < 1:
         print("error: --count must be >= 0 and --later >= 1", file=sys.stderr)
@@ -269,7 +279,15 @@ def main() -> int:
     torch.set_num_threads(1)  # before the supervisor forks workers (measure_truth.py says why)
     started = time.time()
     used = used_keys()
-    keys = choose(candidates(used, args.later), 0 if args.all else args.count, args.seed)
+    held_out = candidates(used, args.later)
+    if args.keys:
+        keys, refused = given_keys(args.keys, held_out)
+        if refused:
+            print(f"error: not held-out samples of this table (--later {args.later}): {', '.join(refused)}",
+                  file=sys.stderr)
+            return 2
+    else:
+        keys = choose(held_out, 0 if args.all else args.count, args.seed)
     print(f"{len(keys)} held-out samples ({len(used)} keys used by the table)", flush=True)
     chosen_at = time.time()
     real, adapter, resumed = measure_real(keys, args.journal, args.resume)
@@ -279,7 +297,8 @@ def main() -> int:
                          "prediction (--target dml) and the emulated device against real torch-directml "
                          "(tools/realdml/held_out.py)",
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "seed": args.seed, "count_asked": 0 if args.all else args.count, "later": args.later,
+                "seed": args.seed, "count_asked": len(keys) if args.keys else (0 if args.all else args.count),
+                "keys_asked": keys if args.keys else None, "later": args.later,
                 "sample_count": len(keys), "adapter": adapter, "choose_seconds": round(chosen_at - started),
                 "real_seconds": round(real_seconds), "real_resumed_from_journal": resumed,
                 # the rate counts the samples measured in this run only (a resumed one took no time here)
