@@ -217,6 +217,8 @@ def sending(original):
     return send
 if where == "processing":
     dmlprof.runner.run.Run._finish = sending(dmlprof.runner.run.Run._finish)
+elif where == "last":  # after the report and its files, before the command's exit code is said (its last word)
+    dmlprof.runner.loss_problem = sending(dmlprof.runner.loss_problem)
 else:  # just after "session saved"
     dmlprof.output.print_saved = sending(dmlprof.output.print_saved)
 sys.exit(main(sys.argv[3:]))
@@ -225,7 +227,8 @@ sys.exit(main(sys.argv[3:]))
 
 @pytest.mark.skipif(not POSIX, reason="sends itself POSIX signals")
 @pytest.mark.parametrize("where, signame, code", [("processing", "SIGTERM", 143), ("processing", "SIGHUP", 129),
-                                                  ("processing", "SIGINT", 130), ("after", "SIGTERM", 143)])
+                                                  ("processing", "SIGINT", 130), ("after", "SIGTERM", 143),
+                                                  ("last", "SIGTERM", 143), ("last", "SIGHUP", 129)])
 def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_status(tmp_path, where, signame, code):
     import os
     import subprocess
@@ -245,7 +248,7 @@ def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_
     errors = [line for line in done.stderr.splitlines() if line.startswith("dmlprof: error:")]
     assert len(errors) == 1 and ("interrupted" if signame == "SIGINT" else f"stopped by {signame}") in errors[0]
     assert "session saved to" in errors[0] or "session saved to" in done.stdout
-    assert list((tmp_path / "out").glob("*.session.json"))  # the finished run's session is kept
+    assert len(list((tmp_path / "out").glob("*.session.json"))) == 1  # the finished run's session is kept, once
 
 
 # -- R32: a build killed mid-way hands the emulated device's build over at once -----------------------------------
