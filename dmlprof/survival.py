@@ -91,7 +91,10 @@ def _close_crash_log() -> None:
 
     faulthandler.disable()
     if _crash_log_file is not None:
-        _crash_log_file.close()
+        try:
+            _crash_log_file.close()
+        except OSError:  # the scanned code closed its descriptor (os.closerange): nothing is left to close
+            pass
 
 
 def child_finished(exit_code: int) -> None:

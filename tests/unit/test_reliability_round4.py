@@ -481,3 +481,29 @@ def test_r29_on_the_emulated_device_a_call_directml_dies_in_is_no_runtime_error_
         runner.scan(script, backend=emulated_dml_backend, profiler=False, warmup=1, steps=2)
     assert stopped.value.exit_code == 4 and "ends the process" in str(stopped.value)
     assert "_fft_r2c" in (stopped.value.session.meta.failed_op or "")
+
+
+# -- R26 again: a device tensor of 11+ dimensions ends torch-directml's process in any kernel -------------------------
+def test_r26_a_tensor_of_eleven_or_more_dimensions_on_the_device_is_an_abort_and_ten_runs():
+    """Measured on realdml: torch.zeros([2]*11) on the device, .to() of a [2]*11 / [1]*11 tensor, a + a of [2]*12 and
+    add on an 11-D unsqueeze view all die of 'stack smashing detected'; [2]*10 moves and adds; the view itself runs.
+    (`scan --target dml` of a [2]*12 add said every call ran on the device.)"""
+    import torch
+
+    from dmlprof.directml.failures import ABORTS, failure, rule_for
+
+    def judged(name, args, kwargs=None):  # "cpu" plays the device: these tensors are on it
+        return failure(name, args, kwargs or {}, "cpu")
+
+    eleven, ten = torch.zeros([2] * 11), torch.zeros([2] * 10)
+    assert judged("aten::add.Tensor", (eleven, eleven)).kind == ABORTS
+    assert judged("aten::mul.Tensor", (torch.zeros(1), eleven)).kind == ABORTS
+    assert judged("aten::zeros", ([2] * 11,), {"device": "cpu"}).kind == ABORTS
+    assert judged("aten::_to_copy", (eleven,), {"device": "cpu"}).kind == ABORTS
+    assert judged("aten::add.Tensor", (ten, ten)) is None
+    assert judged("aten::zeros", ([2] * 10,), {"device": "cpu"}) is None
+    assert judged("aten::unsqueeze", (ten, 0)) is None  # a view is metadata
+    assert failure("aten::add.Tensor", (eleven, eleven), {}, "privateuseone") is None  # a CPU tensor's own call
+    # the live guard's cheap path reaches it too (add.Tensor of these shapes is no op a rule names)
+    rule = rule_for("cpu", True, lambda func: func)
+    assert rule("aten::add.Tensor", (eleven, eleven), {}).kind == ABORTS and rule("aten::add.Tensor", (ten, ten), {}) is None
