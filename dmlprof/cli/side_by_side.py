@@ -18,7 +18,7 @@ def run_side_by_side(args) -> int:
     from dmlprof.report.targets import failed_before_the_step, target_verdict
     from dmlprof.runner import ScanStopped
 
-    for flag in ("html", "tb", "trace", "replace", "verify"):
+    for flag in ("html", "tb", "trace", "replace", "verify", "confirm"):
         if getattr(args, flag, None):
             raise UsageError(f"--{flag} shows one run: with several targets, run --target T --{flag} for each")
     targets = args.target.split(",")

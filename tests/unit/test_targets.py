@@ -298,3 +298,11 @@ def test_side_by_side_gives_a_verdict_for_a_target_that_fails_before_the_step_an
     doc = json.loads(out.read_text())
     assert [row["target"] for row in doc["targets"]] == ["mps", "xpu"] and doc["targets"][0]["report"] is None
     assert len(list((tmp_path / "r").glob("*.session.json"))) == 1
+
+
+def test_side_by_side_refuses_confirm_instead_of_dropping_it(tmp_path, capsys):
+    from dmlprof.cli import main
+
+    model = _model(tmp_path, "", "return self.fc(x)")
+    assert main(["scan", model, "--target", "dml,xpu", "--confirm", "--out", str(tmp_path / "r")]) == 2
+    assert "--confirm" in capsys.readouterr().err and not (tmp_path / "r").exists()
