@@ -255,7 +255,11 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     running = contents.running[-1] if contents.running else contents.unrecorded
     message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
     if contents.header is None:
-        error_line(f"{message}, before the recording began", "nothing was recorded")
+        if _journal_written(journal):
+            error_line(f"{message}, before the recording began", "nothing was recorded")
+        else:  # the child could not journal (a full or read-only temporary folder, or one the script removed)
+            error_line(f"{message}; what it recorded is lost: its journal could not be kept in {journal.parent.parent} "
+                       "(full, read-only or removed; TMPDIR picks another folder)", "nothing was saved")
         return _exit_code(how, status)
     from dmlprof.errors import DmlprofError
     from dmlprof.output import print_report, write_outputs
@@ -280,6 +284,14 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     else:
         error_line(message, written.note(partial=True))
     return code
+
+
+def _journal_written(journal: Path) -> bool:
+    """Whether the child opened its journal (reserved ahead: never empty once opened)."""
+    try:
+        return journal.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _note(text: str) -> None:

@@ -34,6 +34,8 @@ _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 #: the first reservation of the file (about 30,000 calls), and the largest step it grows by
 _FIRST_CHUNK = 4 << 20
 _LARGEST_CHUNK = 64 << 20
+#: the first reservation where the folder cannot hold :data:`_FIRST_CHUNK` (about 500 calls; it grows as it can)
+_SMALL_FIRST_CHUNK = 64 << 10
 #: how many distinct record tails a journal keeps made
 _TAILS_MAX = 50_000
 #: a file system that cannot allocate ahead (the file is then extended sparse)
@@ -113,7 +115,12 @@ class Journal:
         try:
             found = os.fstat(fd)
             self._identity = (found.st_dev, found.st_ino)
-            self._reserve(_FIRST_CHUNK, fd)
+            try:
+                self._reserve(_FIRST_CHUNK, fd)
+            except OSError as exc:  # a nearly full temporary folder still holds a smaller journal
+                if exc.errno != errno.ENOSPC:
+                    raise
+                self._reserve(_SMALL_FIRST_CHUNK, fd)
         finally:
             os.close(fd)
         self._open = True

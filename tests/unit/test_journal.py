@@ -229,3 +229,35 @@ def test_a_script_that_closes_every_descriptor_and_opens_its_own_file_keeps_it_a
         os.close(user_fd)
     assert user_path.read_bytes() == b"USER DATA\nmore\n"
     assert len(read_journal(journal.path).calls) == 500 and last_word(journal.path) == (True, 0)
+
+
+def test_a_child_that_could_not_journal_is_not_said_to_have_died_before_its_recording(tmp_path, capsys):
+    """A full temporary folder (a 2 MiB tmpfs as TMPDIR: the journal's 4 MiB could not be reserved) and a crash in
+    the third recorded step read 'died of SIGSEGV ..., before the recording began [nothing was recorded]'."""
+    from types import SimpleNamespace
+
+    folder = tmp_path / "dmlprof-journal-x"
+    folder.mkdir()
+    args = SimpleNamespace(command="scan", quiet=True, junit=None)
+    assert survival.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11) == 7
+    err = capsys.readouterr().err
+    assert "before the recording began" not in err and "could not be kept in" in err and str(tmp_path) in err
+    (folder / "calls.journal").write_bytes(b"\0" * 64)  # opened (reserved), no recording yet: that is still said
+    survival.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11)
+    assert "before the recording began" in capsys.readouterr().err
+
+
+def test_a_journal_in_a_nearly_full_folder_starts_small(tmp_path, monkeypatch):
+    import errno
+
+    real = journal_module.Journal._reserve
+
+    def full_past_a_megabyte(self, size, fd=None):
+        if size > 1 << 20:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, size, fd)
+
+    monkeypatch.setattr(journal_module.Journal, "_reserve", full_past_a_megabyte)
+    journal = _journal(tmp_path)
+    journal.end(journal.begin("aten::mm", 1, "forward", "", []), [], 0, 1, 1, "")
+    assert [call.op for call in read_journal(journal.path).calls] == ["aten::mm"]
