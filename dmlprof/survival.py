@@ -105,9 +105,15 @@ def child_finished(exit_code: int) -> None:
         journal_finished(exit_code)
 
 
-def supervise(argv: list, args) -> int:
-    """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7)."""
-    folder = Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
+def supervise(argv: list, args) -> Optional[int]:
+    """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7); ``None`` where no
+    temporary folder can hold its journal (the scan then runs in this process, as without a supervisor)."""
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
+    except OSError as exc:  # no usable temporary folder (all read-only or full): tempfile's error was a traceback
+        _note(f"the scan runs in dmlprof's own process, unjournaled (a native crash would lose its recording): no "
+              f"temporary folder could hold its journal ({exc.strerror or exc}; TMPDIR picks one)")
+        return None
     journal, crash_log = folder / "calls.journal", folder / "crash.log"
     env = {**os.environ, CHILD_ENV: "1", JOURNAL_ENV: str(journal), CRASH_LOG_ENV: str(crash_log)}
     try:

@@ -150,7 +150,9 @@ def main(argv=None) -> int:
         # from the command line, the scan runs in a child: a native crash there cannot take its recording (a
         # program calling main(argv) itself gets the scan in its own process, as it asked)
         if from_command_line and survival.wanted(args):
-            return survival.supervise(whole_argv, args)
+            supervised = survival.supervise(whole_argv, args)
+            if supervised is not None:
+                return supervised
         survival.in_child()
     code = 2
     try:

@@ -261,3 +261,14 @@ def test_a_journal_in_a_nearly_full_folder_starts_small(tmp_path, monkeypatch):
     journal = _journal(tmp_path)
     journal.end(journal.begin("aten::mm", 1, "forward", "", []), [], 0, 1, 1, "")
     assert [call.op for call in read_journal(journal.path).calls] == ["aten::mm"]
+
+
+def test_no_usable_temporary_folder_runs_the_scan_in_process_with_a_note_not_a_traceback(monkeypatch, capsys):
+    import tempfile
+
+    def no_folder(*args, **kwargs):
+        raise FileNotFoundError(2, "No usable temporary directory found in ['/tmp', '/var/tmp']")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_folder)
+    assert survival.supervise(["scan", "x.py"], None) is None
+    assert "unjournaled" in capsys.readouterr().err
