@@ -97,6 +97,9 @@ PAD_BACKWARD = ("ensure_in_bounds: sizes [2, 64, 32, 32], strides [73984, 1156, 
     # the backward of an overlapping as_strided
     "ensure_in_bounds: sizes [2, 2], strides [1, 2], storage offset 10, and itemsize 4 requiring a storage size "
     "of 56 are out of bounds for storage of size 40",
+    # a contiguous run shifted past its storage (each size fills its stride): no dimension is cut
+    "ensure_in_bounds: sizes [3, 3], strides [3, 1], storage offset 5, and itemsize 4 requiring a storage size of 56 "
+    "are out of bounds for storage of size 36",
 ])
 def test_r36_an_out_of_bounds_view_that_is_no_crop_is_not_explained_as_padding(message):
     from dmlprof.backends.errors import explain_device_error
