@@ -116,10 +116,14 @@ def supervise(argv: list, args) -> Optional[int]:
         return None
     journal, crash_log = folder / "calls.journal", folder / "crash.log"
     env = {**os.environ, CHILD_ENV: "1", JOURNAL_ENV: str(journal), CRASH_LOG_ENV: str(crash_log)}
+    # made and held open here: a script that removes the temporary folder (its own clean-up of TMPDIR) removes
+    # the names, not the files, and what the child wrote is put back before it is read
+    held = {path: _hold(path) for path in (journal, crash_log)}
     try:
         child = _start([sys.executable, "-m", "dmlprof", *argv], env)
         with _passing_signals_to(child):
             status = child.wait()
+        _put_back(folder, held)
         how = died_of(status)
         if how is None:
             from dmlprof.record.journal import last_word
@@ -131,7 +135,35 @@ def supervise(argv: list, args) -> Optional[int]:
             how = ABRUPT
         return salvage(args, journal, crash_log, how, status)
     finally:
+        for fd in held.values():
+            if fd is not None:
+                os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _hold(path: Path) -> Optional[int]:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    except OSError:
+        return None
+
+
+def _put_back(folder: Path, held: dict) -> None:
+    """The files the parent holds, written again where the scanned script removed them (never through a name
+    planted in the meantime: the folder is made anew or is a real folder, each file made exclusively)."""
+    try:
+        if not os.path.lexists(folder):
+            folder.mkdir(mode=0o700)
+        elif not folder.is_dir() or folder.is_symlink():
+            return
+        for path, fd in held.items():
+            if fd is None or os.path.lexists(path):
+                continue
+            with open(os.dup(fd), "rb") as kept, open(path, "xb") as copy:
+                kept.seek(0)
+                shutil.copyfileobj(kept, copy)
+    except OSError:
+        pass
 
 
 def _start(command: list, env: dict):
