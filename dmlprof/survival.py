@@ -91,7 +91,10 @@ def _close_crash_log() -> None:
 
     faulthandler.disable()
     if _crash_log_file is not None:
-        _crash_log_file.close()
+        try:
+            _crash_log_file.close()
+        except OSError:  # the scanned code closed its descriptor (os.closerange): nothing is left to close
+            pass
 
 
 def child_finished(exit_code: int) -> None:
@@ -102,15 +105,25 @@ def child_finished(exit_code: int) -> None:
         journal_finished(exit_code)
 
 
-def supervise(argv: list, args) -> int:
-    """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7)."""
-    folder = Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
+def supervise(argv: list, args) -> Optional[int]:
+    """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7); ``None`` where no
+    temporary folder can hold its journal (the scan then runs in this process, as without a supervisor)."""
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
+    except OSError as exc:  # no usable temporary folder (all read-only or full): tempfile's error was a traceback
+        _note(f"the scan runs in dmlprof's own process, unjournaled (a native crash would lose its recording): no "
+              f"temporary folder could hold its journal ({exc.strerror or exc}; TMPDIR picks one)")
+        return None
     journal, crash_log = folder / "calls.journal", folder / "crash.log"
     env = {**os.environ, CHILD_ENV: "1", JOURNAL_ENV: str(journal), CRASH_LOG_ENV: str(crash_log)}
+    # made and held open here: a script that removes the temporary folder (its own clean-up of TMPDIR) removes
+    # the names, not the files, and what the child wrote is put back before it is read
+    held = {path: _hold(path) for path in (journal, crash_log)}
     try:
         child = _start([sys.executable, "-m", "dmlprof", *argv], env)
         with _passing_signals_to(child):
             status = child.wait()
+        _put_back(folder, held)
         how = died_of(status)
         if how is None:
             from dmlprof.record.journal import last_word
@@ -122,7 +135,35 @@ def supervise(argv: list, args) -> int:
             how = ABRUPT
         return salvage(args, journal, crash_log, how, status)
     finally:
+        for fd in held.values():
+            if fd is not None:
+                os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _hold(path: Path) -> Optional[int]:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    except OSError:
+        return None
+
+
+def _put_back(folder: Path, held: dict) -> None:
+    """The files the parent holds, written again where the scanned script removed them (never through a name
+    planted in the meantime: the folder is made anew or is a real folder, each file made exclusively)."""
+    try:
+        if not os.path.lexists(folder):
+            folder.mkdir(mode=0o700)
+        elif not folder.is_dir() or folder.is_symlink():
+            return
+        for path, fd in held.items():
+            if fd is None or os.path.lexists(path):
+                continue
+            with open(os.dup(fd), "rb") as kept, open(path, "xb") as copy:
+                kept.seek(0)
+                shutil.copyfileobj(kept, copy)
+    except OSError:
+        pass
 
 
 def _start(command: list, env: dict):
@@ -252,7 +293,11 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     running = contents.running[-1] if contents.running else contents.unrecorded
     message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
     if contents.header is None:
-        error_line(f"{message}, before the recording began", "nothing was recorded")
+        if _journal_written(journal):
+            error_line(f"{message}, before the recording began", "nothing was recorded")
+        else:  # the child could not journal (a full or read-only temporary folder, or one the script removed)
+            error_line(f"{message}; what it recorded is lost: its journal could not be kept in {journal.parent.parent} "
+                       "(full, read-only or removed; TMPDIR picks another folder)", "nothing was saved")
         return _exit_code(how, status)
     from dmlprof.errors import DmlprofError
     from dmlprof.output import print_report, write_outputs
@@ -277,6 +322,14 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     else:
         error_line(message, written.note(partial=True))
     return code
+
+
+def _journal_written(journal: Path) -> bool:
+    """Whether the child opened its journal (reserved ahead: never empty once opened)."""
+    try:
+        return journal.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _note(text: str) -> None:

@@ -316,11 +316,13 @@ def _is_a_crop(match: re.Match) -> bool:
         return False
     if offset == 0 or not sizes or len(sizes) != len(strides) or strides[-1] != 1:
         return False
+    cropped = False  # some dimension is narrower than the tensor it is cut from (a contiguous run shifted is no crop)
     for inner in range(1, len(sizes)):
         outer_stride, inner_stride = strides[inner - 1], strides[inner]
         if inner_stride <= 0 or outer_stride % inner_stride or outer_stride // inner_stride < sizes[inner]:
             return False
-    return True
+        cropped = cropped or outer_stride // inner_stride > sizes[inner]
+    return cropped
 
 
 # HIP builds of PyTorch word ROCm's errors as "HIP"; users know it as ROCm.

@@ -150,11 +150,22 @@ def main(argv=None) -> int:
         # from the command line, the scan runs in a child: a native crash there cannot take its recording (a
         # program calling main(argv) itself gets the scan in its own process, as it asked)
         if from_command_line and survival.wanted(args):
-            return survival.supervise(whole_argv, args)
+            supervised = survival.supervise(whole_argv, args)
+            if supervised is not None:
+                return supervised
         survival.in_child()
     code = 2
     try:
-        code = _run(args)
+        if args.command in survival.COMMANDS:
+            from dmlprof import interrupts
+
+            # a scan's SIGTERM/SIGHUP past its own handling (between its saved report and its exit code) ends as
+            # Ctrl-C does there, with its line and status: by the default action, the supervisor found a child dead
+            # without its last word and saved a second, "partial" session of a complete run
+            with interrupts.stopping():
+                code = _run(args)
+        else:
+            code = _run(args)
         return code
     finally:
         survival.child_finished(code)

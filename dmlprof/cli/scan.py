@@ -131,6 +131,11 @@ def prepare_confirm(args) -> None:
     if not args.target:
         raise UsageError("--confirm holds a prediction against real torch-directml: it needs --target dml",
                          remedy="on the device itself, --device dml --verify checks each call's result")
+    from dmlprof.predict import DML_TARGET
+
+    if args.target != DML_TARGET:  # an XPU or MPS prediction judged by DirectML was '21 of 27 contradicted', exit 5
+        raise UsageError(f"--confirm holds DirectML's prediction against real torch-directml: it needs --target "
+                         f"{DML_TARGET} alone, not --target {args.target}")
     if inspect_model_file(args.model).mode == "script":
         raise UsageError("--confirm replays a model file's predicted step; a script runs on the emulated device "
                          "under --target", remedy="scan the script with --device dml on real torch-directml")

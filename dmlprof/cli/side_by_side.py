@@ -11,14 +11,14 @@ import sys
 
 
 def run_side_by_side(args) -> int:
-    from dmlprof.errors import UsageError
+    from dmlprof.errors import DeviceError, UsageError
     from dmlprof.output import Written, emit, save_session, write_output
     from dmlprof.predict import DML_TARGET, predict_scan
     from dmlprof.report import build_report
-    from dmlprof.report.targets import target_verdict
+    from dmlprof.report.targets import failed_before_the_step, target_verdict
     from dmlprof.runner import ScanStopped
 
-    for flag in ("html", "tb", "trace", "replace", "verify"):
+    for flag in ("html", "tb", "trace", "replace", "verify", "confirm"):
         if getattr(args, flag, None):
             raise UsageError(f"--{flag} shows one run: with several targets, run --target T --{flag} for each")
     targets = args.target.split(",")
@@ -30,6 +30,11 @@ def run_side_by_side(args) -> int:
                                    target_torch=args.target_torch if target != DML_TARGET else None)
         except ScanStopped as stopped:  # the step fails on this target: that is its verdict
             session = stopped.session
+        except DeviceError as failed:  # it fails before any call is recorded (a float64 model's move to MPS): so
+            # is its verdict, and the other targets are still predicted (it ended the whole comparison, rc 4)
+            rows.append((failed_before_the_step(target, failed.one_line()), None))
+            saved.append(None)
+            continue
         save_session(session, args, written=written)
         saved.append(written.session_path)
         report = build_report(session)
@@ -37,7 +42,8 @@ def run_side_by_side(args) -> int:
     lines = [verdict.line for verdict, _ in rows]
     if args.json:
         doc = {"format": "dmlprof-targets", "format_version": 1, "model": args.model,
-               "targets": [{**verdict.to_dict(), "report": report.to_dict()} for verdict, report in rows]}
+               "targets": [{**verdict.to_dict(), "report": report.to_dict() if report is not None else None}
+                            for verdict, report in rows]}
         write_output(written, args.json, lambda: json.dumps(doc, indent=1, default=str), "JSON report")
     if not args.quiet:
         out = sys.stderr if args.json == "-" else sys.stdout

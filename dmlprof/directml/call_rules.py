@@ -25,6 +25,12 @@ CRASH_PROBE = "242-call crash probe on the real torch-directml (issue 33, R26)"
 DEVICE_REMOVED = "DXGI_ERROR_DEVICE_REMOVED (Unknown error -2005270523)"
 #: the most elements a DirectML tensor may hold: its sizes and offsets are 32-bit
 MAX_ELEMENTS = 2 ** 31 - 1
+#: a device tensor of this many dimensions or more ends the process in any kernel that makes, moves or reads it
+#: (measured on realdml, torch-directml 0.2.5: "stack smashing detected", SIGABRT, for torch.zeros([2]*11), .to() of
+#: [2]*11, [1]*11 and [2]*12 tensors, add/mul/neg of [2]*12 and add of an 11-D unsqueeze view; [2]*10 moves and adds;
+#: a view of one is metadata and runs)
+DEVICE_MAX_DIMS = 11
+MANY_DIMS = f"a tensor of {DEVICE_MAX_DIMS} or more dimensions on the device crashes torch-directml (stack smashing detected)"
 #: reductions of an input of this many dimensions or more end the process (measured on realdml: sum, mean, amax of
 #: a [2]*6 input abort at "rank <= DML_TENSOR_DIMENSION_COUNT_MAX"; [2]*5 runs; issue 33 R26 saw 9-D)
 REDUCTION_MAX_DIMS = 6
@@ -300,6 +306,17 @@ def too_large(name: str, args, kwargs, on_device: bool) -> Optional[int]:
             return count if count > MAX_ELEMENTS else None
     largest = max((a.numel() for a in args if isinstance(a, torch.Tensor)), default=0)
     return largest if largest > MAX_ELEMENTS else None
+
+
+def too_many_dims(name: str, args, kwargs, on_device: bool) -> bool:
+    """Whether a sized factory or a copy makes a device tensor of :data:`DEVICE_MAX_DIMS` or more dimensions."""
+    if not on_device:
+        return False
+    if name in SIZED_FACTORIES:
+        sizes = args[1] if name.startswith("aten::new_") and len(args) > 1 else (args[0] if args else
+                                                                                 kwargs.get("size"))
+        return isinstance(sizes, (list, tuple, torch.Size)) and len(sizes) >= DEVICE_MAX_DIMS
+    return any(isinstance(a, torch.Tensor) and a.dim() >= DEVICE_MAX_DIMS for a in args[:1])
 
 
 def rules_by_op() -> dict:

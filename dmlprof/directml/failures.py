@@ -24,8 +24,8 @@ from typing import Callable, Optional
 import torch
 
 from dmlprof.directml.call_rules import (
-    EXTRA_UNHELD_DTYPES, INVALID_ARGUMENT, SCATTER_ADDS, SCATTERS, SIZED_FACTORIES, TOO_LARGE, ClassRule,
-    rules_by_op, too_large,
+    DEVICE_MAX_DIMS, EXTRA_UNHELD_DTYPES, INVALID_ARGUMENT, MANY_DIMS, SCATTER_ADDS, SCATTERS, SIZED_FACTORIES,
+    TOO_LARGE, ClassRule, rules_by_op, too_large, too_many_dims,
 )
 
 RAISES = "raises"
@@ -391,6 +391,10 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
             any(True for _ in _device_tensors(args, device_type))
         if too_large(name, args, kwargs, on_device) is not None:
             return Failure(ABORTS, TOO_LARGE, "SIGABRT")
+        if too_many_dims(name, args, kwargs, on_device):
+            return Failure(ABORTS, MANY_DIMS, "SIGABRT")
+    elif _many_dims_on_device(args, device_type):
+        return Failure(ABORTS, MANY_DIMS, "SIGABRT")
     rule = RULES.get(name) or (None if float64 else WITHOUT_FLOAT64_RULES.get(name))
     if rule is None:
         return None
@@ -453,12 +457,21 @@ _RAISED_BY_DIRECTML = (
 )
 
 
+def _many_dims_on_device(args, device_type: str) -> bool:
+    """A device tensor of :data:`DEVICE_MAX_DIMS` or more dimensions among a call's first two arguments (a view of
+    one is judged as the view op it is, which runs)."""
+    for value in args[:2]:
+        if isinstance(value, torch.Tensor) and value.dim() >= DEVICE_MAX_DIMS and value.device.type == device_type:
+            return True
+    return False
+
+
 def rule_for(device_type: str, float64: bool, op_name: Callable) -> Callable:
     """The rules as one call's judge, for a device of ``device_type`` (``op_name(func)`` names the op): cheap
     for the calls no rule covers (most), which carry no keyword arguments either."""
     def rule(func, args, kwargs) -> Optional[Failure]:
         name = op_name(func)
-        if not kwargs and not may_fail(name):
+        if not kwargs and not may_fail(name) and not _many_dims_on_device(args, device_type):
             return None
         return failure(name, args, kwargs, device_type, float64)
     return rule

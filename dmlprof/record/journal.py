@@ -34,6 +34,8 @@ _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 #: the first reservation of the file (about 30,000 calls), and the largest step it grows by
 _FIRST_CHUNK = 4 << 20
 _LARGEST_CHUNK = 64 << 20
+#: the first reservation where the folder cannot hold :data:`_FIRST_CHUNK` (about 500 calls; it grows as it can)
+_SMALL_FIRST_CHUNK = 64 << 10
 #: how many distinct record tails a journal keeps made
 _TAILS_MAX = 50_000
 #: a file system that cannot allocate ahead (the file is then extended sparse)
@@ -97,7 +99,6 @@ class Journal:
 
     def __init__(self, path):
         self.path = str(path)
-        self._fd = os.open(self.path, _OPEN_FLAGS, 0o600)
         self._map: Optional[mmap.mmap] = None
         #: bytes written, and bytes the file holds (reserved) now
         self.written = self._size = 0
@@ -107,26 +108,52 @@ class Journal:
         self._end_tails: dict = {}
         self._calls = 0
         self._lock = threading.Lock()  # autograd's threads record too: records and ids stay whole
+        # No descriptor is kept open: the scanned code may close every descriptor it inherited (os.closerange) and
+        # open its own files on the freed numbers, and a journal growing or cutting "its" descriptor then extended
+        # the user's file with NUL bytes. The file is opened by its path each time, and must still be this one.
+        fd = os.open(self.path, _OPEN_FLAGS, 0o600)
         try:
-            self._reserve(_FIRST_CHUNK)
-        except OSError:
-            os.close(self._fd)
-            raise
+            found = os.fstat(fd)
+            self._identity = (found.st_dev, found.st_ino)
+            try:
+                self._reserve(_FIRST_CHUNK, fd)
+            except OSError as exc:  # a nearly full temporary folder still holds a smaller journal
+                if exc.errno != errno.ENOSPC:
+                    raise
+                self._reserve(_SMALL_FIRST_CHUNK, fd)
+        finally:
+            os.close(fd)
+        self._open = True
         _open_journals.add(self)
 
-    def _reserve(self, size: int) -> None:
+    def _reopen(self) -> int:
+        """The journal's file, opened again by its path; an error where it is gone or another file took its place."""
+        fd = os.open(self.path, os.O_RDWR | getattr(os, "O_BINARY", 0))  # never made again: deleted is gone
+        found = os.fstat(fd)
+        if (found.st_dev, found.st_ino) != self._identity:
+            os.close(fd)
+            raise OSError(errno.ESTALE, "another file took the journal's place", self.path)
+        return fd
+
+    def _reserve(self, size: int, fd: Optional[int] = None) -> None:
         """Let the file hold ``size`` bytes, mapped. Blocks are allocated now where the system can: a sparse
         file on a full disk would end the writer with SIGBUS at a write, not an error here."""
-        if self._map is not None:
-            self._map.close()  # Windows cannot resize a file while a view of it is open
-            self._map = None
+        if fd is None:
+            # the view first: its descriptor's number, closed by the scanned code, may be the one reopening takes
+            self._stop_writing()
+            fd = self._reopen()
+            try:
+                return self._reserve(size, fd)
+            finally:
+                os.close(fd)
+        self._stop_writing()  # Windows cannot resize a file while a view of it is open
         try:
-            os.posix_fallocate(self._fd, self._size, size - self._size)
+            os.posix_fallocate(fd, self._size, size - self._size)
         except (AttributeError, OSError) as exc:  # not POSIX (Windows allocates what it extends), or not here
             if isinstance(exc, OSError) and exc.errno not in _NO_FALLOCATE:
                 raise
-            os.ftruncate(self._fd, size)
-        self._map = mmap.mmap(self._fd, size)
+            os.ftruncate(fd, size)
+        self._map = mmap.mmap(fd, size)
         self._size = size
 
     @classmethod
@@ -232,28 +259,48 @@ class Journal:
     def close(self) -> None:
         """Stop writing; the file is cut to what was written."""
         with self._lock:
-            if self._fd is None:
+            if not self._open:
                 return
+            self._open = False
             self._stop_writing()
             try:
-                os.ftruncate(self._fd, self.written)
+                fd = self._reopen()
             except OSError:
-                pass  # the NUL bytes after the records end the reading all the same
+                return  # deleted, or replaced: the NUL bytes after the records end the reading all the same
             try:
-                os.close(self._fd)
+                os.ftruncate(fd, self.written)
             except OSError:
                 pass
-            self._fd = None
+            finally:
+                os.close(fd)
 
     def _stop_writing(self) -> None:
         if self._map is not None:
-            self._map.close()
+            _close_view(self._map, self._size)
             self._map = None
 
     def forget_in_forked_child(self) -> None:
         """A forked child shares the parent's mapping: it must not write into the parent's journal."""
         self._map = None  # the child's view goes with the child; the parent's stays whole
-        self._fd = None   # the descriptor is the parent's to cut and close
+        self._open = False  # the file is the parent's to cut
+
+
+#: mappings whose descriptor the scanned code closed (kept, never closed: see _close_view)
+_views_kept: list = []
+
+
+def _close_view(view: mmap.mmap, size: int) -> None:
+    """Unmap ``view``, unless the descriptor CPython's mmap keeps (a duplicate of the file's) is no longer the
+    journal's: the scanned code closed it (os.closerange), and its number may be a file of the user's now, which
+    closing the view would close. Such a view stays mapped to the end of the process."""
+    try:
+        ours = view.size() == size  # fstat of the view's own descriptor
+    except (OSError, ValueError):
+        ours = False
+    if ours:
+        view.close()
+    else:
+        _views_kept.append(view)
 
 
 _open_journals: "weakref.WeakSet[Journal]" = weakref.WeakSet()

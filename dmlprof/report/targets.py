@@ -82,3 +82,10 @@ def _named(report) -> str:
 
 
 __all__ = ["TargetVerdict", "device_and_torch", "target_verdict", "title"]
+
+
+def failed_before_the_step(target: str, error: str) -> TargetVerdict:
+    """The verdict of a target whose step failed before any call was recorded (the model's move to the device: a
+    float64 model on MPS or DirectML), from the one-line error that stopped it."""
+    line = f"{title(target)}: fails before the step; {error}"
+    return TargetVerdict(target, "?", 0, 0, None, None, "", line)

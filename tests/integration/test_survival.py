@@ -137,3 +137,34 @@ def test_no_truth_sample_of_the_writing_ops_computes_otherwise_under_the_recorde
     summary = json.loads(report.read_text(encoding="utf-8"))["summary"]
     assert done.returncode == 0 and summary.get("differs", 0) == 0, done.stdout[-3000:]
     assert summary["same"] >= 15, summary
+
+
+REMOVES_ITS_TEMPORARY_FOLDER = '''
+import ctypes, glob, os, shutil, tempfile
+import torch
+
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    if step == 2:  # the script's own clean-up of TMPDIR, then its own native crash
+        for folder in glob.glob(os.path.join(tempfile.gettempdir(), "*")):
+            shutil.rmtree(folder, ignore_errors=True)
+        ctypes.string_at(0)
+'''
+
+
+@POSIX_CRASH
+def test_a_script_that_removes_the_temporary_folder_then_crashes_keeps_its_recording(tmp_path):
+    """The journal's folder removed by the script: the crash read 'died ..., before the recording began [nothing was
+    recorded]' and the steps recorded were lost. The supervisor holds the files open and puts them back."""
+    (tmp_path / "cleans.py").write_text(REMOVES_ITS_TEMPORARY_FOLDER, encoding="utf-8")
+    (tmp_path / "tmp").mkdir()
+    done = run_cli("scan", "cleans.py", "--device", "cpu", "--steps", "5", "--no-profiler", "--out", "out",
+                   cwd=tmp_path, env={"TMPDIR": str(tmp_path / "tmp")})
+    assert done.returncode == 7, done.stderr
+    assert "before the recording began" not in done.stderr and "cleans.py:14" in done.stderr
+    session = json.loads(_sessions(tmp_path / "out")[0].read_text(encoding="utf-8"))
+    assert "aten::addmm" in session["ops"]["op"]

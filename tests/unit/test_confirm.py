@@ -185,3 +185,18 @@ def test_a_call_that_ends_its_worker_is_an_abort_only_when_it_ends_one_alone_and
     assert results["3"]["outcome"] == "device"  # it ended a worker after other calls only: replayed alone, it ran
     assert all(results[k]["outcome"] == "device" for k in ("0", "2", "4"))
     assert ["1"] in started and ["3"] in started  # each suspect replayed alone, in a fresh process
+
+
+@pytest.mark.parametrize("target", ["xpu", "mps", "dml,xpu"])
+def test_confirm_of_another_targets_prediction_is_refused_before_anything_runs(tmp_path, target):
+    """--confirm replays on real torch-directml: an XPU prediction judged by it read '21 of 27 call signatures
+    contradicted', exit 5 (DirectML's float64 refusals against XPU's verdicts); beside other targets it was
+    silently dropped. Refused first, whether torch-directml is here or not."""
+    from types import SimpleNamespace
+
+    from dmlprof.cli.scan import prepare_confirm
+    from dmlprof.errors import UsageError
+
+    args = SimpleNamespace(confirm=True, target=target, model=str(REPO / "models" / "lenet5.py"))
+    with pytest.raises(UsageError, match="needs --target dml alone"):
+        prepare_confirm(args)

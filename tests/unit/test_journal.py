@@ -197,3 +197,78 @@ def test_a_death_between_calls_outside_the_users_code_names_the_last_call_that_r
     assert message == ("the scanned process died of SIGABRT between op calls, after its last recorded call "
                        "aten::native_layer_norm_backward (float32 [4, 8]; in norm)")
     assert survival.crash_message("SIGABRT", None, "", None) == "the scanned process died of SIGABRT"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="descriptors a script closes and reopens: POSIX numbering")
+def test_a_script_that_closes_every_descriptor_and_opens_its_own_file_keeps_it_and_the_journal(tmp_path, monkeypatch):
+    """A daemonizing script closes what it inherited (os.closerange(3, N)) and opens its own file on the freed
+    number: the journal grew and cut that descriptor, and extended the user's file to 32 MiB of NUL bytes."""
+    monkeypatch.setattr(journal_module, "_FIRST_CHUNK", 4096)
+    journal = _journal(tmp_path)
+    mine = os.stat(journal.path)
+    freed = []
+    for fd in range(3, 1024):  # what closerange would close: every descriptor of the journal's file
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) == (mine.st_dev, mine.st_ino):
+            os.close(fd)
+            freed.append(fd)
+    user_path = tmp_path / "user.txt"
+    user_fd = os.open(user_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        assert not freed or user_fd in freed or user_fd < min(freed)  # the user's file took a freed number
+        os.write(user_fd, b"USER DATA\n")
+        for index in range(500):  # ~60 KB: reserved again several times
+            journal.end(journal.begin("aten::add.Tensor", index, "forward", "", [("cpu", F32, (index,), 4)]),
+                        [], index, 1, 1, "")
+        journal.finished(0)
+        os.write(user_fd, b"more\n")  # still the user's, open
+    finally:
+        os.close(user_fd)
+    assert user_path.read_bytes() == b"USER DATA\nmore\n"
+    assert len(read_journal(journal.path).calls) == 500 and last_word(journal.path) == (True, 0)
+
+
+def test_a_child_that_could_not_journal_is_not_said_to_have_died_before_its_recording(tmp_path, capsys):
+    """A full temporary folder (a 2 MiB tmpfs as TMPDIR: the journal's 4 MiB could not be reserved) and a crash in
+    the third recorded step read 'died of SIGSEGV ..., before the recording began [nothing was recorded]'."""
+    from types import SimpleNamespace
+
+    folder = tmp_path / "dmlprof-journal-x"
+    folder.mkdir()
+    args = SimpleNamespace(command="scan", quiet=True, junit=None)
+    assert survival.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11) == 7
+    err = capsys.readouterr().err
+    assert "before the recording began" not in err and "could not be kept in" in err and str(tmp_path) in err
+    (folder / "calls.journal").write_bytes(b"\0" * 64)  # opened (reserved), no recording yet: that is still said
+    survival.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11)
+    assert "before the recording began" in capsys.readouterr().err
+
+
+def test_a_journal_in_a_nearly_full_folder_starts_small(tmp_path, monkeypatch):
+    import errno
+
+    real = journal_module.Journal._reserve
+
+    def full_past_a_megabyte(self, size, fd=None):
+        if size > 1 << 20:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, size, fd)
+
+    monkeypatch.setattr(journal_module.Journal, "_reserve", full_past_a_megabyte)
+    journal = _journal(tmp_path)
+    journal.end(journal.begin("aten::mm", 1, "forward", "", []), [], 0, 1, 1, "")
+    assert [call.op for call in read_journal(journal.path).calls] == ["aten::mm"]
+
+
+def test_no_usable_temporary_folder_runs_the_scan_in_process_with_a_note_not_a_traceback(monkeypatch, capsys):
+    import tempfile
+
+    def no_folder(*args, **kwargs):
+        raise FileNotFoundError(2, "No usable temporary directory found in ['/tmp', '/var/tmp']")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_folder)
+    assert survival.supervise(["scan", "x.py"], None) is None
+    assert "unjournaled" in capsys.readouterr().err

@@ -97,6 +97,9 @@ PAD_BACKWARD = ("ensure_in_bounds: sizes [2, 64, 32, 32], strides [73984, 1156, 
     # the backward of an overlapping as_strided
     "ensure_in_bounds: sizes [2, 2], strides [1, 2], storage offset 10, and itemsize 4 requiring a storage size "
     "of 56 are out of bounds for storage of size 40",
+    # a contiguous run shifted past its storage (each size fills its stride): no dimension is cut
+    "ensure_in_bounds: sizes [3, 3], strides [3, 1], storage offset 5, and itemsize 4 requiring a storage size of 56 "
+    "are out of bounds for storage of size 36",
 ])
 def test_r36_an_out_of_bounds_view_that_is_no_crop_is_not_explained_as_padding(message):
     from dmlprof.backends.errors import explain_device_error
@@ -217,6 +220,8 @@ def sending(original):
     return send
 if where == "processing":
     dmlprof.runner.run.Run._finish = sending(dmlprof.runner.run.Run._finish)
+elif where == "last":  # after the report and its files, before the command's exit code is said (its last word)
+    dmlprof.runner.loss_problem = sending(dmlprof.runner.loss_problem)
 else:  # just after "session saved"
     dmlprof.output.print_saved = sending(dmlprof.output.print_saved)
 sys.exit(main(sys.argv[3:]))
@@ -225,7 +230,8 @@ sys.exit(main(sys.argv[3:]))
 
 @pytest.mark.skipif(not POSIX, reason="sends itself POSIX signals")
 @pytest.mark.parametrize("where, signame, code", [("processing", "SIGTERM", 143), ("processing", "SIGHUP", 129),
-                                                  ("processing", "SIGINT", 130), ("after", "SIGTERM", 143)])
+                                                  ("processing", "SIGINT", 130), ("after", "SIGTERM", 143),
+                                                  ("last", "SIGTERM", 143), ("last", "SIGHUP", 129)])
 def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_status(tmp_path, where, signame, code):
     import os
     import subprocess
@@ -245,7 +251,7 @@ def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_
     errors = [line for line in done.stderr.splitlines() if line.startswith("dmlprof: error:")]
     assert len(errors) == 1 and ("interrupted" if signame == "SIGINT" else f"stopped by {signame}") in errors[0]
     assert "session saved to" in errors[0] or "session saved to" in done.stdout
-    assert list((tmp_path / "out").glob("*.session.json"))  # the finished run's session is kept
+    assert len(list((tmp_path / "out").glob("*.session.json"))) == 1  # the finished run's session is kept, once
 
 
 # -- R32: a build killed mid-way hands the emulated device's build over at once -----------------------------------
@@ -446,3 +452,61 @@ def test_r29_a_model_file_refused_in_warm_up_stops_at_the_recorded_step_as_refus
         runner.scan(model, backend=_refusing_cpu_backend(), profiler=False, warmup=1, steps=2)
     assert stopped.value.exit_code == 4 and "caught" not in str(stopped.value)
     assert "_fft_r2c" in (stopped.value.session.meta.failed_op or "")
+
+
+EMULATED_CATCHES_THE_REFUSAL = """\
+import sys, torch
+device = torch.device("privateuseone", 0)
+model = torch.nn.Linear(8, 8).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    h = model(torch.randn(2, 8, device=device))
+    try:
+        f = torch.fft.rfft(h).abs()
+    except RuntimeError:  # "a CPU fallback": on torch-directml the process has already ended at the FFT
+        f = torch.fft.rfft(h.cpu()).abs().to(device)
+    f.sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_r29_on_the_emulated_device_a_call_directml_dies_in_is_no_runtime_error_the_script_catches(
+        tmp_path, emulated_dml_backend):
+    """`scan script.py --target dml` runs a script on the emulated device: its kernel's "ends the process here"
+    RuntimeError was caught by the script's ``except RuntimeError``, which trained on, rc 0, the FFT a 'device'
+    call and "every call on device tensors ran on the device"."""
+    from dmlprof import runner
+
+    script = tmp_path / "fft_fallback.py"
+    script.write_text(EMULATED_CATCHES_THE_REFUSAL, encoding="utf-8")
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(script, backend=emulated_dml_backend, profiler=False, warmup=1, steps=2)
+    assert stopped.value.exit_code == 4 and "ends the process" in str(stopped.value)
+    assert "_fft_r2c" in (stopped.value.session.meta.failed_op or "")
+
+
+# -- R26 again: a device tensor of 11+ dimensions ends torch-directml's process in any kernel -------------------------
+def test_r26_a_tensor_of_eleven_or_more_dimensions_on_the_device_is_an_abort_and_ten_runs():
+    """Measured on realdml: torch.zeros([2]*11) on the device, .to() of a [2]*11 / [1]*11 tensor, a + a of [2]*12 and
+    add on an 11-D unsqueeze view all die of 'stack smashing detected'; [2]*10 moves and adds; the view itself runs.
+    (`scan --target dml` of a [2]*12 add said every call ran on the device.)"""
+    import torch
+
+    from dmlprof.directml.failures import ABORTS, failure, rule_for
+
+    def judged(name, args, kwargs=None):  # "cpu" plays the device: these tensors are on it
+        return failure(name, args, kwargs or {}, "cpu")
+
+    eleven, ten = torch.zeros([2] * 11), torch.zeros([2] * 10)
+    assert judged("aten::add.Tensor", (eleven, eleven)).kind == ABORTS
+    assert judged("aten::mul.Tensor", (torch.zeros(1), eleven)).kind == ABORTS
+    assert judged("aten::zeros", ([2] * 11,), {"device": "cpu"}).kind == ABORTS
+    assert judged("aten::_to_copy", (eleven,), {"device": "cpu"}).kind == ABORTS
+    assert judged("aten::add.Tensor", (ten, ten)) is None
+    assert judged("aten::zeros", ([2] * 10,), {"device": "cpu"}) is None
+    assert judged("aten::unsqueeze", (ten, 0)) is None  # a view is metadata
+    assert failure("aten::add.Tensor", (eleven, eleven), {}, "privateuseone") is None  # a CPU tensor's own call
+    # the live guard's cheap path reaches it too (add.Tensor of these shapes is no op a rule names)
+    rule = rule_for("cpu", True, lambda func: func)
+    assert rule("aten::add.Tensor", (eleven, eleven), {}).kind == ABORTS and rule("aten::add.Tensor", (ten, ten), {}) is None

@@ -277,3 +277,32 @@ def test_a_target_is_not_predicted_beside_the_emulated_directml_device():
     assert done.returncode == 0, done.stderr[-1500:]
     assert "REFUSED --target xpu cannot be predicted in a process where the emulated DirectML device is loaded" \
         in done.stdout
+
+
+def test_side_by_side_gives_a_verdict_for_a_target_that_fails_before_the_step_and_predicts_the_others(tmp_path, capsys):
+    """A float64 model fails on MPS at its move to the device, before any call is recorded: that ended the whole
+    `--target xpu,mps` comparison with MPS's error (rc 4), and XPU, which runs it, got no verdict."""
+    from dmlprof.cli import main
+
+    model = tmp_path / "f64.py"
+    model.write_text("import torch\nBATCH_SIZE = 4\n"
+                     "def build_model(): return torch.nn.Linear(8, 2).double()\n"
+                     "def make_batch(batch_size): return torch.randn(batch_size, 8, dtype=torch.float64), "
+                     "torch.randint(0, 2, (batch_size,))\n"
+                     "def loss_fn(out, target): return torch.nn.functional.cross_entropy(out, target)\n", encoding="utf-8")
+    out = tmp_path / "all.json"
+    assert main(["scan", str(model), "--target", "mps,xpu", "--out", str(tmp_path / "r"), "--json", str(out)]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert lines[0].startswith("MPS: fails before the step;") and "Float64" in lines[0]
+    assert lines[1].startswith("XPU, torch 2.14.1:") and "no call fails" in lines[1]
+    doc = json.loads(out.read_text())
+    assert [row["target"] for row in doc["targets"]] == ["mps", "xpu"] and doc["targets"][0]["report"] is None
+    assert len(list((tmp_path / "r").glob("*.session.json"))) == 1
+
+
+def test_side_by_side_refuses_confirm_instead_of_dropping_it(tmp_path, capsys):
+    from dmlprof.cli import main
+
+    model = _model(tmp_path, "", "return self.fc(x)")
+    assert main(["scan", model, "--target", "dml,xpu", "--confirm", "--out", str(tmp_path / "r")]) == 2
+    assert "--confirm" in capsys.readouterr().err and not (tmp_path / "r").exists()
