@@ -22,15 +22,6 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     fallback_warning_name = "DML"
     has_cpu_fallback = True
     stands_in_for_directml = True
-    #: a call real torch-directml dies in is refused as on the real device (no ``except`` in the script's code
-    #: catches the refusal, as none catches the process's death); its kernels' own "ends the process here"
-    #: errors are the emulation's floor for a call no rule covers
-    refuses_calls = True
-
-    def refusal_for(self, failure):
-        from dmlprof.backends.dml import DmlBackend
-
-        return DmlBackend.refusal_for(self, failure)
 
     @classmethod
     def availability(cls) -> Availability:

@@ -454,38 +454,6 @@ def test_r29_a_model_file_refused_in_warm_up_stops_at_the_recorded_step_as_refus
     assert "_fft_r2c" in (stopped.value.session.meta.failed_op or "")
 
 
-EMULATED_CATCHES_THE_REFUSAL = """\
-import sys, torch
-device = torch.device("privateuseone", 0)
-model = torch.nn.Linear(8, 8).to(device)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(4):
-    h = model(torch.randn(2, 8, device=device))
-    try:
-        f = torch.fft.rfft(h).abs()
-    except RuntimeError:  # "a CPU fallback": on torch-directml the process has already ended at the FFT
-        f = torch.fft.rfft(h.cpu()).abs().to(device)
-    f.sum().backward()
-    opt.step()
-    opt.zero_grad()
-"""
-
-
-def test_r29_on_the_emulated_device_a_call_directml_dies_in_is_no_runtime_error_the_script_catches(
-        tmp_path, emulated_dml_backend):
-    """`scan script.py --target dml` runs a script on the emulated device: its kernel's "ends the process here"
-    RuntimeError was caught by the script's ``except RuntimeError``, which trained on, rc 0, the FFT a 'device'
-    call and "every call on device tensors ran on the device"."""
-    from dmlprof import runner
-
-    script = tmp_path / "fft_fallback.py"
-    script.write_text(EMULATED_CATCHES_THE_REFUSAL, encoding="utf-8")
-    with pytest.raises(runner.ScanStopped) as stopped:
-        runner.scan(script, backend=emulated_dml_backend, profiler=False, warmup=1, steps=2)
-    assert stopped.value.exit_code == 4 and "ends the process" in str(stopped.value)
-    assert "_fft_r2c" in (stopped.value.session.meta.failed_op or "")
-
-
 # -- R26 again: a device tensor of 11+ dimensions ends torch-directml's process in any kernel -------------------------
 def test_r26_a_tensor_of_eleven_or_more_dimensions_on_the_device_is_an_abort_and_ten_runs():
     """Measured on realdml: torch.zeros([2]*11) on the device, .to() of a [2]*11 / [1]*11 tensor, a + a of [2]*12 and
