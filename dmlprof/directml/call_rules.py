@@ -149,14 +149,11 @@ def _zero_dim_self(args, kwargs) -> bool:
     return self is not None and self.dim() == 0
 
 
-def _unique_with_counts(index: int) -> Callable:
+def _unique_asks(name: str, index: int) -> Callable:
+    """A unique op called with its flag ``name`` (``return_counts``, ``return_inverse``) set, at ``index``."""
     def check(args, kwargs) -> bool:
-        return bool(_arg(args, kwargs, index, "return_counts", False))
+        return bool(_arg(args, kwargs, index, name, False))
     return check
-
-
-def _unique_with_inverse(args, kwargs) -> bool:
-    return bool(_arg(args, kwargs, 2, "return_inverse", False))
 
 
 def _negative_dim_past_four(args, kwargs) -> bool:
@@ -242,12 +239,14 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
     ClassRule(("aten::gather", "aten::gather.out"), "raises", "gather from a 0-d input",
               INVALID_ARGUMENT, HELD_OUT, _zero_dim_self),
     ClassRule(("aten::_unique2", "aten::_unique2.out"), "raises", "unique(..., return_counts=True)",
-              _UNIQUE_COUNTS, HELD_OUT + "; rechecked on realdml by issue 32's rules", _unique_with_counts(3)),
+              _UNIQUE_COUNTS, HELD_OUT + "; rechecked on realdml by issue 32's rules",
+              _unique_asks("return_counts", 3)),
     ClassRule(("aten::unique_dim", "aten::unique_dim.out"), "raises", "unique(..., dim=d, return_counts=True)",
-              _UNIQUE_COUNTS, HELD_OUT, _unique_with_counts(4)),
+              _UNIQUE_COUNTS, HELD_OUT, _unique_asks("return_counts", 4)),
     ClassRule(("aten::_unique2", "aten::_unique2.out"), "raises",
               "unique(..., return_inverse=True) without dim, of any shape and dtype, sorted or not (with dim=d, and "
-              "unique_consecutive's inverse, run)", _UNIQUE_INVERSE, HELD_OUT + "; " + _BOUNDARIES, _unique_with_inverse),
+              "unique_consecutive's inverse, run)", _UNIQUE_INVERSE, HELD_OUT + "; " + _BOUNDARIES,
+              _unique_asks("return_inverse", 2)),
     ClassRule(SCATTERS + SCATTER_ADDS + ("aten::gather", "aten::gather.out"), "raises",
               "scatter, scatter_add or gather along a negative dim that reaches past a 4-D layout: input dimensions "
               "plus the dim's distance from the end of 5 or more (measured: -2 and -3 of 3-D, each negative dim of "
