@@ -83,11 +83,11 @@ def _say(line: str) -> None:
         pass
 
 
-def _install(signums, handler) -> dict:
-    """{signal: previous handler} for the signals a handler could be set for (main thread only).
+def handle(signums, handler) -> dict:
+    """Set ``handler`` for ``signums`` (main thread only; elsewhere nothing is set): {signal: previous handler}.
 
-    A signal the process was started ignoring stays ignored (Python does the same for SIGINT): ``nohup dmlprof
-    scan ...`` asked for a closed terminal not to end the scan, and a stopped scan is still a stopped scan.
+    A signal the process was started ignoring stays ignored, as Python leaves an ignored SIGINT: ``nohup dmlprof
+    scan ...`` asked that a closed terminal not end the scan.
     """
     previous = {}
     for signum in signums:
@@ -100,7 +100,8 @@ def _install(signums, handler) -> dict:
     return previous
 
 
-def _restore(previous: dict) -> None:
+def restore(previous: dict) -> None:
+    """Put back what :func:`handle` replaced."""
     for signum, handler in previous.items():
         try:
             signal.signal(signum, handler)
@@ -119,11 +120,11 @@ def stopping():
     def stop(signum, frame):
         raise Stopped(signum)
 
-    previous = _install(STOP_SIGNALS, stop)
+    previous = handle(STOP_SIGNALS, stop)
     try:
         yield
     finally:
-        _restore(previous)
+        restore(previous)
 
 
 @contextmanager
@@ -143,8 +144,8 @@ def saving():
             told.append(True)
             _say("dmlprof: still saving what was recorded; it will be kept")
 
-    previous = _install((signal.SIGINT,) + STOP_SIGNALS, hold_on)
+    previous = handle((signal.SIGINT,) + STOP_SIGNALS, hold_on)
     try:
         yield
     finally:
-        _restore(previous)
+        restore(previous)

@@ -228,25 +228,20 @@ class _passing_signals_to:
             pass
 
     def __enter__(self):
-        for name in _STOPPING_SIGNALS:
-            number = getattr(signal, name, None)
-            if number is None:
-                continue
-            # Windows: the console's Ctrl-C reaches the child itself; nothing can be passed on
-            handler = signal.SIG_IGN if os.name != "posix" else self._forward
-            try:
-                if signal.getsignal(number) == signal.SIG_IGN:  # nohup's SIGHUP: the child inherits it ignored
-                    continue
-                self.saved[number] = signal.signal(number, handler)
-            except (OSError, ValueError):  # not the main thread (dmlprof called from a library)
-                pass
+        from dmlprof import interrupts
+
+        numbers = [getattr(signal, name) for name in _STOPPING_SIGNALS if hasattr(signal, name)]
+        # Windows: the console's Ctrl-C reaches the child itself; nothing can be passed on. A signal this process
+        # was started ignoring (nohup's SIGHUP) is left so, and the child inherits it ignored.
+        self.saved = interrupts.handle(numbers, signal.SIG_IGN if os.name != "posix" else self._forward)
         return self
 
     def __exit__(self, *exc):
+        from dmlprof import interrupts
+
         if getattr(self.child, "terminal", None) is not None:
             _give_terminal(self.child.terminal, os.getpgrp())  # windows: terminal is set on POSIX only (_start)
-        for number, handler in self.saved.items():
-            signal.signal(number, handler)
+        interrupts.restore(self.saved)
         return False
 
 
