@@ -731,3 +731,11 @@ def test_doctor_says_plainly_when_the_files_it_read_have_none_of_the_calls_it_lo
     found = run_checks(snap(files=("train.py",), source_findings={"call:one_hot": ["train.py:3"]}))
     assert "calls a scan flags" not in names(found) and "F.one_hot" in names(found)
     assert "calls a scan flags" not in names(run_checks(snap()))
+
+
+def test_the_amax_remedy_names_checks_that_can_see_the_wrong_value():
+    # the emulated device computes with the CPU's kernels: its --verify finds amax's backward right, so the
+    # remedy must send the user where the wrong value shows (real DirectML's --verify, or --confirm)
+    rows = {r.name: r for r in run_checks(snap(files=("net.py",), source_findings={"call:amax": ["net.py:7"]}))}
+    remedy = rows["amax / amin"].remedy
+    assert "--device dml --verify" in remedy and "--confirm" in remedy and "emulated device" in remedy
