@@ -134,6 +134,8 @@ def _script_line(run) -> str:
     end = ("it was stopped" if run.partial
            else "then stopped" if window.window_closed and not window.run_to_end
            else "then ran to its end unrecorded" if window.window_closed else "the script ended")
+    if not taken:  # no step to count from: everything the script did was recorded, a set-up or a whole script
+        return f"script mode, no optimizer step taken: recorded from its start until {'it was stopped' if run.partial else 'it ended'}"
     return (f"script mode, {fmt_count(taken, 'optimizer step')} taken: {run.steps or 0} recorded after "
             f"{warmed} warm-up, {end}")
 

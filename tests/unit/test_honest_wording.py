@@ -60,7 +60,10 @@ def test_a_script_stopped_before_its_first_step_says_no_warm_up_ran():
                        script_window={"warmup_steps": 1, "steps_requested": 2, "optimizer_steps_taken": 0,
                                       "window_closed": False, "run_to_end": False})
     text = " ".join(render_text(stopped, width=200).split())
-    assert "0 optimizer steps taken: 0 recorded after 0 warm-up, it was stopped" in text
+    assert "no optimizer step taken: recorded from its start until it was stopped" in text
+    ended = _changed(stopped, partial=False, partial_reason=None)
+    assert "no optimizer step taken: recorded from its start until it ended" in " ".join(
+        render_text(ended, width=200).split())
     ran = " ".join(render_text(KINDS["script_mode"](), width=200).split())
     assert "3 optimizer steps taken: 2 recorded after 1 warm-up, then stopped" in ran
 
