@@ -17,13 +17,13 @@ import torch
 
 from dmlprof import progress
 from dmlprof.backends.base import FALLBACK_WARNING
-from dmlprof.errors import DeviceError, DmlprofError, ModelRaisedError
+from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelRaisedError
 from dmlprof.meta import SteadyState
 from dmlprof.record import steady
 from dmlprof.record.profiler import ProfilerAlongside, numbered_ranges
 from dmlprof.record.recorder import Recorder, refusals
 from dmlprof.record.warning_capture import WarningCapture
-from dmlprof.runner.run import Recording, Run, StepCalls, journal_calls
+from dmlprof.runner.run import Recording, Run, ScanStopped, StepCalls, journal_calls
 from dmlprof.runner.training_step import TrainingStep
 from dmlprof.session import Session
 
@@ -172,10 +172,18 @@ class ContractRun(Run):
         host-CPU times, and its fallback counters must hold the recorded steps alone."""
         if self.facts.partial or self.verify or self.backend.stands_in_for_directml or self.backend.predicted:
             return
-        with progress.phase("unrecorded steps", total=steps) as bar:
-            for _ in range(steps):
-                self._guarded(lambda: self._timed_step(training, None, keep_time="unrecorded"))
-                bar.advance()
+        try:
+            with progress.phase("unrecorded steps", total=steps) as bar:
+                for _ in range(steps):
+                    self._guarded(lambda: self._timed_step(training, None, keep_time="unrecorded"))
+                    bar.advance()
+        except Interrupted as stop:
+            # the recording is whole: a Ctrl-C while the step is timed unrecorded must not lose it
+            said = Interrupted(f"{stop} while the recorded steps were timed again unrecorded: the recording is whole, "
+                               "its step time the recorded steps'")
+            said.exit_code = stop.exit_code  # SIGTERM's 143, Ctrl-C's 130
+            session.meta = session.meta.updated(partial=True, partial_reason=said.one_line())
+            raise ScanStopped(said, session) from None
         session.meta = session.meta.updated(**self._step_time_facts())
 
     def _step_time_facts(self) -> dict:

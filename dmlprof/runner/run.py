@@ -223,7 +223,9 @@ class Run:
             self.raised, self.ended_by_refusal = refusal.error, True
             cause: DmlprofError = self._explain(refusal.error, where)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
-            cause = interrupts.cause_of(stop)
+            # with nothing to finish (a warm-up step) no session is written: the line says so
+            cause = interrupts.cause_of(stop, "interrupted" if finish is not None else
+                                        "interrupted before any step was recorded: nothing was saved")
         except (SystemExit, HardExit) as exc:  # from a contract step (a script's own exit is handled in script())
             cause = ModelRaisedError(f"{where} called {exit_call(exc)}")
         except ModelRaisedError as exc:
