@@ -36,16 +36,7 @@ def inspect_model_file(path) -> ModelFile:
         raise ModelFileError(f"no such file: {path}")
     if not path.is_file():
         raise ModelFileError(f"not a file: {path}")
-    try:
-        source = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise ModelFileError(f"{path} is not a Python file (not UTF-8 text)") from None
-    try:
-        tree = ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        # a Python file with a mistake in it, not some other file: say where, as Python would
-        raise ModelFileError(f"syntax error in {path} at line {exc.lineno}: {exc.msg}",
-                             remedy=f"python {path} shows the same; fix that line") from None
+    tree = parse_python(path)
     defines, unread = _top_level_names(tree, [path.parent], 0)
     present = [name for name in REQUIRED if name in defines]
     if len(present) == len(REQUIRED):
@@ -63,6 +54,24 @@ def inspect_model_file(path) -> ModelFile:
         notes = (f"{path.name} imports * from {', '.join(unread)}, which dmlprof cannot read without running it, "
                  "so it ran as a script; import build_model and make_batch by name to scan it as a model file",)
     return ModelFile(path, "script", frozenset(defines), notes)
+
+
+def parse_python(path: Path) -> ast.Module:
+    """The syntax tree of the Python file ``path``, read, never run; a :class:`ModelFileError` (one line)
+    for a file that is not UTF-8 text or has a syntax error, naming where, as Python would."""
+    try:
+        source = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFileError(f"{path} is not a Python file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise ModelFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ModelFileError(f"syntax error in {path} at line {exc.lineno}: {exc.msg}",
+                             remedy=f"python {path} shows the same; fix that line") from None
+    except ValueError as exc:  # a NUL byte in the source
+        raise ModelFileError(f"{path} is not a Python file ({exc})") from None
 
 
 def _top_level_names(tree: ast.Module, search: list, depth: int) -> tuple:

@@ -27,7 +27,7 @@ import contextvars
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Iterator, List, Optional, TextIO
+from typing import Callable, Iterator, List, Optional, TextIO
 
 #: how often an open bar redraws its clock while nothing advances (a 30 s step, the trace being read)
 TICK_S = 0.5
@@ -49,9 +49,18 @@ class Phase:
     def tick(self) -> None:
         """Redraw the clock (callers that wait on something else, like a child process)."""
 
+    def follow(self, text: Callable[[], str]) -> None:
+        """Show ``text()`` after the bar, read again at every redraw of its clock: what a long step has done so
+        far (its calls), where a step's own count would stay at 0 for minutes. ``text`` runs on the clock's
+        thread: it must only read (a counter), never touch tensors."""
+
 
 class Reporter:
     """Opens phases; this one shows nothing."""
+
+    #: whether this reporter draws bars (work done only to feed a bar, such as counting calls, is skipped
+    #: where nothing is drawn)
+    draws = False
 
     @contextmanager
     def phase(self, name: str, total: Optional[int] = None, unit: str = "step") -> Iterator[Phase]:
@@ -100,6 +109,11 @@ def stage(name: str):
 def say(line: str) -> None:
     """Print ``line`` on stderr, above the bar being drawn if there is one (never into its line)."""
     _current.get().say(line)
+
+
+def drawn() -> bool:
+    """Whether the phases opened here are drawn (on a terminal): only then is a live count worth keeping."""
+    return _current.get().draws
 
 
 def note(line: str) -> None:
@@ -180,12 +194,18 @@ class _Bar(Phase):
     """A phase drawn as a tqdm bar. Every draw holds the reporter's lock: the clock thread redraws too, and two
     draws at once interleave their bytes (a line left on screen, drawn twice without its carriage return)."""
 
+    #: how a followed phase is drawn: its count, its clock and what it follows, no rate (a first step's rate
+    #: is a guess) and no bar, so the count stays readable at 80 columns
+    FOLLOWED_FORMAT = "{desc}: {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+
     def __init__(self, bar, lock):
         self.bar = bar
         self._lock = lock
+        self._text: Optional[Callable[[], str]] = None
 
     def advance(self, steps: int = 1) -> None:
         with self._lock:
+            self._read_followed()
             self.bar.update(steps)
 
     def describe(self, text: str) -> None:
@@ -194,11 +214,26 @@ class _Bar(Phase):
 
     def tick(self) -> None:
         with self._lock:
+            self._read_followed()
             self.bar.refresh()
+
+    def follow(self, text: Callable[[], str]) -> None:
+        with self._lock:
+            self._text = text
+            if self.bar.total:
+                self.bar.bar_format = self.FOLLOWED_FORMAT
+            self._read_followed()
+            self.bar.refresh()
+
+    def _read_followed(self) -> None:
+        if self._text is not None:
+            self.bar.set_postfix_str(self._text(), refresh=False)
 
 
 class TerminalReporter(Reporter):
     """tqdm bars on a terminal stream, one line: the innermost open phase's."""
+
+    draws = True
 
     def __init__(self, stream: TextIO):
         self.stream = stream
@@ -265,7 +300,7 @@ class TerminalReporter(Reporter):
                 top = self._open[-1] if self._open else None
                 if top is not None:
                     try:
-                        top.bar.refresh()
+                        top.tick()
                     except Exception:  # a closed or broken stream: progress is never worth an error
                         pass
 

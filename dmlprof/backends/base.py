@@ -67,6 +67,9 @@ class Backend:
     predicted: bool = False
     #: a stand-in for torch-directml's device: scripts importing torch_directml get dmlprof's stand-in module
     stands_in_for_directml: bool = False
+    #: why a first step runs long on this device, said beside its count of calls until a step has ended
+    #: ("" where nothing known makes it so)
+    first_step_note: str = ""
 
     @classmethod
     def availability(cls) -> Availability:

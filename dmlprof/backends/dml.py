@@ -166,6 +166,11 @@ class DmlBackend(DirectMLSemantics, Backend):
                        timing=timing)
 
     refuses_calls = True
+    # Measured on realdml (LeNet-5, no warm-up, 3 recorded steps): with empty shader caches the first step took
+    # 32.9 s and the next 1.7 s, each new op and shape taking seconds on its first call (mm 1.4-3.3 s each); with
+    # Mesa's shader cache warm and vkd3d-proton's empty, 1.4 s and 1.2 s. The time is the driver compiling the
+    # shaders of DirectML's kernels, once per kernel (docs/realdml.md).
+    first_step_note = "first calls compile DirectML shaders"
 
     def refusal_for(self, failure):
         """torch-directml's fatal checks (complex tensors, SIGSEGV in some kernels) end the process with no

@@ -175,13 +175,17 @@ def _run(args) -> int:
     try:
         return int(args.handler(args) or 0)
     except DmlprofError as err:
-        error_line(err.one_line(), _kept(err))
+        _last_line(err.one_line(), _kept(err))
         return err.exit_code
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP where a command turned them into one
-        from dmlprof import interrupts
+        from dmlprof import interrupts, survival
 
-        error_line("interrupted" if not isinstance(stop, interrupts.Stopped) else
-                   f"stopped by {interrupts.signal_name(stop.signum)}", getattr(args, "kept", None))
+        kept = getattr(args, "kept", None)
+        said = ("interrupted" if not isinstance(stop, interrupts.Stopped) else
+                f"stopped by {interrupts.signal_name(stop.signum)}")
+        # a scan that saved nothing (stopped while torch loaded, or the model was built) says so, as one that did
+        # names what it kept
+        _last_line(said + (": nothing was saved" if kept is None and args.command in survival.COMMANDS else ""), kept)
         return interrupts.exit_code(stop)
     except BrokenPipeError:
         silence_stdout()  # the reader left (| head): not an error
@@ -189,6 +193,20 @@ def _run(args) -> int:
     except MemoryError:  # beyond what a run sets aside (dmlprof.record.budget): still one line, not a traceback
         _out_of_memory_line(getattr(args, "kept", None))
         return 4
+
+
+def _last_line(line: str, kept) -> None:
+    """The command's error line, which a second Ctrl-C (a terminal's, then a forwarded one; an impatient user)
+    must not turn into a traceback: stop signals are ignored while it is written, the command ending anyway."""
+    import signal
+
+    from dmlprof import interrupts
+
+    previous = interrupts.handle((signal.SIGINT,) + interrupts.STOP_SIGNALS, signal.SIG_IGN)
+    try:
+        error_line(line, kept)
+    finally:
+        interrupts.restore(previous)
 
 
 def _out_of_memory_line(kept) -> None:

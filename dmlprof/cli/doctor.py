@@ -26,9 +26,12 @@ def run(args) -> int:
     from dmlprof.doctor.table import exit_code, render_table, run_checks, to_json
     from dmlprof.errors import UsageError
 
+    from dmlprof.model_file import parse_python
+
     for name in args.files:
         if not Path(name).is_file():
             raise UsageError(f"{name}: no such file")
+        parse_python(Path(name))  # read as text, so a file Python cannot parse is said so, where, not passed over
     snapshot = gather_snapshot(device=args.device, files=args.files, probe=args.probe)
     rows = run_checks(snapshot)
     print(to_json(rows, snapshot, args.strict) if args.json else render_table(rows))

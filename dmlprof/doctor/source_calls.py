@@ -180,4 +180,9 @@ def check_source_calls(snap: Snapshot) -> List[Check]:
             status = "warn" if on_dml else "info"
         said = "a scan --target dml stops here" if verdict.effect == STOPS else "a scan --target dml flags it"
         rows.append(Check(call.name, status, f"used at {listing(where)}: {said}; {verdict.detail}", verdict.remedy))
+    if snap.files and not any(snap.source_findings.get(f"call:{call.key}") for call in SOURCE_CALLS):
+        # files read and nothing found: said, so silence is never mistaken for a reading that did not happen
+        rows.append(Check("calls a scan flags", "ok",
+                          f"none in {listing([Path(f).name for f in snap.files])} of "
+                          f"{', '.join(call.name for call in SOURCE_CALLS)} (read as text, not run)"))
     return rows

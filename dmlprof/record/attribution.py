@@ -110,15 +110,22 @@ _INSTALLED = "-packages" + os.sep
 
 
 _dmlprof_code_cache: dict = {}
+#: dmlprof's code that runs inside the user's own call rather than around it: ``--from cuda``'s device
+#: remapping (a TorchFunctionMode, between ``nn.Linear(...)`` and its weights' ``uniform_``), the
+#: torch_directml stand-in, a replacement op. Passed over as torch's frames are, never taken for the runner
+#: (where the walk stops with no line): the line that asked is the user's, further out.
+_ON_THE_USERS_BEHALF = tuple(_DMLPROF_DIR + name for name in (
+    os.path.join("backends", "remap.py"), os.path.join("backends", "directml_shim.py"), "replacements" + os.sep))
 
 
 def _is_dmlprof_code(code) -> bool:
+    """Whether ``code`` is dmlprof's own, around the user's code (its runner), not inside one of its calls."""
     known = _dmlprof_code_cache.get(code)
     if known is None:
         filename = code.co_filename
-        known = filename.startswith(_DMLPROF_DIR) or (
-            not filename.startswith("<") and os.path.realpath(filename).startswith(_DMLPROF_DIR)
-        )
+        resolved = filename if filename.startswith("<") else os.path.realpath(filename)
+        known = any(name.startswith(_DMLPROF_DIR) and not name.startswith(_ON_THE_USERS_BEHALF)
+                    for name in (filename, resolved))
         _dmlprof_code_cache[code] = known
     return known
 

@@ -360,7 +360,8 @@ class Recorder:
 
 class _Refusals:
     """The backend's refusals alone, no recording: around steps nothing records (a warm-up step), a
-    call that would end the process raises in its place, as it does while recording."""
+    call that would end the process raises in its place, as it does while recording. It counts the calls
+    it sees (:attr:`calls`): a long unrecorded first step shows how far it got."""
 
     def __init__(self, rule, backend):
         self.rule, self.backend = rule, backend
@@ -368,10 +369,12 @@ class _Refusals:
         self.journal = process_journal()
         self.tap = None
         self._enabled = None
+        #: calls seen so far (read by the progress bar's clock thread; only this thread writes it)
+        self.calls = 0
 
     def refuse_or_call(self, func, args, kwargs):
         """Raise the backend's refusal of this call, where it has one; else run it."""
-        found = self.rule(func, args, kwargs)
+        found = self.rule(func, args, kwargs) if self.rule is not None else None
         refused = self.backend.refusal_for(found) if found is not None else None
         if refused is not None:
             raise refused
@@ -385,6 +388,7 @@ class _Refusals:
         return out
 
     def _call(self, func, args, kwargs):
+        self.calls += 1
         with self.tap.paused():
             return self.refuse_or_call(func, args, kwargs)
 
@@ -403,8 +407,9 @@ class _Refusals:
         return False
 
 
-def refusals(backend):
+def refusals(backend, counted: bool = False):
     """A context in which the backend's refusals hold though nothing records (``nullcontext`` for a backend
-    that refuses nothing: only the real torch-directml refuses calls that would end its process)."""
+    that refuses nothing: only the real torch-directml refuses calls that would end its process). With
+    ``counted`` (a progress bar is drawn) the tap is there on every backend, to count the calls."""
     rule = backend.failure_rule() if backend.refuses_calls else None
-    return _Refusals(rule, backend) if rule is not None else nullcontext()
+    return _Refusals(rule, backend) if rule is not None or counted else nullcontext()

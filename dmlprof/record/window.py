@@ -54,6 +54,8 @@ class StepWindow:
         self.closed = False
         #: the bar counting the script's steps (shows nothing unless the CLI draws bars)
         self.progress: progress.Phase = progress.Phase()
+        #: where the calls of the step under way are counted from for that bar (``step_begins()``), if anywhere
+        self.step_calls = None
 
     def after_step(self, recorder) -> None:
         """Called after each optimizer step of the script (on the thread that stepped)."""
@@ -67,6 +69,8 @@ class StepWindow:
             recorder.drop_rows()
             _set_recording(recorder, True)
         recorder.step = self.taken - self.warmup if self.taken >= self.warmup else self.taken
+        if self.step_calls is not None:
+            self.step_calls.step_begins()  # after the warm-up's rows were dropped: counted from what is held
         if self.taken == self.warmup + self.steps:
             self.closed = True
             _set_recording(recorder, False)

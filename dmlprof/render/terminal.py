@@ -129,13 +129,19 @@ def _script_line(run) -> str:
     if window is None:  # a session from before step windows: the whole run was recorded
         return f"script mode (recorded the whole run; {fmt_count(run.steps, 'optimizer step')} seen)"
     taken = window.optimizer_steps_taken or 0
+    if not taken:  # no step to count from: everything the script did was recorded, a set-up or a whole script
+        return f"script mode, no optimizer step taken: recorded from its start until it {'was stopped' if run.partial else 'ended'}"
     # the warm-up steps that ran, not those asked for: a script stopped at its first step ran none
     warmed = min(taken, window.warmup_steps or 0)
-    end = ("it was stopped" if run.partial
-           else "then stopped" if window.window_closed and not window.run_to_end
-           else "then ran to its end unrecorded" if window.window_closed else "the script ended")
     return (f"script mode, {fmt_count(taken, 'optimizer step')} taken: {run.steps or 0} recorded after "
-            f"{warmed} warm-up, {end}")
+            f"{warmed} warm-up, {_script_end(run, window)}")
+
+
+def _script_end(run, window) -> str:
+    """How a script's run ended, after its recorded steps."""
+    return ("it was stopped" if run.partial
+            else "then stopped" if window.window_closed and not window.run_to_end
+            else "then ran to its end unrecorded" if window.window_closed else "the script ended")
 
 
 def _device_failure(report: Report, top: int) -> list:

@@ -19,7 +19,9 @@ from dmlprof.schema import DEVICE
 
 #: what to do instead of a reduction whose backward loses gradients
 ZEROED_GRADIENTS_FIX = ("pool with torch.max(x, dim=x.dim() - 1).values (a non-negative dim: its backward scatters "
-                        "the gradient by index instead of multiplying by a bool mask); confirm with --verify")
+                        "the gradient by index instead of multiplying by a bool mask); confirm it on real DirectML "
+                        "(scan --device dml --verify, or scan --target dml --confirm where realdml runs): the "
+                        "emulated device computes with the CPU's kernels, and its --verify cannot see this value")
 
 
 def _arguments(row) -> Optional[dict]:

@@ -17,13 +17,13 @@ import torch
 
 from dmlprof import progress
 from dmlprof.backends.base import FALLBACK_WARNING
-from dmlprof.errors import DeviceError, DmlprofError, ModelRaisedError
+from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelRaisedError
 from dmlprof.meta import SteadyState
 from dmlprof.record import steady
 from dmlprof.record.profiler import ProfilerAlongside, numbered_ranges
 from dmlprof.record.recorder import Recorder, refusals
 from dmlprof.record.warning_capture import WarningCapture
-from dmlprof.runner.run import Recording, Run, journal_calls
+from dmlprof.runner.run import Recording, Run, ScanStopped, StepCalls, journal_calls
 from dmlprof.runner.training_step import TrainingStep
 from dmlprof.session import Session
 
@@ -67,8 +67,14 @@ class ContractRun(Run):
         with warnings.catch_warnings():
             # Fallback warnings print once per process; the measured steps record them call by call.
             warnings.filterwarnings("ignore", message=FALLBACK_WARNING.pattern)
-            with progress.phase("warm-up", total=warmup) as bar, refusals(self.backend):
+            with progress.phase("warm-up", total=warmup) as bar, \
+                    refusals(self.backend, counted=progress.drawn()) as guard:
+                # nothing records a warm-up step, but the tap guarding it sees its calls: a long first step
+                # shows them on its bar
+                calls = self._follow_calls(bar, StepCalls(lambda: guard.calls)) if guard is not None else None
                 for _ in range(warmup):
+                    if calls is not None:
+                        calls.step_begins()
                     # Ops an extension defined since the run began (torchvision's, imported with the
                     # model file): the recorder covers them for measured steps, this for warm-up ones.
                     self.backend.refresh()
@@ -94,7 +100,9 @@ class ContractRun(Run):
 
         with Recording(recorder, profiler, facts=self.facts) as recording:
             with progress.phase("verified steps" if self.verify else "steps", total=steps) as bar:
+                calls = self._follow_calls(bar, StepCalls(lambda: len(recorder.rows)))
                 for step in range(steps):
+                    calls.step_begins()
                     recorder.step = step
                     recorder.modules.reset_nodes()
                     self._guarded(lambda: self._timed_step(training, recorder, keep_time=True), finish=finish)
@@ -116,6 +124,7 @@ class ContractRun(Run):
         journal_calls(recorder, self.facts)
         structure_profiler = ProfilerAlongside(self.backend)
         with progress.phase("structure step", total=1) as bar:
+            self._follow_calls(bar, StepCalls(lambda: len(recorder.rows)))
             with structure_profiler:
                 with recorder:
                     with torch.profiler.record_function(f"{steady.STEP_RANGE}0"):
@@ -163,10 +172,18 @@ class ContractRun(Run):
         host-CPU times, and its fallback counters must hold the recorded steps alone."""
         if self.facts.partial or self.verify or self.backend.stands_in_for_directml or self.backend.predicted:
             return
-        with progress.phase("unrecorded steps", total=steps) as bar:
-            for _ in range(steps):
-                self._guarded(lambda: self._timed_step(training, None, keep_time="unrecorded"))
-                bar.advance()
+        try:
+            with progress.phase("unrecorded steps", total=steps) as bar:
+                for _ in range(steps):
+                    self._guarded(lambda: self._timed_step(training, None, keep_time="unrecorded"))
+                    bar.advance()
+        except Interrupted as stop:
+            # the recording is whole: a Ctrl-C while the step is timed unrecorded must not lose it
+            said = Interrupted(f"{stop} while the recorded steps were timed again unrecorded: the recording is whole, "
+                               "its step time the recorded steps'")
+            said.exit_code = stop.exit_code  # SIGTERM's 143, Ctrl-C's 130
+            session.meta = session.meta.updated(partial=True, partial_reason=said.one_line())
+            raise ScanStopped(said, session) from None
         session.meta = session.meta.updated(**self._step_time_facts())
 
     def _step_time_facts(self) -> dict:
@@ -219,6 +236,7 @@ class ContractRun(Run):
         finally:
             if recorder is not None:
                 recorder.active = True
+        self.steps_ended += 1
         if keep_time:
             elapsed_ms = (time.perf_counter_ns() - started) / 1e6
             (self.unrecorded_step_times_ms if keep_time == "unrecorded" else self.step_times_ms).append(elapsed_ms)

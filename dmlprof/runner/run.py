@@ -11,7 +11,7 @@ import gc
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -104,6 +104,21 @@ def journal_calls(recorder: Recorder, facts: Optional[RunFacts]) -> None:
     recorder.journal = journal
 
 
+class StepCalls:
+    """The calls of the step under way, read from a running count (``total()``) by a progress bar's clock
+    thread; :meth:`step_begins` marks where the next step's calls start."""
+
+    def __init__(self, total: Callable[[], int]):
+        self.total = total
+        self.start = 0
+
+    def step_begins(self) -> None:
+        self.start = self.total()
+
+    def __call__(self) -> int:
+        return max(0, self.total() - self.start)
+
+
 class Run:
     """One run of the user's code under record: its facts (``facts``, typed as they are set) and what it
     measured, the guard around the user's code, and the Session it ends with."""
@@ -134,6 +149,22 @@ class Run:
         self.raised: Optional[BaseException] = None
         #: address space set aside, given back when the memory runs out (enough to say so and save the session)
         self.reserve = budget.set_aside()
+        #: training steps (or a script's optimizer steps) ended so far, warm-up included
+        self.steps_ended = 0
+
+    def _follow_calls(self, bar: progress.Phase, calls: "StepCalls",
+                      steps_ended: Optional[Callable[[], int]] = None) -> "StepCalls":
+        """``bar`` shows the calls of the step under way: a first step that runs for minutes (real DirectML
+        compiling its shaders) shows how far it got, and, until a step has ended, the backend's note of why."""
+        note = self.backend.first_step_note
+        steps_ended = steps_ended or (lambda: self.steps_ended)
+
+        def text() -> str:
+            said = f"{calls():,} calls"
+            return f"{said} ({note})" if note and not steps_ended() else said
+
+        bar.follow(text)
+        return calls
 
     @contextmanager
     def _processing(self):
@@ -192,7 +223,9 @@ class Run:
             self.raised, self.ended_by_refusal = refusal.error, True
             cause: DmlprofError = self._explain(refusal.error, where)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
-            cause = interrupts.cause_of(stop)
+            # with nothing to finish (a warm-up step) no session is written: the line says so
+            cause = interrupts.cause_of(stop, "interrupted" if finish is not None else
+                                        "interrupted before any step was recorded: nothing was saved")
         except (SystemExit, HardExit) as exc:  # from a contract step (a script's own exit is handled in script())
             cause = ModelRaisedError(f"{where} called {exit_call(exc)}")
         except ModelRaisedError as exc:

@@ -19,7 +19,7 @@ from dmlprof.record.forks import forked_child_ends_here
 from dmlprof.record.profiler import ProfilerAlongside
 from dmlprof.record.recorder import Recorder
 from dmlprof.record.window import StepWindow, WindowClosed
-from dmlprof.runner.run import Recording, Run, remap_hint
+from dmlprof.runner.run import Recording, Run, StepCalls, remap_hint
 from dmlprof.runner.user_code import HardExit, script_context
 from dmlprof.session import Session
 
@@ -68,6 +68,9 @@ class ScriptRun(Run):
         with Recording(recorder, profiler, facts=self.facts) as recording:
             with progress.phase("optimizer steps", total=warmup + steps) as bar:
                 recorder.window.progress = bar
+                # the calls of the step under way (a warm-up step beyond the first runs unrecorded: none counted)
+                recorder.window.step_calls = self._follow_calls(bar, StepCalls(lambda: len(recorder.rows)),
+                                                                steps_ended=lambda: recorder.window.taken)
                 self._guarded(run_script, finish=finish)
             self.facts.set(duration_s=round(time.perf_counter() - start, 3))
             session = finish()  # inside: stopping the profiler is part of the processing shown

@@ -85,6 +85,15 @@ def test_strict_exits_1_only_when_something_failed(cli):
     assert result.returncode == (1 if failed else 0) == data["exit_code"]
 
 
+def test_a_file_with_a_syntax_error_is_one_line_naming_where_and_exit_2(cli, tmp_path):
+    broken = tmp_path / "train.py"
+    broken.write_text("import torch\nx = torch.randn(3\n", encoding="utf-8")
+    result = cli("doctor", str(broken))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and result.stdout == "" and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"dmlprof: error: syntax error in {broken} at line 2: ")
+
+
 def test_a_missing_file_is_one_line_and_exit_2(cli):
     result = cli("doctor", "no_such_train.py")
     assert result.returncode == 2

@@ -720,3 +720,22 @@ def test_doctor_source_rows_follow_the_rules(monkeypatch):
 def test_doctor_source_rows_without_torch_leave_it_to_the_torch_row():
     rows = run_checks(snap(torch=None, files=("a.py",), source_findings={"call:eye": ["a.py:1"]}))
     assert "torch.eye" not in names(rows) and not any("check itself failed" in r.detail for r in rows)
+
+
+def test_doctor_says_plainly_when_the_files_it_read_have_none_of_the_calls_it_looks_for():
+    # GIVEN files read with nothing found; THEN one row says so, naming them (silence would read as not looked)
+    rows = {r.name: r for r in run_checks(snap(files=("train.py", "eval.py"), source_findings={}))}
+    row = rows["calls a scan flags"]
+    assert row.status == "ok" and "train.py" in row.detail and "eval.py" in row.detail and "F.one_hot" in row.detail
+    # WHEN a call is found THEN its own row speaks, not this one; and without files neither is said
+    found = run_checks(snap(files=("train.py",), source_findings={"call:one_hot": ["train.py:3"]}))
+    assert "calls a scan flags" not in names(found) and "F.one_hot" in names(found)
+    assert "calls a scan flags" not in names(run_checks(snap()))
+
+
+def test_the_amax_remedy_names_checks_that_can_see_the_wrong_value():
+    # the emulated device computes with the CPU's kernels: its --verify finds amax's backward right, so the
+    # remedy must send the user where the wrong value shows (real DirectML's --verify, or --confirm)
+    rows = {r.name: r for r in run_checks(snap(files=("net.py",), source_findings={"call:amax": ["net.py:7"]}))}
+    remedy = rows["amax / amin"].remedy
+    assert "--device dml --verify" in remedy and "--confirm" in remedy and "emulated device" in remedy

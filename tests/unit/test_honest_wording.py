@@ -60,7 +60,10 @@ def test_a_script_stopped_before_its_first_step_says_no_warm_up_ran():
                        script_window={"warmup_steps": 1, "steps_requested": 2, "optimizer_steps_taken": 0,
                                       "window_closed": False, "run_to_end": False})
     text = " ".join(render_text(stopped, width=200).split())
-    assert "0 optimizer steps taken: 0 recorded after 0 warm-up, it was stopped" in text
+    assert "no optimizer step taken: recorded from its start until it was stopped" in text
+    ended = _changed(stopped, partial=False, partial_reason=None)
+    assert "no optimizer step taken: recorded from its start until it ended" in " ".join(
+        render_text(ended, width=200).split())
     ran = " ".join(render_text(KINDS["script_mode"](), width=200).split())
     assert "3 optimizer steps taken: 2 recorded after 1 warm-up, then stopped" in ran
 
@@ -143,3 +146,63 @@ def test_cpu_calls_of_a_scripts_set_up_are_not_said_to_be_inside_the_step(warmup
     assert "Calls on CPU tensors" in text
     assert ("the script's set-up before its first optimizer step included" in text) is setup_recorded
     assert ("Calls on CPU tensors inside the step" in text) is not setup_recorded
+
+
+INTERRUPTED_AT_SECOND_FORWARD = """
+import torch
+
+CALLS = [0]
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] == 2:  # the recorded step is done: Ctrl-C while it is timed again, unrecorded
+            raise KeyboardInterrupt
+        return self.fc(x)
+
+
+def build_model():
+    return Net()
+
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 4), torch.randn(batch_size, 2)
+"""
+
+
+def test_ctrl_c_while_the_step_is_timed_unrecorded_keeps_the_whole_recording(tmp_path):
+    """On an accelerator the recorded steps are timed again, unrecorded; a Ctrl-C there lost the whole recording
+    ('interrupted', nothing saved). GIVEN it; THEN the run stops with the recorded session, said so, exit 130."""
+    from dmlprof.backends.cpu import CpuBackend
+    from dmlprof.runner import ScanStopped
+    from dmlprof.runner.contract import ContractRun
+
+    class Accelerator(CpuBackend):  # the CPU's kernels, run as an accelerator's would be (unrecorded steps timed)
+        def is_accelerator(self):
+            return True
+
+    model = tmp_path / "net.py"
+    model.write_text(INTERRUPTED_AT_SECOND_FORWARD, encoding="utf-8")
+    run = ContractRun(model, Accelerator(), sync=True, profiler=False, run_mode="contract")
+    with pytest.raises(ScanStopped) as stopped:
+        run.run(batch_size=2, steps=1, warmup=0)
+    assert stopped.value.exit_code == 130 and "the recording is whole" in str(stopped.value.cause)
+    session = stopped.value.session
+    assert not session.ops.empty and session.meta.steps == 1 and session.meta.partial
+
+
+def test_ctrl_c_in_the_warm_up_says_nothing_was_saved(tmp_path):
+    from dmlprof.backends.cpu import CpuBackend
+    from dmlprof.errors import Interrupted
+    from dmlprof.runner.contract import ContractRun
+
+    model = tmp_path / "net.py"
+    model.write_text(INTERRUPTED_AT_SECOND_FORWARD.replace("CALLS[0] == 2", "CALLS[0] == 1"), encoding="utf-8")
+    with pytest.raises(Interrupted, match="before any step was recorded: nothing was saved"):
+        ContractRun(model, CpuBackend(), sync=True, profiler=False, run_mode="contract").run(
+            batch_size=2, steps=1, warmup=1)

@@ -165,6 +165,21 @@ def test_an_open_ended_phase_redraws_its_clock_while_nothing_advances():
     assert "processing the trace: 00:01" in terminal.getvalue()
 
 
+def test_a_followed_phase_shows_what_it_follows_at_each_redraw_of_its_clock(monkeypatch):
+    monkeypatch.setattr(progress, "TICK_S", 0.02)
+    terminal, count = FakeTerminal(), [0]
+    with progress.shown(terminal):
+        with progress.phase("warm-up", total=1) as bar:
+            bar.follow(lambda: f"{count[0]} calls")
+            count[0] = 412
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "412 calls" not in terminal.getvalue():
+                time.sleep(0.02)
+    drawn = segments(terminal.getvalue())
+    assert any(s.startswith("warm-up: 0/1 [") and s.rstrip().endswith(", 412 calls]") for s in drawn), drawn
+    assert all(len(s) <= progress.FALLBACK_SIZE[0] for s in drawn)
+
+
 # -- what the runner and the sweep report --------------------------------------------
 def test_a_scan_reports_one_advance_a_step_in_named_phases():
     import dmlprof
@@ -297,3 +312,74 @@ def test_what_the_profiler_holds_back_keeps_messages_and_drops_progress_redraws(
         os.write(2, b"\rscan, processing the trace: 00:01")
     err = capfd.readouterr().err
     assert err == "a message of the model\nsaid above the bar\n"
+
+
+SLOW_STEP_MODEL = """
+import time
+import torch
+
+
+class Slow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        out = self.fc(x)
+        time.sleep(0.4)  # a first step that runs long, as real DirectML's does while its shaders compile
+        return out
+
+
+def build_model():
+    return Slow()
+
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 4), torch.randn(batch_size, 2)
+
+
+def loss_fn(out, target):
+    return ((out - target) ** 2).mean()
+"""
+
+
+@pytest.mark.parametrize("warmup, phase", [(1, "warm-up"), (0, "steps")])
+def test_a_long_first_step_shows_the_calls_it_has_made_while_it_runs(tmp_path, monkeypatch, warmup, phase):
+    # GIVEN a step that runs long and a terminal; WHEN it is scanned; THEN the step's bar counts its calls
+    # while it runs (the step counter alone reads 0/1 until the step ends: minutes on real DirectML)
+    import dmlprof
+
+    monkeypatch.setattr(progress, "TICK_S", 0.02)
+    model = tmp_path / "slow.py"
+    model.write_text(SLOW_STEP_MODEL, encoding="utf-8")
+    terminal = FakeTerminal()
+    with progress.shown(terminal):
+        dmlprof.scan(model, "cpu", steps=1, warmup=warmup, batch_size=2, profiler=False)
+    counted = [s for s in segments(terminal.getvalue()) if s.startswith(f"{phase}: 0/1 [") and " calls" in s]
+    assert counted, terminal.getvalue()
+    assert any(s.rstrip().endswith(" calls]") and not s.rstrip().endswith(" 0 calls]") for s in counted), counted
+
+
+def test_the_backends_note_on_a_long_first_step_is_shown_until_a_step_has_ended():
+    from dmlprof.backends.cpu import CpuBackend
+    from dmlprof.backends.dml import DmlBackend
+    from dmlprof.runner.run import Run, StepCalls
+
+    assert DmlBackend.first_step_note and not CpuBackend.first_step_note
+
+    class Noted(CpuBackend):
+        first_step_note = "first calls compile shaders"
+
+    shown = []
+
+    class Followed(progress.Phase):
+        def follow(self, text):
+            shown.append(text)
+
+    run = Run(Path("m.py"), Noted(), sync=True, profiler=False, run_mode="contract")
+    total = [3]
+    run._follow_calls(Followed(), StepCalls(lambda: total[0]))
+    assert shown[0]() == "3 calls (first calls compile shaders)"
+    run.steps_ended = 1
+    total[0] = 1250
+    assert shown[0]() == "1,250 calls"
