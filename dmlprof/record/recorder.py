@@ -49,16 +49,36 @@ def _call_catching(func, args, kwargs):
 _SKIP_NAMESPACES = frozenset({"profiler"})
 
 
+#: a device's type by the device: ``tensor.device.type`` builds a string each time (half of a tensor's facts' cost)
+_device_types: dict = {}
+
+
+def _device_type(device) -> str:
+    found = _device_types.get(device)
+    if found is None:
+        found = _device_types[device] = device.type
+    return found
+
+
+def _facts(tensor) -> tuple:
+    try:
+        size = tensor.nbytes
+    except RuntimeError:  # a sparse tensor has no nbytes: its dense size, as numel counts it
+        size = tensor.numel() * tensor.element_size()
+    return (_device_type(tensor.device), tensor.dtype, tuple(tensor.shape), size)
+
+
 def _tensor_meta(values) -> tuple:
-    """(device type, dtype, shape, bytes) for each tensor among ``values``."""
+    """(device type, dtype, shape, bytes) for each tensor among ``values`` (every recorded call's inputs and outputs:
+    each fact read the cheapest way)."""
     found = []
     for value in values:
         if isinstance(value, _Tensor):
-            found.append((value.device.type, value.dtype, tuple(value.shape), value.numel() * value.element_size()))
+            found.append(_facts(value))
         elif isinstance(value, (list, tuple)):
             for item in value:
                 if isinstance(item, _Tensor):
-                    found.append((item.device.type, item.dtype, tuple(item.shape), item.numel() * item.element_size()))
+                    found.append(_facts(item))
     return tuple(found)
 
 

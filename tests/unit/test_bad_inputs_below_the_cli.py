@@ -715,3 +715,18 @@ def test_r13_family_a_sweep_over_more_devices_than_processes_can_run_at_once_is_
         run_sweep_devices(tmp_path / "m.py", "cpu", list(range(MAX_LOCAL_RANKS + 1)), batch_sizes=[1],
                           runner=lambda *a, **k: started.append(a))
     assert started == []
+
+
+def test_a_sparse_calls_tensors_are_recorded_with_their_dense_size_not_an_error():
+    """``Tensor.nbytes`` (read for every recorded tensor) raises for a sparse tensor: its size is numel's."""
+    import torch
+
+    from dmlprof.backends import resolve_backend
+    from dmlprof.record.recorder import Recorder
+
+    recorder = Recorder(resolve_backend("cpu"), sync=False)
+    with recorder:
+        dense = torch.ones(3, 4).to_sparse().to_dense()
+    assert dense.sum().item() == 12
+    sparse_rows = [row for row in recorder.rows if any(meta[2] == (3, 4) for meta in row[3] + row[4])]
+    assert sparse_rows and all(meta[3] == 48 for row in sparse_rows for meta in row[3] + row[4] if meta[2] == (3, 4))
