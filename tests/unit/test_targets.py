@@ -250,7 +250,8 @@ def test_side_by_side_gives_one_verdict_per_target_and_one_json_document(tmp_pat
 def test_a_bad_target_list_is_a_one_line_usage_error(capsys):
     from dmlprof.cli import main
 
-    for text, said in (("xpu,tpu", "unknown target tpu"), ("xpu,xpu", "names a target twice")):
+    for text, said in (("xpu,tpu", "unknown target tpu"), ("xpu,xpu", "names a target twice"),
+                       ("dml,,mps", "empty name"), ("dml,", "empty name"), (",xpu", "empty name")):
         with pytest.raises(SystemExit) as ended:
             main(["scan", "x.py", "--target", text])
         assert ended.value.code == 2 and said in capsys.readouterr().err
