@@ -478,3 +478,53 @@ def test_r26_a_tensor_of_eleven_or_more_dimensions_on_the_device_is_an_abort_and
     # the live guard's cheap path reaches it too (add.Tensor of these shapes is no op a rule names)
     rule = rule_for("cpu", True, lambda func: func)
     assert rule("aten::add.Tensor", (eleven, eleven), {}).kind == ABORTS and rule("aten::add.Tensor", (ten, ten), {}) is None
+
+
+EMULATED_CATCHES_THE_ABORT = """\
+import sys, torch
+device = torch.device("privateuseone", 0)
+model = torch.nn.Linear(8, 8).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    h = model(torch.randn(2, 8, device=device))
+    try:
+        f = torch.fft.rfft(h).abs()
+    except {caught}:  # "a CPU fallback": on torch-directml the process has already ended at the FFT
+        f = torch.fft.rfft(h.cpu()).abs().to(device)
+    f.sum().backward()
+    opt.step()
+    opt.zero_grad()
+open(sys.argv[1], "w").write("trained on")
+"""
+
+
+@pytest.mark.parametrize("caught", ["RuntimeError", "Exception"])
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_r29_on_the_emulated_device_a_caught_abort_is_the_runs_finding_and_the_calls_after_it_are_kept(
+        tmp_path, emulated_dml_backend, caught, warmup):
+    """`scan script.py --target dml` runs a script on the emulated device, whose kernels raise "torch-directml
+    ends the process here" where the real one dies: a script's ``except RuntimeError`` caught it and trained on,
+    rc 0, the FFT a 'device' call and "every call on device tensors ran on the device". The device still raises
+    (a harness of independent samples records on past it), but the run ends with that call as its finding."""
+    from dmlprof import runner
+    from dmlprof.report import build_report
+
+    script = tmp_path / "fft_fallback.py"
+    script.write_text(EMULATED_CATCHES_THE_ABORT.format(caught=caught), encoding="utf-8")
+    marker = tmp_path / "marker.txt"
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(script, backend=emulated_dml_backend, profiler=False, warmup=warmup, steps=2,
+                    script_args=[str(marker)])
+    assert stopped.value.exit_code == 4
+    assert "ends the process" in str(stopped.value) and "caught the emulated device's error" in str(stopped.value)
+    session = stopped.value.session
+    failure = session.meta.device_failure
+    assert failure is not None and failure.kind == "aborts" and failure.op == "aten::_fft_r2c"
+    assert failure.source.endswith("fft_fallback.py:8")
+    ops = list(session.ops["op"])
+    first = ops.index("aten::_fft_r2c")
+    assert failure.calls_after == len(ops) - first - 1 > 0  # recorded on past it, and counted
+    assert ops.count("aten::_fft_r2c") >= 2  # the later steps' calls are kept
+    report = build_report(session)
+    assert report.notes[0].label == "Fails on the device" and "never run" in report.notes[0].text
+    assert report.verdict.tone == "bad"
