@@ -46,7 +46,14 @@ _WINDOWS_CRASHES = {
     0xC0000094: "an integer division by zero",
 }
 _STOPPING_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-_crash_log_file = None
+#: the crash log's descriptor faulthandler writes to, and the file it is (device, inode)
+_crash_log_fd = None
+_crash_log_identity = None
+#: the crash log's descriptor number sits this far below the descriptor limit (at most _CRASH_LOG_FD_CEILING): a
+#: script that closes what it inherited (os.closerange) frees it, and its own files take the lowest free numbers,
+#: not this one, so faulthandler's dump lands in no file of the user's (it fails with EBADF)
+_CRASH_LOG_FD_MARGIN = 16
+_CRASH_LOG_FD_CEILING = 4096
 
 
 def wanted(args) -> bool:
@@ -74,27 +81,50 @@ def in_child() -> None:
         return
     import faulthandler
 
-    global _crash_log_file
+    global _crash_log_fd, _crash_log_identity
     try:
-        _crash_log_file = open(path, "w", encoding="utf-8")  # kept open: faulthandler writes to its descriptor
-        faulthandler.enable(_crash_log_file, all_threads=True)
+        # kept open: faulthandler writes to the descriptor, at its death, whatever file has that number then
+        _crash_log_fd = _high_descriptor(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        found = os.fstat(_crash_log_fd)
+        _crash_log_identity = (found.st_dev, found.st_ino)
+        faulthandler.enable(_crash_log_fd, all_threads=True)
     except (OSError, RuntimeError, ValueError):
-        _crash_log_file = None
+        _crash_log_fd = None
         return
     import atexit
 
     atexit.register(_close_crash_log)
 
 
+def _high_descriptor(fd: int) -> int:
+    """``fd`` moved to a number near the descriptor limit, where new files do not land (POSIX; else ``fd``)."""
+    try:
+        import fcntl
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        floor = min(soft if soft > 0 else _CRASH_LOG_FD_CEILING, _CRASH_LOG_FD_CEILING) - _CRASH_LOG_FD_MARGIN
+        if floor <= fd:
+            return fd
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC if hasattr(fcntl, "F_DUPFD_CLOEXEC") else fcntl.F_DUPFD, floor)
+    except (ImportError, OSError, ValueError):  # Windows (no fcntl), or no number free up there
+        return fd
+    os.close(fd)
+    return high
+
+
 def _close_crash_log() -> None:
     import faulthandler
 
     faulthandler.disable()
-    if _crash_log_file is not None:
-        try:
-            _crash_log_file.close()
-        except OSError:  # the scanned code closed its descriptor (os.closerange): nothing is left to close
-            pass
+    if _crash_log_fd is None:
+        return
+    try:
+        found = os.fstat(_crash_log_fd)
+        if (found.st_dev, found.st_ino) == _crash_log_identity:  # never a file of the user's on that number
+            os.close(_crash_log_fd)
+    except OSError:  # the scanned code closed its descriptor (os.closerange): nothing is left to close
+        pass
 
 
 def child_finished(exit_code: int) -> None:

@@ -528,3 +528,33 @@ def test_r29_on_the_emulated_device_a_caught_abort_is_the_runs_finding_and_the_c
     report = build_report(session)
     assert report.notes[0].label == "Fails on the device" and "never run" in report.notes[0].text
     assert report.verdict.tone == "bad"
+
+
+# -- faulthandler's dump lands in no file of the user's after the script closed what it inherited ------------------
+CLOSES_EVERY_DESCRIPTOR_THEN_DIES = """\
+import os, sys
+from dmlprof import survival
+survival.in_child()  # the scan's child: its crash log open, faulthandler writing to it
+os.closerange(3, 65536)  # a daemonizing script closes what it inherited
+user = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)  # the lowest free number
+os.write(user, b"USER LOG\\n")
+os.abort()  # then dies natively: faulthandler dumps Python's stack to its descriptor's number
+"""
+
+
+@pytest.mark.skipif(not POSIX, reason="descriptor numbering after os.closerange, and SIGABRT's dump: POSIX")
+def test_faulthandlers_crash_dump_never_lands_in_a_file_the_script_opened_after_closing_every_descriptor(tmp_path):
+    """The crash log's descriptor was a low number: a script that closed it (os.closerange) and opened its own file
+    on the freed number had Python's stack ("Fatal Python error: Aborted") written into that file at its death."""
+    import os
+    import subprocess
+
+    from dmlprof import survival
+
+    script, user, crash_log = tmp_path / "daemon.py", tmp_path / "user.log", tmp_path / "crash.log"
+    script.write_text(CLOSES_EVERY_DESCRIPTOR_THEN_DIES, encoding="utf-8")
+    env = dict(os.environ, **{survival.CHILD_ENV: "1", survival.CRASH_LOG_ENV: str(crash_log)})
+    env.pop("DMLPROF_JOURNAL", None)
+    done = subprocess.run([sys.executable, str(script), str(user)], env=env, capture_output=True, timeout=120)
+    assert done.returncode != 0  # it died, as it meant to
+    assert user.read_bytes() == b"USER LOG\n"
