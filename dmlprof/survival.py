@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -46,6 +47,12 @@ _WINDOWS_CRASHES = {
     0xC0000094: "an integer division by zero",
 }
 _STOPPING_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+#: a supervisor's journal folder in the temporary folder: the prefix, then the supervisor's pid ("pid123-"; an
+#: older dmlprof's folders, named without it, are never taken for a dead supervisor's)
+JOURNAL_FOLDER_PREFIX = "dmlprof-journal-pid"
+#: a journal folder younger than this is never taken for a dead supervisor's (its lock may not be taken yet)
+_STALE_AFTER_S = 60
+_STALE_FOLDERS_PER_SCAN = 64
 #: the crash log's descriptor faulthandler writes to, and the file it is (device, inode)
 _crash_log_fd = None
 _crash_log_identity = None
@@ -139,7 +146,7 @@ def supervise(argv: list, args) -> Optional[int]:
     """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7); ``None`` where no
     temporary folder can hold its journal (the scan then runs in this process, as without a supervisor)."""
     try:
-        folder = Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
+        folder = Path(tempfile.mkdtemp(prefix=f"{JOURNAL_FOLDER_PREFIX}{os.getpid()}-"))
     except OSError as exc:  # no usable temporary folder (all read-only or full): tempfile's error was a traceback
         _note(f"the scan runs in dmlprof's own process, unjournaled (a native crash would lose its recording): no "
               f"temporary folder could hold its journal ({exc.strerror or exc}; TMPDIR picks one)")
@@ -149,6 +156,8 @@ def supervise(argv: list, args) -> Optional[int]:
     # made and held open here: a script that removes the temporary folder (its own clean-up of TMPDIR) removes
     # the names, not the files, and what the child wrote is put back before it is read
     held = {path: _hold(path) for path in (journal, crash_log)}
+    _lock(held[crash_log])  # while this process lives: a later scan removes the folder of a supervisor killed
+    remove_stale_journal_folders(folder.parent, keep=folder)
     try:
         child = _start([sys.executable, "-m", "dmlprof", *argv], env)
         with _passing_signals_to(child):
@@ -169,6 +178,59 @@ def supervise(argv: list, args) -> Optional[int]:
             if fd is not None:
                 os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _lock(fd: Optional[int]) -> bool:
+    """An exclusive lock on ``fd``, without waiting; the system lets go of it when this process ends, however it
+    ends (SIGKILL too). False where it is held, or cannot be taken (Windows: no flock)."""
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError, TypeError):
+        return False
+    return True
+
+
+def remove_stale_journal_folders(temporary: Path, keep: Optional[Path] = None) -> list:
+    """Remove the journal folders of supervisors that were killed (SIGKILL: no ``finally`` ran) and return them:
+    only a real folder of this user's, named for a supervisor's pid that no longer runs, older than a minute, whose
+    crash log's lock nobody holds. Anything else (another user's, another dmlprof's naming, a live scan's, a
+    process of another container sharing the folder, whose pid is not seen here but whose lock is) stays."""
+    removed = []
+    try:
+        candidates = sorted(temporary.glob(f"{JOURNAL_FOLDER_PREFIX}*"))[:_STALE_FOLDERS_PER_SCAN]
+    except OSError:
+        return removed
+    for folder in candidates:
+        if folder == keep or not _stale(folder):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _stale(folder: Path) -> bool:
+    from dmlprof.files import process_alive
+
+    owner = folder.name[len(JOURNAL_FOLDER_PREFIX):].split("-", 1)[0]
+    if not owner.isdigit() or process_alive(int(owner)) is not False:
+        return False
+    try:
+        found = os.lstat(folder)
+        import stat
+
+        mine = getattr(os, "getuid", None)
+        if not stat.S_ISDIR(found.st_mode) or (mine is not None and found.st_uid != mine()) \
+                or time.time() - found.st_mtime < _STALE_AFTER_S:
+            return False
+        fd = os.open(folder / "crash.log", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        return _lock(fd)  # nobody holds it: its supervisor is gone
+    finally:
+        os.close(fd)
 
 
 def _hold(path: Path) -> Optional[int]:

@@ -558,3 +558,39 @@ def test_faulthandlers_crash_dump_never_lands_in_a_file_the_script_opened_after_
     done = subprocess.run([sys.executable, str(script), str(user)], env=env, capture_output=True, timeout=120)
     assert done.returncode != 0  # it died, as it meant to
     assert user.read_bytes() == b"USER LOG\n"
+
+
+# -- a SIGKILLed supervisor's journal folder is removed by a later scan, and nothing else is ------------------------
+@pytest.mark.skipif(not POSIX, reason="flock and process ids: POSIX (Windows keeps its folders)")
+def test_a_killed_supervisors_journal_folder_is_removed_and_no_live_or_foreign_one(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    from dmlprof import survival
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    old = time.time() - 3600
+
+    def folder(name, *, age=old):
+        made = tmp_path / name
+        made.mkdir()
+        (made / "crash.log").write_text("", encoding="utf-8")
+        (made / "calls.journal").write_bytes(b"\0" * 16)
+        os.utime(made, (age, age))
+        return made
+
+    killed = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-a1")
+    live = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{os.getpid()}-b2")
+    older_naming = folder("dmlprof-journal-12345678")  # an older dmlprof's (no pid in the name): never judged
+    young = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-c3", age=time.time())
+    held = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-d4")  # its pid not seen here, its lock held
+    holder = os.open(held / "crash.log", os.O_RDONLY)
+    try:
+        assert survival._lock(holder)
+        removed = survival.remove_stale_journal_folders(tmp_path)
+    finally:
+        os.close(holder)
+    assert removed == [killed] and not killed.exists()
+    assert live.exists() and older_naming.exists() and young.exists() and held.exists()
