@@ -594,3 +594,37 @@ def test_a_killed_supervisors_journal_folder_is_removed_and_no_live_or_foreign_o
         os.close(holder)
     assert removed == [killed] and not killed.exists()
     assert live.exists() and older_naming.exists() and young.exists() and held.exists()
+
+
+CATCHES_THE_REFUSAL_THEN_RUNS_ON = """\
+import sys, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(6):
+    x = torch.randn(4, 8)
+    if step == 1:
+        try:
+            x = torch.fft.rfft(x).abs().repeat(1, 2)[:, :8]
+        except BaseException:
+            x = x * 2
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+open(sys.argv[1], "w").write("ran to its end")
+"""
+
+
+def test_r29_with_run_to_end_a_script_that_caught_a_refusal_goes_no_further_than_that_step(tmp_path):
+    """--run-to-end lets a script finish after its recorded steps: one that caught a refusal in them (except
+    BaseException) ran on to its end (its files written, hours of training) before the scan stopped with exit 4."""
+    from dmlprof import runner
+
+    script = tmp_path / "fft_then_on.py"
+    script.write_text(CATCHES_THE_REFUSAL_THEN_RUNS_ON, encoding="utf-8")
+    marker = tmp_path / "marker.txt"
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(script, backend=_refusing_cpu_backend(), profiler=False, warmup=0, steps=3,
+                    script_args=[str(marker)], run_to_end=True)
+    assert stopped.value.exit_code == 4 and "caught dmlprof's refusal" in str(stopped.value)
+    assert not marker.exists()
+    assert stopped.value.session.meta.script_window.optimizer_steps_taken == 2  # the step of the refusal, no more
