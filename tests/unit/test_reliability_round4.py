@@ -628,3 +628,40 @@ def test_r29_with_run_to_end_a_script_that_caught_a_refusal_goes_no_further_than
     assert stopped.value.exit_code == 4 and "caught dmlprof's refusal" in str(stopped.value)
     assert not marker.exists()
     assert stopped.value.session.meta.script_window.optimizer_steps_taken == 2  # the step of the refusal, no more
+
+
+# -- a script that restarts itself (os.execv) is stopped there, said, not 'ended abruptly' ----------------------------
+RESTARTS_ITSELF = """\
+import os, sys, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+if not os.environ.get("RESTARTED"):
+    os.environ["RESTARTED"] = "1"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_replaces_its_process_is_stopped_there_and_says_so(tmp_path):
+    """os.execv replaced the scan's child with a plain python running the script again, unrecorded: the
+    supervisor found a child that ended without its last word and salvaged a 'partial' session of a process that
+    'ended abruptly (os._exit() outside the main thread, or abort())'."""
+    import json
+    import os
+    import subprocess
+
+    script = tmp_path / "restarts.py"
+    script.write_text(RESTARTS_ITSELF, encoding="utf-8")
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("RESTARTED", None)
+    done = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(script), "--device", "cpu", "--warmup", "0",
+                           "--steps", "2", "--run-to-end", "--no-profiler", "--out", str(tmp_path / "r"),
+                           "--json", str(tmp_path / "r.json")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "abrupt" not in done.stdout + done.stderr
+    notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["meta"]["notes"]
+    assert any("os.execv(" in note and "not scanned" in note for note in notes)
