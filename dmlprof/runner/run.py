@@ -254,7 +254,8 @@ class Run:
         """The error of the first refused call, which the user's code caught and ran past."""
         self.raised, self.ended_by_refusal = self.backend.first_refusal.error, True
         cause = self._explain(self.raised, where)
-        what = "the emulated device's error in its place" if self.backend.raises_for_aborts else "dmlprof's refusal"
+        what = ("dmlprof's refusal" if not self.backend.raises_for_aborts else "the prediction's error in its place"
+                if self.backend.predicted else "the emulated device's error in its place")
         caught = type(cause)(f"{cause}; the code caught {what} and went on, but on DirectML the process ends at "
                              "this call", remedy=cause.remedy)
         caught.exit_code = cause.exit_code

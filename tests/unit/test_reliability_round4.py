@@ -665,3 +665,27 @@ def test_a_script_that_replaces_its_process_is_stopped_there_and_says_so(tmp_pat
     assert "abrupt" not in done.stdout + done.stderr
     notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["meta"]["notes"]
     assert any("os.execv(" in note and "not scanned" in note for note in notes)
+
+
+CATCHING_MODEL = FFT_MODEL.replace("        return self.fc(torch.fft.rfft(x).abs())", """\
+        try:
+            f = torch.fft.rfft(x).abs()
+        except RuntimeError:  # "a CPU fallback": on torch-directml the process has already ended at the FFT
+            f = torch.fft.rfft(x.cpu()).abs().to(x.device)
+        return self.fc(f)""")
+
+
+def test_r29_a_prediction_of_a_model_that_catches_the_abort_ends_with_it_and_keeps_the_calls_after(tmp_path):
+    """`scan model.py --target dml`: the stand-in raised "torch-directml ends the process here" at the FFT, the
+    model's ``except RuntimeError`` caught it, and the prediction said 'every call ran on the device', rc 0."""
+    from dmlprof import runner
+    from dmlprof.predict import predict_scan
+
+    assert "except RuntimeError" in CATCHING_MODEL
+    model = tmp_path / "spectral_fallback.py"
+    model.write_text(CATCHING_MODEL, encoding="utf-8")
+    with pytest.raises(runner.ScanStopped) as stopped:
+        predict_scan(model, batch_size=2)
+    assert stopped.value.exit_code == 4 and "caught the prediction's error" in str(stopped.value)
+    failure = stopped.value.session.meta.device_failure
+    assert failure.op == "aten::_fft_r2c" and failure.kind == "aborts" and failure.calls_after > 0
