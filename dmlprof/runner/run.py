@@ -256,8 +256,11 @@ class Run:
         cause = self._explain(self.raised, where)
         what = ("dmlprof's refusal" if not self.backend.raises_for_aborts else "the prediction's error in its place"
                 if self.backend.predicted else "the emulated device's error in its place")
-        caught = type(cause)(f"{cause}; the code caught {what} and went on, but on DirectML the process ends at "
-                             "this call", remedy=cause.remedy)
+        text, located, at = str(cause).rpartition(" (at ")
+        text, at = (text, located + at) if located and at.endswith(")") else (str(cause), "")
+        # the user's line stays at the end, where the failing call joins it: "(at aten::_fft_r2c, train.py:8)"
+        caught = type(cause)(f"{text}; the code caught {what} and went on, but on DirectML the process ends at "
+                             f"this call{at}", remedy=cause.remedy)
         caught.exit_code = cause.exit_code
         return caught
 

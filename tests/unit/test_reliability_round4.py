@@ -517,9 +517,13 @@ def test_r29_on_the_emulated_device_a_caught_abort_is_the_runs_finding_and_the_c
                     script_args=[str(marker)])
     assert stopped.value.exit_code == 4
     assert "ends the process" in str(stopped.value) and "caught the emulated device's error" in str(stopped.value)
+    # the failing call joins the user's line, once, at the end
+    assert str(stopped.value).count("fft_fallback.py:8") == 1
+    assert str(stopped.value).endswith("this call (at aten::_fft_r2c, " + str(script) + ":8)")
     session = stopped.value.session
     failure = session.meta.device_failure
     assert failure is not None and failure.kind == "aborts" and failure.op == "aten::_fft_r2c"
+    assert session.meta.partial is False  # the script ran on: whole, not "partial session saved"
     assert failure.source.endswith("fft_fallback.py:8")
     ops = list(session.ops["op"])
     first = ops.index("aten::_fft_r2c")
