@@ -94,6 +94,10 @@ def test_target_torch_picks_the_table_and_the_session_says_which(tmp_path):
 
     with pytest.raises(PredictionError, match="torch-directml 0.2.5 runs on torch 2.4.1 only"):
         predict_scan(model, target="dml", target_torch="2.14.1")
+    script = tmp_path / "train.py"  # a script runs on the emulated device: --target-torch was silently ignored
+    script.write_text("import torch\nprint(torch.ones(2).sum())\n", encoding="utf-8")
+    with pytest.raises(PredictionError, match="torch-directml 0.2.5 runs on torch 2.4.1 only"):
+        predict_scan(script, target="dml", target_torch="9.9")
 
 
 @pytest.mark.parametrize("target, origin", [("xpu", "torch-xpu-ops"), ("mps", "pytorch/vision")])
