@@ -693,3 +693,19 @@ def test_r29_a_prediction_of_a_model_that_catches_the_abort_ends_with_it_and_kee
     assert stopped.value.exit_code == 4 and "caught the prediction's error" in str(stopped.value)
     failure = stopped.value.session.meta.device_failure
     assert failure.op == "aten::_fft_r2c" and failure.kind == "aborts" and failure.calls_after > 0
+
+
+def test_r29_check_fails_a_model_that_catches_the_abort_and_its_report_leads_with_it(tmp_path, capsys):
+    import json
+
+    from dmlprof.cli import main
+
+    model = tmp_path / "spectral_fallback.py"
+    model.write_text(CATCHING_MODEL, encoding="utf-8")
+    out = tmp_path / "r"
+    assert main(["check", str(model), "--target", "dml", "--out", str(out)]) == 4
+    assert "caught the prediction's error" in capsys.readouterr().err
+    session = next(out.glob("*.session.json"))
+    assert main(["report", str(session), "--json", str(tmp_path / "r.json")]) == 0
+    notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["notes"]
+    assert notes[0]["label"] == "Fails on the device" and "never run on DirectML" in notes[0]["text"]
