@@ -709,3 +709,25 @@ def test_r29_check_fails_a_model_that_catches_the_abort_and_its_report_leads_wit
     assert main(["report", str(session), "--json", str(tmp_path / "r.json")]) == 0
     notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["notes"]
     assert notes[0]["label"] == "Fails on the device" and "never run on DirectML" in notes[0]["text"]
+
+
+def test_r29_a_profiled_block_that_catches_the_emulated_abort_has_it_as_its_finding(emulated_dml_backend):
+    """dmlprof.profile() (the notebook's API) on the emulated device: a block whose ``except RuntimeError`` caught
+    the FFT's "ends the process here" gave a session in which every call ran on the device."""
+    import torch
+
+    import dmlprof
+    from dmlprof.report import build_report
+
+    device = emulated_dml_backend.device()
+    with dmlprof.profile(backend=emulated_dml_backend, profiler=False) as run:
+        h = torch.randn(2, 8, device=device)
+        try:
+            f = torch.fft.rfft(h).abs()
+        except RuntimeError:
+            f = torch.fft.rfft(h.cpu()).abs().to(device)
+        (f * 2).sum()
+    failure = run.session.meta.device_failure
+    assert failure is not None and failure.op == "aten::_fft_r2c" and failure.calls_after > 0
+    assert build_report(run.session).notes[0].label == "Fails on the device"
+    assert emulated_dml_backend.first_refusal is None  # said once: the next block starts clean
