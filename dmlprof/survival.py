@@ -146,7 +146,7 @@ def supervise(argv: list, args) -> Optional[int]:
     """Run ``dmlprof ARGV`` in a child; its exit code, or, when it died, the salvaged scan's (7); ``None`` where no
     temporary folder can hold its journal (the scan then runs in this process, as without a supervisor)."""
     try:
-        folder = Path(tempfile.mkdtemp(prefix=f"{JOURNAL_FOLDER_PREFIX}{os.getpid()}-"))
+        folder = _journal_folder()
     except OSError as exc:  # no usable temporary folder (all read-only or full): tempfile's error was a traceback
         _note(f"the scan runs in dmlprof's own process, unjournaled (a native crash would lose its recording): no "
               f"temporary folder could hold its journal ({exc.strerror or exc}; TMPDIR picks one)")
@@ -231,6 +231,31 @@ def _stale(folder: Path) -> bool:
         return _lock(fd)  # nobody holds it: its supervisor is gone
     finally:
         os.close(fd)
+
+
+#: where a journal is best kept on Linux: a RAM-backed file system never writes its pages back to a disk, so a write
+#: into the journal's mapping never waits on the writeback of its page (on ext4, those waits were most of the
+#: journal's cost: benchmarks/journal_cost.py); and how much room it must have left (a journal grows with the run)
+_RAM_FOLDER = Path("/dev/shm")
+_RAM_FOLDER_ROOM = 1 << 30
+
+
+def _journal_folder() -> Path:
+    """A new private folder for the journal and the crash log: in :data:`_RAM_FOLDER` where it has the room and
+    the user set no ``TMPDIR`` (a folder chosen is theirs), else in the temporary folder."""
+    if not os.environ.get("TMPDIR") and sys.platform.startswith("linux"):
+        try:
+            room = os.statvfs(_RAM_FOLDER)
+            if room.f_bavail * room.f_frsize >= _RAM_FOLDER_ROOM:
+                return Path(tempfile.mkdtemp(prefix=_journal_prefix(), dir=_RAM_FOLDER))
+        except OSError:  # none there, or not ours to write: the temporary folder holds it
+            pass
+    return Path(tempfile.mkdtemp(prefix=_journal_prefix()))
+
+
+def _journal_prefix() -> str:
+    """``dmlprof-journal-pid<N>-``: the folder names its supervisor, whose death a later scan can tell."""
+    return f"{JOURNAL_FOLDER_PREFIX}{os.getpid()}-"
 
 
 def _hold(path: Path) -> Optional[int]:

@@ -81,9 +81,16 @@ def user_source_line(skip: int = 1) -> str:
 _ENTRY_FILES = tuple(_DMLPROF_DIR + name for name in ("__init__.py", "__main__.py", "cli" + os.sep + "__init__.py"))
 
 
+_entry_code_cache: dict = {}
+
+
 def _is_entry_code(code) -> bool:
-    return code.co_filename.startswith(_ENTRY_FILES) or (
-        not code.co_filename.startswith("<") and os.path.realpath(code.co_filename).startswith(_ENTRY_FILES))
+    known = _entry_code_cache.get(code)
+    if known is None:  # a path resolved once per code object: it is asked for each call whose line is wanted
+        filename = code.co_filename
+        known = _entry_code_cache[code] = filename.startswith(_ENTRY_FILES) or (
+            not filename.startswith("<") and os.path.realpath(filename).startswith(_ENTRY_FILES))
+    return known
 
 
 def raised_at(exc: BaseException) -> str:

@@ -272,3 +272,24 @@ def test_no_usable_temporary_folder_runs_the_scan_in_process_with_a_note_not_a_t
     monkeypatch.setattr(tempfile, "mkdtemp", no_folder)
     assert survival.supervise(["scan", "x.py"], None) is None
     assert "unjournaled" in capsys.readouterr().err
+
+
+def test_the_journal_goes_to_a_ram_backed_folder_with_room_unless_the_user_chose_a_temporary_folder(tmp_path, monkeypatch):
+    ram, chosen = tmp_path / "ram", tmp_path / "chosen"
+    ram.mkdir()
+    chosen.mkdir()
+    monkeypatch.setattr(survival, "_RAM_FOLDER", ram)
+    monkeypatch.setattr(survival, "_RAM_FOLDER_ROOM", 1)
+    monkeypatch.setattr(survival.sys, "platform", "linux")
+    monkeypatch.delenv("TMPDIR", raising=False)
+    assert survival._journal_folder().parent == ram
+    monkeypatch.setattr(survival, "_RAM_FOLDER_ROOM", 1 << 62)  # no room there: the temporary folder
+    assert survival._journal_folder().parent != ram
+    monkeypatch.setattr(survival, "_RAM_FOLDER_ROOM", 1)
+    monkeypatch.setenv("TMPDIR", str(chosen))
+    monkeypatch.setattr(survival.tempfile, "tempdir", None)  # tempfile reads TMPDIR again
+    assert survival._journal_folder().parent == chosen
+    monkeypatch.setattr(survival, "_RAM_FOLDER", tmp_path / "none")  # no such folder: the temporary folder
+    monkeypatch.delenv("TMPDIR")
+    monkeypatch.setattr(survival.tempfile, "tempdir", str(chosen))
+    assert survival._journal_folder().parent == chosen

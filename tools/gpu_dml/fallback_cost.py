@@ -115,6 +115,24 @@ def main(argv=None) -> int:
         "device_call_median_us": round(float(ops[ops["verdict"] == "device"]["time_ns"].median()) / 1e3, 1),
         "fallback_bytes_moved": int(fb["bytes_moved"].sum()), "fallbacks": per_op,
     }
+    # 2b. the replaced step, recorded the same way: what the replacements cost on the device in place of the fallbacks
+    applied.clear()
+    handle = apply_to_training_step(training, applied)
+    try:
+        recorded_frame(training, backend, True)  # warm
+        replaced_ops = recorded_frame(training, backend, True)
+    finally:
+        handle.undo()
+        training.loss_fn = loss_fn
+    on_device = replaced_ops[replaced_ops["verdict"] == "device"]
+    result["sync_recorded_replaced_step"] = {
+        "calls": int(len(replaced_ops)), "device_calls": int(len(on_device)),
+        "fallback_calls": int((replaced_ops["verdict"] == "fallback").sum()),
+        "device_calls_ms": round(float(on_device["time_ns"].sum()) / 1e6, 3),
+        "all_calls_ms": round(float(replaced_ops["time_ns"].sum()) / 1e6, 3),
+        "plain_all_calls_ms": round(float(ops["time_ns"].sum()) / 1e6, 3),
+        "plain_device_calls": int((ops["verdict"] == "device").sum()),
+    }
     save()
 
     # 3. the same step on the CPU: the CPU kernels a fallback runs

@@ -172,8 +172,8 @@ def main(argv=None) -> int:
                 session = scan_training_step(training, backend, path, steps=steps, warmup=0, sync=False)
             finally:
                 gc.enable()
-            facts["scan_reported_ms"] = list(session.meta["step_times_ms"])
-            return list(session.meta.get("recorded_step_times_ms") or session.meta["step_times_ms"])
+            facts["scan_reported_ms"] = list(session.meta.to_dict()["step_times_ms"])
+            return list(session.meta.to_dict().get("recorded_step_times_ms") or session.meta.to_dict()["step_times_ms"])
         if variant == "tap_null":
             with null_tap():
                 return [timed() for _ in range(steps)]

@@ -1,14 +1,16 @@
 """Does dmlprof's recorder change what real torch-directml computes? Every truth-table sample, run twice.
 
     python tools/realdml/transparency.py [--device dml|emulated-dml] [--only SUBSTRING ...] [--limit N] [--json OUT]
-    (--device dml, the default, under realdml's env.sh)
+        [--log LOG [--resume]] [--shard I/N]
+    (--device dml, the default, under realdml's env.sh; --shard splits a long run over processes)
 
 Each sample (tools/realdml/truth_samples.py: OpInfo's samples and the probes) runs on the DirectML device
 plainly, then again under dmlprof's live recorder as ``dmlprof scan --device dml`` makes it (the dispatcher
 tap, a per-call sync, torch-directml's refusals off: the real call runs). Its outputs and the gradients of
 its inputs are compared bit for bit (NaN equal to NaN). Ops that draw random numbers are left out (the
 device's generator moves on between the two runs). Samples run in a worker process that is started anew
-after any sample that ends it (torch-directml aborts on some calls); such a sample is counted, not judged.
+after any sample that ends it (torch-directml aborts on some calls); such a sample is counted, not judged,
+unless its plain run had returned and the recorded one ended the process (that differs).
 
 Prints one line per differing sample and a summary; ``--json`` writes every sample's outcome.
 """
@@ -52,7 +54,9 @@ def _worker(device_name: str, keys_file: str) -> None:
         if not key:
             continue
         events.write(json.dumps({"start": key}) + "\n")
-        events.write(json.dumps({"key": key, **_judge(key, device, backend, torch, truth_samples, Recorder)}) + "\n")
+        outcome = _judge(key, device, backend, torch, truth_samples, Recorder,
+                         lambda key: events.write(json.dumps({"plain": key}) + "\n"))
+        events.write(json.dumps({"key": key, **outcome}) + "\n")
 
 
 def _run(sample, device, torch):
@@ -94,7 +98,7 @@ def _same(a, b, torch) -> bool:
     return True
 
 
-def _judge(key, device, backend, torch, truth_samples, Recorder) -> dict:
+def _judge(key, device, backend, torch, truth_samples, Recorder, plain_returned=lambda key: None) -> dict:
     sample = truth_samples.sample(key)
     if _random(key, truth_samples, torch):
         return {"outcome": UNJUDGED, "why": "draws random numbers"}
@@ -102,6 +106,7 @@ def _judge(key, device, backend, torch, truth_samples, Recorder) -> dict:
         plain = _run(sample, device, torch)
     except Exception as exc:
         return {"outcome": RAISES, "why": f"{type(exc).__name__} plainly"}
+    plain_returned(key)
     recorder = Recorder(backend, sync=True)
     recorder.rule = recorder.refusals = None  # the real call runs: what the recorder alone does to it
     try:
@@ -124,7 +129,7 @@ def _random(key: str, truth_samples, torch) -> bool:
 
 
 # -- the parent: hands keys to a worker, starts another after a sample that ended one -------------------------
-def _keys(only: list, limit, labels: str = "") -> list:
+def _keys(only: list, limit, labels: str = "", shard: str = "", logged=None) -> list:
     sys.path[:0] = [str(HERE), str(REPO)]
     import truth_samples
 
@@ -134,7 +139,28 @@ def _keys(only: list, limit, labels: str = "") -> list:
         keys = [key for key in keys if key.split("|")[0] in exact]
     if only:
         keys = [key for key in keys if any(part in key for part in only)]
+    if shard:  # "I/N": every N-th key from the I-th, so N processes share a long run (a machine of many cores)
+        index, count = (int(part) for part in shard.split("/"))
+        keys = keys[index::count]
+    if logged:  # a run resumed: the keys its log already judged are not run again
+        keys = [key for key in keys if key not in logged]
     return keys[:limit] if limit else keys
+
+
+def _logged(path) -> dict:
+    """The outcomes an earlier run appended to ``path`` (a JSON-lines log), by key; {} where there is none."""
+    found: dict = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:  # the line a killed run was writing
+            continue
+        found[event.pop("key")] = event
+    return found
 
 
 def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> dict:
@@ -148,12 +174,15 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
         keys_file.write_text("\n".join(pending) + "\n", encoding="utf-8")  # a pipe would break when a worker dies
         worker = subprocess.Popen([sys.executable, __file__, "--worker", "--device", device, "--keys", str(keys_file)],
                                   stdout=subprocess.PIPE, text=True, bufsize=1)
-        current = None
+        current, plain_returned = None, False
         started = time.monotonic()
         for line in worker.stdout:
             event = json.loads(line)
             if "start" in event:
-                current = event["start"]
+                current, plain_returned = event["start"], False
+                continue
+            if "plain" in event:
+                plain_returned = True
                 continue
             outcomes[event["key"]] = {k: v for k, v in event.items() if k != "key"}
             record(event["key"], outcomes[event["key"]])
@@ -162,7 +191,11 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
                 break
         worker.wait()
         shutil.rmtree(keys_file.parent, ignore_errors=True)
-        if current is not None:  # the sample that ended the worker: both runs would (it is not the recorder's)
+        if current is not None and plain_returned:  # its plain run returned, then the recorded one ended the worker
+            outcomes[current] = {"outcome": DIFFERS, "why": f"ended the process under the recorder only "
+                                                            f"(exit {worker.returncode}; the plain run returned)"}
+            record(current, outcomes[current])
+        elif current is not None:  # the sample that ended the worker in its plain run: not the recorder's doing
             outcomes[current] = {"outcome": UNJUDGED, "why": f"ended the process (exit {worker.returncode})"}
             record(current, outcomes[current])
         pending = [key for key in pending if key not in outcomes]
@@ -188,13 +221,18 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int, help="at most this many samples")
     parser.add_argument("--json", help="write every sample's outcome here")
     parser.add_argument("--log", help="append each sample's outcome to this JSON-lines file as it comes")
+    parser.add_argument("--shard", default="", help="I/N: this process's share of the keys (every N-th from the I-th)")
+    parser.add_argument("--resume", action="store_true", help="skip the keys --log already judged; report them too")
     args = parser.parse_args(argv)
     if args.worker:
         _worker(args.device, args.keys)
         return 0
     started = time.monotonic()
+    logged = _logged(args.log) if args.resume and args.log else {}
     with open(args.log, "a", encoding="utf-8", buffering=1) if args.log else _nothing() as log:
-        outcomes = judge(_keys(args.only, args.limit, args.labels), args.device, log=log)
+        outcomes = judge(_keys(args.only, args.limit, args.labels, args.shard, logged), args.device, log=log)
+    outcomes = {**{key: value for key, value in logged.items() if key in _keys(args.only, None, args.labels,
+                                                                                   args.shard)}, **outcomes}
     counts: dict = {}
     for key, outcome in sorted(outcomes.items()):
         counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1

@@ -51,11 +51,12 @@ import subprocess, os; print('pid', os.getpid()); print(subprocess.run(['nvidia-
     done; wait; echo "truthall done"; for h in 0 1 2 3 4 5 6 7; do tail -n 1 $R/dml/truth_all_$h.log; done ;;
   transparency)
     # every truth sample run plainly and under dmlprof's recorder, outputs and gradients compared bit for bit
-    # (tools/realdml/transparency.py), in the truth table's 8 groups of labels at once
-    nonumba
-    for h in 0 1 2 3 4 5 6 7; do
-      timeout ${TRANSPARENCY_TIMEOUT:-470} python3 ${DEV_ROOT:-/root}/src/tools/realdml/transparency.py --labels "$(cat $H/truth_all_$h.txt)" --json $R/dml/transparency_$h.json --log $R/dml/transparency_$h.jsonl > $R/dml/transparency_$h.log 2>&1 &
-    done; wait; echo "transparency done"; for h in 0 1 2 3 4 5 6 7; do grep -E "^differs|^\{" $R/dml/transparency_$h.log | tail -n 6; done ;;
+    # (tools/realdml/transparency.py), in SHARDS (14) processes at once; a later call with the same step resumes
+    # from the logs (each shard skips what its log already judged), so a run cut by a call's limit goes on
+    nonumba; n=${SHARDS:-14}
+    for i in $(seq 0 $((n - 1))); do
+      timeout ${TRANSPARENCY_TIMEOUT:-470} python3 ${DEV_ROOT:-/root}/src/tools/realdml/transparency.py --shard $i/$n --resume --json $R/dml/transparency_$i.json --log $R/dml/transparency_$i.jsonl > $R/dml/transparency_$i.log 2>&1 &
+    done; wait; echo "transparency done"; cat $R/dml/transparency_*.jsonl | wc -l; grep -h -E "^differs|^\{" $R/dml/transparency_*.log | tail -n 40 ;;
   journal_cuda)
     # the journal's cost on CUDA (benchmarks/journal_cost.py), on the machine's own PyTorch, not the kit's torch 2.4.1
     env -u LD_PRELOAD PYTHONPATH=${DEV_ROOT:-/root}/src timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device cuda --rounds ${ROUNDS:-8} --steps ${STEPS:-5} --out $R/journal_cost-cuda.json > $R/journal_cuda.log 2>&1; echo "journal_cuda rc=$?"; grep -E "with_vs|torch_version|device_name|Error" $R/journal_cuda.log | head ;;
