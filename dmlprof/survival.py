@@ -195,7 +195,7 @@ def _lock(fd: Optional[int]) -> bool:
 def remove_stale_journal_folders(temporary: Path, keep: Optional[Path] = None) -> list:
     """Remove the journal folders of supervisors that were killed (SIGKILL: no ``finally`` ran) and return them:
     only a real folder of this user's, named for a supervisor's pid that no longer runs, older than a minute, whose
-    crash log's lock nobody holds. Anything else (another user's, another dmlprof's naming, a live scan's, a
+    crash log's lock nobody holds (or which has no crash log left). Anything else (another user's, another dmlprof's naming, a live scan's, a
     process of another container sharing the folder, whose pid is not seen here but whose lock is) stays."""
     removed = []
     try:
@@ -225,6 +225,8 @@ def _stale(folder: Path) -> bool:
                 or time.time() - found.st_mtime < _STALE_AFTER_S:
             return False
         fd = os.open(folder / "crash.log", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:  # left empty (its files removed): its pid, age and owner are all there is to go by
+        return True
     except OSError:
         return False
     try:

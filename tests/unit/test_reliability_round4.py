@@ -590,13 +590,17 @@ def test_a_killed_supervisors_journal_folder_is_removed_and_no_live_or_foreign_o
     older_naming = folder("dmlprof-journal-12345678")  # an older dmlprof's (no pid in the name): never judged
     young = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-c3", age=time.time())
     held = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-d4")  # its pid not seen here, its lock held
+    emptied = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-e5")  # its files gone: no lock to ask
+    for made in emptied.iterdir():
+        made.unlink()
+    os.utime(emptied, (old, old))
     holder = os.open(held / "crash.log", os.O_RDONLY)
     try:
         assert survival._lock(holder)
         removed = survival.remove_stale_journal_folders(tmp_path)
     finally:
         os.close(holder)
-    assert removed == [killed] and not killed.exists()
+    assert removed == [killed, emptied] and not killed.exists() and not emptied.exists()
     assert live.exists() and older_naming.exists() and young.exists() and held.exists()
 
 
