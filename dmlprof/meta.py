@@ -210,6 +210,10 @@ class DeviceFailure:
     #: True when the process did end in that call (a scan's child died there: dmlprof.survival), rather than
     #: dmlprof stopping just before it
     ended_process: bool = False
+    #: how many calls the run made after it, where the device raised an error in its place that the code caught
+    #: and went on from (the emulated device: on DirectML the process ends at the call, so none of them runs
+    #: there); None where the run ended at it
+    calls_after: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -614,7 +618,8 @@ def _device_failure(data) -> Optional[DeviceFailure]:
         return None
     return DeviceFailure(op, kind, read.text("message") or "", read.text("dtypes") or "", read.text("source") or "",
                          read.text("explanation") or "", read.text("remedy") or "",
-                         read.flag("observed") is not False, read.flag("ended_process") is True)
+                         read.flag("observed") is not False, read.flag("ended_process") is True,
+                         read.integer("calls_after"))
 
 
 def _device_unused(data) -> Optional[DeviceUnused]:

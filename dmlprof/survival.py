@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -46,7 +47,20 @@ _WINDOWS_CRASHES = {
     0xC0000094: "an integer division by zero",
 }
 _STOPPING_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-_crash_log_file = None
+#: a supervisor's journal folder in the temporary folder: the prefix, then the supervisor's pid ("pid123-"; an
+#: older dmlprof's folders, named without it, are never taken for a dead supervisor's)
+JOURNAL_FOLDER_PREFIX = "dmlprof-journal-pid"
+#: a journal folder younger than this is never taken for a dead supervisor's (its lock may not be taken yet)
+_STALE_AFTER_S = 60
+_STALE_FOLDERS_PER_SCAN = 64
+#: the crash log's descriptor faulthandler writes to, and the file it is (device, inode)
+_crash_log_fd = None
+_crash_log_identity = None
+#: the crash log's descriptor number sits this far below the descriptor limit (at most _CRASH_LOG_FD_CEILING): a
+#: script that closes what it inherited (os.closerange) frees it, and its own files take the lowest free numbers,
+#: not this one, so faulthandler's dump lands in no file of the user's (it fails with EBADF)
+_CRASH_LOG_FD_MARGIN = 16
+_CRASH_LOG_FD_CEILING = 4096
 
 
 def wanted(args) -> bool:
@@ -74,27 +88,50 @@ def in_child() -> None:
         return
     import faulthandler
 
-    global _crash_log_file
+    global _crash_log_fd, _crash_log_identity
     try:
-        _crash_log_file = open(path, "w", encoding="utf-8")  # kept open: faulthandler writes to its descriptor
-        faulthandler.enable(_crash_log_file, all_threads=True)
+        # kept open: faulthandler writes to the descriptor, at its death, whatever file has that number then
+        _crash_log_fd = _high_descriptor(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        found = os.fstat(_crash_log_fd)
+        _crash_log_identity = (found.st_dev, found.st_ino)
+        faulthandler.enable(_crash_log_fd, all_threads=True)
     except (OSError, RuntimeError, ValueError):
-        _crash_log_file = None
+        _crash_log_fd = None
         return
     import atexit
 
     atexit.register(_close_crash_log)
 
 
+def _high_descriptor(fd: int) -> int:
+    """``fd`` moved to a number near the descriptor limit, where new files do not land (POSIX; else ``fd``)."""
+    try:
+        import fcntl
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        floor = min(soft if soft > 0 else _CRASH_LOG_FD_CEILING, _CRASH_LOG_FD_CEILING) - _CRASH_LOG_FD_MARGIN
+        if floor <= fd:
+            return fd
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC if hasattr(fcntl, "F_DUPFD_CLOEXEC") else fcntl.F_DUPFD, floor)
+    except (ImportError, OSError, ValueError):  # Windows (no fcntl), or no number free up there
+        return fd
+    os.close(fd)
+    return high
+
+
 def _close_crash_log() -> None:
     import faulthandler
 
     faulthandler.disable()
-    if _crash_log_file is not None:
-        try:
-            _crash_log_file.close()
-        except OSError:  # the scanned code closed its descriptor (os.closerange): nothing is left to close
-            pass
+    if _crash_log_fd is None:
+        return
+    try:
+        found = os.fstat(_crash_log_fd)
+        if (found.st_dev, found.st_ino) == _crash_log_identity:  # never a file of the user's on that number
+            os.close(_crash_log_fd)
+    except OSError:  # the scanned code closed its descriptor (os.closerange): nothing is left to close
+        pass
 
 
 def child_finished(exit_code: int) -> None:
@@ -119,6 +156,8 @@ def supervise(argv: list, args) -> Optional[int]:
     # made and held open here: a script that removes the temporary folder (its own clean-up of TMPDIR) removes
     # the names, not the files, and what the child wrote is put back before it is read
     held = {path: _hold(path) for path in (journal, crash_log)}
+    _lock(held[crash_log])  # while this process lives: a later scan removes the folder of a supervisor killed
+    remove_stale_journal_folders(folder.parent, keep=folder)
     try:
         child = _start([sys.executable, "-m", "dmlprof", *argv], env)
         with _passing_signals_to(child):
@@ -141,6 +180,61 @@ def supervise(argv: list, args) -> Optional[int]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _lock(fd: Optional[int]) -> bool:
+    """An exclusive lock on ``fd``, without waiting; the system lets go of it when this process ends, however it
+    ends (SIGKILL too). False where it is held, or cannot be taken (Windows: no flock)."""
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError, TypeError):
+        return False
+    return True
+
+
+def remove_stale_journal_folders(temporary: Path, keep: Optional[Path] = None) -> list:
+    """Remove the journal folders of supervisors that were killed (SIGKILL: no ``finally`` ran) and return them:
+    only a real folder of this user's, named for a supervisor's pid that no longer runs, older than a minute, whose
+    crash log's lock nobody holds (or which has no crash log left). Anything else (another user's, another dmlprof's naming, a live scan's, a
+    process of another container sharing the folder, whose pid is not seen here but whose lock is) stays."""
+    removed = []
+    try:
+        candidates = sorted(temporary.glob(f"{JOURNAL_FOLDER_PREFIX}*"))[:_STALE_FOLDERS_PER_SCAN]
+    except OSError:
+        return removed
+    for folder in candidates:
+        if folder == keep or not _stale(folder):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _stale(folder: Path) -> bool:
+    from dmlprof.files import process_alive
+
+    owner = folder.name[len(JOURNAL_FOLDER_PREFIX):].split("-", 1)[0]
+    if not owner.isdigit() or process_alive(int(owner)) is not False:
+        return False
+    try:
+        found = os.lstat(folder)
+        import stat
+
+        mine = getattr(os, "getuid", None)
+        if not stat.S_ISDIR(found.st_mode) or (mine is not None and found.st_uid != mine()) \
+                or time.time() - found.st_mtime < _STALE_AFTER_S:
+            return False
+        fd = os.open(folder / "crash.log", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:  # left empty (its files removed): its pid, age and owner are all there is to go by
+        return True
+    except OSError:
+        return False
+    try:
+        return _lock(fd)  # nobody holds it: its supervisor is gone
+    finally:
+        os.close(fd)
+
+
 #: where a journal is best kept on Linux: a RAM-backed file system never writes its pages back to a disk, so a write
 #: into the journal's mapping never waits on the writeback of its page (on ext4, those waits were most of the
 #: journal's cost: benchmarks/journal_cost.py); and how much room it must have left (a journal grows with the run)
@@ -155,10 +249,15 @@ def _journal_folder() -> Path:
         try:
             room = os.statvfs(_RAM_FOLDER)
             if room.f_bavail * room.f_frsize >= _RAM_FOLDER_ROOM:
-                return Path(tempfile.mkdtemp(prefix="dmlprof-journal-", dir=_RAM_FOLDER))
+                return Path(tempfile.mkdtemp(prefix=_journal_prefix(), dir=_RAM_FOLDER))
         except OSError:  # none there, or not ours to write: the temporary folder holds it
             pass
-    return Path(tempfile.mkdtemp(prefix="dmlprof-journal-"))
+    return Path(tempfile.mkdtemp(prefix=_journal_prefix()))
+
+
+def _journal_prefix() -> str:
+    """``dmlprof-journal-pid<N>-``: the folder names its supervisor, whose death a later scan can tell."""
+    return f"{JOURNAL_FOLDER_PREFIX}{os.getpid()}-"
 
 
 def _hold(path: Path) -> Optional[int]:

@@ -156,9 +156,31 @@ class Backend:
         process: the real torch-directml's fatal checks); ``None`` to run the call."""
         return None
 
-    #: the first call refused in this run (:func:`refused_in_place`): a refusal the user's code caught
-    #: (``except BaseException``) still ends the run, as the process death it stands for would have
+    #: whether the device raises an error the code can catch where DirectML's process ends (the emulated
+    #: device's kernels say "torch-directml ends the process here"): the run keeps the first such call
+    #: (:meth:`abort_raised`), and a run whose code caught it and went on ends with it, as with a refused
+    #: call; the recording goes on past it (a harness replaying independent samples needs the calls after)
+    raises_for_aborts: bool = False
+
+    #: the first call refused in this run (:func:`refused_in_place`), or the first abort a device raised in
+    #: its place (:meth:`abort_raised`): a refusal the user's code caught still ends the run, as the process
+    #: death it stands for would have
     first_refusal: "Optional[BaseException]" = None
+
+    def abort_raised(self, error: BaseException) -> bool:
+        """Whether ``error`` is this device's words for a call that ends DirectML's process, raised in its place
+        (:attr:`raises_for_aborts`); the first is kept in :attr:`first_refusal` (a script's ``except
+        RuntimeError`` may catch it: the run still ends with it)."""
+        if not self.raises_for_aborts or not isinstance(error, Exception):
+            return False
+        from dmlprof.directml.failures import ABORTS
+
+        found = self.failure_in(error)
+        if found is None or found.kind != ABORTS:
+            return False
+        if self.first_refusal is None:
+            refused_in_place(error, self)
+        return True
 
     def note_failure(self, exc: BaseException, failure) -> None:
         """A call failed as its rule said: keep that with ``exc``, whatever words it came in."""

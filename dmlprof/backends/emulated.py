@@ -22,6 +22,9 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     fallback_warning_name = "DML"
     has_cpu_fallback = True
     stands_in_for_directml = True
+    #: its kernels raise "torch-directml ends the process here" where the real one dies; a script's
+    #: ``except RuntimeError`` can catch that, so the run keeps it and ends with it (R29)
+    raises_for_aborts = True
 
     @classmethod
     def availability(cls) -> Availability:

@@ -69,7 +69,11 @@ def target_list(text: str) -> str:
     """``--target``: one target or several, comma-separated (``dml,xpu,mps``), each one dmlprof knows."""
     from dmlprof.predict import known_targets  # torch-free: the targets are named by their tables
 
-    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    names = [name.strip().lower() for name in text.split(",")]
+    if len(names) > 1 and not all(names):  # "dml,,mps" or "dml,": a name left out, not a list to guess at
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty name between its commas; write the targets "
+                                         "as dml,xpu,mps")
+    names = [name for name in names if name]
     unknown = [name for name in names if name not in known_targets()]
     if not names or unknown:
         raise argparse.ArgumentTypeError(f"unknown target {', '.join(unknown) or repr(text)}; choose from "

@@ -223,7 +223,7 @@ def scan_and_save(args):
         except ScanStopped as stopped:  # the run failed part-way: keep what was recorded (or predicted), then say why
             with interrupts.saving():  # a second Ctrl-C (or SIGTERM) must not lose the partial session
                 written = write_outputs(stopped.session, args)
-            stopped.kept = written.note(partial=True)
+            stopped.kept = written.note(partial=bool(stopped.session.meta.partial))
             if stopped.session.meta.device_failure is not None:  # the device refused a call: the report leads with it
                 from dmlprof.output import print_report
 

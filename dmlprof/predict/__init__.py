@@ -56,6 +56,9 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
         raise PredictionError(f"unknown target {target!r}; choose one of {', '.join(known_targets())}")
     if steps is not None and steps < 1:
         raise PredictionError("--steps must be at least 1")
+    if target == DML_TARGET and target_torch is not None:  # a script too: it was ignored on the emulated device
+        raise PredictionError("--target-torch names the torch of a target read from a wheel: torch-directml "
+                              "0.2.5 runs on torch 2.4.1 only")
     is_script = inspect_model_file(path).mode == "script"
     if is_script and target != DML_TARGET:
         raise PredictionError(f"--target {target} predicts a model file (build_model, make_batch): a script needs "
@@ -97,9 +100,6 @@ def _predicted_backend(target: str, float64: bool, values, target_torch: Optiona
     """The stand-in backend of ``target``: DirectML's with its measured knowledge, any other from its table
     and semantics module."""
     if target == DML_TARGET:
-        if target_torch is not None:
-            raise PredictionError("--target-torch names the torch of a target read from a wheel: torch-directml "
-                                  "0.2.5 runs on torch 2.4.1 only")
         from dmlprof.predict.backend import PredictedDmlBackend
 
         return PredictedDmlBackend(float64_support=float64, values=values)

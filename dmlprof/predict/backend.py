@@ -29,6 +29,9 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
     fallback_evidence = "table"
     #: a predicted session has calls, not times, memory or values
     predicted = True
+    #: its stand-in raises "torch-directml ends the process here" where the real one dies; a model's ``except
+    #: RuntimeError`` can catch that, so the run keeps it and ends with it (R29)
+    raises_for_aborts = True
 
     def __init__(self, index: int = 0, table=None, float64_support: bool = False, values=None):
         super().__init__(index)

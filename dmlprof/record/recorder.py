@@ -165,7 +165,8 @@ class _Calls:
             rec.limit_reached()
         if failed is not None:  # the call that broke the step stays in the (partial) session
             rec.failed_row = len(rec.rows) - 1
-            if refused is not None and rec.refused_row is None:  # where the run ends, caught or not
+            # where the run ends, caught or not: a call refused in place, or an abort the device raised instead
+            if (refused is not None or rec.backend.abort_raised(failed)) and rec.refused_row is None:
                 rec.refused_row = rec.failed_row
             if rec.device_lost_row is None and rec.backend.lost_device(failed):
                 rec.device_lost_row = rec.failed_row  # later failures are the lost device's, not their ops'
@@ -393,17 +394,22 @@ class _Refusals:
         self.calls = 0
 
     def refuse_or_call(self, func, args, kwargs):
-        """Raise the backend's refusal of this call, where it has one; else run it."""
-        found = self.rule(func, args, kwargs) if self.rule is not None else None
+        """Raise the backend's refusal of this call, where it has one; else run it (an abort the device raises
+        in its place is kept: :meth:`~dmlprof.backends.base.Backend.abort_raised`)."""
+        found = self.rule(func, args, kwargs) if self.rule is not None and self.backend.refuses_calls else None
         refused = self.backend.refusal_for(found) if found is not None else None
         if refused is not None:
             raise refused
         journal = self.journal
-        if journal is None:
-            return call_as_dispatched(func, args, kwargs)
-        inputs = _tensor_meta(args) + (_tensor_meta(kwargs.values()) if kwargs else ())
-        journal.unrecorded(op_name(func), inputs)  # the call to name if the process dies in it
-        out = call_as_dispatched(func, args, kwargs)
+        try:
+            if journal is None:
+                return call_as_dispatched(func, args, kwargs)
+            inputs = _tensor_meta(args) + (_tensor_meta(kwargs.values()) if kwargs else ())
+            journal.unrecorded(op_name(func), inputs)  # the call to name if the process dies in it
+            out = call_as_dispatched(func, args, kwargs)
+        except Exception as exc:
+            self.backend.abort_raised(exc)
+            raise
         journal.unrecorded_returned()
         return out
 
@@ -428,8 +434,9 @@ class _Refusals:
 
 
 def refusals(backend, counted: bool = False):
-    """A context in which the backend's refusals hold though nothing records (``nullcontext`` for a backend
-    that refuses nothing: only the real torch-directml refuses calls that would end its process). With
-    ``counted`` (a progress bar is drawn) the tap is there on every backend, to count the calls."""
-    rule = backend.failure_rule() if backend.refuses_calls else None
+    """A context in which the backend's refusals hold though nothing records, and an abort its device raises
+    in a call's place is kept (``nullcontext`` for a backend that does neither: only the real torch-directml
+    refuses calls that would end its process, only the emulated device raises for them). With ``counted`` (a
+    progress bar is drawn) the tap is there on every backend, to count the calls."""
+    rule = backend.failure_rule() if backend.refuses_calls or backend.raises_for_aborts else None
     return _Refusals(rule, backend) if rule is not None or counted else nullcontext()

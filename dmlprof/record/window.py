@@ -60,6 +60,11 @@ class StepWindow:
     def after_step(self, recorder) -> None:
         """Called after each optimizer step of the script (on the thread that stepped)."""
         self.taken += 1
+        if recorder.backend.first_refusal is not None:
+            # the script caught a refused call (or the emulated device's error in its place) and stepped on: on
+            # DirectML its process ended there, so the script goes no further (not to its end with --run-to-end)
+            self._close(recorder)
+            raise WindowClosed()
         if self.closed:
             return
         self.progress.advance()
@@ -72,12 +77,17 @@ class StepWindow:
         if self.step_calls is not None:
             self.step_calls.step_begins()  # after the warm-up's rows were dropped: counted from what is held
         if self.taken == self.warmup + self.steps:
-            self.closed = True
-            _set_recording(recorder, False)
-            if self.on_close is not None:
-                self.on_close()
+            self._close(recorder)
             if not self.run_to_end:
                 raise WindowClosed()
+
+    def _close(self, recorder) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        _set_recording(recorder, False)
+        if self.on_close is not None:
+            self.on_close()
 
     def describe(self) -> ScriptWindow:
         """The window as the session's run facts hold it."""

@@ -498,6 +498,12 @@ class Report:
         where = f" at {failed.source}" if failed.source else ""
         dtypes = f" ({failed.dtypes})" if failed.dtypes else ""
         said = (failed.explanation or failed.message).rstrip(".")
+        if failed.calls_after is not None:  # the emulated device raised in its place, and the code went on
+            after = f"; the {failed.calls_after:,} calls recorded after it never run on DirectML" \
+                if failed.calls_after else ""
+            device = "the emulated device's" if failed.observed else "the prediction's"
+            return (f"Fails on DirectML: {failed.op}{dtypes}{where}: {said}. The code caught {device} error in its "
+                    f"place and went on, but on DirectML the process ends at that call{after}.")
         if failed.ended_process:
             stopped = "The process ended there"
         elif failed.kind == "aborts":

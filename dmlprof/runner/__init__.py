@@ -144,15 +144,32 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
     result = Profiled(device=backend.device())
     start = time.perf_counter()
     with Recording(recorder, alongside) as recording:
+        raised = None
         try:
             yield result
         except BaseException as exc:
+            raised = exc
             run.facts.set(partial=True, partial_reason=describe_exception(exc))
             raise
         finally:
             recording.close()
             run.facts.set(duration_s=round(time.perf_counter() - start, 3), steps=recorder.step)
+            _caught_refusal_in_block(run, backend, raised)
             result.session = run._finish(recorder, alongside)
+
+
+def _caught_refusal_in_block(run: Run, backend: Backend, raised: Optional[BaseException]) -> None:
+    """A block that caught a refused call (or the device's error in place of one that ends DirectML's process)
+    and went on: the session's finding is that call, as a scan's is (DeviceFailure)."""
+    refusal, backend.first_refusal = backend.first_refusal, None
+    if refusal is None:
+        return
+    run.raised = refusal.error
+    if raised is refusal or raised is refusal.error:  # not caught: the block ended there
+        return
+    run.ended_by_refusal = True
+    if not backend.raises_for_aborts:  # the calls after a refused one are not kept: a partial session
+        run.facts.set(partial=True, partial_reason=f"the block caught a refused call: {refusal.error}")
 
 
 def loss_problem(session: Session) -> Optional[ModelRaisedError]:

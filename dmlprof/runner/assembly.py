@@ -26,17 +26,20 @@ from dmlprof.units import fmt_bytes
 
 def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend: Backend, facts: RunFacts, *,
              losses: list, step_times_ms: list, verifier=None, raised: Optional[BaseException] = None,
-             interrupted: bool = False, ops=None, events=None) -> Session:
+             interrupted: bool = False, ops=None, events=None, went_on: bool = False) -> Session:
     """The Session of a recording. ``ops``/``events`` are given when the steps were timed by the
     profiler alone (steady state); otherwise the recorder's calls are joined to the profiler's events
     here. ``raised`` is what stopped a partial run (its failing call is named); after Ctrl-C
-    (``interrupted``) the profiler's events are not read: that is most of a long run's saving time."""
+    (``interrupted``) the profiler's events are not read: that is most of a long run's saving time. ``went_on``:
+    the code caught the device's error in place of a call that ends DirectML's process and ran on (the
+    emulated device), so the failing call is the run's finding though the run did not stop there."""
     if ops is None:
         ops = recorder.frame()
         if recorder.device_lost_row is not None:
             _note_lost_device(ops, recorder.device_lost_row, facts)
-        elif recorder.failed_row is not None and facts.partial:
-            _note_failed_call(ops.iloc[recorder.failed_row], backend, facts, raised)
+        elif recorder.failed_row is not None and (facts.partial or went_on):
+            after = len(ops) - recorder.failed_row - 1 if went_on else None
+            _note_failed_call(ops.iloc[recorder.failed_row], backend, facts, raised, calls_after=after)
         if interrupted and profiler is not None and profiler.profile is not None:
             facts.note("interrupted: torch.profiler's events were not read, so there is no cross-check of the times")
         elif profiler is not None and profiler.profile is not None:
@@ -72,7 +75,8 @@ def assemble(recorder: Recorder, profiler: Optional[ProfilerAlongside], backend:
     return session
 
 
-def _note_failed_call(failed, backend: Backend, facts: RunFacts, raised: Optional[BaseException]) -> None:
+def _note_failed_call(failed, backend: Backend, facts: RunFacts, raised: Optional[BaseException], *,
+                      calls_after: Optional[int] = None) -> None:
     """The call a partial run stopped in, with the user's line and the module that made it; first the
     device's refusal, when it was one (DirectML raises or would end the process)."""
     facts.set(failed_op=failed["op"], failed_source=failed["source"], failed_module=failed["module"] or None)
@@ -84,7 +88,7 @@ def _note_failed_call(failed, backend: Backend, facts: RunFacts, raised: Optiona
     facts.set(device_failure=DeviceFailure(
         op=failed["op"], kind=found.kind, message=found.message, dtypes=failed["dtypes"] or "",
         source=failed["source"] or "", explanation=known.explanation if known else "",
-        remedy=known.remedy if known else "", observed=not backend.predicted))
+        remedy=known.remedy if known else "", observed=not backend.predicted, calls_after=calls_after))
 
 
 def _note_lost_device(ops, row: int, facts: RunFacts) -> None:

@@ -217,6 +217,7 @@ class Run:
     def _guarded(self, body, *, finish=None):
         """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""
         where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
+        completed = False
         try:
             body()
         except CallRefused as refusal:  # a call that would end the process on the device: the run ends here
@@ -244,6 +245,7 @@ class Run:
         else:
             if self.backend.first_refusal is None:
                 return
+            completed = True
             cause = self._caught_refusal(where)
         if self.backend.first_refusal is not None and not isinstance(cause, Interrupted) \
                 and self.raised is not self.backend.first_refusal.error:
@@ -253,7 +255,10 @@ class Run:
         self.backend.first_refusal = None  # said: the run ends here (a failed warm-up step is taken again, recorded)
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
-        self.facts.set(partial=True, partial_reason=str(cause.one_line()))
+        # a device that raised in place of the process's end, caught by the code, recorded the run to its end:
+        # whole, not partial, its finding the call where DirectML's process ends (DeviceFailure.calls_after)
+        whole = completed and self.backend.raises_for_aborts
+        self.facts.set(partial=not whole, partial_reason=str(cause.one_line()))
         if isinstance(cause, Interrupted):
             # Ctrl-C: saving a long recording takes a while; say so, and let no second Ctrl-C lose it
             self.interrupted = True
@@ -282,24 +287,32 @@ class Run:
         """The error of the first refused call, which the user's code caught and ran past."""
         self.raised, self.ended_by_refusal = self.backend.first_refusal.error, True
         cause = self._explain(self.raised, where)
-        caught = type(cause)(f"{cause}; the code caught dmlprof's refusal and went on, but on the device the "
-                             "process ends at this call", remedy=cause.remedy)
+        what = ("dmlprof's refusal" if not self.backend.raises_for_aborts else "the prediction's error in its place"
+                if self.backend.predicted else "the emulated device's error in its place")
+        text, located, at = str(cause).rpartition(" (at ")
+        text, at = (text, located + at) if located and at.endswith(")") else (str(cause), "")
+        # the user's line stays at the end, where the failing call joins it: "(at aten::_fft_r2c, train.py:8)"
+        caught = type(cause)(f"{text}; the code caught {what} and went on, but on DirectML the process ends at "
+                             f"this call{at}", remedy=cause.remedy)
         caught.exit_code = cause.exit_code
         return caught
 
     def _finish(self, recorder: Recorder, profiler: Optional[ProfilerAlongside], *, ops=None, events=None) -> Session:
         """The Session of what was recorded (:func:`~dmlprof.runner.assembly.assemble`)."""
         refused_row = getattr(recorder, "refused_row", None)
+        went_on = self.ended_by_refusal and self.backend.raises_for_aborts
         if self.ended_by_refusal and refused_row is not None:
-            # the calls after a refused one never run on the device (the process ends there): not kept
-            del recorder.rows[refused_row + 1:]
+            if not went_on:  # the calls after a refused one never run on the device (the process ends there)
+                del recorder.rows[refused_row + 1:]
+            # else the device ran them (its error was caught): kept, and counted in the finding; a replay of
+            # independent samples (tests/opinfo/truth_replay.py) reads each sample's calls past another's abort
             recorder.failed_row = refused_row
         facts = self.facts.copy()
         while True:
             try:
                 return assemble(recorder, profiler, self.backend, self.facts, losses=self.losses,
                                 step_times_ms=self.step_times_ms, verifier=self.verifier, raised=self.raised,
-                                interrupted=self.interrupted, ops=ops, events=events)
+                                interrupted=self.interrupted, ops=ops, events=events, went_on=went_on)
             except MemoryError:  # what was recorded filled the memory: save its first half, then a quarter...
                 if ops is not None or len(recorder.rows) < 2:
                     raise

@@ -20,7 +20,7 @@ from dmlprof.record.profiler import ProfilerAlongside
 from dmlprof.record.recorder import Recorder
 from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.runner.run import Recording, Run, StepCalls, remap_hint
-from dmlprof.runner.user_code import HardExit, script_context
+from dmlprof.runner.user_code import HardExit, ProcessReplaced, script_context
 from dmlprof.session import Session
 
 
@@ -48,6 +48,10 @@ class ScriptRun(Run):
                             runpy.run_path(str(self.path), run_name="__main__")
                 except WindowClosed:
                     pass  # the recorded steps are done: the script is stopped, cleanly
+                except ProcessReplaced as exc:  # a script restarting itself: what it runs next is not this scan's
+                    self.facts.note(f"the script called {exc.call} after {recorder.window.taken} optimizer step(s), "
+                                    "which would replace its process with one nothing records: dmlprof stopped it "
+                                    "there, so what it runs after that is not scanned")
                 except (SystemExit, HardExit) as exc:
                     if exc.code not in (None, 0):
                         raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}"

@@ -29,8 +29,21 @@ class HardExit(BaseException):
         self.code = code
 
 
+class ProcessReplaced(HardExit):
+    """``os.execv``/``os.execve`` (and the ``os.exec*`` calls made of them) called by the scanned code: the
+    program would replace dmlprof's process with one nothing records (a script that restarts itself), and the
+    supervisor would find a process that ended without a word ("ended abruptly"). During a scan it raises this
+    instead, and the scan ends as if the code had returned there, saying so."""
+
+    def __init__(self, call: str):
+        super().__init__(0)
+        self.call = call
+
+
 def exit_call(exc: BaseException) -> str:
-    """``sys.exit(2)`` / ``os._exit(0)``: how the user's code asked to end the process."""
+    """``sys.exit(2)`` / ``os._exit(0)`` / ``os.execv(...)``: how the user's code asked to end the process."""
+    if isinstance(exc, ProcessReplaced):
+        return exc.call
     if isinstance(exc, HardExit):
         return f"os._exit({exc.code})"
     return f"sys.exit({exc.code!r})" if exc.code is not None else "sys.exit()"
@@ -39,17 +52,33 @@ def exit_call(exc: BaseException) -> str:
 @contextmanager
 def hard_exit_trapped():
     real_exit, pid = os._exit, os.getpid()
+    # os.execl/execlp/execvp... call these two by their module names: trapping them traps every os.exec*
+    real_execs = {name: getattr(os, name) for name in ("execv", "execve") if hasattr(os, name)}
+
+    def ours() -> bool:  # a forked child or another thread ends (or execs) for real
+        return os.getpid() == pid and threading.current_thread() is threading.main_thread()
 
     def trapped(code):
-        if os.getpid() != pid or threading.current_thread() is not threading.main_thread():
+        if not ours():
             real_exit(code)
         raise HardExit(code)
 
+    def exec_trapped(name):
+        def replace_process(path, *args):
+            if not ours():
+                return real_execs[name](path, *args)
+            raise ProcessReplaced(f"os.{name}({os.fspath(path)!r}, ...)")
+        return replace_process
+
     os._exit = trapped
+    for name in real_execs:
+        setattr(os, name, exec_trapped(name))
     try:
         yield
     finally:
         os._exit = real_exit
+        for name, real in real_execs.items():
+            setattr(os, name, real)
 
 
 @contextmanager

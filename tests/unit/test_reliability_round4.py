@@ -478,3 +478,260 @@ def test_r26_a_tensor_of_eleven_or_more_dimensions_on_the_device_is_an_abort_and
     # the live guard's cheap path reaches it too (add.Tensor of these shapes is no op a rule names)
     rule = rule_for("cpu", True, lambda func: func)
     assert rule("aten::add.Tensor", (eleven, eleven), {}).kind == ABORTS and rule("aten::add.Tensor", (ten, ten), {}) is None
+
+
+EMULATED_CATCHES_THE_ABORT = """\
+import sys, torch
+device = torch.device("privateuseone", 0)
+model = torch.nn.Linear(8, 8).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    h = model(torch.randn(2, 8, device=device))
+    try:
+        f = torch.fft.rfft(h).abs()
+    except {caught}:  # "a CPU fallback": on torch-directml the process has already ended at the FFT
+        f = torch.fft.rfft(h.cpu()).abs().to(device)
+    f.sum().backward()
+    opt.step()
+    opt.zero_grad()
+open(sys.argv[1], "w").write("trained on")
+"""
+
+
+@pytest.mark.parametrize("caught", ["RuntimeError", "Exception"])
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_r29_on_the_emulated_device_a_caught_abort_is_the_runs_finding_and_the_calls_after_it_are_kept(
+        tmp_path, emulated_dml_backend, caught, warmup):
+    """`scan script.py --target dml` runs a script on the emulated device, whose kernels raise "torch-directml
+    ends the process here" where the real one dies: a script's ``except RuntimeError`` caught it and trained on,
+    rc 0, the FFT a 'device' call and "every call on device tensors ran on the device". The device still raises
+    (a harness of independent samples records on past it), but the run ends with that call as its finding."""
+    from dmlprof import runner
+    from dmlprof.report import build_report
+
+    script = tmp_path / "fft_fallback.py"
+    script.write_text(EMULATED_CATCHES_THE_ABORT.format(caught=caught), encoding="utf-8")
+    marker = tmp_path / "marker.txt"
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(script, backend=emulated_dml_backend, profiler=False, warmup=warmup, steps=2,
+                    script_args=[str(marker)])
+    assert stopped.value.exit_code == 4
+    assert "ends the process" in str(stopped.value) and "caught the emulated device's error" in str(stopped.value)
+    # the failing call joins the user's line, once, at the end
+    assert str(stopped.value).count("fft_fallback.py:8") == 1
+    assert str(stopped.value).endswith("this call (at aten::_fft_r2c, " + str(script) + ":8)")
+    session = stopped.value.session
+    failure = session.meta.device_failure
+    assert failure is not None and failure.kind == "aborts" and failure.op == "aten::_fft_r2c"
+    assert session.meta.partial is False  # the script ran on: whole, not "partial session saved"
+    assert failure.source.endswith("fft_fallback.py:8")
+    ops = list(session.ops["op"])
+    first = ops.index("aten::_fft_r2c")
+    assert failure.calls_after == len(ops) - first - 1 > 0  # recorded on past it, and counted
+    assert ops.count("aten::_fft_r2c") >= 2  # the later steps' calls are kept
+    report = build_report(session)
+    assert report.notes[0].label == "Fails on the device" and "never run" in report.notes[0].text
+    assert report.verdict.tone == "bad"
+
+
+# -- faulthandler's dump lands in no file of the user's after the script closed what it inherited ------------------
+CLOSES_EVERY_DESCRIPTOR_THEN_DIES = """\
+import os, sys
+from dmlprof import survival
+survival.in_child()  # the scan's child: its crash log open, faulthandler writing to it
+os.closerange(3, 65536)  # a daemonizing script closes what it inherited
+user = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)  # the lowest free number
+os.write(user, b"USER LOG\\n")
+os.abort()  # then dies natively: faulthandler dumps Python's stack to its descriptor's number
+"""
+
+
+@pytest.mark.skipif(not POSIX, reason="descriptor numbering after os.closerange, and SIGABRT's dump: POSIX")
+def test_faulthandlers_crash_dump_never_lands_in_a_file_the_script_opened_after_closing_every_descriptor(tmp_path):
+    """The crash log's descriptor was a low number: a script that closed it (os.closerange) and opened its own file
+    on the freed number had Python's stack ("Fatal Python error: Aborted") written into that file at its death."""
+    import os
+    import subprocess
+
+    from dmlprof import survival
+
+    script, user, crash_log = tmp_path / "daemon.py", tmp_path / "user.log", tmp_path / "crash.log"
+    script.write_text(CLOSES_EVERY_DESCRIPTOR_THEN_DIES, encoding="utf-8")
+    env = dict(os.environ, **{survival.CHILD_ENV: "1", survival.CRASH_LOG_ENV: str(crash_log)})
+    env.pop("DMLPROF_JOURNAL", None)
+    done = subprocess.run([sys.executable, str(script), str(user)], env=env, capture_output=True, timeout=120)
+    assert done.returncode != 0  # it died, as it meant to
+    assert user.read_bytes() == b"USER LOG\n"
+
+
+# -- a SIGKILLed supervisor's journal folder is removed by a later scan, and nothing else is ------------------------
+@pytest.mark.skipif(not POSIX, reason="flock and process ids: POSIX (Windows keeps its folders)")
+def test_a_killed_supervisors_journal_folder_is_removed_and_no_live_or_foreign_one(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    from dmlprof import survival
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    old = time.time() - 3600
+
+    def folder(name, *, age=old):
+        made = tmp_path / name
+        made.mkdir()
+        (made / "crash.log").write_text("", encoding="utf-8")
+        (made / "calls.journal").write_bytes(b"\0" * 16)
+        os.utime(made, (age, age))
+        return made
+
+    killed = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-a1")
+    live = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{os.getpid()}-b2")
+    older_naming = folder("dmlprof-journal-12345678")  # an older dmlprof's (no pid in the name): never judged
+    young = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-c3", age=time.time())
+    held = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-d4")  # its pid not seen here, its lock held
+    emptied = folder(f"{survival.JOURNAL_FOLDER_PREFIX}{dead_pid}-e5")  # its files gone: no lock to ask
+    for made in emptied.iterdir():
+        made.unlink()
+    os.utime(emptied, (old, old))
+    holder = os.open(held / "crash.log", os.O_RDONLY)
+    try:
+        assert survival._lock(holder)
+        removed = survival.remove_stale_journal_folders(tmp_path)
+    finally:
+        os.close(holder)
+    assert removed == [killed, emptied] and not killed.exists() and not emptied.exists()
+    assert live.exists() and older_naming.exists() and young.exists() and held.exists()
+
+
+CATCHES_THE_REFUSAL_THEN_RUNS_ON = """\
+import sys, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(6):
+    x = torch.randn(4, 8)
+    if step == 1:
+        try:
+            x = torch.fft.rfft(x).abs().repeat(1, 2)[:, :8]
+        except BaseException:
+            x = x * 2
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+open(sys.argv[1], "w").write("ran to its end")
+"""
+
+
+def test_r29_with_run_to_end_a_script_that_caught_a_refusal_goes_no_further_than_that_step(tmp_path):
+    """--run-to-end lets a script finish after its recorded steps: one that caught a refusal in them (except
+    BaseException) ran on to its end (its files written, hours of training) before the scan stopped with exit 4."""
+    from dmlprof import runner
+
+    script = tmp_path / "fft_then_on.py"
+    script.write_text(CATCHES_THE_REFUSAL_THEN_RUNS_ON, encoding="utf-8")
+    marker = tmp_path / "marker.txt"
+    with pytest.raises(runner.ScanStopped) as stopped:
+        runner.scan(script, backend=_refusing_cpu_backend(), profiler=False, warmup=0, steps=3,
+                    script_args=[str(marker)], run_to_end=True)
+    assert stopped.value.exit_code == 4 and "caught dmlprof's refusal" in str(stopped.value)
+    assert not marker.exists()
+    assert stopped.value.session.meta.script_window.optimizer_steps_taken == 2  # the step of the refusal, no more
+
+
+# -- a script that restarts itself (os.execv) is stopped there, said, not 'ended abruptly' ----------------------------
+RESTARTS_ITSELF = """\
+import os, sys, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+if not os.environ.get("RESTARTED"):
+    os.environ["RESTARTED"] = "1"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_replaces_its_process_is_stopped_there_and_says_so(tmp_path):
+    """os.execv replaced the scan's child with a plain python running the script again, unrecorded: the
+    supervisor found a child that ended without its last word and salvaged a 'partial' session of a process that
+    'ended abruptly (os._exit() outside the main thread, or abort())'."""
+    import json
+    import os
+    import subprocess
+
+    script = tmp_path / "restarts.py"
+    script.write_text(RESTARTS_ITSELF, encoding="utf-8")
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("RESTARTED", None)
+    done = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(script), "--device", "cpu", "--warmup", "0",
+                           "--steps", "2", "--run-to-end", "--no-profiler", "--out", str(tmp_path / "r"),
+                           "--json", str(tmp_path / "r.json")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "abrupt" not in done.stdout + done.stderr
+    notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["meta"]["notes"]
+    assert any("os.execv(" in note and "not scanned" in note for note in notes)
+
+
+CATCHING_MODEL = FFT_MODEL.replace("        return self.fc(torch.fft.rfft(x).abs())", """\
+        try:
+            f = torch.fft.rfft(x).abs()
+        except RuntimeError:  # "a CPU fallback": on torch-directml the process has already ended at the FFT
+            f = torch.fft.rfft(x.cpu()).abs().to(x.device)
+        return self.fc(f)""")
+
+
+def test_r29_a_prediction_of_a_model_that_catches_the_abort_ends_with_it_and_keeps_the_calls_after(tmp_path):
+    """`scan model.py --target dml`: the stand-in raised "torch-directml ends the process here" at the FFT, the
+    model's ``except RuntimeError`` caught it, and the prediction said 'every call ran on the device', rc 0."""
+    from dmlprof import runner
+    from dmlprof.predict import predict_scan
+
+    assert "except RuntimeError" in CATCHING_MODEL
+    model = tmp_path / "spectral_fallback.py"
+    model.write_text(CATCHING_MODEL, encoding="utf-8")
+    with pytest.raises(runner.ScanStopped) as stopped:
+        predict_scan(model, batch_size=2)
+    assert stopped.value.exit_code == 4 and "caught the prediction's error" in str(stopped.value)
+    failure = stopped.value.session.meta.device_failure
+    assert failure.op == "aten::_fft_r2c" and failure.kind == "aborts" and failure.calls_after > 0
+
+
+def test_r29_check_fails_a_model_that_catches_the_abort_and_its_report_leads_with_it(tmp_path, capsys):
+    import json
+
+    from dmlprof.cli import main
+
+    model = tmp_path / "spectral_fallback.py"
+    model.write_text(CATCHING_MODEL, encoding="utf-8")
+    out = tmp_path / "r"
+    assert main(["check", str(model), "--target", "dml", "--out", str(out)]) == 4
+    assert "caught the prediction's error" in capsys.readouterr().err
+    session = next(out.glob("*.session.json"))
+    assert main(["report", str(session), "--json", str(tmp_path / "r.json")]) == 0
+    notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["notes"]
+    assert notes[0]["label"] == "Fails on the device" and "never run on DirectML" in notes[0]["text"]
+
+
+def test_r29_a_profiled_block_that_catches_the_emulated_abort_has_it_as_its_finding(emulated_dml_backend):
+    """dmlprof.profile() (the notebook's API) on the emulated device: a block whose ``except RuntimeError`` caught
+    the FFT's "ends the process here" gave a session in which every call ran on the device."""
+    import torch
+
+    import dmlprof
+    from dmlprof.report import build_report
+
+    device = emulated_dml_backend.device()
+    with dmlprof.profile(backend=emulated_dml_backend, profiler=False) as run:
+        h = torch.randn(2, 8, device=device)
+        try:
+            f = torch.fft.rfft(h).abs()
+        except RuntimeError:
+            f = torch.fft.rfft(h.cpu()).abs().to(device)
+        (f * 2).sum()
+    failure = run.session.meta.device_failure
+    assert failure is not None and failure.op == "aten::_fft_r2c" and failure.calls_after > 0
+    assert build_report(run.session).notes[0].label == "Fails on the device"
+    assert emulated_dml_backend.first_refusal is None  # said once: the next block starts clean

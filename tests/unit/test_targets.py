@@ -94,6 +94,10 @@ def test_target_torch_picks_the_table_and_the_session_says_which(tmp_path):
 
     with pytest.raises(PredictionError, match="torch-directml 0.2.5 runs on torch 2.4.1 only"):
         predict_scan(model, target="dml", target_torch="2.14.1")
+    script = tmp_path / "train.py"  # a script runs on the emulated device: --target-torch was silently ignored
+    script.write_text("import torch\nprint(torch.ones(2).sum())\n", encoding="utf-8")
+    with pytest.raises(PredictionError, match="torch-directml 0.2.5 runs on torch 2.4.1 only"):
+        predict_scan(script, target="dml", target_torch="9.9")
 
 
 @pytest.mark.parametrize("target, origin", [("xpu", "torch-xpu-ops"), ("mps", "pytorch/vision")])
@@ -250,7 +254,8 @@ def test_side_by_side_gives_one_verdict_per_target_and_one_json_document(tmp_pat
 def test_a_bad_target_list_is_a_one_line_usage_error(capsys):
     from dmlprof.cli import main
 
-    for text, said in (("xpu,tpu", "unknown target tpu"), ("xpu,xpu", "names a target twice")):
+    for text, said in (("xpu,tpu", "unknown target tpu"), ("xpu,xpu", "names a target twice"),
+                       ("dml,,mps", "empty name"), ("dml,", "empty name"), (",xpu", "empty name")):
         with pytest.raises(SystemExit) as ended:
             main(["scan", "x.py", "--target", text])
         assert ended.value.code == 2 and said in capsys.readouterr().err
