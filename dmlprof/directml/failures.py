@@ -11,9 +11,9 @@ written here as rules over a call's arguments, so that every DirectML path says 
   at the same call on every path.
 
 Each rule is a condition measured on the real thing, not a guess: a call either matches a rule
-(it fails on DirectML) or DirectML runs it. Float64 and bfloat16 are refused where tensors are made
-(the stand-in and the emulated device refuse those dtypes themselves); complex dtypes and bfloat16 too,
-but a tensor of one of those on the device ends the process, so it is an abort.
+(it fails on DirectML) or DirectML runs it. A complex or bfloat16 tensor on the device ends the process
+where it is made (an abort; the stand-in and the emulated device refuse those dtypes themselves); float64,
+on an adapter without it, is refused where DirectML computes on it (dmlprof.directml.float64).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 import torch
 
+from dmlprof.directml.float64 import FLOAT64_MESSAGE  # noqa: F401 (said here too, as before)
 from dmlprof.directml.call_rules import (
     DEVICE_MAX_DIMS, EXTRA_UNHELD_DTYPES, INVALID_ARGUMENT, MANY_DIMS, SCATTER_ADDS, SCATTERS, SIZED_FACTORIES,
     TOO_LARGE, ClassRule, rules_by_op, too_large, too_many_dims,
@@ -101,8 +102,6 @@ def _eye(args, kwargs) -> Optional[Failure]:
         if _non_empty_output(args, kwargs) else None
 
 
-#: torch-directml's refusal of float64, raised where an adapter has none
-FLOAT64_MESSAGE = "The GPU device does not support Double (Float64) operations!"
 
 
 def _is_float(value) -> bool:
@@ -280,6 +279,26 @@ def _cdist_2d(args, kwargs) -> Optional[Failure]:
                            f"dimension {dim}")
 
 
+def _as_strided_beyond(args, kwargs) -> Optional[Failure]:
+    """``as_strided`` reaching past the device tensor's allocation: torch-directml checks the view against it in its
+    own words (measured: a partial view of a moved slice, whose storage on the device is the slice's elements
+    alone; the CPU's view of the same slice reads its base and runs). Its message names the geometry, as here."""
+    self = args[0] if args else kwargs.get("self")
+    size = list(args[1] if len(args) > 1 else kwargs.get("size", ()))
+    stride = list(args[2] if len(args) > 2 else kwargs.get("stride", ()))
+    offset = args[3] if len(args) > 3 else kwargs.get("storage_offset")
+    if not isinstance(self, torch.Tensor) or any(n == 0 for n in size):
+        return None
+    offset = self.storage_offset() if offset is None else int(offset)
+    needed = (offset + 1 + sum((n - 1) * step for n, step in zip(size, stride))) * self.element_size()
+    held = self.untyped_storage().nbytes()
+    if needed <= held:
+        return None
+    return Failure(RAISES, f"ensure_in_bounds: sizes {size}, strides {stride}, storage offset {offset}, and itemsize "
+                           f"{self.element_size()} requiring a storage size of {needed} are out of bounds for storage "
+                           f"of size {held}")
+
+
 _NEEDS_STORAGE = ("self.has_storage() INTERNAL ASSERT FAILED: as_strided_scatter and the view scatters built on it "
                   "read a tensor's storage, which torch-directml's tensors do not have")
 
@@ -288,20 +307,43 @@ def _needs_storage(args, kwargs) -> Optional[Failure]:
     return Failure(RAISES, _NEEDS_STORAGE)
 
 
-#: composite ops (torch runs them from other ops on any backend) that fail on every DirectML tensor: the
-#: stand-ins give them a kernel of their own that raises, since no op they are made of fails
+def _combinations(args, kwargs) -> Optional[Failure]:
+    """``torch.combinations`` of a device tensor raises at the ``masked_select`` it ends with, for every input
+    measured on realdml (1, 2 and 3 elements; r = 1, 2 and 4; with and without replacement: 22 OpInfo samples of
+    three seeds and the table, and probes, each in a fresh process): a single element cannot build DirectML's
+    operator, more elements meet an empty mask. No op it is made of fails alone: the same arange, meshgrid, full and
+    masked_select, called one by one from Python, run and give the right mask and result (measured), so the class
+    is the op. ``r = 0`` and an empty input return before any device op: not refused."""
+    self = args[0] if args else kwargs.get("self")
+    r = args[1] if len(args) > 1 else kwargs.get("r", 2)
+    if not isinstance(self, torch.Tensor) or r < 1 or self.numel() == 0:
+        return None
+    if self.numel() == 1:
+        return Failure(RAISES, CREATE_OPERATOR)
+    return Failure(RAISES, f"The size of tensor a ({self.numel()}) must match the size of tensor b (0) at "
+                           f"non-singleton dimension {r - 1}")
+
+
+_COMBINATIONS = frozenset({"aten::combinations"})
+#: those of them torch implements for autograd too (CompositeImplicitAutograd): the stand-ins' kernel for them sits
+#: on the autograd key as well, else autograd would decompose the call before the device's kernel is reached
+IMPLICIT_FAILING_COMPOSITES = _COMBINATIONS
+#: composite ops (torch runs them from other ops on any backend) that fail on DirectML tensors though no op they
+#: are made of fails alone: the stand-ins give them a kernel of their own that raises
 ALWAYS_FAILING_COMPOSITES = frozenset(
     f"aten::{name}{overload}" for name in ("as_strided_scatter", "diagonal_scatter", "select_scatter", "slice_scatter")
-    for overload in ("", ".out"))
+    for overload in ("", ".out")) | _COMBINATIONS
 
 
 RULES: dict = {
     **_REFUSED_INPUTS,
     "aten::_cdist_forward": _cdist_2d,
+    "aten::as_strided": _as_strided_beyond,
     **dict.fromkeys(_overloads("aten::constant_pad_nd"), _negative_padding),
     **dict.fromkeys(SCATTERS, _scatter),
     **dict.fromkeys(SCATTER_ADDS, _scatter_add),
-    **dict.fromkeys(ALWAYS_FAILING_COMPOSITES, _needs_storage),
+    **dict.fromkeys(ALWAYS_FAILING_COMPOSITES - _COMBINATIONS, _needs_storage),
+    **dict.fromkeys(_COMBINATIONS, _combinations),
     **dict.fromkeys(("aten::eye", "aten::eye.m", "aten::eye.out", "aten::eye.m_out"), _eye),
     **dict.fromkeys(("aten::kthvalue", "aten::kthvalue.values"), _always_aborts("kthvalue on the device crashes")),
     **dict.fromkeys(("aten::linalg_lstsq", "aten::linalg_lstsq.out"),
@@ -383,8 +425,12 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     unheld = _unheld_result(name, args, kwargs, device_type)
     if unheld is not None:
         return unheld_dtype_failure(unheld)
-    if name in INFERENCE_VIEW_OPS:
-        return _inference_view(args, kwargs, device_type)
+    if name in INFERENCE_VIEW_OPS:  # a view is metadata: only its own rules (as_strided's bounds), no dims limit
+        found = _inference_view(args, kwargs, device_type)
+        rule = RULES.get(name)
+        if found is None and rule is not None and _touches_device(args, kwargs, device_type):
+            found = rule(args, kwargs)
+        return found
     if name in _SIZED:
         device = kwargs.get("device")
         on_device = (device is not None and torch.device(device).type == device_type) or \
@@ -451,7 +497,7 @@ _RAISED_BY_DIRECTML = (
     "input must be 4-dimensional", "not implemented for unique operator for DirectML",
     "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
     INFERENCE_VIEW_MESSAGE, "->CompileGraph(&graphDesc",
-    "self.has_storage() INTERNAL ASSERT FAILED", "m_device->CreateOperator", "torch-dml currently doesn't support",
+    "self.has_storage() INTERNAL ASSERT FAILED", "ensure_in_bounds: sizes", "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",
 )

@@ -46,7 +46,37 @@ CASES = {
                               "x.gather(-1, i).cpu()", "raises"),
     "gather_4d_dim_3": ("x = torch.zeros(3, 3, 3, 3).to(d); i = torch.randint(0, 3, (3, 3, 3, 3)).to(d)\n"
                         "x.gather(3, i).cpu()", "runs"),
+    "as_strided_beyond_the_moved_slice": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 10).cpu()", "raises"),
+    "as_strided_within": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 4).cpu()", "runs"),
+    # float64 on an adapter without it (lavapipe): refused where DirectML computes, not where it is made
+    "float64_views_and_moves": ("x = torch.randn(3, 4, dtype=torch.float64).to(d)\n"
+                                "torch.empty_like(x).cpu(); x.t()[1:].unsqueeze(0).cpu()", "runs"),
+    "float64_index_by_tensor": ("x = torch.randn(3, 4, dtype=torch.float64).to(d); x[torch.tensor([0, 2]).to(d)].cpu()",
+                                "runs"),
+    "float64_clone": ("torch.randn(3, dtype=torch.float64).to(d).clone().cpu()", "raises"),
+    "float64_cat": ("x = torch.randn(3, dtype=torch.float64).to(d); torch.cat([x, x]).cpu()", "raises"),
+    "float64_zeros": ("torch.zeros(3, dtype=torch.float64, device=d).cpu()", "raises"),
+    "float64_cast_from_float32": ("torch.ones(3).to(d).double().cpu()", "raises"),
+    "float64_cast_from_bool": ("torch.ones(3, dtype=torch.bool).to(d).double().cpu()", "runs"),
 }
+
+def _float64_calls(name: str) -> list:
+    """The device calls a float64 case makes on a float64 tensor: (op, its tensors, whether they are its outputs)."""
+    import torch
+
+    meta, cpu = torch.empty(3, dtype=torch.float64, device="meta"), torch.empty(3, dtype=torch.float64)
+    moved = [("aten::empty.memory_format", (meta,), True), ("aten::copy_", (meta, cpu), False),
+             ("aten::_copy_from", (meta, cpu), False)]
+    return {
+        "float64_views_and_moves": moved + [("aten::t", (meta,), False), ("aten::slice.Tensor", (meta,), False),
+                                            ("aten::unsqueeze", (meta,), False)],
+        "float64_index_by_tensor": moved + [("aten::index.Tensor", (meta,), False)],
+        "float64_clone": moved + [("aten::clone", (meta,), False)],
+        "float64_cat": moved + [("aten::cat", ([meta, meta],), False)],
+        "float64_zeros": [("aten::empty.memory_format", (meta,), True), ("aten::zero_", (meta,), False)],
+        "float64_cast_from_float32": [("aten::copy_", (meta, torch.empty(3, device="meta")), False)],
+        "float64_cast_from_bool": [("aten::copy_", (meta, torch.empty(3, dtype=torch.bool, device="meta")), False)],
+    }[name]
 
 
 def _verdict(done: subprocess.CompletedProcess) -> str:
@@ -106,7 +136,16 @@ def _rules_say(name: str) -> str:
         "gather_4d_dim_3": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), 3,
                                              torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
     }
-    if name == "uint16_to_device":
+    if name.startswith("float64_"):
+        from dmlprof.directml.float64 import refuses_float64
+
+        refused = any(refuses_float64(op, values, meta, outputs) for op, values, outputs in _float64_calls(name))
+        return "raises" if refused else "runs"
+    if name.startswith("as_strided_"):
+        offset = 10 if name == "as_strided_beyond_the_moved_slice" else 4
+        found = failure("aten::as_strided", (torch.empty(10, dtype=torch.int64, device=meta), [2, 2], [1, 2], offset),
+                        {}, meta)
+    elif name == "uint16_to_device":
         found = failure("aten::_to_copy", (torch.zeros(3, dtype=torch.uint16),), {"device": torch.device(meta)}, meta)
     elif name == "to_channels_last":
         found = failure("aten::_to_copy", (torch.empty(1, 3, 4, 4, device=meta),),

@@ -165,3 +165,35 @@ def test_convolution_and_pooling_directml_refuses():
     assert failure("aten::avg_pool2d", pool, {}, DEVICE) is None
     int_pool = (on_device(1, 2, 4, 4, dtype=torch.int64),) + pool[1:]
     assert failure("aten::avg_pool2d", int_pool, {}, DEVICE).message.startswith("Unknown error")
+
+
+def test_float64_is_refused_where_directml_computes_on_it_not_where_it_is_made():
+    from dmlprof.directml.float64 import refuses_float64
+
+    f64, f32 = torch.empty(3, dtype=torch.float64, device=DEVICE), torch.empty(3, device=DEVICE)
+    host64 = torch.empty(3, dtype=torch.float64)
+    # made, viewed, indexed by a tensor and moved between host and device: runs (measured on realdml)
+    for op, values, outputs in [("aten::empty.memory_format", (f64,), True), ("aten::view", (f64, [3]), False),
+                                ("aten::index.Tensor", (f64, [None]), False), ("aten::copy_", (f64, host64), False),
+                                ("aten::_copy_from", (f64, host64), False), ("aten::copy_", (f64, host64), True),
+                                ("aten::copy_", (f64, torch.empty(3, dtype=torch.bool, device=DEVICE)), False)]:
+        assert not refuses_float64(op, values, DEVICE, outputs), op
+    # computed on: fills, copies and casts on the device, arithmetic, a factory's float64 output
+    for op, values, outputs in [("aten::zero_", (f64,), False), ("aten::clone", (f64,), False),
+                                ("aten::copy_", (f64, f32), False), ("aten::copy_", (f32, f64), False),
+                                ("aten::cat", ([f64, f64],), False), ("aten::add.Tensor", (f64, f64), False),
+                                ("aten::full", (f64,), True)]:
+        assert refuses_float64(op, values, DEVICE, outputs), op
+    # nothing float64 on the device: nothing to refuse
+    assert not refuses_float64("aten::add.Tensor", (f32, f32), DEVICE)
+    assert not refuses_float64("aten::add.Tensor", (host64, host64), DEVICE)
+
+
+def test_as_strided_past_the_device_tensors_allocation_raises_in_torch_directmls_words():
+    x = torch.empty(10, dtype=torch.int64, device=DEVICE)
+    found = failure("aten::as_strided", (x, [2, 2], [1, 2], 10), {}, DEVICE)
+    assert found is not None and found.message.startswith(
+        "ensure_in_bounds: sizes [2, 2], strides [1, 2], storage offset 10, and itemsize 8 requiring a storage size "
+        "of 112 are out of bounds for storage of size 80")
+    assert failure("aten::as_strided", (x, [2, 2], [1, 2], 4), {}, DEVICE) is None
+    assert failure("aten::as_strided", (x, [0, 2], [1, 2], 40), {}, DEVICE) is None  # empty: nothing read
