@@ -257,8 +257,16 @@ def _negative_padding(args, kwargs) -> Optional[Failure]:
     if any(p < 0 for p in pad) and any(p > 0 for p in pad):
         return Failure(RAISES, _MIXED_PADS)
     if len(pad) > 2 and pad[2] < 0:
-        return Failure(RAISES, "ensure_in_bounds: cropping the start of the second-to-last dimension takes a view "
-                               "beyond the tensor's storage on torch-directml")
+        # torch-directml's words name the cropped view's sizes and its input's strides (then an offset past them)
+        source = args[0] if args else kwargs.get("self")
+        sizes = list(source.shape)
+        for index, amount in enumerate(pad):
+            dim = len(sizes) - 1 - index // 2
+            if dim >= 0:
+                sizes[dim] += amount
+        return Failure(RAISES, f"ensure_in_bounds: sizes {sizes}, strides {list(source.stride())}, storage offset "
+                               "past them: cropping the start of the second-to-last dimension takes a view beyond "
+                               "the tensor's storage on torch-directml")
     return None
 
 
@@ -297,6 +305,30 @@ def _as_strided_beyond(args, kwargs) -> Optional[Failure]:
     return Failure(RAISES, f"ensure_in_bounds: sizes {size}, strides {stride}, storage offset {offset}, and itemsize "
                            f"{self.element_size()} requiring a storage size of {needed} are out of bounds for storage "
                            f"of size {held}")
+
+
+def _cdist_backward(args, kwargs) -> Optional[Failure]:
+    """cdist's backward on the device returns ``x1``'s gradient with a unit dimension inserted at 2 ([2, 3, 5] ->
+    [2, 3, 1, 5], [5, 5] -> [5, 5, 1]), which autograd refuses: every p measured (0, 0.5, 1, 2, 3, inf; batched and
+    2-D inputs, realdml)."""
+    x1 = args[1] if len(args) > 1 else kwargs.get("x1")
+    if not isinstance(x1, torch.Tensor):
+        return None
+    shape = list(x1.shape)
+    return Failure(RAISES, f"Function CdistBackward0 returned an invalid gradient at index 0 - got "
+                           f"{shape[:2] + [1] + shape[2:]} but expected shape compatible with {shape}")
+
+
+def _one_channel_batch_norm_backward(args, kwargs) -> Optional[Failure]:
+    """Batch norm's backward on the device for an input of one channel returns the weight's gradient 0-d, which
+    autograd refuses (measured on realdml: (2, 1), (4, 1) and (2, 1, 4) inputs, training and eval; (2, 3) and
+    (2, 3, 4) run)."""
+    source = args[1] if len(args) > 1 else kwargs.get("input")
+    mask = args[9] if len(args) > 9 else kwargs.get("output_mask", (True, True, True))
+    if not isinstance(source, torch.Tensor) or source.dim() < 2 or source.shape[1] != 1 or not mask[1]:
+        return None
+    return Failure(RAISES, "Function NativeBatchNormBackward0 returned an invalid gradient at index 1 - got [] but "
+                           "expected shape compatible with [1]")
 
 
 _NEEDS_STORAGE = ("self.has_storage() INTERNAL ASSERT FAILED: as_strided_scatter and the view scatters built on it "
@@ -339,6 +371,8 @@ RULES: dict = {
     **_REFUSED_INPUTS,
     "aten::_cdist_forward": _cdist_2d,
     "aten::as_strided": _as_strided_beyond,
+    "aten::_cdist_backward": _cdist_backward,
+    "aten::native_batch_norm_backward": _one_channel_batch_norm_backward,
     **dict.fromkeys(_overloads("aten::constant_pad_nd"), _negative_padding),
     **dict.fromkeys(SCATTERS, _scatter),
     **dict.fromkeys(SCATTER_ADDS, _scatter_add),
@@ -497,7 +531,8 @@ _RAISED_BY_DIRECTML = (
     "input must be 4-dimensional", "not implemented for unique operator for DirectML",
     "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
     INFERENCE_VIEW_MESSAGE, "->CompileGraph(&graphDesc",
-    "self.has_storage() INTERNAL ASSERT FAILED", "ensure_in_bounds: sizes", "m_device->CreateOperator", "torch-dml currently doesn't support",
+    "self.has_storage() INTERNAL ASSERT FAILED", "ensure_in_bounds: sizes", "Function CdistBackward0 returned",
+    "Function NativeBatchNormBackward0 returned", "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",
 )
