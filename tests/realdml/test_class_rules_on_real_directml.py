@@ -48,6 +48,20 @@ CASES = {
                         "x.gather(3, i).cpu()", "runs"),
     "as_strided_beyond_the_moved_slice": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 10).cpu()", "raises"),
     "as_strided_within": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 4).cpu()", "runs"),
+    "combinations_one_element": ("torch.combinations(torch.tensor([1.0]).to(d), 2).cpu()", "raises"),
+    "combinations_three_elements": ("torch.combinations(torch.tensor([1.0, 2.0, 3.0]).to(d), 2).cpu()", "raises"),
+    "combinations_r0": ("torch.combinations(torch.tensor([1.0, 2.0]).to(d), 0).cpu()", "runs"),
+    "cdist_backward_p2": ("a = torch.randn(2, 3, 5).to(d).requires_grad_(); b = torch.randn(2, 3, 5).to(d)\n"
+                          "torch.cdist(a, b).sum().backward()", "raises"),
+    "cdist_forward_batched": ("torch.cdist(torch.randn(2, 3, 5).to(d), torch.randn(2, 3, 5).to(d)).cpu()", "runs"),
+    "batch_norm_backward_one_channel": (
+        "x = torch.randn(4, 1).to(d).requires_grad_(); w = torch.ones(1).to(d).requires_grad_()\n"
+        "torch.nn.functional.batch_norm(x, torch.zeros(1).to(d), torch.ones(1).to(d), w, training=True).sum()"
+        ".backward()", "raises"),
+    "batch_norm_backward_three_channels": (
+        "x = torch.randn(4, 3).to(d).requires_grad_(); w = torch.ones(3).to(d).requires_grad_()\n"
+        "torch.nn.functional.batch_norm(x, torch.zeros(3).to(d), torch.ones(3).to(d), w, training=True).sum()"
+        ".backward()", "runs"),
     # float64 on an adapter without it (lavapipe): refused where DirectML computes, not where it is made
     "float64_views_and_moves": ("x = torch.randn(3, 4, dtype=torch.float64).to(d)\n"
                                 "torch.empty_like(x).cpu(); x.t()[1:].unsqueeze(0).cpu()", "runs"),
@@ -77,6 +91,16 @@ def _float64_calls(name: str) -> list:
         "float64_cast_from_float32": [("aten::copy_", (meta, torch.empty(3, device="meta")), False)],
         "float64_cast_from_bool": [("aten::copy_", (meta, torch.empty(3, dtype=torch.bool, device="meta")), False)],
     }[name]
+
+
+def _batch_norm_backward(channels: int) -> tuple:
+    """native_batch_norm_backward's arguments for a (4, channels) input whose weight wants a gradient."""
+    import torch
+
+    meta = "meta"
+    per_channel = [torch.empty(channels, device=meta) for _ in range(5)]
+    return (torch.empty(4, channels, device=meta), torch.empty(4, channels, device=meta), *per_channel, True, 1e-5,
+            [True, True, False])
 
 
 def _verdict(done: subprocess.CompletedProcess) -> str:
@@ -133,6 +157,16 @@ def _rules_say(name: str) -> str:
                                                          torch.empty(5, 5, 5, device=meta))),
         "gather_4d_dim_minus_1": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), -1,
                                                    torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
+        "combinations_one_element": ("aten::combinations", (torch.empty(1, device=meta), 2)),
+        "combinations_three_elements": ("aten::combinations", (torch.empty(3, device=meta), 2)),
+        "combinations_r0": ("aten::combinations", (torch.empty(2, device=meta), 0)),
+        "cdist_backward_p2": ("aten::_cdist_backward", (torch.empty(2, 3, 3, device=meta), torch.empty(2, 3, 5, device=meta),
+                                                        torch.empty(2, 3, 5, device=meta), 2.0,
+                                                        torch.empty(2, 3, 3, device=meta))),
+        "cdist_forward_batched": ("aten::_cdist_forward", (torch.empty(2, 3, 5, device=meta),
+                                                           torch.empty(2, 3, 5, device=meta), 2.0, None)),
+        "batch_norm_backward_one_channel": ("aten::native_batch_norm_backward", _batch_norm_backward(1)),
+        "batch_norm_backward_three_channels": ("aten::native_batch_norm_backward", _batch_norm_backward(3)),
         "gather_4d_dim_3": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), 3,
                                              torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
     }

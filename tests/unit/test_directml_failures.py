@@ -197,3 +197,21 @@ def test_as_strided_past_the_device_tensors_allocation_raises_in_torch_directmls
         "of 112 are out of bounds for storage of size 80")
     assert failure("aten::as_strided", (x, [2, 2], [1, 2], 4), {}, DEVICE) is None
     assert failure("aten::as_strided", (x, [0, 2], [1, 2], 40), {}, DEVICE) is None  # empty: nothing read
+
+
+def test_combinations_cdist_backward_and_one_channel_batch_norm_backward_raise_as_measured():
+    said = failure("aten::combinations", (on_device(3), 2), {}, DEVICE)
+    assert said.message == "The size of tensor a (3) must match the size of tensor b (0) at non-singleton dimension 1"
+    assert "CreateOperator" in failure("aten::combinations", (on_device(1), 1), {}, DEVICE).message
+    assert failure("aten::combinations", (on_device(3), 0), {}, DEVICE) is None  # r = 0: no device op
+    x1 = on_device(2, 3, 5)
+    said = failure("aten::_cdist_backward", (on_device(2, 3, 3), x1, x1, 1.0, on_device(2, 3, 3)), {}, DEVICE)
+    assert "got [2, 3, 1, 5] but expected shape compatible with [2, 3, 5]" in said.message
+
+    def batch_norm_backward(channels, weight_grad=True):
+        per_channel = [on_device(channels) for _ in range(5)]
+        return (on_device(4, channels), on_device(4, channels), *per_channel, True, 1e-5, [True, weight_grad, False])
+
+    assert failure("aten::native_batch_norm_backward", batch_norm_backward(1), {}, DEVICE).kind == RAISES
+    assert failure("aten::native_batch_norm_backward", batch_norm_backward(3), {}, DEVICE) is None
+    assert failure("aten::native_batch_norm_backward", batch_norm_backward(1, weight_grad=False), {}, DEVICE) is None
