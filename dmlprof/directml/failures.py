@@ -307,6 +307,14 @@ def _as_strided_beyond(args, kwargs) -> Optional[Failure]:
                            f"of size {held}")
 
 
+def _backward_node(usual: str) -> str:
+    """The autograd node running now (autograd names it when it refuses a gradient): the same backward op serves
+    several forwards (native_batch_norm and _native_batch_norm_legit), ``usual`` where none is known."""
+    current = getattr(torch._C, "_current_autograd_node", None)
+    node = current() if current is not None else None
+    return node.name() if node is not None else usual
+
+
 def _cdist_backward(args, kwargs) -> Optional[Failure]:
     """cdist's backward on the device returns ``x1``'s gradient with a unit dimension inserted at 2 ([2, 3, 5] ->
     [2, 3, 1, 5], [5, 5] -> [5, 5, 1]), which autograd refuses: every p measured (0, 0.5, 1, 2, 3, inf; batched and
@@ -315,7 +323,7 @@ def _cdist_backward(args, kwargs) -> Optional[Failure]:
     if not isinstance(x1, torch.Tensor):
         return None
     shape = list(x1.shape)
-    return Failure(RAISES, f"Function CdistBackward0 returned an invalid gradient at index 0 - got "
+    return Failure(RAISES, f"Function {_backward_node('CdistBackward0')} returned an invalid gradient at index 0 - got "
                            f"{shape[:2] + [1] + shape[2:]} but expected shape compatible with {shape}")
 
 
@@ -327,8 +335,8 @@ def _one_channel_batch_norm_backward(args, kwargs) -> Optional[Failure]:
     mask = args[9] if len(args) > 9 else kwargs.get("output_mask", (True, True, True))
     if not isinstance(source, torch.Tensor) or source.dim() < 2 or source.shape[1] != 1 or not mask[1]:
         return None
-    return Failure(RAISES, "Function NativeBatchNormBackward0 returned an invalid gradient at index 1 - got [] but "
-                           "expected shape compatible with [1]")
+    return Failure(RAISES, f"Function {_backward_node('NativeBatchNormBackward0')} returned an invalid gradient at "
+                           "index 1 - got [] but expected shape compatible with [1]")
 
 
 _NEEDS_STORAGE = ("self.has_storage() INTERNAL ASSERT FAILED: as_strided_scatter and the view scatters built on it "
@@ -532,7 +540,7 @@ _RAISED_BY_DIRECTML = (
     "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
     INFERENCE_VIEW_MESSAGE, "->CompileGraph(&graphDesc",
     "self.has_storage() INTERNAL ASSERT FAILED", "ensure_in_bounds: sizes", "Function CdistBackward0 returned",
-    "Function NativeBatchNormBackward0 returned", "m_device->CreateOperator", "torch-dml currently doesn't support",
+    "Function NativeBatchNormBackward0 returned", "Function NativeBatchNormLegitBackward0 returned", "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",
 )

@@ -48,6 +48,12 @@ CASES = {
                         "x.gather(3, i).cpu()", "runs"),
     "as_strided_beyond_the_moved_slice": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 10).cpu()", "raises"),
     "as_strided_within": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 4).cpu()", "runs"),
+    "scatter_reduce_narrow_index": ("torch.zeros(10, 5, dtype=torch.int64).to(d).scatter(1, torch.zeros(5, 5, "
+                                    "dtype=torch.int64).to(d), torch.ones(5, 5, dtype=torch.int64).to(d), "
+                                    "reduce='add').cpu()", "raises"),
+    "scatter_reduce_full_index": ("torch.zeros(10, 5, dtype=torch.int64).to(d).scatter(1, torch.zeros(10, 5, "
+                                  "dtype=torch.int64).to(d), torch.ones(10, 5, dtype=torch.int64).to(d), "
+                                  "reduce='add').cpu()", "runs"),
     "combinations_one_element": ("torch.combinations(torch.tensor([1.0]).to(d), 2).cpu()", "raises"),
     "combinations_three_elements": ("torch.combinations(torch.tensor([1.0, 2.0, 3.0]).to(d), 2).cpu()", "raises"),
     "combinations_r0": ("torch.combinations(torch.tensor([1.0, 2.0]).to(d), 0).cpu()", "runs"),
@@ -157,6 +163,12 @@ def _rules_say(name: str) -> str:
                                                          torch.empty(5, 5, 5, device=meta))),
         "gather_4d_dim_minus_1": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), -1,
                                                    torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
+        "scatter_reduce_narrow_index": ("aten::scatter.reduce", (torch.empty(10, 5, dtype=torch.int64, device=meta), 1,
+                                                                 torch.empty(5, 5, dtype=torch.int64, device=meta),
+                                                                 torch.empty(5, 5, dtype=torch.int64, device=meta), "add")),
+        "scatter_reduce_full_index": ("aten::scatter.reduce", (torch.empty(10, 5, dtype=torch.int64, device=meta), 1,
+                                                               torch.empty(10, 5, dtype=torch.int64, device=meta),
+                                                               torch.empty(10, 5, dtype=torch.int64, device=meta), "add")),
         "combinations_one_element": ("aten::combinations", (torch.empty(1, device=meta), 2)),
         "combinations_three_elements": ("aten::combinations", (torch.empty(3, device=meta), 2)),
         "combinations_r0": ("aten::combinations", (torch.empty(2, device=meta), 0)),
