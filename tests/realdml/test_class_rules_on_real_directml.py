@@ -59,6 +59,8 @@ CASES = {
     "combinations_r0": ("torch.combinations(torch.tensor([1.0, 2.0]).to(d), 0).cpu()", "runs"),
     "cdist_backward_p2": ("a = torch.randn(2, 3, 5).to(d).requires_grad_(); b = torch.randn(2, 3, 5).to(d)\n"
                           "torch.cdist(a, b).sum().backward()", "raises"),
+    "cdist_forward_2d_same_rows_p1": ("torch.cdist(torch.randn(3, 5).to(d), torch.randn(3, 5).to(d), p=1.0).cpu()",
+                                      "runs"),
     "cdist_forward_batched": ("torch.cdist(torch.randn(2, 3, 5).to(d), torch.randn(2, 3, 5).to(d)).cpu()", "runs"),
     "batch_norm_backward_one_channel": (
         "x = torch.randn(4, 1).to(d).requires_grad_(); w = torch.ones(1).to(d).requires_grad_()\n"
@@ -175,6 +177,8 @@ def _rules_say(name: str) -> str:
         "cdist_backward_p2": ("aten::_cdist_backward", (torch.empty(2, 3, 3, device=meta), torch.empty(2, 3, 5, device=meta),
                                                         torch.empty(2, 3, 5, device=meta), 2.0,
                                                         torch.empty(2, 3, 3, device=meta))),
+        "cdist_forward_2d_same_rows_p1": ("aten::_cdist_forward", (torch.empty(3, 5, device=meta),
+                                                                   torch.empty(3, 5, device=meta), 1.0, None)),
         "cdist_forward_batched": ("aten::_cdist_forward", (torch.empty(2, 3, 5, device=meta),
                                                            torch.empty(2, 3, 5, device=meta), 2.0, None)),
         "batch_norm_backward_one_channel": ("aten::native_batch_norm_backward", _batch_norm_backward(1)),

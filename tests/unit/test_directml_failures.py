@@ -129,6 +129,8 @@ def test_cdist_of_2d_inputs_fails_on_directml_and_batched_inputs_run():
     found = failure("aten::_cdist_forward", (on_device(6, 4), on_device(16, 4), 2.0, None), {}, DEVICE)
     assert found.message == "The size of tensor a (16) must match the size of tensor b (6) at non-singleton dimension 0"
     assert failure("aten::_cdist_forward", (on_device(2, 6, 4), on_device(2, 16, 4), 2.0, None), {}, DEVICE) is None
+    # as many rows: runs, whatever p (measured on realdml)
+    assert failure("aten::_cdist_forward", (on_device(3, 5), on_device(3, 5), 1.0, None), {}, DEVICE) is None
 
 
 def test_an_error_a_rule_explains_is_read_as_directmls_whatever_its_words():
