@@ -54,6 +54,9 @@ CASES = {
     "scatter_reduce_full_index": ("torch.zeros(10, 5, dtype=torch.int64).to(d).scatter(1, torch.zeros(10, 5, "
                                   "dtype=torch.int64).to(d), torch.ones(10, 5, dtype=torch.int64).to(d), "
                                   "reduce='add').cpu()", "runs"),
+    "kthvalue_1d_int64": ("torch.kthvalue(torch.tensor([3, 1, 4, 1, 5]).to(d), 2, 0, True)[0].cpu()", "runs"),
+    "kthvalue_2d_int64": ("torch.kthvalue(torch.randint(0, 9, (3, 5)).to(d), 2, 1)[0].cpu()", "aborts"),
+    "kthvalue_1d_float16": ("torch.kthvalue(torch.tensor([3., 1., 4.]).half().to(d), 2, 0)[0].cpu()", "aborts"),
     "combinations_one_element": ("torch.combinations(torch.tensor([1.0]).to(d), 2).cpu()", "raises"),
     "combinations_three_elements": ("torch.combinations(torch.tensor([1.0, 2.0, 3.0]).to(d), 2).cpu()", "raises"),
     "combinations_r0": ("torch.combinations(torch.tensor([1.0, 2.0]).to(d), 0).cpu()", "runs"),
@@ -171,6 +174,9 @@ def _rules_say(name: str) -> str:
         "scatter_reduce_full_index": ("aten::scatter.reduce", (torch.empty(10, 5, dtype=torch.int64, device=meta), 1,
                                                                torch.empty(10, 5, dtype=torch.int64, device=meta),
                                                                torch.empty(10, 5, dtype=torch.int64, device=meta), "add")),
+        "kthvalue_1d_int64": ("aten::kthvalue", (torch.empty(5, dtype=torch.int64, device=meta), 2, 0, True)),
+        "kthvalue_2d_int64": ("aten::kthvalue", (torch.empty(3, 5, dtype=torch.int64, device=meta), 2, 1)),
+        "kthvalue_1d_float16": ("aten::kthvalue", (torch.empty(3, dtype=torch.float16, device=meta), 2, 0)),
         "combinations_one_element": ("aten::combinations", (torch.empty(1, device=meta), 2)),
         "combinations_three_elements": ("aten::combinations", (torch.empty(3, device=meta), 2)),
         "combinations_r0": ("aten::combinations", (torch.empty(2, device=meta), 0)),

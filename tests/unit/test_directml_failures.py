@@ -217,3 +217,10 @@ def test_combinations_cdist_backward_and_one_channel_batch_norm_backward_raise_a
     assert failure("aten::native_batch_norm_backward", batch_norm_backward(1), {}, DEVICE).kind == RAISES
     assert failure("aten::native_batch_norm_backward", batch_norm_backward(3), {}, DEVICE) is None
     assert failure("aten::native_batch_norm_backward", batch_norm_backward(1, weight_grad=False), {}, DEVICE) is None
+
+
+def test_kthvalue_crashes_for_2d_inputs_and_float16_and_a_1d_float32_or_int64_input_runs():
+    assert failure("aten::kthvalue", (on_device(5, 5), 2, 1, False), {}, DEVICE).kind == ABORTS
+    assert failure("aten::kthvalue", (on_device(5, dtype=torch.float16), 2, 0, False), {}, DEVICE).kind == ABORTS
+    assert failure("aten::kthvalue", (on_device(5, dtype=torch.int64), 2, 0, True), {}, DEVICE) is None
+    assert failure("aten::kthvalue", (on_device(5), 2, 0, False), {}, DEVICE) is None
