@@ -20,7 +20,9 @@ Three verdicts per sample:
   ``with_known`` forgives the differences that test's KNOWN tables name with a cause.
 
 ``--all`` judges every held-out sample instead of a seeded subset (hours on a CPU Vulkan driver); ``--keys K1,K2``
-judges the named ones only (a class of misses again, after a change: benchmarks/results/held_out_channels_last-realdml.json). ``--journal``
+judges the named ones only (a class of misses again, after a change: benchmarks/results/held_out_channels_last-realdml.json);
+``--exclude R`` (repeatable) leaves out the samples an earlier result or journal judged, so a fresh seed is judged on
+samples no earlier round saw (benchmarks/results/held_out_opinfo-realdml-seed34.json). ``--journal``
 keeps each real result as it is decided; ``--resume`` reuses a journal's results (a stopped run goes on).
 """
 from __future__ import annotations
