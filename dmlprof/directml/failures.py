@@ -549,7 +549,8 @@ _RAISED_BY_DIRECTML = (
     "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
     INFERENCE_VIEW_MESSAGE, "->CompileGraph(&graphDesc",
     "self.has_storage() INTERNAL ASSERT FAILED", "ensure_in_bounds: sizes", "Function CdistBackward0 returned",
-    "Function NativeBatchNormBackward0 returned", "Function NativeBatchNormLegitBackward0 returned", "m_device->CreateOperator", "torch-dml currently doesn't support",
+    "Function NativeBatchNormBackward0 returned", "Function NativeBatchNormLegitBackward0 returned",
+    "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",
 )

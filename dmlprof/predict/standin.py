@@ -53,7 +53,8 @@ import torch
 
 from dmlprof.directml.device_module import CONTIGUOUS_OP, contiguous_as_on_directml
 from dmlprof.directml.failures import (
-    ALWAYS_FAILING_COMPOSITES, IMPLICIT_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail, unheld_dtype_failure,
+    ALWAYS_FAILING_COMPOSITES, IMPLICIT_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail,
+    unheld_dtype_failure,
 )
 from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
 from dmlprof.predict import values as _values
