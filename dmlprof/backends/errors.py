@@ -163,6 +163,7 @@ KNOWN_ERRORS = (
         "dml_view_beyond_storage",
         re.compile(r"ensure_in_bounds: sizes \[(?P<sizes>[\d, ]*)\], strides \[(?P<strides>[\d, ]*)\], "
                    r"storage offset (?P<offset>\d+)\b.*out of bounds for storage|ensure_in_bounds: cropping"
+                   r"|storage offset past them: cropping"
                    r"|torch-dml currently doesn't support a mix of positive and negative padding"),
         "torch-directml refuses this padding: cropping the start of the second-to-last dimension (the backward of "
         "every F.pad, nn.ZeroPad2d and nn.ConstantPad2d that pads the height, so such a model does not train) takes "

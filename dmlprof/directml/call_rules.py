@@ -196,7 +196,10 @@ _REDUCTIONS = tuple(f"aten::{name}" for name in (
 
 #: scatter's and scatter_add's forms: what DirectML's scatter operator runs
 SCATTERS = tuple(f"aten::{name}" for name in (
-    "scatter.src", "scatter.value", "scatter_.src", "scatter_.value", "scatter.src_out", "scatter.value_out"))
+    "scatter.src", "scatter.value", "scatter_.src", "scatter_.value", "scatter.src_out", "scatter.value_out",
+    # scatter(..., reduce=): the same kernel of torch-directml's (measured: an index narrower outside dim is refused)
+    "scatter.reduce", "scatter.value_reduce", "scatter_.reduce", "scatter_.value_reduce", "scatter.reduce_out",
+    "scatter.value_reduce_out"))
 SCATTER_ADDS = ("aten::scatter_add", "aten::scatter_add_", "aten::scatter_add.out")
 
 CLASS_RULES: Tuple[ClassRule, ...] = (

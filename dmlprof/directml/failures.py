@@ -11,9 +11,9 @@ written here as rules over a call's arguments, so that every DirectML path says 
   at the same call on every path.
 
 Each rule is a condition measured on the real thing, not a guess: a call either matches a rule
-(it fails on DirectML) or DirectML runs it. Float64 and bfloat16 are refused where tensors are made
-(the stand-in and the emulated device refuse those dtypes themselves); complex dtypes and bfloat16 too,
-but a tensor of one of those on the device ends the process, so it is an abort.
+(it fails on DirectML) or DirectML runs it. A complex or bfloat16 tensor on the device ends the process
+where it is made (an abort; the stand-in and the emulated device refuse those dtypes themselves); float64,
+on an adapter without it, is refused where DirectML computes on it (dmlprof.directml.float64).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 import torch
 
+from dmlprof.directml.float64 import FLOAT64_MESSAGE  # noqa: F401 (said here too, as before)
 from dmlprof.directml.call_rules import (
     DEVICE_MAX_DIMS, EXTRA_UNHELD_DTYPES, INVALID_ARGUMENT, MANY_DIMS, SCATTER_ADDS, SCATTERS, SIZED_FACTORIES,
     TOO_LARGE, ClassRule, rules_by_op, too_large, too_many_dims,
@@ -101,8 +102,6 @@ def _eye(args, kwargs) -> Optional[Failure]:
         if _non_empty_output(args, kwargs) else None
 
 
-#: torch-directml's refusal of float64, raised where an adapter has none
-FLOAT64_MESSAGE = "The GPU device does not support Double (Float64) operations!"
 
 
 def _is_float(value) -> bool:
@@ -128,6 +127,16 @@ def _always_aborts(what: str) -> Callable:
     return check
 
 
+
+
+def _kthvalue(args, kwargs) -> Optional[Failure]:
+    """kthvalue on the device crashes (SIGSEGV) for an input of 2+ dims (float32, int64, float16) and for float16
+    of any shape; a 1-D float32 or int64 input runs, through the CPU fallback (measured on realdml, as median's
+    class). A 0-d input was not measured: still refused."""
+    self = args[0] if args else kwargs.get("self")
+    if isinstance(self, torch.Tensor) and self.dim() == 1 and self.dtype != torch.float16:
+        return None
+    return Failure(ABORTS, "kthvalue on the device crashes (an input of 2 or more dimensions, or float16)", "SIGSEGV")
 
 
 def _scatter_add(args, kwargs) -> Optional[Failure]:
@@ -258,8 +267,16 @@ def _negative_padding(args, kwargs) -> Optional[Failure]:
     if any(p < 0 for p in pad) and any(p > 0 for p in pad):
         return Failure(RAISES, _MIXED_PADS)
     if len(pad) > 2 and pad[2] < 0:
-        return Failure(RAISES, "ensure_in_bounds: cropping the start of the second-to-last dimension takes a view "
-                               "beyond the tensor's storage on torch-directml")
+        # torch-directml's words name the cropped view's sizes and its input's strides (then an offset past them)
+        source = args[0] if args else kwargs.get("self")
+        sizes = list(source.shape)
+        for index, amount in enumerate(pad):
+            dim = len(sizes) - 1 - index // 2
+            if dim >= 0:
+                sizes[dim] += amount
+        return Failure(RAISES, f"ensure_in_bounds: sizes {sizes}, strides {list(source.stride())}, storage offset "
+                               "past them: cropping the start of the second-to-last dimension takes a view beyond "
+                               "the tensor's storage on torch-directml")
     return None
 
 
@@ -270,14 +287,65 @@ def _cdist_2d(args, kwargs) -> Optional[Failure]:
     p = args[2] if len(args) > 2 else kwargs.get("p", 2.0)
     if not (isinstance(x1, torch.Tensor) and isinstance(x2, torch.Tensor) and x1.dim() == x2.dim() == 2):
         return None
+    # two inputs of as many rows run, whatever p (measured: (3, 5) and (3, 5) with p = 0 and 1, (5, 5) with p = 0)
     if x1.shape[0] != x2.shape[0]:
         a, b, dim = x2.shape[0], x1.shape[0], 0
-    elif p != 2 and x1.shape[1] != x1.shape[0]:
-        a, b, dim = x1.shape[1], x1.shape[0], 1
     else:
         return None
     return Failure(RAISES, f"The size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton "
                            f"dimension {dim}")
+
+
+def _as_strided_beyond(args, kwargs) -> Optional[Failure]:
+    """``as_strided`` reaching past the device tensor's allocation: torch-directml checks the view against it in its
+    own words (measured: a partial view of a moved slice, whose storage on the device is the slice's elements
+    alone; the CPU's view of the same slice reads its base and runs). Its message names the geometry, as here."""
+    self = args[0] if args else kwargs.get("self")
+    size = list(args[1] if len(args) > 1 else kwargs.get("size", ()))
+    stride = list(args[2] if len(args) > 2 else kwargs.get("stride", ()))
+    offset = args[3] if len(args) > 3 else kwargs.get("storage_offset")
+    if not isinstance(self, torch.Tensor) or any(n == 0 for n in size):
+        return None
+    offset = self.storage_offset() if offset is None else int(offset)
+    needed = (offset + 1 + sum((n - 1) * step for n, step in zip(size, stride))) * self.element_size()
+    held = self.untyped_storage().nbytes()
+    if needed <= held:
+        return None
+    return Failure(RAISES, f"ensure_in_bounds: sizes {size}, strides {stride}, storage offset {offset}, and itemsize "
+                           f"{self.element_size()} requiring a storage size of {needed} are out of bounds for storage "
+                           f"of size {held}")
+
+
+def _backward_node(usual: str) -> str:
+    """The autograd node running now (autograd names it when it refuses a gradient): the same backward op serves
+    several forwards (native_batch_norm and _native_batch_norm_legit), ``usual`` where none is known."""
+    current = getattr(torch._C, "_current_autograd_node", None)
+    node = current() if current is not None else None
+    return node.name() if node is not None else usual
+
+
+def _cdist_backward(args, kwargs) -> Optional[Failure]:
+    """cdist's backward on the device returns ``x1``'s gradient with a unit dimension inserted at 2 ([2, 3, 5] ->
+    [2, 3, 1, 5], [5, 5] -> [5, 5, 1]), which autograd refuses: every p measured (0, 0.5, 1, 2, 3, inf; batched and
+    2-D inputs, realdml)."""
+    x1 = args[1] if len(args) > 1 else kwargs.get("x1")
+    if not isinstance(x1, torch.Tensor):
+        return None
+    shape = list(x1.shape)
+    return Failure(RAISES, f"Function {_backward_node('CdistBackward0')} returned an invalid gradient at index 0 - got "
+                           f"{shape[:2] + [1] + shape[2:]} but expected shape compatible with {shape}")
+
+
+def _one_channel_batch_norm_backward(args, kwargs) -> Optional[Failure]:
+    """Batch norm's backward on the device for an input of one channel returns the weight's gradient 0-d, which
+    autograd refuses (measured on realdml: (2, 1), (4, 1) and (2, 1, 4) inputs, training and eval; (2, 3) and
+    (2, 3, 4) run)."""
+    source = args[1] if len(args) > 1 else kwargs.get("input")
+    mask = args[9] if len(args) > 9 else kwargs.get("output_mask", (True, True, True))
+    if not isinstance(source, torch.Tensor) or source.dim() < 2 or source.shape[1] != 1 or not mask[1]:
+        return None
+    return Failure(RAISES, f"Function {_backward_node('NativeBatchNormBackward0')} returned an invalid gradient at "
+                           "index 1 - got [] but expected shape compatible with [1]")
 
 
 _NEEDS_STORAGE = ("self.has_storage() INTERNAL ASSERT FAILED: as_strided_scatter and the view scatters built on it "
@@ -288,22 +356,47 @@ def _needs_storage(args, kwargs) -> Optional[Failure]:
     return Failure(RAISES, _NEEDS_STORAGE)
 
 
-#: composite ops (torch runs them from other ops on any backend) that fail on every DirectML tensor: the
-#: stand-ins give them a kernel of their own that raises, since no op they are made of fails
+def _combinations(args, kwargs) -> Optional[Failure]:
+    """``torch.combinations`` of a device tensor raises at the ``masked_select`` it ends with, for every input
+    measured on realdml (1, 2 and 3 elements; r = 1, 2 and 4; with and without replacement: 22 OpInfo samples of
+    three seeds and the table, and probes, each in a fresh process): a single element cannot build DirectML's
+    operator, more elements meet an empty mask. No op it is made of fails alone: the same arange, meshgrid, full and
+    masked_select, called one by one from Python, run and give the right mask and result (measured), so the class
+    is the op. ``r = 0`` and an empty input return before any device op: not refused."""
+    self = args[0] if args else kwargs.get("self")
+    r = args[1] if len(args) > 1 else kwargs.get("r", 2)
+    if not isinstance(self, torch.Tensor) or r < 1 or self.numel() == 0:
+        return None
+    if self.numel() == 1:
+        return Failure(RAISES, CREATE_OPERATOR)
+    return Failure(RAISES, f"The size of tensor a ({self.numel()}) must match the size of tensor b (0) at "
+                           f"non-singleton dimension {r - 1}")
+
+
+_COMBINATIONS = frozenset({"aten::combinations"})
+#: those of them torch implements for autograd too (CompositeImplicitAutograd): the stand-ins' kernel for them sits
+#: on the autograd key as well, else autograd would decompose the call before the device's kernel is reached
+IMPLICIT_FAILING_COMPOSITES = _COMBINATIONS
+#: composite ops (torch runs them from other ops on any backend) that fail on DirectML tensors though no op they
+#: are made of fails alone: the stand-ins give them a kernel of their own that raises
 ALWAYS_FAILING_COMPOSITES = frozenset(
     f"aten::{name}{overload}" for name in ("as_strided_scatter", "diagonal_scatter", "select_scatter", "slice_scatter")
-    for overload in ("", ".out"))
+    for overload in ("", ".out")) | _COMBINATIONS
 
 
 RULES: dict = {
     **_REFUSED_INPUTS,
     "aten::_cdist_forward": _cdist_2d,
+    "aten::as_strided": _as_strided_beyond,
+    "aten::_cdist_backward": _cdist_backward,
+    "aten::native_batch_norm_backward": _one_channel_batch_norm_backward,
     **dict.fromkeys(_overloads("aten::constant_pad_nd"), _negative_padding),
     **dict.fromkeys(SCATTERS, _scatter),
     **dict.fromkeys(SCATTER_ADDS, _scatter_add),
-    **dict.fromkeys(ALWAYS_FAILING_COMPOSITES, _needs_storage),
+    **dict.fromkeys(ALWAYS_FAILING_COMPOSITES - _COMBINATIONS, _needs_storage),
+    **dict.fromkeys(_COMBINATIONS, _combinations),
     **dict.fromkeys(("aten::eye", "aten::eye.m", "aten::eye.out", "aten::eye.m_out"), _eye),
-    **dict.fromkeys(("aten::kthvalue", "aten::kthvalue.values"), _always_aborts("kthvalue on the device crashes")),
+    **dict.fromkeys(("aten::kthvalue", "aten::kthvalue.values"), _kthvalue),
     **dict.fromkeys(("aten::linalg_lstsq", "aten::linalg_lstsq.out"),
                     _always_aborts("linalg.lstsq on the device crashes")),
 }
@@ -383,8 +476,12 @@ def failure(name: str, args, kwargs, device_type: str, float64: bool = True) -> 
     unheld = _unheld_result(name, args, kwargs, device_type)
     if unheld is not None:
         return unheld_dtype_failure(unheld)
-    if name in INFERENCE_VIEW_OPS:
-        return _inference_view(args, kwargs, device_type)
+    if name in INFERENCE_VIEW_OPS:  # a view is metadata: only its own rules (as_strided's bounds), no dims limit
+        found = _inference_view(args, kwargs, device_type)
+        rule = RULES.get(name)
+        if found is None and rule is not None and _touches_device(args, kwargs, device_type):
+            found = rule(args, kwargs)
+        return found
     if name in _SIZED:
         device = kwargs.get("device")
         on_device = (device is not None and torch.device(device).type == device_type) or \
@@ -451,7 +548,9 @@ _RAISED_BY_DIRECTML = (
     "input must be 4-dimensional", "not implemented for unique operator for DirectML",
     "argument is must be Contiguous for DML tensors", "Unknown error -2005270523",
     INFERENCE_VIEW_MESSAGE, "->CompileGraph(&graphDesc",
-    "self.has_storage() INTERNAL ASSERT FAILED", "m_device->CreateOperator", "torch-dml currently doesn't support",
+    "self.has_storage() INTERNAL ASSERT FAILED", "ensure_in_bounds: sizes", "Function CdistBackward0 returned",
+    "Function NativeBatchNormBackward0 returned", "Function NativeBatchNormLegitBackward0 returned",
+    "m_device->CreateOperator", "torch-dml currently doesn't support",
     # the fallback's CPU kernel is missing (nn.LSTM's fused cell): the call cannot run on DirectML at all
     "with arguments from the 'CPU' backend",
 )

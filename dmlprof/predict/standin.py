@@ -53,8 +53,10 @@ import torch
 
 from dmlprof.directml.device_module import CONTIGUOUS_OP, contiguous_as_on_directml
 from dmlprof.directml.failures import (
-    ALWAYS_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail, unheld_dtype_failure,
+    ALWAYS_FAILING_COMPOSITES, IMPLICIT_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail,
+    unheld_dtype_failure,
 )
+from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
 from dmlprof.predict import values as _values
 from dmlprof.predict.arguments import (
     elements, flat_tensors, read_arguments, tensor_slots, view_sources, written_only,
@@ -81,8 +83,6 @@ _LEFT_TO_TORCH = frozenset({"aten::alias", "aten::detach"})
 #: Fallback calls whose tensors hold at most this many elements in all run on the CPU (on placeholder
 #: values) to learn the CPU kernel's output shapes; larger ones are computed on meta.
 CPU_SHAPES_MAX_ELEMENTS = 1 << 21
-# torch-directml's own words (dmlprof's known-error table explains them)
-_FLOAT64_ERROR = "The GPU device does not support Double (Float64) operations!"
 
 
 def _has_kernel(name: str, key: str) -> bool:
@@ -122,6 +122,7 @@ class StandIn:
         self.values = values if values is not None else ValueStore()
         #: the first value made up (every call after it may follow another path than a real run's)
         self.first_guess: Optional[Guess] = None
+        self.float64_support = float64_support
         self.refused = self.refused_dtypes(float64_support)
         #: the ops sent to the CPU, in call order (the predicted session's evidence)
         self.log = log
@@ -130,7 +131,8 @@ class StandIn:
         self._natives = frozenset(table.registrations.get("PrivateUse1", ())) - _LEFT_TO_TORCH
         # torch-directml's autograd-key kernels, and contiguous() as its tensors answer it (they say they are
         # contiguous in every layout: dmlprof.directml.device_module.contiguous_as_on_directml)
-        autograd = frozenset(table.registrations.get("AutogradPrivateUse1", ())) | {CONTIGUOUS_OP}
+        autograd = frozenset(table.registrations.get("AutogradPrivateUse1", ())) | {CONTIGUOUS_OP} | \
+            IMPLICIT_FAILING_COMPOSITES
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
                                       wanted=lambda name: name in autograd)
@@ -142,14 +144,15 @@ class StandIn:
         """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
         # most DirectML adapters have no float64 (a setting); a bfloat16 or complex tensor ends the process
         refused = {dtype: (lambda dtype=dtype: DirectMLFailure(unheld_dtype_failure(dtype))) for dtype in UNHELD_DTYPES}
-        if not float64_support:
-            refused[torch.float64] = lambda: RuntimeError(_FLOAT64_ERROR)
+        # float64 is not refused here: an adapter without it refuses where DirectML computes on it (checked)
         return refused
 
     def checked(self, run, name: str):
         """``run``, raising first where the device refuses the call (DirectML's measured refusals)."""
         if may_fail(name):
-            return _failing_as_on_directml(run, name, self.device_type, torch.float64 not in self.refused)
+            run = _failing_as_on_directml(run, name, self.device_type, self.float64_support)
+        if not self.float64_support:
+            run = _refusing_float64(run, name, self.device_type)
         return run
 
     # -- registration ---------------------------------------------------------------
@@ -218,7 +221,7 @@ class StandIn:
             return lambda keyset, *args, **kwargs: directml_reshape(*args, **kwargs)
         if op_name(overload) == CONTIGUOUS_OP:
             return lambda keyset, *args, **kwargs: contiguous_as_on_directml(*args, **kwargs)
-        if op_name(overload).startswith("aten::"):
+        if op_name(overload).startswith("aten::") and op_name(overload) not in IMPLICIT_FAILING_COMPOSITES:
             return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
         below = torch._C._after_autograd_keyset
         return lambda keyset, *args, **kwargs: overload.redispatch(keyset & below, *args, **kwargs)
@@ -418,6 +421,19 @@ def _one_element(tensor: torch.Tensor) -> torch.Tensor:
             return cpu_view(tensor).reshape(-1)[:1].reshape(()).clone()
         value = constant_of(tensor)
         return torch.full((), value if value is not None else 0, dtype=tensor.dtype)
+
+
+def _refusing_float64(run, name: str, device_type: str):
+    """``run``, refusing a float64 device tensor where DirectML computes on one (its arguments before, its
+    outputs after: a factory's ``dtype=``), as an adapter without float64 does (dmlprof.directml.float64)."""
+    def kernel(args, kwargs):
+        if refuses_float64(name, (args, tuple(kwargs.values())), device_type):
+            raise RuntimeError(FLOAT64_MESSAGE)
+        result = run(args, kwargs)
+        if refuses_float64(name, (result,), device_type, outputs=True):
+            raise RuntimeError(FLOAT64_MESSAGE)
+        return result
+    return kernel
 
 
 def _failing_as_on_directml(run, name: str, device_type: str, float64: bool):

@@ -302,6 +302,13 @@ def _failure_rule(name: str, arguments: list):
     return None if found is None else found.error_text()
 
 
+def _float64_rule(name: str, values: list, outputs: bool) -> bool:
+    """Whether an adapter without float64 refuses this call (asked only of a call with a float64 device tensor)."""
+    from dmlprof.directml.float64 import refuses_float64
+
+    return refuses_float64(name, values, DEVICE_TYPE, outputs)
+
+
 def _install(module) -> None:
     from dmlprof.tables import load_table
 
@@ -326,13 +333,15 @@ def _install(module) -> None:
     if not hasattr(torch, DEVICE_TYPE):
         torch._register_device_module(DEVICE_TYPE, _device_module())
     module.set_float64_support(float64_from_environment())
-    from dmlprof.directml.failures import ALWAYS_FAILING_COMPOSITES, ruled_ops
+    module.set_float64_rule(_float64_rule)
+    from dmlprof.directml.failures import ALWAYS_FAILING_COMPOSITES, IMPLICIT_FAILING_COMPOSITES, ruled_ops
 
     module.set_failure_rules(_failure_rule, sorted(ruled_ops()))
     # Kernels of this device's own for the composites that fail on every torch-directml tensor (the view
     # scatters read a storage its tensors lack): torch's composite would run on this device's tensors, which
     # have storage. Each call asks the rules first, which refuse it with torch-directml's words.
     module.register_kernels(sorted(ALWAYS_FAILING_COMPOSITES), "PrivateUse1")
+    module.register_kernels(sorted(IMPLICIT_FAILING_COMPOSITES), "AutogradPrivateUse1")  # below autograd, to the above
     _state["contiguous"] = _contiguous_as_on_directml()
     spec = os.environ.get(FAULT_ENV, "").strip()
     if spec:

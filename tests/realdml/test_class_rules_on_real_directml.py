@@ -46,7 +46,72 @@ CASES = {
                               "x.gather(-1, i).cpu()", "raises"),
     "gather_4d_dim_3": ("x = torch.zeros(3, 3, 3, 3).to(d); i = torch.randint(0, 3, (3, 3, 3, 3)).to(d)\n"
                         "x.gather(3, i).cpu()", "runs"),
+    "as_strided_beyond_the_moved_slice": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 10).cpu()", "raises"),
+    "as_strided_within": ("torch.arange(10).to(d).as_strided((2, 2), (1, 2), 4).cpu()", "runs"),
+    "scatter_reduce_narrow_index": ("torch.zeros(10, 5, dtype=torch.int64).to(d).scatter(1, torch.zeros(5, 5, "
+                                    "dtype=torch.int64).to(d), torch.ones(5, 5, dtype=torch.int64).to(d), "
+                                    "reduce='add').cpu()", "raises"),
+    "scatter_reduce_full_index": ("torch.zeros(10, 5, dtype=torch.int64).to(d).scatter(1, torch.zeros(10, 5, "
+                                  "dtype=torch.int64).to(d), torch.ones(10, 5, dtype=torch.int64).to(d), "
+                                  "reduce='add').cpu()", "runs"),
+    "kthvalue_1d_int64": ("torch.kthvalue(torch.tensor([3, 1, 4, 1, 5]).to(d), 2, 0, True)[0].cpu()", "runs"),
+    "kthvalue_2d_int64": ("torch.kthvalue(torch.randint(0, 9, (3, 5)).to(d), 2, 1)[0].cpu()", "aborts"),
+    "kthvalue_1d_float16": ("torch.kthvalue(torch.tensor([3., 1., 4.]).half().to(d), 2, 0)[0].cpu()", "aborts"),
+    "combinations_one_element": ("torch.combinations(torch.tensor([1.0]).to(d), 2).cpu()", "raises"),
+    "combinations_three_elements": ("torch.combinations(torch.tensor([1.0, 2.0, 3.0]).to(d), 2).cpu()", "raises"),
+    "combinations_r0": ("torch.combinations(torch.tensor([1.0, 2.0]).to(d), 0).cpu()", "runs"),
+    "cdist_backward_p2": ("a = torch.randn(2, 3, 5).to(d).requires_grad_(); b = torch.randn(2, 3, 5).to(d)\n"
+                          "torch.cdist(a, b).sum().backward()", "raises"),
+    "cdist_forward_2d_same_rows_p1": ("torch.cdist(torch.randn(3, 5).to(d), torch.randn(3, 5).to(d), p=1.0).cpu()",
+                                      "runs"),
+    "cdist_forward_batched": ("torch.cdist(torch.randn(2, 3, 5).to(d), torch.randn(2, 3, 5).to(d)).cpu()", "runs"),
+    "batch_norm_backward_one_channel": (
+        "x = torch.randn(4, 1).to(d).requires_grad_(); w = torch.ones(1).to(d).requires_grad_()\n"
+        "torch.nn.functional.batch_norm(x, torch.zeros(1).to(d), torch.ones(1).to(d), w, training=True).sum()"
+        ".backward()", "raises"),
+    "batch_norm_backward_three_channels": (
+        "x = torch.randn(4, 3).to(d).requires_grad_(); w = torch.ones(3).to(d).requires_grad_()\n"
+        "torch.nn.functional.batch_norm(x, torch.zeros(3).to(d), torch.ones(3).to(d), w, training=True).sum()"
+        ".backward()", "runs"),
+    # float64 on an adapter without it (lavapipe): refused where DirectML computes, not where it is made
+    "float64_views_and_moves": ("x = torch.randn(3, 4, dtype=torch.float64).to(d)\n"
+                                "torch.empty_like(x).cpu(); x.t()[1:].unsqueeze(0).cpu()", "runs"),
+    "float64_index_by_tensor": ("x = torch.randn(3, 4, dtype=torch.float64).to(d); x[torch.tensor([0, 2]).to(d)].cpu()",
+                                "runs"),
+    "float64_clone": ("torch.randn(3, dtype=torch.float64).to(d).clone().cpu()", "raises"),
+    "float64_cat": ("x = torch.randn(3, dtype=torch.float64).to(d); torch.cat([x, x]).cpu()", "raises"),
+    "float64_zeros": ("torch.zeros(3, dtype=torch.float64, device=d).cpu()", "raises"),
+    "float64_cast_from_float32": ("torch.ones(3).to(d).double().cpu()", "raises"),
+    "float64_cast_from_bool": ("torch.ones(3, dtype=torch.bool).to(d).double().cpu()", "runs"),
 }
+
+def _float64_calls(name: str) -> list:
+    """The device calls a float64 case makes on a float64 tensor: (op, its tensors, whether they are its outputs)."""
+    import torch
+
+    meta, cpu = torch.empty(3, dtype=torch.float64, device="meta"), torch.empty(3, dtype=torch.float64)
+    moved = [("aten::empty.memory_format", (meta,), True), ("aten::copy_", (meta, cpu), False),
+             ("aten::_copy_from", (meta, cpu), False)]
+    return {
+        "float64_views_and_moves": moved + [("aten::t", (meta,), False), ("aten::slice.Tensor", (meta,), False),
+                                            ("aten::unsqueeze", (meta,), False)],
+        "float64_index_by_tensor": moved + [("aten::index.Tensor", (meta,), False)],
+        "float64_clone": moved + [("aten::clone", (meta,), False)],
+        "float64_cat": moved + [("aten::cat", ([meta, meta],), False)],
+        "float64_zeros": [("aten::empty.memory_format", (meta,), True), ("aten::zero_", (meta,), False)],
+        "float64_cast_from_float32": [("aten::copy_", (meta, torch.empty(3, device="meta")), False)],
+        "float64_cast_from_bool": [("aten::copy_", (meta, torch.empty(3, dtype=torch.bool, device="meta")), False)],
+    }[name]
+
+
+def _batch_norm_backward(channels: int) -> tuple:
+    """native_batch_norm_backward's arguments for a (4, channels) input whose weight wants a gradient."""
+    import torch
+
+    meta = "meta"
+    per_channel = [torch.empty(channels, device=meta) for _ in range(5)]
+    return (torch.empty(4, channels, device=meta), torch.empty(4, channels, device=meta), *per_channel, True, 1e-5,
+            [True, True, False])
 
 
 def _verdict(done: subprocess.CompletedProcess) -> str:
@@ -103,10 +168,40 @@ def _rules_say(name: str) -> str:
                                                          torch.empty(5, 5, 5, device=meta))),
         "gather_4d_dim_minus_1": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), -1,
                                                    torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
+        "scatter_reduce_narrow_index": ("aten::scatter.reduce", (torch.empty(10, 5, dtype=torch.int64, device=meta), 1,
+                                                                 torch.empty(5, 5, dtype=torch.int64, device=meta),
+                                                                 torch.empty(5, 5, dtype=torch.int64, device=meta), "add")),
+        "scatter_reduce_full_index": ("aten::scatter.reduce", (torch.empty(10, 5, dtype=torch.int64, device=meta), 1,
+                                                               torch.empty(10, 5, dtype=torch.int64, device=meta),
+                                                               torch.empty(10, 5, dtype=torch.int64, device=meta), "add")),
+        "kthvalue_1d_int64": ("aten::kthvalue", (torch.empty(5, dtype=torch.int64, device=meta), 2, 0, True)),
+        "kthvalue_2d_int64": ("aten::kthvalue", (torch.empty(3, 5, dtype=torch.int64, device=meta), 2, 1)),
+        "kthvalue_1d_float16": ("aten::kthvalue", (torch.empty(3, dtype=torch.float16, device=meta), 2, 0)),
+        "combinations_one_element": ("aten::combinations", (torch.empty(1, device=meta), 2)),
+        "combinations_three_elements": ("aten::combinations", (torch.empty(3, device=meta), 2)),
+        "combinations_r0": ("aten::combinations", (torch.empty(2, device=meta), 0)),
+        "cdist_backward_p2": ("aten::_cdist_backward", (torch.empty(2, 3, 3, device=meta), torch.empty(2, 3, 5, device=meta),
+                                                        torch.empty(2, 3, 5, device=meta), 2.0,
+                                                        torch.empty(2, 3, 3, device=meta))),
+        "cdist_forward_2d_same_rows_p1": ("aten::_cdist_forward", (torch.empty(3, 5, device=meta),
+                                                                   torch.empty(3, 5, device=meta), 1.0, None)),
+        "cdist_forward_batched": ("aten::_cdist_forward", (torch.empty(2, 3, 5, device=meta),
+                                                           torch.empty(2, 3, 5, device=meta), 2.0, None)),
+        "batch_norm_backward_one_channel": ("aten::native_batch_norm_backward", _batch_norm_backward(1)),
+        "batch_norm_backward_three_channels": ("aten::native_batch_norm_backward", _batch_norm_backward(3)),
         "gather_4d_dim_3": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), 3,
                                              torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
     }
-    if name == "uint16_to_device":
+    if name.startswith("float64_"):
+        from dmlprof.directml.float64 import refuses_float64
+
+        refused = any(refuses_float64(op, values, meta, outputs) for op, values, outputs in _float64_calls(name))
+        return "raises" if refused else "runs"
+    if name.startswith("as_strided_"):
+        offset = 10 if name == "as_strided_beyond_the_moved_slice" else 4
+        found = failure("aten::as_strided", (torch.empty(10, dtype=torch.int64, device=meta), [2, 2], [1, 2], offset),
+                        {}, meta)
+    elif name == "uint16_to_device":
         found = failure("aten::_to_copy", (torch.zeros(3, dtype=torch.uint16),), {"device": torch.device(meta)}, meta)
     elif name == "to_channels_last":
         found = failure("aten::_to_copy", (torch.empty(1, 3, 4, 4, device=meta),),

@@ -129,6 +129,8 @@ def test_cdist_of_2d_inputs_fails_on_directml_and_batched_inputs_run():
     found = failure("aten::_cdist_forward", (on_device(6, 4), on_device(16, 4), 2.0, None), {}, DEVICE)
     assert found.message == "The size of tensor a (16) must match the size of tensor b (6) at non-singleton dimension 0"
     assert failure("aten::_cdist_forward", (on_device(2, 6, 4), on_device(2, 16, 4), 2.0, None), {}, DEVICE) is None
+    # as many rows: runs, whatever p (measured on realdml)
+    assert failure("aten::_cdist_forward", (on_device(3, 5), on_device(3, 5), 1.0, None), {}, DEVICE) is None
 
 
 def test_an_error_a_rule_explains_is_read_as_directmls_whatever_its_words():
@@ -165,3 +167,60 @@ def test_convolution_and_pooling_directml_refuses():
     assert failure("aten::avg_pool2d", pool, {}, DEVICE) is None
     int_pool = (on_device(1, 2, 4, 4, dtype=torch.int64),) + pool[1:]
     assert failure("aten::avg_pool2d", int_pool, {}, DEVICE).message.startswith("Unknown error")
+
+
+def test_float64_is_refused_where_directml_computes_on_it_not_where_it_is_made():
+    from dmlprof.directml.float64 import refuses_float64
+
+    f64, f32 = torch.empty(3, dtype=torch.float64, device=DEVICE), torch.empty(3, device=DEVICE)
+    host64 = torch.empty(3, dtype=torch.float64)
+    # made, viewed, indexed by a tensor and moved between host and device: runs (measured on realdml)
+    for op, values, outputs in [("aten::empty.memory_format", (f64,), True), ("aten::view", (f64, [3]), False),
+                                ("aten::index.Tensor", (f64, [None]), False), ("aten::copy_", (f64, host64), False),
+                                ("aten::_copy_from", (f64, host64), False), ("aten::copy_", (f64, host64), True),
+                                ("aten::copy_", (f64, torch.empty(3, dtype=torch.bool, device=DEVICE)), False)]:
+        assert not refuses_float64(op, values, DEVICE, outputs), op
+    # computed on: fills, copies and casts on the device, arithmetic, a factory's float64 output
+    for op, values, outputs in [("aten::zero_", (f64,), False), ("aten::clone", (f64,), False),
+                                ("aten::copy_", (f64, f32), False), ("aten::copy_", (f32, f64), False),
+                                ("aten::cat", ([f64, f64],), False), ("aten::add.Tensor", (f64, f64), False),
+                                ("aten::full", (f64,), True)]:
+        assert refuses_float64(op, values, DEVICE, outputs), op
+    # nothing float64 on the device: nothing to refuse
+    assert not refuses_float64("aten::add.Tensor", (f32, f32), DEVICE)
+    assert not refuses_float64("aten::add.Tensor", (host64, host64), DEVICE)
+
+
+def test_as_strided_past_the_device_tensors_allocation_raises_in_torch_directmls_words():
+    x = torch.empty(10, dtype=torch.int64, device=DEVICE)
+    found = failure("aten::as_strided", (x, [2, 2], [1, 2], 10), {}, DEVICE)
+    assert found is not None and found.message.startswith(
+        "ensure_in_bounds: sizes [2, 2], strides [1, 2], storage offset 10, and itemsize 8 requiring a storage size "
+        "of 112 are out of bounds for storage of size 80")
+    assert failure("aten::as_strided", (x, [2, 2], [1, 2], 4), {}, DEVICE) is None
+    assert failure("aten::as_strided", (x, [0, 2], [1, 2], 40), {}, DEVICE) is None  # empty: nothing read
+
+
+def test_combinations_cdist_backward_and_one_channel_batch_norm_backward_raise_as_measured():
+    said = failure("aten::combinations", (on_device(3), 2), {}, DEVICE)
+    assert said.message == "The size of tensor a (3) must match the size of tensor b (0) at non-singleton dimension 1"
+    assert "CreateOperator" in failure("aten::combinations", (on_device(1), 1), {}, DEVICE).message
+    assert failure("aten::combinations", (on_device(3), 0), {}, DEVICE) is None  # r = 0: no device op
+    x1 = on_device(2, 3, 5)
+    said = failure("aten::_cdist_backward", (on_device(2, 3, 3), x1, x1, 1.0, on_device(2, 3, 3)), {}, DEVICE)
+    assert "got [2, 3, 1, 5] but expected shape compatible with [2, 3, 5]" in said.message
+
+    def batch_norm_backward(channels, weight_grad=True):
+        per_channel = [on_device(channels) for _ in range(5)]
+        return (on_device(4, channels), on_device(4, channels), *per_channel, True, 1e-5, [True, weight_grad, False])
+
+    assert failure("aten::native_batch_norm_backward", batch_norm_backward(1), {}, DEVICE).kind == RAISES
+    assert failure("aten::native_batch_norm_backward", batch_norm_backward(3), {}, DEVICE) is None
+    assert failure("aten::native_batch_norm_backward", batch_norm_backward(1, weight_grad=False), {}, DEVICE) is None
+
+
+def test_kthvalue_crashes_for_2d_inputs_and_float16_and_a_1d_float32_or_int64_input_runs():
+    assert failure("aten::kthvalue", (on_device(5, 5), 2, 1, False), {}, DEVICE).kind == ABORTS
+    assert failure("aten::kthvalue", (on_device(5, dtype=torch.float16), 2, 0, False), {}, DEVICE).kind == ABORTS
+    assert failure("aten::kthvalue", (on_device(5, dtype=torch.int64), 2, 0, True), {}, DEVICE) is None
+    assert failure("aten::kthvalue", (on_device(5), 2, 0, False), {}, DEVICE) is None

@@ -76,3 +76,13 @@ def test_keys_asked_by_name_are_judged_once_each_and_keys_that_are_not_held_out_
     assert (asked, refused) == (["half|float32|4", "to|float16|5"], [])
     asked, refused = held_out.given_keys("half|float32|0,half|float32|9,to|float16|5", held)
     assert refused == ["half|float32|0", "half|float32|9"]  # one the table used, one OpInfo does not make
+
+
+def test_exclude_reads_the_keys_an_earlier_result_or_journal_judged(tmp_path):
+    held_out = _held_out()
+    result, journal = tmp_path / "seed33.json", tmp_path / "seed33.jsonl"
+    result.write_text('{"samples": {"flip|float32|3": {}, "sum|int64|4": {}}}', encoding="utf-8")
+    journal.write_text('{"key": "cat|bool|5", "result": {}}\n\n{"key": "flip|float32|3", "result": {}}\n',
+                       encoding="utf-8")
+    assert held_out.judged_keys(result) == {"flip|float32|3", "sum|int64|4"}
+    assert held_out.judged_keys(journal) == {"cat|bool|5", "flip|float32|3"}

@@ -20,7 +20,9 @@ Three verdicts per sample:
   ``with_known`` forgives the differences that test's KNOWN tables name with a cause.
 
 ``--all`` judges every held-out sample instead of a seeded subset (hours on a CPU Vulkan driver); ``--keys K1,K2``
-judges the named ones only (a class of misses again, after a change: benchmarks/results/held_out_channels_last-realdml.json). ``--journal``
+judges the named ones only (a class of misses again, after a change: benchmarks/results/held_out_channels_last-realdml.json);
+``--exclude R`` (repeatable) leaves out the samples an earlier result or journal judged, so a fresh seed is judged on
+samples no earlier round saw (benchmarks/results/held_out_opinfo-realdml-seed34.json). ``--journal``
 keeps each real result as it is decided; ``--resume`` reuses a journal's results (a stopped run goes on).
 """
 from __future__ import annotations
@@ -106,6 +108,14 @@ def given_keys(text: str, held_out: list) -> tuple:
     asked = list(dict.fromkeys(key.strip() for key in text.split(",") if key.strip()))
     allowed = set(held_out)
     return asked, [key for key in asked if key not in allowed or not exists(key)]
+
+
+def judged_keys(path: Path) -> set:
+    """The sample keys of an earlier held-out result (its "samples") or journal (a "key" a line)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        return {json.loads(line)["key"] for line in text.splitlines() if line.strip()}
+    return set(json.loads(text).get("samples") or {})
 
 
 def measure_real(keys: list, journal, resume: bool) -> tuple:
@@ -265,6 +275,8 @@ def main() -> int:
     parser.add_argument("--journal", type=Path, help="each real result appended here as decided (JSON lines)")
     parser.add_argument("--resume", action="store_true", help="reuse the --journal's results")
     parser.add_argument("--real-only", action="store_true", help="measure on real DirectML, judge no path (rates)")
+    parser.add_argument("--exclude", type=Path, action="append", default=[],
+                        help="skip the samples judged in this earlier result (.json) or journal (.jsonl); repeatable")
     parser.add_argument("--keys", help="judge these held-out samples only (label|dtype|number, comma-separated): "
                                        "a class's samples again, after a change")
     args = parser.parse_args()
@@ -287,7 +299,12 @@ def main() -> int:
                   file=sys.stderr)
             return 2
     else:
-        keys = choose(held_out, 0 if args.all else args.count, args.seed)
+        try:
+            seen = set().union(*(judged_keys(path) for path in args.exclude))
+        except (OSError, ValueError) as error:
+            print(f"error: cannot read --exclude: {error}", file=sys.stderr)
+            return 2
+        keys = choose([key for key in held_out if key not in seen], 0 if args.all else args.count, args.seed)
     print(f"{len(keys)} held-out samples ({len(used)} keys used by the table)", flush=True)
     chosen_at = time.time()
     real, adapter, resumed = measure_real(keys, args.journal, args.resume)
@@ -299,6 +316,7 @@ def main() -> int:
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "seed": args.seed, "count_asked": len(keys) if args.keys else (0 if args.all else args.count),
                 "keys_asked": keys if args.keys else None, "later": args.later,
+                "excluded_from": [path.name for path in args.exclude],
                 "sample_count": len(keys), "adapter": adapter, "choose_seconds": round(chosen_at - started),
                 "real_seconds": round(real_seconds), "real_resumed_from_journal": resumed,
                 # the rate counts the samples measured in this run only (a resumed one took no time here)

@@ -527,10 +527,44 @@ const char* unheld_name(c10::ScalarType type) {
   }
 }
 
+// Float64 is refused where DirectML computes on it, not where it is made (moves, views and allocation run):
+// the rule lives once, in Python (dmlprof/directml/float64.py), asked only of a call with a float64 device tensor.
+std::string op_name(const c10::OperatorHandle& op);
+PyObject* g_float64_rule = nullptr;  // callable(op name, [values], outputs: bool) -> bool refused; a reference kept
+
+void set_float64_rule(py::object rule) {
+  Py_XDECREF(g_float64_rule);
+  g_float64_rule = rule.is_none() ? nullptr : rule.inc_ref().ptr();
+}
+
+bool float64_on_device(const Stack* s, size_t first) {
+  for (size_t i = first; i < s->size(); ++i) {
+    const auto& v = (*s)[i];
+    if (v.isTensor()) {
+      if (on_device(v.toTensor()) && v.toTensor().scalar_type() == at::kDouble) return true;
+    } else if (v.isTensorList()) {
+      for (const auto& t : v.toTensorVector()) {
+        if (on_device(t) && t.scalar_type() == at::kDouble) return true;
+      }
+    }
+  }
+  return false;
+}
+
+void check_float64(const c10::OperatorHandle& op, const Stack* s, size_t first, bool outputs) {
+  if (g_float64_support.load() || !float64_on_device(s, first)) return;
+  bool refused = true;  // no rule installed: every call on a float64 device tensor
+  if (g_float64_rule != nullptr) {
+    py::gil_scoped_acquire gil;
+    py::list values;
+    for (size_t i = first; i < s->size(); ++i) values.append(torch::jit::toPyObject((*s)[i]));
+    refused = py::reinterpret_borrow<py::object>(g_float64_rule)(op_name(op), values, outputs).cast<bool>();
+  }
+  TORCH_CHECK(!refused, "The GPU device does not support Double (Float64) operations!");
+}
+
 void check_dtype(const at::Tensor& t) {
   if (!on_device(t)) return;
-  TORCH_CHECK(t.scalar_type() != at::kDouble || g_float64_support.load(),
-              "The GPU device does not support Double (Float64) operations!");
   const char* unheld = unheld_name(t.scalar_type());
   TORCH_CHECK(unheld == nullptr, "torch-directml ends the process here (SIGABRT): Invalid or unsupported data type ",
               unheld, ".");
@@ -551,8 +585,6 @@ void set_failure_rules(py::object rule, const std::vector<std::string>& names) {
   Py_XDECREF(g_rule);
   g_rule = rule.is_none() ? nullptr : rule.inc_ref().ptr();
 }
-
-std::string op_name(const c10::OperatorHandle& op);
 
 void check_rules(const c10::OperatorHandle& op, const Stack* s, size_t first) {
   if (g_rule == nullptr) return;
@@ -587,9 +619,11 @@ template <BoxedFn Fn>
 void dtype_checked(const c10::OperatorHandle& op, Stack* s) {
   const size_t first = s->size() - op.schema().arguments().size();
   check_values(s, first);
+  check_float64(op, s, first, false);
   check_rules(op, s, first);
   Fn(op, s);
   check_values(s, first);  // the outputs now (a factory's dtype argument shows here)
+  check_float64(op, s, first, true);
 }
 
 void set_float64_support(bool on) { g_float64_support.store(on); }
@@ -764,6 +798,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_fallback_counts", &reset_fallback_counts);
   m.def("set_fault", &set_fault, "set a fault (corrupt | drop_write, op name) or clear it (kind '')");
   m.def("fault_hits", &fault_hits, "kernel calls that took the fault since it was set");
+  m.def("set_float64_rule", &set_float64_rule, "callable(op, [values], outputs) -> whether float64 is refused");
   m.def("set_float64_support", &set_float64_support, "whether the device runs float64 (off: most adapters do not)");
   m.def("set_failure_rules", &set_failure_rules, "rule(op name, arguments) -> None | error, asked for these ops");
   m.def("register_hooks", &register_hooks, "register PrivateUse1 hooks (torch >= 2.6); false when not needed");
