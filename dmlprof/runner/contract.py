@@ -53,12 +53,32 @@ class ContractRun(Run):
             # fails and who asked for it rather than only the error.
             self.facts.note("the warm-up step failed; the step was taken again, recorded, to show the call that fails")
             session = self._record_every_step(training, 1)
+            if self.ended_by_refusal:
+                # the warm-up's code caught a refused call and kept its answer (a capability check asked once):
+                # the retake ran clean, but on DirectML the process had ended in that warm-up step
+                session.meta = session.meta.updated(partial=True, partial_reason=failed.one_line(),
+                                                    device_failure=self._warm_up_refusal(session))
+                raise ScanStopped(failed, session)
         elif self.sync or not self.profiler_enabled or self.verify:  # --verify checks every call
             session = self._record_every_step(training, steps)
         else:
             session = self._record_steady_state(training, steps)
         session.meta = session.meta.updated(duration_s=round(time.perf_counter() - start, 3))
         return session
+
+    def _warm_up_refusal(self, session: Session):
+        """The finding of a refusal the warm-up's code caught (the call itself was not recorded: warm-up steps are
+        not), so that the report, a target's verdict and ``check`` lead with it as with a recorded one."""
+        from dmlprof.meta import DeviceFailure
+        from dmlprof.record.attribution import raised_at
+
+        found = self.backend.failure_in(self.raised) if self.raised is not None else None
+        if found is None:
+            return session.meta.device_failure
+        known = self.backend.known_error(self.raised)
+        return DeviceFailure(op="a call of the warm-up step", kind=found.kind, message=found.message,
+                             source=raised_at(self.raised) or "", explanation=known.explanation if known else "",
+                             remedy=known.remedy if known else "", observed=not self.backend.predicted)
 
     def _warm_up(self, training: TrainingStep, warmup: int) -> Optional[DmlprofError]:
         """Unrecorded steps; the error of one that failed (Ctrl-C is raised at once)."""
