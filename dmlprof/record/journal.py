@@ -38,6 +38,8 @@ _LARGEST_CHUNK = 64 << 20
 _SMALL_FIRST_CHUNK = 64 << 10
 #: how many distinct record tails a journal keeps made
 _TAILS_MAX = 50_000
+#: bytes every reservation keeps free for the last word (``F``), so a journal that could not grow still says it
+_LAST_WORD_ROOM = 32
 #: a file system that cannot allocate ahead (the file is then extended sparse)
 _NO_FALLOCATE = (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOSYS", errno.EINVAL))
 
@@ -174,9 +176,9 @@ class Journal:
             return
         data = text.encode("utf-8", "replace")
         end = self.written + len(data)
-        if end > self._size:
+        if end > self._size - _LAST_WORD_ROOM:
             try:
-                self._reserve(max(end, self._size + min(self._size, _LARGEST_CHUNK)))
+                self._reserve(max(end + _LAST_WORD_ROOM, self._size + min(self._size, _LARGEST_CHUNK)))
             except (OSError, ValueError):
                 self._stop_writing()  # a full disk must not stop the user's program: the journal only
                 return                # guards against its death
@@ -253,8 +255,29 @@ class Journal:
     def finished(self, exit_code: int) -> None:
         """The child said its last word (its report, or its error line): nothing is left to salvage."""
         with self._lock:
-            self._write(f"F\t{int(exit_code)}\n")
-        self.close()  # the file ends with this record: the parent reads its tail alone (:func:`last_word`)
+            if self._map is None and self._open:  # writing stopped where the file could not grow (a full disk)
+                self._last_word_past_a_stop(f"F\t{int(exit_code)}\n".encode())
+            else:
+                self._write(f"F\t{int(exit_code)}\n")
+        self.close()
+
+    def _last_word_past_a_stop(self, data: bytes) -> None:
+        """Write the last word into the room every reservation keeps for it (:data:`_LAST_WORD_ROOM`, allocated
+        already): a child that finished is not salvaged as dead because its journal had filled the disk."""
+        if self.written + len(data) > self._size:
+            return
+        try:
+            fd = self._reopen()
+        except OSError:
+            return
+        try:
+            os.lseek(fd, self.written, os.SEEK_SET)
+            if os.write(fd, data) == len(data):
+                self.written += len(data)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)  # the file ends with this record: the parent reads its tail alone (:func:`last_word`)
 
     def close(self) -> None:
         """Stop writing; the file is cut to what was written."""

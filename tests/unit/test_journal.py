@@ -293,3 +293,25 @@ def test_the_journal_goes_to_a_ram_backed_folder_with_room_unless_the_user_chose
     monkeypatch.delenv("TMPDIR")
     monkeypatch.setattr(survival.tempfile, "tempdir", str(chosen))
     assert survival._journal_folder().parent == chosen
+
+
+def test_a_journal_that_could_not_grow_still_says_its_last_word(tmp_path, monkeypatch):
+    """A full disk (or /dev/shm) at a growth stops the writing; the child that then finishes must still say so, or
+    its parent salvages a second, partial session and calls the run an abrupt end."""
+    import errno
+
+    real = journal_module.Journal._reserve
+
+    def full_past_the_first_reservation(self, size, fd=None):
+        if self._size and size > self._size:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, size, fd)
+
+    monkeypatch.setattr(journal_module, "_FIRST_CHUNK", 4096)
+    monkeypatch.setattr(journal_module.Journal, "_reserve", full_past_the_first_reservation)
+    journal = _journal(tmp_path)
+    for _ in range(200):  # far past 4 KiB: the writing stops at the first growth
+        journal.end(journal.begin("aten::mm", 1, "forward", "", []), [], 0, 1, 1, "")
+    assert journal._map is None and journal.written < 4096
+    journal.finished(0)
+    assert last_word(journal.path) == (True, 0)
