@@ -235,9 +235,10 @@ def _stale(folder: Path) -> bool:
         os.close(fd)
 
 
-#: where a journal is best kept on Linux: a RAM-backed file system never writes its pages back to a disk, so a write
-#: into the journal's mapping never waits on the writeback of its page (on ext4, those waits were most of the
-#: journal's cost: benchmarks/journal_cost.py); and how much room it must have left (a journal grows with the run)
+#: where a journal is kept on Linux: a RAM-backed file system never writes its pages back to a disk, so a write into
+#: the journal's mapping never waits on the writeback of its page (a busy 2-core machine, ext4: mean write 2.4 us
+#: against 0.77 us, p99 12.7 against 6.0; a recorded step on an H100 host read the same in both, within its noise);
+#: and how much room it must have left (a journal grows with the run)
 _RAM_FOLDER = Path("/dev/shm")
 _RAM_FOLDER_ROOM = 1 << 30
 

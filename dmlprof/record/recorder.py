@@ -396,7 +396,7 @@ class _Refusals:
     def refuse_or_call(self, func, args, kwargs):
         """Raise the backend's refusal of this call, where it has one; else run it (an abort the device raises
         in its place is kept: :meth:`~dmlprof.backends.base.Backend.abort_raised`)."""
-        found = self.rule(func, args, kwargs) if self.rule is not None and self.backend.refuses_calls else None
+        found = self.rule(func, args, kwargs) if self.rule is not None else None
         refused = self.backend.refusal_for(found) if found is not None else None
         if refused is not None:
             raise refused
@@ -438,5 +438,6 @@ def refusals(backend, counted: bool = False):
     in a call's place is kept (``nullcontext`` for a backend that does neither: only the real torch-directml
     refuses calls that would end its process, only the emulated device raises for them). With ``counted`` (a
     progress bar is drawn) the tap is there on every backend, to count the calls."""
-    rule = backend.failure_rule() if backend.refuses_calls or backend.raises_for_aborts else None
-    return _Refusals(rule, backend) if rule is not None or counted else nullcontext()
+    if not (backend.refuses_calls or backend.raises_for_aborts or counted):
+        return nullcontext()
+    return _Refusals(backend.failure_rule() if backend.refuses_calls else None, backend)
