@@ -6,23 +6,33 @@ die with it. So a scan runs the user's code in a child process (:mod:`dmlprof.su
 writes each call to this journal twice: before it runs (op, step, phase, module, input dtypes and
 shapes: a call that never returns is still named) and after (outputs, time, the fallbacks it raised,
 the user's line). The records go into a shared memory mapping of the journal file: the pages belong to
-the operating system's file cache, so a line is kept the moment it is copied in, whatever kills the
-writer after, at the cost of a memory copy (two ``os.write`` calls a call cost a recorded LeNet-5 step
-8 %; benchmarks/journal_cost.py). The file is reserved ahead in chunks (a full disk is an error at the
-reservation, never a fault at a write); the part not yet written reads as NUL bytes, which end the
-reading like a cut-off line; a journal whose writer finished is cut to what it wrote. The parent reads
-the journal back (:func:`read_journal`) and builds the partial session from it.
+the operating system's file cache, so a record is kept the moment it is copied in, whatever kills the
+writer after. The file is reserved ahead in chunks (a full disk is an error at the reservation, never a
+fault at a write); the part not yet written reads as NUL bytes; a journal whose writer finished is cut to
+what it wrote. The parent reads the journal back (:func:`read_journal`) and builds the partial session from it.
 
-The format is private to one scan (a temporary file, read once by the process that made it): tab-separated
-lines, every string interned once as JSON (``S``), so a call's records are numbers and short shape text.
-Nothing here imports torch: the parent reads the journal without it.
+What a record costs is what a recorded step pays twice a call (benchmarks/journal_cost.py): text lines made,
+encoded and copied under a lock cost a recorded LeNet-5 step 9 % on the CPU, 4x what the two writes cost timed
+alone (between two kernels the formatting's code and data are out of the caches). So a call's record is one
+fixed 32-byte slot, packed straight into the mapping by one ``struct`` call: its kind, the number of the
+call's fixed part (op, phase, module, input facts; or the user's line, output facts, fallbacks, arguments,
+thread), and its numbers (step; or the begin's slot, start and time). Each fixed part is written once, as JSON
+text in string slots, before the first record that names it (a step's calls repeat the same few). A slot is
+taken by ``next()`` on a counter, atomic under the GIL: no lock on a call's path, and the records of calls on
+several threads (autograd's) never overlap. A slot taken but not yet written when the process died reads as
+NUL bytes and is passed over.
+
+The format is private to one scan (a temporary file, read once by the process that made it). Nothing here
+imports torch: the parent reads the journal without it.
 """
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import mmap
 import os
+import struct
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -31,38 +41,38 @@ from typing import Optional
 #: the environment variable that tells a scan's child process where to journal
 JOURNAL_ENV = "DMLPROF_JOURNAL"
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
-#: the first reservation of the file (about 30,000 calls), and the largest step it grows by
+#: the first reservation of the file (about 65,000 calls), and the largest step it grows by
 _FIRST_CHUNK = 4 << 20
 _LARGEST_CHUNK = 64 << 20
-#: the first reservation where the folder cannot hold :data:`_FIRST_CHUNK` (about 500 calls; it grows as it can)
+#: the first reservation where the folder cannot hold :data:`_FIRST_CHUNK` (about 1,000 calls; it grows as it can)
 _SMALL_FIRST_CHUNK = 64 << 10
-#: how many distinct record tails a journal keeps made
+#: how many distinct fixed parts of records a journal keeps numbered
 _TAILS_MAX = 50_000
-#: bytes every reservation keeps free for the last word (``F``), so a journal that could not grow still says it
-_LAST_WORD_ROOM = 32
+#: every record's size: a slot's offset is its number times this
+_SLOT = 32
+#: bytes every reservation keeps free for the last word (``F``, one slot), so a journal that could not grow still
+#: says it
+_LAST_WORD_ROOM = _SLOT
 #: a file system that cannot allocate ahead (the file is then extended sparse)
 _NO_FALLOCATE = (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOSYS", errno.EINVAL))
 
-
-_meta_texts: dict = {}
-
-
-def _meta_text(meta) -> str:
-    """``cpu:float32:32x3x224x224:602112;...``: devices, dtypes, shapes and bytes of a call's tensors (a step's
-    calls repeat the same few: each text is made once)."""
-    try:
-        text = _meta_texts.get(meta)
-    except TypeError:  # not the recorder's tuples (a list): formatted each time
-        return _format_meta(meta)
-    if text is None:
-        text = _format_meta(meta)
-        if len(_meta_texts) < 100_000:  # bounded: a script of ever-new shapes formats each anew
-            _meta_texts[meta] = text
-    return text
+# The slots, each a prefix of the reader's layout (_SLOT_LAYOUT): kind, two small numbers, a string's number, then
+# three 64-bit numbers (or a string slot's bytes).
+_BEGIN = struct.Struct("<c3xIq")  # B, the fixed part's number, the step
+_END = struct.Struct("<c3xIqqq")  # E, the fixed part's number, the begin's slot, start, elapsed
+_STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the string's number, up to 24 bytes of it
+_NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
+_WORD = struct.Struct("<c3xIq")  # F and its exit code; D and u alone
+_SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
+_STRING_PIECE = 24
+assert _SLOT_LAYOUT.size == _SLOT == _END.size == _STRING.size
+#: a room past any offset: a journal that stopped writing (or a forked child's copy) never tries to grow again
+_NO_GROWTH = 1 << 62
 
 
-def _format_meta(meta) -> str:
-    return ";".join(f"{m[0]}:{_dtype_name(m[1])}:{'x'.join(map(str, m[2]))}:{m[3]}" for m in meta)
+def _meta_json(meta) -> list:
+    """``[["cpu", "float32", [32, 3, 224, 224], 602112], ...]``: devices, dtypes, shapes and bytes of a call's tensors."""
+    return [[str(m[0]), _dtype_name(m[1]), [int(d) for d in m[2]], int(m[3])] for m in meta]
 
 
 _dtype_names: dict = {}
@@ -73,6 +83,15 @@ def _dtype_name(dtype) -> str:
     if name is None:
         name = _dtype_names[dtype] = str(dtype).replace("torch.", "")
     return name
+
+
+def _op_text(op) -> str:
+    """The dispatcher's spelling of an overload (``aten::lerp.Scalar_out``): the recorder hands the overload itself,
+    named only the first time (dmlprof.record.frame.op_name, without importing torch)."""
+    if isinstance(op, str):
+        return op
+    schema = op._schema
+    return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
 
 
 _process_journal: "Optional[Journal]" = None
@@ -93,23 +112,29 @@ def journal_finished(exit_code: int) -> None:
 
 
 class Journal:
-    """Writes a recording's calls to ``path`` as they happen (each record copied into the file's mapping).
+    """Writes a recording's calls to ``path`` as they happen (each record packed into the file's mapping).
 
     :meth:`begin` before a call runs, :meth:`end` once it returned (or raised); calls on several
-    threads (autograd's) may interleave, so each names its begin number.
+    threads (autograd's) may interleave, so each end names its begin's number.
     """
 
     def __init__(self, path):
         self.path = str(path)
         self._map: Optional[mmap.mmap] = None
-        #: bytes written, and bytes the file holds (reserved) now
-        self.written = self._size = 0
-        self._strings: dict = {}
-        #: the fixed part of begin and end records, by what fixes it (:meth:`_tail`)
+        #: bytes the file holds (reserved) now, and the offset from which a slot needs the file grown first
+        self._size = 0
+        self._room = 0
+        #: where writing stopped (a growth failed: a full disk), else None
+        self._stopped_at: Optional[int] = None
+        #: the next slot's number: ``next()`` takes one, atomically, on whichever thread records
+        self._slots = itertools.count()
+        self._strings = 0
+        #: the number of each fixed part written, by what fixes it (:meth:`begin`, :meth:`end`); the objects keyed
+        #: by their ``id`` are kept alive here, so no other object can take their id while they are keys
         self._begin_tails: dict = {}
         self._end_tails: dict = {}
-        self._calls = 0
-        self._lock = threading.Lock()  # autograd's threads record too: records and ids stay whole
+        self._kept: list = []
+        self._lock = threading.RLock()  # strings, growth and closing: a call's own records take no lock
         # No descriptor is kept open: the scanned code may close every descriptor it inherited (os.closerange) and
         # open its own files on the freed numbers, and a journal growing or cutting "its" descriptor then extended
         # the user's file with NUL bytes. The file is opened by its path each time, and must still be this one.
@@ -127,6 +152,12 @@ class Journal:
             os.close(fd)
         self._open = True
         _open_journals.add(self)
+
+    @property
+    def written(self) -> int:
+        """Bytes written: every slot taken so far (or up to where writing stopped)."""
+        taken = _taken(self._slots) * _SLOT
+        return taken if self._stopped_at is None else min(taken, self._stopped_at)
 
     def _reopen(self) -> int:
         """The journal's file, opened again by its path; an error where it is gone or another file took its place."""
@@ -157,6 +188,7 @@ class Journal:
             os.ftruncate(fd, size)
         self._map = mmap.mmap(fd, size)
         self._size = size
+        self._room = size - _LAST_WORD_ROOM
 
     @classmethod
     def from_environment(cls) -> "Optional[Journal]":
@@ -170,110 +202,154 @@ class Journal:
         except OSError:
             return None  # the scan goes on without a journal: a crash then keeps nothing, as before
 
-    def _write(self, text: str) -> None:
-        """Copy one record in (the caller holds the lock)."""
-        if self._map is None:  # closed, or a forked child's copy
-            return
-        data = text.encode("utf-8", "replace")
-        end = self.written + len(data)
-        if end > self._size - _LAST_WORD_ROOM:
-            try:
-                self._reserve(max(end + _LAST_WORD_ROOM, self._size + min(self._size, _LARGEST_CHUNK)))
-            except (OSError, ValueError):
-                self._stop_writing()  # a full disk must not stop the user's program: the journal only
-                return                # guards against its death
-        self._map[self.written:end] = data
-        self.written = end
-
-    def _id(self, text) -> int:
-        """The interned number of a string (written once, before its first use)."""
-        number = self._strings.get(text)
-        if number is None:
-            number = self._strings[text] = len(self._strings)
-            self._write(f"S\t{number}\t{json.dumps('' if text is None else str(text))}\n")
-        return number
-
-    # -- what the child writes ----------------------------------------------------
-    def header(self, session_json: str) -> None:
-        """The run's facts as a session file of no calls (what the partial session starts from)."""
-        with self._lock:
-            self._write(f"H\t{json.dumps(session_json)}\n")
-
-    def begin(self, op: str, step: int, phase: str, module: str, inputs) -> int:
-        """A call about to run; returns its number for :meth:`end`."""
-        with self._lock:
-            number = self._calls
-            self._calls += 1
-            tail = self._tail(self._begin_tails, (op, phase, module, inputs), self._begin_tail)
-            self._write(f"B\t{number}\t{step}\t{tail}")
-        return number
+    # -- a call's two records: the hot path (no lock, one packing each; see the module's docstring) -------------
+    def begin(self, op, step: int, phase: str, module: str, inputs) -> int:
+        """A call about to run (``op``: its overload, or its name); returns its number for :meth:`end`."""
+        try:
+            tail = self._begin_tails[(id(op), phase, module, inputs)]
+        except (KeyError, TypeError):  # its first call (or unhashable facts, a list: numbered each time)
+            tail = self._begin_tail(op, phase, module, inputs)
+        slot = next(self._slots)
+        offset = slot * _SLOT
+        if offset >= self._room:
+            self._grow(offset)
+        try:
+            _BEGIN.pack_into(self._map, offset, b"B", tail, step)
+        except (TypeError, ValueError, struct.error):  # stopped or forked (no view), or the view was just replaced
+            self._pack_again(_BEGIN, offset, b"B", tail, step)
+        return slot
 
     def end(self, number: int, outputs, start_ns: int, elapsed_ns: int, thread: int, source: str,
             fallen: tuple = (), arguments: str = "") -> None:
         """The call ``number`` returned (or raised): its outputs, its time, what fell back inside it, the
         arguments a wrong-result class is keyed by (JSON text, dmlprof.directml.call_arguments)."""
-        with self._lock:
-            tail = self._tail(self._end_tails, (source, outputs, fallen, arguments), self._end_tail)
-            self._write(f"E\t{number}\t{start_ns}\t{elapsed_ns}\t{thread}\t{tail}")
-
-    def _begin_tail(self, op, phase, module, inputs) -> str:  # not the step: each step's calls are the last one's
-        return f"{self._id(op)}\t{self._id(phase)}\t{self._id(module)}\t{_meta_text(inputs)}\n"
-
-    def _end_tail(self, source, outputs, fallen, arguments) -> str:
-        fallen_ids = ",".join(str(self._id(name)) for name in fallen)
-        return f"{self._id(source)}\t{_meta_text(outputs)}\t{fallen_ids}\t{self._id(arguments or '')}\n"
-
-    @staticmethod
-    def _tail(cache: dict, key: tuple, make) -> str:
-        """The part of a record that ``key`` fixes, made once: a step's calls repeat the same few (the strings it
-        interns are journaled when it is first made, before the record that uses them)."""
         try:
-            text = cache.get(key)
-        except TypeError:  # unhashable facts (a list): made each time
-            return make(*key)
-        if text is None:
-            text = make(*key)
-            if len(cache) < _TAILS_MAX:  # bounded: a script of ever-new shapes makes each anew
-                cache[key] = text
-        return text
+            tail = self._end_tails[(source, outputs, fallen, arguments, thread)]
+        except (KeyError, TypeError):
+            tail = self._end_tail(source, outputs, fallen, arguments, thread)
+        offset = next(self._slots) * _SLOT
+        if offset >= self._room:
+            self._grow(offset)
+        try:
+            _END.pack_into(self._map, offset, b"E", tail, number, start_ns, elapsed_ns)
+        except (TypeError, ValueError, struct.error):
+            self._pack_again(_END, offset, b"E", tail, number, start_ns, elapsed_ns)
 
-    def unrecorded(self, op: str, inputs) -> None:
+    def _pack_again(self, layout: struct.Struct, offset: int, *values) -> None:
+        """A record whose packing failed: another thread replaced the view (a growth) between this one reading it
+        and packing into it, so once more into the view now; no view (stopped, forked) or a bad value: not kept."""
+        view = self._map
+        if view is None:
+            return
+        try:
+            layout.pack_into(view, offset, *values)
+        except (TypeError, ValueError, struct.error):
+            pass
+
+    def _grow(self, offset: int) -> None:
+        """Room for the slot at ``offset``: the file reserved further (a full disk stops the writing there, the
+        last word's room kept)."""
+        with self._lock:
+            if offset < self._room or self._map is None:  # another thread grew it, or writing stopped
+                return
+            try:
+                self._reserve(max(offset + _SLOT + _LAST_WORD_ROOM, self._size + min(self._size, _LARGEST_CHUNK)))
+            except (OSError, ValueError):
+                self._stop_writing()  # a full disk must not stop the user's program: the journal only
+                self._stopped_at = self._room  # guards against its death
+                self._room = _NO_GROWTH
+
+    # -- what a record names: its fixed part, written once ---------------------------------------------------------
+    def _begin_tail(self, op, phase, module, inputs) -> int:
+        text = json.dumps([_op_text(op), _text(phase), _text(module), _meta_json(inputs)])
+        return self._number(self._begin_tails, (id(op), phase, module, inputs), text, op)
+
+    def _end_tail(self, source, outputs, fallen, arguments, thread) -> int:
+        text = json.dumps([_text(source), _meta_json(outputs), [str(name) for name in fallen], _text(arguments),
+                           int(thread)])
+        return self._number(self._end_tails, (source, outputs, fallen, arguments, thread), text)
+
+    def _number(self, cache: dict, key: tuple, text: str, keep=None) -> int:
+        """The number of a fixed part, its text written before the record that names it; kept by ``key`` while
+        the cache has room (bounded: a script of ever-new shapes numbers each anew)."""
+        with self._lock:
+            try:
+                found = cache.get(key)
+            except TypeError:  # unhashable facts
+                found = key = None
+            if found is not None:  # another thread numbered it meanwhile
+                return found
+            number = self._string(text)
+            if key is not None and len(cache) < _TAILS_MAX:
+                cache[key] = number
+                if keep is not None:
+                    self._kept.append(keep)  # its id is in the key
+            return number
+
+    def _string(self, text: str) -> int:
+        """Write ``text`` in string slots, before any record names it; its number."""
+        with self._lock:
+            number = self._strings
+            self._strings += 1
+            data = text.encode("utf-8", "replace")
+            starts = range(0, len(data), _STRING_PIECE) if data else range(1)
+            for start in starts:
+                piece = data[start:start + _STRING_PIECE]
+                self._put(_STRING, b"S", len(piece), start == starts[-1], number, piece)
+            return number
+
+    def _put(self, layout: struct.Struct, *values) -> None:
+        """A record off a call's path, in the next slot."""
+        offset = next(self._slots) * _SLOT
+        if offset >= self._room:
+            self._grow(offset)
+        self._pack_again(layout, offset, *values)
+
+    # -- what the child writes besides its calls -----------------------------------------------------------------
+    def header(self, session_json: str) -> None:
+        """The run's facts as a session file of no calls (what the partial session starts from)."""
+        with self._lock:
+            self._put(_NAMED, b"H", self._string(session_json))
+
+    def unrecorded(self, op, inputs) -> None:
         """A call outside the recording about to run (a warm-up step under the device's refusals): not a row,
         but the call to name if the process dies in it."""
-        with self._lock:
-            self._write(f"U\t{self._id(op)}\t{_meta_text(inputs)}\n")
+        try:
+            tail = self._begin_tails[(id(op), "", "", inputs)]
+        except (KeyError, TypeError):
+            tail = self._begin_tail(op, "", "", inputs)
+        self._put(_NAMED, b"U", tail)
 
     def unrecorded_returned(self) -> None:
-        with self._lock:
-            self._write("u\n")
+        self._put(_WORD, b"u", 0, 0)
 
     def rows_dropped(self) -> None:
         """A script's warm-up ended: the rows so far are not the recording's."""
-        with self._lock:
-            self._write("D\n")
+        self._put(_WORD, b"D", 0, 0)
 
     def finished(self, exit_code: int) -> None:
         """The child said its last word (its report, or its error line): nothing is left to salvage."""
         with self._lock:
             if self._map is None and self._open:  # writing stopped where the file could not grow (a full disk)
-                self._last_word_past_a_stop(f"F\t{int(exit_code)}\n".encode())
+                self._last_word_past_a_stop(_WORD.pack(b"F", 0, int(exit_code)).ljust(_SLOT, b"\0"))
             else:
-                self._write(f"F\t{int(exit_code)}\n")
+                self._put(_WORD, b"F", 0, int(exit_code))
         self.close()
 
     def _last_word_past_a_stop(self, data: bytes) -> None:
         """Write the last word into the room every reservation keeps for it (:data:`_LAST_WORD_ROOM`, allocated
         already): a child that finished is not salvaged as dead because its journal had filled the disk."""
-        if self.written + len(data) > self._size:
+        written = self.written
+        if written + len(data) > self._size:
             return
         try:
             fd = self._reopen()
         except OSError:
             return
         try:
-            os.lseek(fd, self.written, os.SEEK_SET)
+            os.lseek(fd, written, os.SEEK_SET)
             if os.write(fd, data) == len(data):
-                self.written += len(data)
+                self._stopped_at = written + len(data)
         except OSError:
             pass
         finally:
@@ -286,6 +362,7 @@ class Journal:
                 return
             self._open = False
             self._stop_writing()
+            self._room = _NO_GROWTH
             try:
                 fd = self._reopen()
             except OSError:
@@ -305,7 +382,18 @@ class Journal:
     def forget_in_forked_child(self) -> None:
         """A forked child shares the parent's mapping: it must not write into the parent's journal."""
         self._map = None  # the child's view goes with the child; the parent's stays whole
+        self._room = _NO_GROWTH
+        self._lock = threading.RLock()  # another thread may have held it at the fork
         self._open = False  # the file is the parent's to cut
+
+
+def _text(value) -> str:
+    return "" if value is None else str(value)
+
+
+def _taken(counter) -> int:
+    """How many numbers ``counter`` (an ``itertools.count()``) gave, without taking one: its repr is ``count(N)``."""
+    return int(repr(counter)[6:-1])
 
 
 #: mappings whose descriptor the scanned code closed (kept, never closed: see _close_view)
@@ -377,80 +465,95 @@ class JournalContents:
 
 def last_word(path) -> "tuple[bool, Optional[int]]":
     """``(anything journaled, the exit code the child ended with)`` from the journal's ends alone (a finished
-    journal is cut after its ``F`` record; one whose writer died ends in NUL bytes): a long journal is not read
+    journal is cut after its ``F`` slot; one whose writer died ends in NUL bytes): a long journal is not read
     whole to learn that nothing is lost."""
     try:
         with open(path, "rb") as journal:
             journaled = journal.read(1) not in (b"", b"\0")
-            journal.seek(0, os.SEEK_END)
-            journal.seek(max(0, journal.tell() - 64))
-            tail = journal.read().decode("utf-8", "replace")
+            size = journal.seek(0, os.SEEK_END)
+            if size < _SLOT or size % _SLOT:
+                return journaled, None
+            journal.seek(size - _SLOT)
+            last = journal.read(_SLOT)
     except OSError:
         return False, None
-    last = tail.rstrip("\n").rsplit("\n", 1)[-1]
-    if last.startswith("F\t"):
-        try:
-            return True, int(last[2:])
-        except ValueError:
-            pass
-    return journaled, None
+    kind, _, _, _, code, _, _ = _SLOT_LAYOUT.unpack(last)
+    return journaled, (code if kind == b"F" else None)
 
 
-def _parse_meta(text: str) -> tuple:
-    found = []
-    for part in text.split(";") if text else ():
-        device, dtype, shape, size = part.rsplit(":", 3)
-        found.append((device, dtype, tuple(int(d) for d in shape.split("x") if d), int(size)))
-    return tuple(found)
+def _parse_meta(facts: list) -> tuple:
+    return tuple((str(device), str(dtype), tuple(int(d) for d in shape), int(size)) for device, dtype, shape, size in facts)
 
 
 def read_journal(path) -> JournalContents:
-    """Read a journal back; a damaged or cut-off line (the writer died mid-write) ends the reading there."""
+    """Read a journal back. Slots never written (taken by a thread the death stopped before it wrote) read as NUL
+    bytes and are passed over; a slot that makes no sense (torn by the death, or naming what was never written)
+    is passed over too; the NUL bytes past the last record end the reading."""
     contents = JournalContents()
-    strings: dict = {}
-    begun: dict = {}
     try:
-        with open(path, encoding="utf-8", errors="replace", newline="\n") as lines:
-            for line in lines:
-                if not line.endswith("\n"):
-                    break
-                try:
-                    _read_line(line[:-1].split("\t"), strings, begun, contents)
-                except (ValueError, KeyError, IndexError):
-                    break
+        with open(path, "rb") as journal:
+            data = journal.read()
     except OSError:
         return contents
-    contents.running = sorted(begun.values(), key=lambda call: call.number)
+    used = len(data.rstrip(b"\0"))
+    whole = min(len(data) // _SLOT, -(-used // _SLOT)) * _SLOT  # a slot cut off by the file's end is not read
+    reading = _Reading(contents)
+    view = memoryview(data)
+    for number, fields in enumerate(_SLOT_LAYOUT.iter_unpack(view[:whole])):
+        if fields[0] == b"\0":
+            continue
+        try:
+            reading.slot(number, fields, view)
+        except (ValueError, KeyError, IndexError, TypeError):
+            continue
+    contents.running = sorted(reading.begun.values(), key=lambda call: call.number)
     return contents
 
 
-def _read_line(fields: list, strings: dict, begun: dict, contents: JournalContents) -> None:
-    kind = fields[0]
-    if kind == "S":
-        strings[int(fields[1])] = json.loads(fields[2])
-    elif kind == "B":
-        number = int(fields[1])
-        begun[number] = JournaledCall(number=number, step=int(fields[2]), op=strings[int(fields[3])],
-                                      phase=strings[int(fields[4])], module=strings[int(fields[5])],
-                                      inputs=_parse_meta(fields[6]))
-    elif kind == "E":
-        call = begun.pop(int(fields[1]))
-        call.start_ns, call.elapsed_ns, call.thread = int(fields[2]), int(fields[3]), int(fields[4])
-        call.source = strings[int(fields[5])]
-        call.outputs = _parse_meta(fields[6])
-        call.fallen = tuple(strings[int(i)] for i in fields[7].split(",") if i)
-        call.arguments = strings[int(fields[8])]
-        call.returned = True
-        contents.calls.append(call)
-    elif kind == "U":
-        contents.unrecorded = JournaledCall(number=-1, op=strings[int(fields[1])], step=0, phase="", module="",
-                                            inputs=_parse_meta(fields[2]))
-    elif kind == "u":
-        contents.unrecorded = None
-    elif kind == "D":
-        contents.calls.clear()
-    elif kind == "H":  # a recording begins (--replace records twice): its calls are the ones that count
-        contents.header = json.loads(fields[1])
-        contents.calls.clear()
-    elif kind == "F":
-        contents.finished = int(fields[1])
+class _Reading:
+    """What reading a journal holds while it goes: the strings so far and the calls begun, not yet returned."""
+
+    def __init__(self, contents: JournalContents):
+        self.contents = contents
+        self.pieces: dict = {}
+        self.strings: dict = {}
+        self.tails: dict = {}
+        self.begun: dict = {}
+
+    def tail(self, number: int) -> list:
+        found = self.tails.get(number)
+        if found is None:
+            found = self.tails[number] = json.loads(self.strings[number])
+        return found
+
+    def slot(self, number: int, fields: tuple, view: memoryview) -> None:
+        kind, small, last, named, first, second, third = fields
+        contents = self.contents
+        if kind == b"S":
+            start = number * _SLOT + 8
+            self.pieces.setdefault(named, []).append(bytes(view[start:start + min(small, _STRING_PIECE)]))
+            if last:
+                self.strings[named] = b"".join(self.pieces.pop(named)).decode("utf-8", "replace")
+        elif kind == b"B":
+            op, phase, module, inputs = self.tail(named)
+            self.begun[number] = JournaledCall(number=number, step=first, op=op, phase=phase, module=module,
+                                               inputs=_parse_meta(inputs))
+        elif kind == b"E":
+            source, outputs, fallen, arguments, thread = self.tail(named)
+            call = self.begun.pop(first)
+            call.start_ns, call.elapsed_ns, call.thread = second, third, int(thread)
+            call.source, call.outputs = source, _parse_meta(outputs)
+            call.fallen, call.arguments, call.returned = tuple(fallen), arguments, True
+            contents.calls.append(call)
+        elif kind == b"U":
+            op, _, _, inputs = self.tail(named)
+            contents.unrecorded = JournaledCall(number=-1, op=op, step=0, phase="", module="", inputs=_parse_meta(inputs))
+        elif kind == b"u":
+            contents.unrecorded = None
+        elif kind == b"D":
+            contents.calls.clear()
+        elif kind == b"H":  # a recording begins (--replace records twice): its calls are the ones that count
+            contents.header = self.strings[named]
+            contents.calls.clear()
+        elif kind == b"F":
+            contents.finished = first

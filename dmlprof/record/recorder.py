@@ -119,7 +119,8 @@ class _Calls:
             rec.before_call(func, inputs)
         journal = rec.journal
         # written before the call runs: a call that ends the process (a native crash) is still named
-        journaled = journal.begin(op_name(func), rec.step, phase, module, inputs) if journal is not None else None
+        # (the overload itself: the journal names it once, not each call)
+        journaled = journal.begin(func, rec.step, phase, module, inputs) if journal is not None else None
         verifier = rec.verifier
         # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
         pending = verifier.before(func, args, kwargs) if verifier is not None else None
@@ -405,7 +406,7 @@ class _Refusals:
             if journal is None:
                 return call_as_dispatched(func, args, kwargs)
             inputs = _tensor_meta(args) + (_tensor_meta(kwargs.values()) if kwargs else ())
-            journal.unrecorded(op_name(func), inputs)  # the call to name if the process dies in it
+            journal.unrecorded(func, inputs)  # the call to name if the process dies in it
             out = call_as_dispatched(func, args, kwargs)
         except Exception as exc:
             self.backend.abort_raised(exc)

@@ -52,8 +52,8 @@ def test_a_line_cut_off_by_the_writers_death_ends_the_reading_without_an_error(t
     number = journal.begin("aten::relu", 0, "forward", "", [("cpu", F32, (), 4)])  # a 0-d tensor: no dims
     journal.end(number, [("cpu", F32, (), 4)], 0, 1, 1, "")
     journal.close()
-    with open(journal.path, "a", encoding="utf-8") as cut:
-        cut.write("B\t9\t0\t1\t")  # no newline: the process died mid-write
+    with open(journal.path, "ab") as cut:
+        cut.write(journal_module._BEGIN.pack(b"B", 0, 9)[:11])  # a slot cut short: the process died mid-write
     contents = read_journal(journal.path)
     assert [call.op for call in contents.calls] == ["aten::relu"]
     assert contents.calls[0].inputs == (("cpu", F32, (), 4),)
@@ -315,3 +315,113 @@ def test_a_journal_that_could_not_grow_still_says_its_last_word(tmp_path, monkey
     assert journal._map is None and journal.written < 4096
     journal.finished(0)
     assert last_word(journal.path) == (True, 0)
+
+
+def test_a_slot_taken_but_never_written_and_a_torn_one_are_passed_over(tmp_path):
+    """A thread that took a slot and died (or was stopped by another thread's crash) before writing it leaves NUL
+    bytes; one torn mid-copy leaves a kind and nonsense: the calls written after either still read back."""
+    journal = _journal(tmp_path)
+    journal.end(journal.begin("aten::mm", 1, "forward", "fc", [("cpu", F32, (2, 3), 24)]), [], 0, 1, 1, "net.py:3")
+    next(journal._slots)  # taken, never written
+    torn = next(journal._slots) * journal_module._SLOT
+    journal._map[torn:torn + 8] = b"E\0\0\0\xff\xff\xff\x7f"  # an end naming a fixed part never written
+    number = journal.begin("aten::relu", 1, "forward", "act", [("cpu", F32, (2, 3), 24)])
+    journal.end(number, [("cpu", F32, (2, 3), 24)], 5, 2, 1, "net.py:4")
+    journal.begin("aten::flip", 1, "forward", "body", [("cpu", F32, (2, 3), 24)])
+    contents = read_journal(journal.path)
+    assert [(call.op, call.module, call.source) for call in contents.calls] == [
+        ("aten::mm", "fc", "net.py:3"), ("aten::relu", "act", "net.py:4")]
+    assert [call.op for call in contents.running] == ["aten::flip"]
+
+
+def test_names_longer_than_a_slot_and_not_ascii_read_back_exactly(tmp_path):
+    journal = _journal(tmp_path)
+    module = "Net.blöcke.0." + "déjà-vu·" * 20 + "\t\n\"x\""  # many string slots, a character split across two
+    source = "モデル.py:12"
+    number = journal.begin("aten::addmm", 3, "forward", module, (("cpu", F32, (4, 8), 128), ("cpu", F32, (8,), 32)))
+    journal.end(number, (("cpu", F32, (4, 8), 128),), 7, 9, 11, source, ("aten::lerp.Scalar_out",), '{"p": 1}')
+    (call,) = read_journal(journal.path).calls
+    assert (call.module, call.source, call.step, call.arguments, call.thread) == (module, source, 3, '{"p": 1}', 11)
+    assert call.inputs == (("cpu", F32, (4, 8), 128), ("cpu", F32, (8,), 32))
+    assert (call.start_ns, call.elapsed_ns, call.fallen) == (7, 9, ("aten::lerp.Scalar_out",))
+
+
+class _Overload:
+    """What the recorder hands the journal: an overload, named by its schema."""
+
+    def __init__(self, name: str, overload: str = ""):
+        self._schema = type("Schema", (), {"name": name, "overload_name": overload})()
+
+
+def test_an_overload_is_named_by_its_schema_and_one_made_later_in_its_place_is_not_taken_for_it(tmp_path):
+    """The journal keys a call's fixed part by the overload's id (its hash is Python code): a later object that
+    could take a freed id must be named for itself, so each overload keyed is kept alive."""
+    journal = _journal(tmp_path)
+    facts = (("cpu", F32, (2,), 8),)
+    for index in range(50):  # each made and dropped: without keeping them, their ids are reused at once
+        journal.end(journal.begin(_Overload(f"aten::op{index}", "Tensor"), 0, "forward", "", facts), facts, 0, 1, 1, "")
+    assert [call.op for call in read_journal(journal.path).calls] == [f"aten::op{index}.Tensor" for index in range(50)]
+
+
+def test_calls_on_several_threads_while_the_journal_grows_all_read_back(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(journal_module, "_FIRST_CHUNK", 4096)
+    journal = _journal(tmp_path)
+
+    def record(thread: int) -> None:
+        for index in range(300):
+            number = journal.begin("aten::add.Tensor", index, "forward", f"t{thread}", (("cpu", F32, (thread, index), 4),))
+            journal.end(number, (), index, thread, thread, f"net.py:{index}")
+
+    threads = [threading.Thread(target=record, args=(thread,)) for thread in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    calls = read_journal(journal.path).calls
+    assert len(calls) == 1200
+    assert all(call.module == f"t{call.thread}" and call.inputs[0][2] == (call.thread, call.step)
+               and call.source == f"net.py:{call.step}" for call in calls)
+
+
+CRASHING_RECORDER = '''
+import ctypes, sys
+import torch
+from torch import nn
+from dmlprof.backends import resolve_backend
+from dmlprof.record.journal import Journal
+from dmlprof.record.recorder import Recorder
+
+journal = Journal(sys.argv[1])
+model = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+recorder = Recorder(resolve_backend("cpu"), sync=False)
+recorder.journal = journal
+with recorder:
+    model(torch.randn(3, 8)).sum().backward()
+    dies_in = lambda func, args, kwargs: ctypes.string_at(0) if "relu" in func.name() else None
+    recorder.rule = dies_in  # judged once the call is journaled, before it runs: here it dies in the call
+    model(torch.randn(3, 8, dtype=torch.float64).float())
+'''
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="crashes through ctypes.string_at(0)")
+def test_a_recorder_that_dies_natively_mid_call_leaves_the_call_named_and_every_call_before_it(tmp_path):
+    import subprocess
+
+    script, path = tmp_path / "dies.py", tmp_path / "calls.journal"
+    script.write_text(CRASHING_RECORDER, encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == -signal.SIGSEGV, done.stderr
+    contents = read_journal(path)
+    (running,) = contents.running
+    assert (running.op, running.phase, running.module) == ("aten::relu", "forward", "Sequential.1")
+    assert running.inputs == (("cpu", F32, (3, 4), 48),)
+    ops = [call.op for call in contents.calls]
+    assert "aten::addmm" in ops and ops.count("aten::relu") == 1 and "aten::threshold_backward" in ops
+    assert ops[-1] == "aten::addmm" and contents.calls[-1].outputs == (("cpu", F32, (3, 4), 48),)
+    assert all(call.returned and call.thread for call in contents.calls)
+    message = survival.crash_message("SIGSEGV", running, "")
+    assert message == "the scanned process died of SIGSEGV in aten::relu (float32 [3, 4]; in Sequential.1)"
