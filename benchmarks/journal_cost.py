@@ -1,10 +1,11 @@
 """What the journal costs: a recorded training step with and without every call written down as it happens.
 
 A scan's child journals each call twice (before it runs and after it returned: dmlprof/record/journal.py) so a
-native crash keeps the recording. Target: a recorded step costs at most 3 % more with the journal than
-without (issue 31). Both variants run in one process, interleaved in rounds (the order alternating), as
-``dmlprof scan`` records its steps (the dispatcher tap, a sync after each call on an accelerator); the figure
-is the median over rounds of each round's ratio (with / without, each a median of its steps).
+native crash keeps the recording; the figure is the journal in the folder a scan puts it in (dmlprof.survival).
+Target: a recorded step costs at most 3 % more with the journal than without (issue 31). Both variants run in
+one process, interleaved in rounds (the order alternating), as ``dmlprof scan`` records its steps (the dispatcher
+tap, a sync after each call on an accelerator); the figure is the median over rounds of each round's ratio
+(with / without, each a median of its steps).
 
     python benchmarks/journal_cost.py [--device auto] [--rounds 24] [--steps 3]
 """
@@ -26,6 +27,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dmlprof import survival  # noqa: E402
 from dmlprof.backends import resolve_backend  # noqa: E402
 from dmlprof.record.journal import Journal  # noqa: E402
 from dmlprof.record.recorder import Recorder  # noqa: E402
@@ -50,13 +52,14 @@ def recorded_steps(training, backend, journal, steps: int) -> list:
 
 
 def journal_folders(scratch: Path) -> dict:
-    """Where the journal is measured: the temporary folder a scan puts it in (tempfile's), and a RAM-backed
-    folder where the system has one (/dev/shm): a file system that writes pages back to a disk can stall a
-    write into a page of the mapping the flusher is writing out."""
-    folders = {"journal": scratch}
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        folders["journal_in_dev_shm"] = Path(tempfile.mkdtemp(prefix="dmlprof-journal-cost-", dir=shm))
+    """Where the journal is measured: the folder a scan puts it in (dmlprof.survival: /dev/shm on Linux where it has
+    the room, a RAM-backed folder, else the temporary folder), the figure; and the temporary folder too where that
+    is another (a file system that writes pages back to a disk can stall a write into a page of the mapping the
+    flusher is writing out)."""
+    scans = survival._journal_folder()
+    folders = {"journal": scans}
+    if scans.parent != Path(tempfile.gettempdir()):
+        folders["journal_in_temporary_folder"] = scratch
     return folders
 
 
@@ -105,8 +108,7 @@ def main(argv=None) -> int:
             results = [measure_model(REPO / "models" / name, backend, args.rounds, args.steps, folders)
                        for name in MODELS]
         finally:
-            for extra in list(folders.values())[1:]:
-                shutil.rmtree(extra, ignore_errors=True)
+            shutil.rmtree(folders["journal"], ignore_errors=True)
     result = {
         "benchmark": "journal_cost",
         "date": time.strftime("%Y-%m-%d"),
@@ -115,6 +117,7 @@ def main(argv=None) -> int:
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+        "journal_folder": f"{folders['journal'].parent} (where a scan puts it)",
         "rounds": args.rounds,
         "steps_per_round": args.steps,
         "target": f"a recorded step with the journal <= {TARGET}x one without (median step times, one process)",

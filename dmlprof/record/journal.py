@@ -71,7 +71,7 @@ _NO_GROWTH = 1 << 62
 
 
 def _meta_json(meta) -> list:
-    """``[["cpu", "float32", [32, 3, 224, 224], 602112], ...]``: devices, dtypes, shapes and bytes of a call's tensors."""
+    """``[["cpu", "float32", [32, 3, 224, 224], 602112], ...]``: device, dtype, shape and bytes of each tensor."""
     return [[str(m[0]), _dtype_name(m[1]), [int(d) for d in m[2]], int(m[3])] for m in meta]
 
 
@@ -482,7 +482,8 @@ def last_word(path) -> "tuple[bool, Optional[int]]":
 
 
 def _parse_meta(facts: list) -> tuple:
-    return tuple((str(device), str(dtype), tuple(int(d) for d in shape), int(size)) for device, dtype, shape, size in facts)
+    return tuple((str(device), str(dtype), tuple(int(d) for d in shape), int(size))
+                 for device, dtype, shape, size in facts)
 
 
 def read_journal(path) -> JournalContents:
@@ -547,7 +548,8 @@ class _Reading:
             contents.calls.append(call)
         elif kind == b"U":
             op, _, _, inputs = self.tail(named)
-            contents.unrecorded = JournaledCall(number=-1, op=op, step=0, phase="", module="", inputs=_parse_meta(inputs))
+            contents.unrecorded = JournaledCall(number=-1, op=op, step=0, phase="", module="",
+                                                inputs=_parse_meta(inputs))
         elif kind == b"u":
             contents.unrecorded = None
         elif kind == b"D":

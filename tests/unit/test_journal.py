@@ -359,7 +359,8 @@ def test_an_overload_is_named_by_its_schema_and_one_made_later_in_its_place_is_n
     journal = _journal(tmp_path)
     facts = (("cpu", F32, (2,), 8),)
     for index in range(50):  # each made and dropped: without keeping them, their ids are reused at once
-        journal.end(journal.begin(_Overload(f"aten::op{index}", "Tensor"), 0, "forward", "", facts), facts, 0, 1, 1, "")
+        number = journal.begin(_Overload(f"aten::op{index}", "Tensor"), 0, "forward", "", facts)
+        journal.end(number, facts, 0, 1, 1, "")
     assert [call.op for call in read_journal(journal.path).calls] == [f"aten::op{index}.Tensor" for index in range(50)]
 
 
@@ -371,7 +372,8 @@ def test_calls_on_several_threads_while_the_journal_grows_all_read_back(tmp_path
 
     def record(thread: int) -> None:
         for index in range(300):
-            number = journal.begin("aten::add.Tensor", index, "forward", f"t{thread}", (("cpu", F32, (thread, index), 4),))
+            facts = (("cpu", F32, (thread, index), 4),)
+            number = journal.begin("aten::add.Tensor", index, "forward", f"t{thread}", facts)
             journal.end(number, (), index, thread, thread, f"net.py:{index}")
 
     threads = [threading.Thread(target=record, args=(thread,)) for thread in range(4)]
