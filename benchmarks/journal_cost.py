@@ -7,7 +7,11 @@ one process, interleaved in rounds (the order alternating), as ``dmlprof scan`` 
 tap, a sync after each call on an accelerator); the figure is the median over rounds of each round's ratio
 (with / without, each a median of its steps).
 
-    python benchmarks/journal_cost.py [--device auto] [--rounds 24] [--steps 3]
+    python benchmarks/journal_cost.py [--device auto] [--rounds 24] [--steps 3] [--threads N] [--clock wall|thread]
+
+On a CPU shared with other work (a 2-core machine several people use), torch's intra-op threads wait on the
+others' processes and a LeNet-5 step reads 10 ms or 140 ms by chance: ``--threads 1 --clock thread`` times
+the step by this thread's CPU time (all of a one-thread CPU step's work), which another process cannot stretch.
 """
 from __future__ import annotations
 
@@ -37,17 +41,20 @@ MODELS = ("lenet5.py", "resnet18.py")
 TARGET = 1.03
 
 
-def recorded_steps(training, backend, journal, steps: int) -> list:
+CLOCKS = {"wall": time.perf_counter_ns, "thread": time.thread_time_ns}
+
+
+def recorded_steps(training, backend, journal, steps: int, clock=time.perf_counter_ns) -> list:
     """Step times (ms) of ``steps`` recorded steps, the journal writing each call when one is given."""
     recorder = Recorder(backend, sync=True)
     recorder.journal = journal
     times = []
     with recorder:
         for _ in range(steps):
-            start = time.perf_counter_ns()
+            start = clock()
             loss = training.run(recorder)
             backend.synchronize([loss])
-            times.append((time.perf_counter_ns() - start) / 1e6)
+            times.append((clock() - start) / 1e6)
     return times
 
 
@@ -63,7 +70,7 @@ def journal_folders(scratch: Path) -> dict:
     return folders
 
 
-def measure_model(model: Path, backend, rounds: int, steps: int, folders: dict) -> dict:
+def measure_model(model: Path, backend, rounds: int, steps: int, folders: dict, clock=time.perf_counter_ns) -> dict:
     training = TrainingStep.from_file(model, backend, None)
     journals = {name: Journal(folder / f"{model.stem}.journal") for name, folder in folders.items()}
     variants = {"without_journal": None, **journals}
@@ -73,7 +80,7 @@ def measure_model(model: Path, backend, rounds: int, steps: int, folders: dict) 
     for round_index in range(rounds):
         order = list(variants) if round_index % 2 == 0 else list(variants)[::-1]
         for name in order:
-            times[name].append(statistics.median(recorded_steps(training, backend, variants[name], steps)))
+            times[name].append(statistics.median(recorded_steps(training, backend, variants[name], steps, clock)))
     written = journals["journal"].written
     for journal in journals.values():
         journal.close()
@@ -99,14 +106,21 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--rounds", type=int, default=24)
     parser.add_argument("--steps", type=int, default=3, help="recorded steps per variant per round")
+    parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: elapsed time; thread: this thread's CPU time (with --threads 1 on a shared CPU)")
     parser.add_argument("--out", help="default: benchmarks/results/journal_cost-<device>.json")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error("--threads must be at least 1")
+        torch.set_num_threads(args.threads)
     backend = resolve_backend(args.device)
     with tempfile.TemporaryDirectory(prefix="dmlprof-journal-cost-") as folder:
         folders = journal_folders(Path(folder))
         try:
-            results = [measure_model(REPO / "models" / name, backend, args.rounds, args.steps, folders)
-                       for name in MODELS]
+            results = [measure_model(REPO / "models" / name, backend, args.rounds, args.steps, folders,
+                                     CLOCKS[args.clock]) for name in MODELS]
         finally:
             shutil.rmtree(folders["journal"], ignore_errors=True)
     result = {
@@ -118,6 +132,7 @@ def main(argv=None) -> int:
         "python_version": platform.python_version(),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
         "journal_folder": f"{folders['journal'].parent} (where a scan puts it)",
+        "clock": {"wall": "elapsed time (perf_counter)", "thread": "the recording thread's CPU time"}[args.clock],
         "rounds": args.rounds,
         "steps_per_round": args.steps,
         "target": f"a recorded step with the journal <= {TARGET}x one without (median step times, one process)",

@@ -66,8 +66,6 @@ _WORD = struct.Struct("<c3xIq")  # F and its exit code; D and u alone
 _SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
 _STRING_PIECE = 24
 assert _SLOT_LAYOUT.size == _SLOT == _END.size == _STRING.size
-#: a room past any offset: a journal that stopped writing (or a forked child's copy) never tries to grow again
-_NO_GROWTH = 1 << 62
 
 
 def _meta_json(meta) -> list:
@@ -121,13 +119,13 @@ class Journal:
     def __init__(self, path):
         self.path = str(path)
         self._map: Optional[mmap.mmap] = None
-        #: bytes the file holds (reserved) now, and the offset from which a slot needs the file grown first
+        #: bytes the file holds (reserved) now; the view maps all but the last word's room (:data:`_LAST_WORD_ROOM`),
+        #: so a record past the view fails to pack, and only then is the file grown: no check on a call's path
         self._size = 0
-        self._room = 0
         #: where writing stopped (a growth failed: a full disk), else None
         self._stopped_at: Optional[int] = None
-        #: the next slot's number: ``next()`` takes one, atomically, on whichever thread records
-        self._slots = itertools.count()
+        #: the next slot's offset: ``next()`` takes one, atomically, on whichever thread records
+        self._offsets = itertools.count(0, _SLOT)
         self._strings = 0
         #: the number of each fixed part written, by what fixes it (:meth:`begin`, :meth:`end`); the objects keyed
         #: by their ``id`` are kept alive here, so no other object can take their id while they are keys
@@ -156,7 +154,7 @@ class Journal:
     @property
     def written(self) -> int:
         """Bytes written: every slot taken so far (or up to where writing stopped)."""
-        taken = _taken(self._slots) * _SLOT
+        taken = _taken(self._offsets)
         return taken if self._stopped_at is None else min(taken, self._stopped_at)
 
     def _reopen(self) -> int:
@@ -186,9 +184,8 @@ class Journal:
             if isinstance(exc, OSError) and exc.errno not in _NO_FALLOCATE:
                 raise
             os.ftruncate(fd, size)
-        self._map = mmap.mmap(fd, size)
+        self._map = mmap.mmap(fd, size - _LAST_WORD_ROOM)
         self._size = size
-        self._room = size - _LAST_WORD_ROOM
 
     @classmethod
     def from_environment(cls) -> "Optional[Journal]":
@@ -209,15 +206,12 @@ class Journal:
             tail = self._begin_tails[(id(op), phase, module, inputs)]
         except (KeyError, TypeError):  # its first call (or unhashable facts, a list: numbered each time)
             tail = self._begin_tail(op, phase, module, inputs)
-        slot = next(self._slots)
-        offset = slot * _SLOT
-        if offset >= self._room:
-            self._grow(offset)
+        offset = next(self._offsets)
         try:
             _BEGIN.pack_into(self._map, offset, b"B", tail, step)
-        except (TypeError, ValueError, struct.error):  # stopped or forked (no view), or the view was just replaced
-            self._pack_again(_BEGIN, offset, b"B", tail, step)
-        return slot
+        except (TypeError, ValueError, struct.error):  # past the view (or none, or replaced): see _write_late
+            self._write_late(_BEGIN, offset, b"B", tail, step)
+        return offset
 
     def end(self, number: int, outputs, start_ns: int, elapsed_ns: int, thread: int, source: str,
             fallen: tuple = (), arguments: str = "") -> None:
@@ -227,37 +221,31 @@ class Journal:
             tail = self._end_tails[(source, outputs, fallen, arguments, thread)]
         except (KeyError, TypeError):
             tail = self._end_tail(source, outputs, fallen, arguments, thread)
-        offset = next(self._slots) * _SLOT
-        if offset >= self._room:
-            self._grow(offset)
+        offset = next(self._offsets)
         try:
             _END.pack_into(self._map, offset, b"E", tail, number, start_ns, elapsed_ns)
         except (TypeError, ValueError, struct.error):
-            self._pack_again(_END, offset, b"E", tail, number, start_ns, elapsed_ns)
+            self._write_late(_END, offset, b"E", tail, number, start_ns, elapsed_ns)
 
-    def _pack_again(self, layout: struct.Struct, offset: int, *values) -> None:
-        """A record whose packing failed: another thread replaced the view (a growth) between this one reading it
-        and packing into it, so once more into the view now; no view (stopped, forked) or a bad value: not kept."""
-        view = self._map
-        if view is None:
-            return
-        try:
-            layout.pack_into(view, offset, *values)
-        except (TypeError, ValueError, struct.error):
-            pass
-
-    def _grow(self, offset: int) -> None:
-        """Room for the slot at ``offset``: the file reserved further (a full disk stops the writing there, the
-        last word's room kept)."""
+    def _write_late(self, layout: struct.Struct, offset: int, *values) -> None:
+        """A record that did not pack where it was taken: past the view (the file is grown first, and a full disk
+        stops the writing there, the last word's room kept), or the view was replaced by another thread's growth
+        between this one reading it and packing into it; no view (stopped, closed, a forked child's): not kept."""
         with self._lock:
-            if offset < self._room or self._map is None:  # another thread grew it, or writing stopped
+            if self._map is None:
                 return
+            if offset + _SLOT > self._size - _LAST_WORD_ROOM:
+                try:
+                    self._reserve(max(offset + _SLOT + _LAST_WORD_ROOM,
+                                      self._size + min(self._size, _LARGEST_CHUNK)))
+                except (OSError, ValueError):
+                    self._stop_writing()  # a full disk must not stop the user's program: the journal only
+                    self._stopped_at = self._size - _LAST_WORD_ROOM  # guards against its death
+                    return
             try:
-                self._reserve(max(offset + _SLOT + _LAST_WORD_ROOM, self._size + min(self._size, _LARGEST_CHUNK)))
-            except (OSError, ValueError):
-                self._stop_writing()  # a full disk must not stop the user's program: the journal only
-                self._stopped_at = self._room  # guards against its death
-                self._room = _NO_GROWTH
+                layout.pack_into(self._map, offset, *values)
+            except (TypeError, ValueError, struct.error):  # a value out of range: that record is not kept
+                pass
 
     # -- what a record names: its fixed part, written once ---------------------------------------------------------
     def _begin_tail(self, op, phase, module, inputs) -> int:
@@ -300,10 +288,11 @@ class Journal:
 
     def _put(self, layout: struct.Struct, *values) -> None:
         """A record off a call's path, in the next slot."""
-        offset = next(self._slots) * _SLOT
-        if offset >= self._room:
-            self._grow(offset)
-        self._pack_again(layout, offset, *values)
+        offset = next(self._offsets)
+        try:
+            layout.pack_into(self._map, offset, *values)
+        except (TypeError, ValueError, struct.error):
+            self._write_late(layout, offset, *values)
 
     # -- what the child writes besides its calls -----------------------------------------------------------------
     def header(self, session_json: str) -> None:
@@ -362,7 +351,6 @@ class Journal:
                 return
             self._open = False
             self._stop_writing()
-            self._room = _NO_GROWTH
             try:
                 fd = self._reopen()
             except OSError:
@@ -382,7 +370,6 @@ class Journal:
     def forget_in_forked_child(self) -> None:
         """A forked child shares the parent's mapping: it must not write into the parent's journal."""
         self._map = None  # the child's view goes with the child; the parent's stays whole
-        self._room = _NO_GROWTH
         self._lock = threading.RLock()  # another thread may have held it at the fork
         self._open = False  # the file is the parent's to cut
 
@@ -392,8 +379,9 @@ def _text(value) -> str:
 
 
 def _taken(counter) -> int:
-    """How many numbers ``counter`` (an ``itertools.count()``) gave, without taking one: its repr is ``count(N)``."""
-    return int(repr(counter)[6:-1])
+    """The next number ``counter`` (an ``itertools.count(0, step)``) gives, without taking it: its repr is
+    ``count(N, step)``."""
+    return int(repr(counter)[6:].split(",")[0].rstrip(")"))
 
 
 #: mappings whose descriptor the scanned code closed (kept, never closed: see _close_view)
@@ -541,7 +529,7 @@ class _Reading:
                                                inputs=_parse_meta(inputs))
         elif kind == b"E":
             source, outputs, fallen, arguments, thread = self.tail(named)
-            call = self.begun.pop(first)
+            call = self.begun.pop(first // _SLOT)  # the begin's offset
             call.start_ns, call.elapsed_ns, call.thread = second, third, int(thread)
             call.source, call.outputs = source, _parse_meta(outputs)
             call.fallen, call.arguments, call.returned = tuple(fallen), arguments, True

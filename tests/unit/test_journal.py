@@ -322,8 +322,8 @@ def test_a_slot_taken_but_never_written_and_a_torn_one_are_passed_over(tmp_path)
     bytes; one torn mid-copy leaves a kind and nonsense: the calls written after either still read back."""
     journal = _journal(tmp_path)
     journal.end(journal.begin("aten::mm", 1, "forward", "fc", [("cpu", F32, (2, 3), 24)]), [], 0, 1, 1, "net.py:3")
-    next(journal._slots)  # taken, never written
-    torn = next(journal._slots) * journal_module._SLOT
+    next(journal._offsets)  # taken, never written
+    torn = next(journal._offsets)
     journal._map[torn:torn + 8] = b"E\0\0\0\xff\xff\xff\x7f"  # an end naming a fixed part never written
     number = journal.begin("aten::relu", 1, "forward", "act", [("cpu", F32, (2, 3), 24)])
     journal.end(number, [("cpu", F32, (2, 3), 24)], 5, 2, 1, "net.py:4")
