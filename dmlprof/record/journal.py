@@ -16,11 +16,12 @@ encoded and copied under a lock cost a recorded LeNet-5 step 9 % on the CPU, 4x 
 alone (between two kernels the formatting's code and data are out of the caches). So a call's record is one
 fixed 32-byte slot, packed straight into the mapping by one ``struct`` call: its kind, the number of the
 call's fixed part (op, phase, module, input facts; or the user's line, output facts, fallbacks, arguments,
-thread), and its numbers (step; or the begin's slot, start and time). Each fixed part is written once, as JSON
-text in string slots, before the first record that names it (a step's calls repeat the same few). A slot is
-taken by ``next()`` on a counter, atomic under the GIL: no lock on a call's path, and the records of calls on
-several threads (autograd's) never overlap. A slot taken but not yet written when the process died reads as
-NUL bytes and is passed over.
+thread), and its numbers (step; or the begin's offset, start and time). Each fixed part is written once, as
+JSON text in string slots, before the first record that names it (a step's calls repeat the same few). A slot's
+offset is taken by ``next()`` on a counter, atomic under the GIL: no lock on a call's path, and the records of
+calls on several threads (autograd's) never overlap; the view ends a slot short of the file, so a record past it
+fails to pack and only then is the file grown (no room check on a call's path either). A slot taken but not yet
+written when the process died reads as NUL bytes and is passed over.
 
 The format is private to one scan (a temporary file, read once by the process that made it). Nothing here
 imports torch: the parent reads the journal without it.
