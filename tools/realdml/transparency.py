@@ -10,7 +10,10 @@ tap, a per-call sync, torch-directml's refusals off: the real call runs). Its ou
 its inputs are compared bit for bit (NaN equal to NaN). Ops that draw random numbers are left out (the
 device's generator moves on between the two runs). Samples run in a worker process that is started anew
 after any sample that ends it (torch-directml aborts on some calls); such a sample is counted, not judged,
-unless its plain run had returned and the recorded one ended the process (that differs).
+unless its plain run had returned and the recorded one ended the process (that differs). Where it can
+(POSIX), a worker is forked from this process once torch and OpInfo's database are loaded, so a restart
+costs a DirectML device, not an interpreter: about one sample in eight ends its worker, and a fresh
+interpreter spent ~60 s loading OpInfo each time, most of a run's time.
 
 Prints one line per differing sample and a summary; ``--json`` writes every sample's outcome.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,15 +34,15 @@ REPO = HERE.parents[1]
 SAME, DIFFERS, RAISES, UNJUDGED = "same", "differs", "raises", "unjudged"
 
 
-# -- the worker: runs keys given on stdin, one JSON line per sample on stdout ---------------------------------
+# -- the worker: runs the keys in a file, one JSON line per sample on stdout ----------------------------------
 def _worker(device_name: str, keys_file: str) -> None:
-    import os
     import warnings
 
     events = os.fdopen(os.dup(1), "w", buffering=1)  # events alone on stdout: anything else printed goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    sys.path[:0] = [str(HERE), str(REPO)]
+    if str(HERE) not in sys.path:
+        sys.path[:0] = [str(HERE), str(REPO)]
 
     import torch
 
@@ -130,7 +134,6 @@ def _random(key: str, truth_samples, torch) -> bool:
 
 # -- the parent: hands keys to a worker, starts another after a sample that ended one -------------------------
 def _keys(only: list, limit, labels: str = "", shard: str = "", logged=None) -> list:
-    sys.path[:0] = [str(HERE), str(REPO)]
     import truth_samples
 
     keys = list(truth_samples.keys()) + truth_samples.probe_keys()
@@ -172,8 +175,7 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
     while pending:
         keys_file = Path(tempfile.mkdtemp(prefix="dmlprof-transparency-")) / "keys.txt"
         keys_file.write_text("\n".join(pending) + "\n", encoding="utf-8")  # a pipe would break when a worker dies
-        worker = subprocess.Popen([sys.executable, __file__, "--worker", "--device", device, "--keys", str(keys_file)],
-                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        worker = _start_worker(device, keys_file)
         current, plain_returned = None, False
         started = time.monotonic()
         for line in worker.stdout:
@@ -202,6 +204,63 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
     return outcomes
 
 
+def _start_worker(device: str, keys_file: Path):
+    """A worker judging the keys in ``keys_file``: forked where it can be (the parent has torch and OpInfo loaded,
+    see :func:`_prepare_forking`), else a fresh interpreter. Either has ``stdout`` (its events), ``wait()`` and
+    ``returncode`` (negative: the signal that ended it), as :class:`subprocess.Popen` has."""
+    if _FORKING:
+        return _ForkedWorker(device, keys_file)
+    return subprocess.Popen([sys.executable, __file__, "--worker", "--device", device, "--keys", str(keys_file)],
+                            stdout=subprocess.PIPE, text=True, bufsize=1)
+
+
+class _ForkedWorker:
+    def __init__(self, device: str, keys_file: Path):
+        read_fd, write_fd = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the worker: its events go to the pipe; it never returns into the parent's code
+            code = 1
+            try:
+                os.close(read_fd)
+                os.dup2(write_fd, 1)
+                os.close(write_fd)
+                _worker(device, str(keys_file))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self.stdout = os.fdopen(read_fd, "r", encoding="utf-8")
+        self.returncode = None
+
+    def wait(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        self.stdout.close()
+        self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return self.returncode
+
+
+_FORKING = False
+
+
+def _prepare_forking(device: str) -> None:
+    """Load what every worker needs once, here, so forked workers start from it (POSIX only)."""
+    global _FORKING
+    if not hasattr(os, "fork"):
+        return
+    import torch
+
+    import truth_samples  # noqa: F401  (OpInfo's database: the ~60 s a fresh interpreter spends)
+
+    # One thread, here and so in every worker: an OpenMP pool started before fork() deadlocks the child's
+    # first parallel op. Both runs of a sample are in one worker, so the comparison is unchanged.
+    torch.set_num_threads(1)
+    if device == "dml":  # dmlprof asks for the adapters in a child process once per process: once, here
+        from dmlprof.backends.dml import probe_adapters
+
+        probe_adapters()
+    _FORKING = True
+
+
 class _nothing:
     def __enter__(self):
         return None
@@ -228,6 +287,8 @@ def main(argv=None) -> int:
         _worker(args.device, args.keys)
         return 0
     started = time.monotonic()
+    sys.path[:0] = [str(HERE), str(REPO)]
+    _prepare_forking(args.device)
     logged = _logged(args.log) if args.resume and args.log else {}
     with open(args.log, "a", encoding="utf-8", buffering=1) if args.log else _nothing() as log:
         outcomes = judge(_keys(args.only, args.limit, args.labels, args.shard, logged), args.device, log=log)
