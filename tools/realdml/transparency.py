@@ -1,7 +1,7 @@
 """Does dmlprof's recorder change what real torch-directml computes? Every truth-table sample, run twice.
 
     python tools/realdml/transparency.py [--device dml|emulated-dml] [--only SUBSTRING ...] [--limit N] [--json OUT]
-        [--log LOG [--resume]] [--shard I/N]
+        [--per-label N] [--log LOG [--resume]] [--shard I/N]
     (--device dml, the default, under realdml's env.sh; --shard splits a long run over processes)
 
 Each sample (tools/realdml/truth_samples.py: OpInfo's samples and the probes) runs on the DirectML device
@@ -133,13 +133,22 @@ def _random(key: str, truth_samples, torch) -> bool:
 
 
 # -- the parent: hands keys to a worker, starts another after a sample that ended one -------------------------
-def _keys(only: list, limit, labels: str = "", shard: str = "", logged=None) -> list:
+def _keys(only: list, limit, labels: str = "", shard: str = "", logged=None, per_label: int = 0) -> list:
     import truth_samples
 
     keys = list(truth_samples.keys()) + truth_samples.probe_keys()
     exact = frozenset(filter(None, labels.split(",")))
     if exact:
         keys = [key for key in keys if key.split("|")[0] in exact]
+    if per_label:  # the first N of each op (float32's, with gradients, come first): every op, in a short run
+        seen: dict = {}
+        chosen = []
+        for key in keys:
+            label = key.split("|")[0]
+            seen[label] = seen.get(label, 0) + 1
+            if seen[label] <= per_label:
+                chosen.append(key)
+        keys = chosen
     if only:
         keys = [key for key in keys if any(part in key for part in only)]
     if shard:  # "I/N": every N-th key from the I-th, so N processes share a long run (a machine of many cores)
@@ -278,6 +287,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", default=[], help="keys containing any of these")
     parser.add_argument("--labels", default="", help="comma-separated OpInfo labels, exactly (measure_truth.py's --only)")
     parser.add_argument("--limit", type=int, help="at most this many samples")
+    parser.add_argument("--per-label", type=int, default=0, metavar="N",
+                        help="at most the first N samples of each OpInfo label (every op, a shorter run)")
     parser.add_argument("--json", help="write every sample's outcome here")
     parser.add_argument("--log", help="append each sample's outcome to this JSON-lines file as it comes")
     parser.add_argument("--shard", default="", help="I/N: this process's share of the keys (every N-th from the I-th)")
@@ -291,9 +302,10 @@ def main(argv=None) -> int:
     _prepare_forking(args.device)
     logged = _logged(args.log) if args.resume and args.log else {}
     with open(args.log, "a", encoding="utf-8", buffering=1) if args.log else _nothing() as log:
-        outcomes = judge(_keys(args.only, args.limit, args.labels, args.shard, logged), args.device, log=log)
-    outcomes = {**{key: value for key, value in logged.items() if key in _keys(args.only, None, args.labels,
-                                                                                   args.shard)}, **outcomes}
+        outcomes = judge(_keys(args.only, args.limit, args.labels, args.shard, logged, args.per_label),
+                         args.device, log=log)
+    wanted = set(_keys(args.only, None, args.labels, args.shard, per_label=args.per_label))
+    outcomes = {**{key: value for key, value in logged.items() if key in wanted}, **outcomes}
     counts: dict = {}
     for key, outcome in sorted(outcomes.items()):
         counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1
