@@ -182,6 +182,15 @@ class Backend:
             refused_in_place(error, self)
         return True
 
+    def notice_unrecorded_aborts(self, raised: Optional[BaseException] = None) -> None:
+        """Read the device's own note of the aborts it raised since the last look, wherever nothing recorded them
+        (a warm-up step, past the recorded steps, another thread, a forked worker): the first counts as
+        :meth:`abort_raised` counts a recorded one, unless one was kept already. ``raised``: the error the step
+        ended with, which is itself the abort when it was one. A device without such a note does nothing."""
+
+    def forget_noted_aborts(self) -> None:
+        """A run begins: the device's note of earlier aborts (an earlier run's, a test's) is not this run's."""
+
     def note_failure(self, exc: BaseException, failure) -> None:
         """A call failed as its rule said: keep that with ``exc``, whatever words it came in."""
 
