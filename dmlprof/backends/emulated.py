@@ -79,20 +79,10 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
 
         return {"emulates": load_table("dml").version_label()}
 
-    def notice_unrecorded_aborts(self, raised=None) -> None:
+    def take_abort_note(self):
         from dmlprof import testing
 
-        note = testing.take_abort_note()  # taken first: an abort already kept is not kept again later
-        if note is None or self.first_refusal is not None:
-            return
-        if isinstance(raised, Exception) and self.abort_raised(raised):  # the step ended with the abort itself
-            return
-        self.abort_raised(UnrecordedAbort(note))
-
-    def forget_noted_aborts(self) -> None:
-        from dmlprof import testing
-
-        testing.take_abort_note()
+        return testing.take_abort_note()  # kept in the device's C++, shared with forked workers
 
     # Counters (the oracle for tests; scans never read them).
     def fallback_counts(self) -> dict:
@@ -105,27 +95,3 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
 
         testing.reset_fallback_counts()
 
-
-class UnrecordedAbort(RuntimeError):
-    """An abort the emulated device raised where nothing recorded the call, read from its note: the device's words
-    (so it is judged as a recorded one is), the op, and where it was raised (:attr:`where`)."""
-
-    def __init__(self, note):
-        from dmlprof.directml.failures import ABORT_PREFIX
-
-        super().__init__(note.message or f"{ABORT_PREFIX} (SIGABRT): a call the device aborts")
-        self.op = note.op or "a call"
-        self.where = _where(note)
-
-
-def _where(note) -> str:
-    """Where nothing recorded the call, in words: another process (a forked DataLoader worker), another thread,
-    or this one (a step nothing records: a warm-up step, one past the recorded steps)."""
-    import os
-    import threading
-
-    if note.pid and note.pid != os.getpid():
-        return f"in forked process {note.pid}, a DataLoader worker say, which nothing records"
-    if note.thread and note.thread != threading.get_native_id():  # read on the run's thread
-        return "in another thread than the run's, which nothing records"
-    return "in a step nothing recorded, a warm-up step or one past the recorded ones"

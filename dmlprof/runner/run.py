@@ -305,7 +305,8 @@ class Run:
         went_on = f"the code caught {what} and went on"
         unrecorded = getattr(self.raised, "where", None)  # read from the device's note: no line, no recorded call
         if unrecorded:  # caught there, or the thread it ended was not the run's: either way the run went on
-            went_on, at = f"the emulated device raised its error in its place {unrecorded}, and the run went on", \
+            raiser = "the prediction" if self.backend.predicted else "the emulated device"
+            went_on, at = f"{raiser} raised its error in its place {unrecorded}, and the run went on", \
                 f" (at {self.raised.op})"
         # the user's line stays at the end, where the failing call joins it: "(at aten::_fft_r2c, train.py:8)"
         caught = type(cause)(f"{text}; {went_on}, but on DirectML the process ends at this call{at}",

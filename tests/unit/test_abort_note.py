@@ -177,3 +177,82 @@ def test_a_recorded_abort_is_noted_once_not_again_as_an_unrecorded_one(tmp_path,
         runner.scan(script, backend=emulated_dml_backend, profiler=False, warmup=0, steps=2)
     failure = stopped.value.session.meta.device_failure
     assert failure.op == "aten::_fft_r2c" and failure.source.endswith("recorded.py:8") and failure.calls_after > 0
+
+
+THREAD_CATCHES = PREAMBLE + """\
+for n in range(3):
+    if n == 1:
+        t = threading.Thread(target=fallback_fft, args=(torch.randn(2, 8, device=device),))
+        t.start()
+        t.join()
+    step()
+"""
+
+
+def test_check_fails_a_script_whose_thread_caught_the_abort_and_the_report_leads_with_it(tmp_path, capsys):
+    """`check script.py --target dml` (a script runs on the emulated device): an abort caught in a thread nothing
+    records passed the gate (rc 0)."""
+    import json
+
+    from dmlprof.cli import main
+
+    script = tmp_path / "thread_fft.py"
+    script.write_text(THREAD_CATCHES + 'open(sys.argv[1], "w").write("x")\n', encoding="utf-8")
+    out = tmp_path / "r"
+    assert main(["check", str(script), "--target", "dml", "--warmup", "0", "--out", str(out), "--",
+                 str(tmp_path / "marker")]) == 4
+    err = capsys.readouterr().err
+    assert "the emulated device raised its error in its place in another thread" in err
+    session = next(out.glob("*.session.json"))
+    assert main(["report", str(session), "--json", str(tmp_path / "r.json")]) == 0
+    notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["notes"]
+    assert notes[0]["label"] == "Fails on the device" and "another thread" in notes[0]["text"]
+
+
+THREAD_IN_FORWARD = """\
+import threading
+import torch
+from torch import nn
+
+BATCH_SIZE = 2
+
+
+class Spectral(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        def spectrum():
+            try:
+                torch.fft.rfft(x)
+            except RuntimeError:  # "a CPU fallback": on torch-directml the process has already ended
+                pass
+        worker = threading.Thread(target=spectrum)
+        worker.start()
+        worker.join()
+        return self.fc(x)
+
+
+def build_model():
+    return Spectral()
+
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randn(batch_size, 2)
+"""
+
+
+def test_a_prediction_whose_model_caught_the_abort_in_a_thread_ends_with_it(tmp_path):
+    """`scan model.py --target dml`: the stand-in's abort, caught in a thread nothing records, said nothing (rc 0)."""
+    from dmlprof import runner
+    from dmlprof.predict import predict_scan
+
+    model = tmp_path / "threaded_spectrum.py"
+    model.write_text(THREAD_IN_FORWARD, encoding="utf-8")
+    with pytest.raises(runner.ScanStopped) as stopped:
+        predict_scan(model, batch_size=2)
+    assert stopped.value.exit_code == 4
+    assert "the prediction raised its error in its place in another thread" in str(stopped.value)
+    failure = stopped.value.session.meta.device_failure
+    assert failure.kind == "aborts" and "another thread" in failure.op and not failure.observed
