@@ -88,6 +88,8 @@ class Summary:
     bytes_moved: int
     distinct_ops: int
     distinct_fallback_ops: int
+    #: calls sent to the device that it refused (raised, or would end the process; the code caught it): no device call
+    refused_calls: int = 0
 
 
 @dataclass(frozen=True)

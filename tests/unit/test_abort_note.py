@@ -258,3 +258,32 @@ def test_a_prediction_whose_model_caught_the_abort_in_a_thread_ends_with_it(tmp_
     assert "the prediction raised its error in its place in another thread" in str(stopped.value)
     failure = stopped.value.session.meta.device_failure
     assert failure.kind == "aborts" and "another thread" in failure.op and not failure.observed
+
+
+def test_a_caught_refusal_counts_as_refused_not_as_a_call_that_ran_on_the_device(tmp_path, emulated_dml_backend):
+    """(re-probe D5) a 2-D cdist of unequal rows raises on DirectML; the script caught it and went on (rc 0 is right:
+    the real one raises too), but the report counted the call among those that ran on the device."""
+    from dmlprof import runner
+    from dmlprof.render.terminal import render_text
+    from dmlprof.report import build_report
+
+    script = tmp_path / "cdist_fallback.py"
+    script.write_text(PREAMBLE + """\
+for n in range(3):
+    h = torch.randn(4, 8, device=device)
+    try:
+        d = torch.cdist(h, h[:2])
+    except RuntimeError:
+        d = torch.cdist(h.cpu(), h[:2].cpu()).to(device)
+    step()
+""", encoding="utf-8")
+    session = runner.scan(script, backend=emulated_dml_backend, profiler=False, warmup=0, steps=2)
+    ops = session.ops
+    refused = ops[ops["op"] == "aten::_cdist_forward"]
+    refused = refused[refused["input_devices"].str.contains("privateuseone")]
+    assert len(refused) >= 2 and (refused["evidence"] == "refused").all()
+    summary = build_report(session).summary
+    assert summary.refused_calls == len(refused)
+    assert summary.device_calls == int(((ops["verdict"] == "device") & (ops["evidence"] != "refused")).sum())
+    text = render_text(session)
+    assert f"{summary.refused_calls} refused by the device" in text and "but the" in text
