@@ -7,9 +7,10 @@
 Each sample (tools/realdml/truth_samples.py: OpInfo's samples and the probes) runs on the DirectML device
 plainly, then again under dmlprof's live recorder as ``dmlprof scan --device dml`` makes it (the dispatcher
 tap, a per-call sync, torch-directml's refusals off: the real call runs). Its outputs and the gradients of
-its inputs are compared bit for bit (NaN equal to NaN). Ops that draw random numbers are left out (the
-device's generator moves on between the two runs), and so is a sample whose recorded run differs while its runs,
-taken again, differ among themselves (a kernel that sums in no fixed order: not deterministic on the device). Samples run in a worker process that is started anew
+its inputs are compared bit for bit (NaN equal to NaN). Left out: ops that draw random numbers (the device's
+generator moves on between the two runs), the empty factories (uninitialized memory), and a sample whose
+recorded run differs while its runs, taken again, differ among themselves (a kernel that sums in no fixed
+order: not deterministic on the device). Samples run in a worker process that is started anew
 after any sample that ends it (torch-directml aborts on some calls); such a sample is counted, not judged,
 unless its plain run had returned and the recorded one ended the process (that differs). Where it can
 (POSIX), a worker is forked from this process once torch and OpInfo's database are loaded, so a restart
@@ -108,8 +109,9 @@ def _same(a, b, torch) -> bool:
 
 def _judge(key, device, backend, torch, truth_samples, Recorder, plain_returned=lambda key: None) -> dict:
     sample = truth_samples.sample(key)
-    if _random(key, truth_samples, torch):
-        return {"outcome": UNJUDGED, "why": "draws random numbers"}
+    why_not = _not_comparable(key, truth_samples)
+    if why_not:
+        return {"outcome": UNJUDGED, "why": why_not}
     try:
         plain = _run(sample, device, torch)
     except Exception as exc:
@@ -143,13 +145,21 @@ def _both_same(one, other, torch) -> bool:
     return _same(one[0], other[0], torch) and _same(one[1], other[1], torch)
 
 
-def _random(key: str, truth_samples, torch) -> bool:
+#: words in an op's name that say what its output holds cannot be compared between two runs
+_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential", "geometric",
+                 "cauchy", "log_normal", "poisson")
+_UNINITIALIZED = ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
+
+
+def _not_comparable(key: str, truth_samples) -> str:
+    """Why two runs of this sample cannot be held to the same output ("" where they can): the generator moves
+    on between them, or the op returns memory it never wrote (whatever the allocator hands it that time)."""
     if key.startswith("probe."):
-        return False
-    op = truth_samples.ops()[key.split("|")[0]]
-    name = op.name.lower()
-    return any(word in name for word in ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform",
-                                         "exponential", "geometric", "cauchy", "log_normal", "poisson"))
+        return ""
+    name = truth_samples.ops()[key.split("|")[0]].name.lower()
+    if name in _UNINITIALIZED:
+        return "returns uninitialized memory"
+    return "draws random numbers" if any(word in name for word in _RANDOM_WORDS) else ""
 
 
 # -- the parent: hands keys to a worker, starts another after a sample that ended one -------------------------
