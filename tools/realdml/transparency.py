@@ -108,6 +108,8 @@ def _same(a, b, torch) -> bool:
 
 
 def _judge(key, device, backend, torch, truth_samples, Recorder, plain_returned=lambda key: None) -> dict:
+    # one sample for every run: rebuilt, a sample whose arguments OpInfo draws from Python's own generator
+    # (huber_loss's delta, cosine_embedding_loss's margin) would be another sample
     sample = truth_samples.sample(key)
     why_not = _not_comparable(key, truth_samples)
     if why_not:
@@ -122,7 +124,7 @@ def _judge(key, device, backend, torch, truth_samples, Recorder, plain_returned=
         recorder = Recorder(backend, sync=True)
         recorder.rule = recorder.refusals = None  # the real call runs: what the recorder alone does to it
         with recorder:
-            return _run(truth_samples.sample(key), device, torch), len(recorder.rows)
+            return _run(sample, device, torch), len(recorder.rows)
 
     try:
         recorded, calls = recorded_run()
@@ -133,7 +135,7 @@ def _judge(key, device, backend, torch, truth_samples, Recorder, plain_returned=
     # A kernel that sums in no fixed order (atomics) differs from itself: the recorder is held to a difference
     # only where the plain runs agree with each other and every recorded run keeps differing from them.
     for _ in range(RETAKES):
-        if not _both_same(plain, _run(truth_samples.sample(key), device, torch), torch) or \
+        if not _both_same(plain, _run(sample, device, torch), torch) or \
                 _both_same(plain, recorded_run()[0], torch):
             return {"outcome": UNJUDGED, "why": "not deterministic here (runs of it differ, recorded or not)",
                     "calls": calls}
@@ -146,7 +148,7 @@ def _both_same(one, other, torch) -> bool:
 
 
 #: words in an op's name that say what its output holds cannot be compared between two runs
-_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential", "geometric",
+_RANDOM_WORDS = ("rand", "rrelu", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential", "geometric",
                  "cauchy", "log_normal", "poisson")
 _UNINITIALIZED = ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
 

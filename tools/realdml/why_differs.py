@@ -61,12 +61,13 @@ def main(keys: list) -> int:
               ("re-run from Python", under(ReRun())), ("re-run + read back", under(ReRun(sync=True))),
               ("recorder, no sync", recorded(False)), ("recorder, sync", recorded(True))]
     for key in keys:
-        cpu = transparency._run(truth_samples.sample(key), "cpu", torch)
-        plain = transparency._run(truth_samples.sample(key), device, torch)
+        sample = truth_samples.sample(key)  # one for every run (OpInfo draws some arguments anew each time)
+        cpu = transparency._run(sample, "cpu", torch)
+        plain = transparency._run(sample, device, torch)
         print(f"{key}: plain vs CPU {_errors(plain, cpu, torch)}")
         for name, run in layers:
             try:
-                got = run(truth_samples.sample(key))
+                got = run(sample)
             except Exception as exc:
                 print(f"  {name:20} raises {type(exc).__name__}: {str(exc)[:120]}")
                 continue
