@@ -71,3 +71,17 @@ def test_a_sample_whose_recorded_run_differs_once_is_not_held_to_it():
 
 def test_a_sample_computing_the_same_is_the_same():
     assert _judge(lambda: 1.0) == {"outcome": "same", "calls": 2}
+
+
+def test_every_run_of_a_sample_runs_the_same_sample_object():
+    # OpInfo draws some arguments (huber_loss's delta) from Python's generator each time a sample is built:
+    # a sample rebuilt for the recorded run would be another sample, and read as the recorder's difference
+    built = itertools.count()
+
+    def sample(key):
+        value = float(next(built))
+        return SimpleNamespace(run=lambda device: torch.tensor([value]))
+
+    judged = _transparency()._judge("probe.rebuilt", "cpu", None, torch, SimpleNamespace(sample=sample, ops=dict),
+                                    _Recorder)
+    assert judged["outcome"] == "same"
