@@ -49,3 +49,21 @@ def test_a_script_whose_dataloader_spawns_workers_runs_on_the_stand_in_device_as
     assert "trained on" in done.stdout
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert not report["meta"].get("partial")
+
+
+def test_the_re_render_command_of_a_session_under_a_folder_with_spaces_is_one_word(tmp_path):
+    # "re-render it: dmlprof report dir with spaces/x.session.json", pasted into a shell, gave three arguments
+    import shlex
+
+    (tmp_path / "net.py").write_text(
+        "import torch\nfrom torch import nn\n\ndef build_model():\n    return nn.Linear(8, 2)\n\n"
+        "def make_batch(batch_size):\n    return torch.randn(batch_size, 8), torch.randint(0, 2, (batch_size,))\n",
+        encoding="utf-8")
+    done = run_cli("scan", "net.py", "--device", "cpu", "--steps", "1", "--no-progress", "--out", "my reports",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (command,) = [line.split("re-render it: ", 1)[1] for line in done.stdout.splitlines() if "re-render it:" in line]
+    words = shlex.split(command, posix=sys.platform != "win32")
+    assert words[:2] == ["dmlprof", "report"] and len(words) == 3, command
+    again = run_cli(*words[1:], cwd=tmp_path)
+    assert again.returncode == 0 and "scan of net" in again.stdout, again.stderr
