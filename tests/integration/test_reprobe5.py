@@ -97,3 +97,17 @@ def test_a_script_that_uses_torch_compile_trains_under_dmlprof_as_without_it(tmp
     done = run_cli("scan", "train.py", "--device", "cpu", "--run-to-end", "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "loss" in done.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_script_that_changes_its_umask_does_not_change_the_output_folder_dmlprof_makes(tmp_path):
+    # os.umask(0o277) in the script (its own files private and read-only) made --out a folder its owner could
+    # not write into (d-r-x------): the session, saved after the script, was lost for any user but root
+    (tmp_path / "train.py").write_text(
+        "import os\nimport torch\nos.umask(0o277)\nx = torch.ones(3)\nfor _ in range(3):\n    x = x * 2\n",
+        encoding="utf-8")
+    done = run_cli("scan", "train.py", "--device", "cpu", "--no-progress", "--out", "out/sessions", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for folder in (tmp_path / "out", tmp_path / "out" / "sessions"):
+        assert folder.stat().st_mode & 0o700 == 0o700, oct(folder.stat().st_mode)
+    assert list((tmp_path / "out" / "sessions").glob("*.session.json"))
