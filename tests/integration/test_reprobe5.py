@@ -111,3 +111,33 @@ def test_a_script_that_changes_its_umask_does_not_change_the_output_folder_dmlpr
     for folder in (tmp_path / "out", tmp_path / "out" / "sessions"):
         assert folder.stat().st_mode & 0o700 == 0o700, oct(folder.stat().st_mode)
     assert list((tmp_path / "out" / "sessions").glob("*.session.json"))
+
+
+LAZY_SCRIPT = '''
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Flatten(), nn.LazyLinear(2)).to(torch.float64)  # before its first forward
+model(torch.randn(2, 3, dtype=torch.float64))  # the lazy layer takes its shape, as its documentation asks
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    loss = model(torch.randn(2, 3, dtype=torch.float64)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+print("trained", loss.item())
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="open (reprobe5): the recorder reads .shape of an UninitializedParameter "
+                                       "(a LazyLinear cast or moved before its first forward), which raises; reading "
+                                       "it below torch_function then left the layer's weight initialised empty "
+                                       "(in_features 0): the subclass's _to_copy result is not kept either")
+def test_a_model_with_a_lazy_layer_cast_before_its_first_forward_trains_under_dmlprof(tmp_path):
+    # plain torch runs it (CPU; .to("cuda") takes the same path); under dmlprof .to(torch.float64) raised "Can't
+    # access the shape of an uninitialized parameter": exit 3, "the model failed". (On real torch-directml 0.2.5
+    # a lazy layer moved to the device before its first forward fails by itself: "mat2 must be a matrix".)
+    (tmp_path / "train.py").write_text(LAZY_SCRIPT, encoding="utf-8")
+    done = run_cli("scan", "train.py", "--device", "cpu", "--run-to-end", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "trained" in done.stdout
