@@ -141,3 +141,47 @@ def test_a_model_with_a_lazy_layer_cast_before_its_first_forward_trains_under_dm
     done = run_cli("scan", "train.py", "--device", "cpu", "--run-to-end", "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "trained" in done.stdout
+
+
+SILENCED_SCRIPT = '''
+import warnings
+warnings.filterwarnings("ignore")  # as many training scripts start
+import torch
+from torch import nn
+import torch_directml
+
+device = torch_directml.device()
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8), nn.ReLU()).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    loss = model(torch.randn(2, 3, 8, 8).to(device)).pow(2).mean()
+    optimizer.zero_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # and silence a noisy call again
+        loss.backward()
+    optimizer.step()
+'''
+
+
+def test_a_script_that_silences_warnings_still_has_its_fallbacks_found(tmp_path):
+    # The fallbacks are judged by the warnings each call raises; a script's own "ignore" filter, set after the
+    # recording began, stood in front of dmlprof's: GroupNorm's backward, which falls back on DirectML, was
+    # reported on the device ("0 fell back to the CPU"), and check passed
+    (tmp_path / "train.py").write_text(SILENCED_SCRIPT, encoding="utf-8")
+    done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = (tmp_path / "out").glob("*.session.json")
+    ops = json.loads(path.read_text(encoding="utf-8"))["ops"]
+    fell_back = {op for op, verdict in zip(ops["op"], ops["verdict"]) if verdict == "fallback"}
+    assert "aten::native_group_norm_backward" in fell_back, done.stdout[-3000:]
+
+
+def test_a_script_that_turns_warnings_into_errors_still_gets_its_error_under_dmlprof(tmp_path):
+    # keeping dmlprof's capture in front must not swallow what the script asked for: "error" raises at the
+    # first fallback, as without dmlprof
+    script = SILENCED_SCRIPT.replace('warnings.filterwarnings("ignore")', 'warnings.filterwarnings("error")')
+    script = script.replace('warnings.simplefilter("ignore")', 'pass')
+    (tmp_path / "train.py").write_text(script, encoding="utf-8")
+    done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "raised UserWarning" in done.stderr and "native_group_norm_backward" in done.stderr
