@@ -9,7 +9,7 @@ The scanned code may set filters of its own while it is recorded (``warnings.fil
 at a script's top, ``with warnings.catch_warnings(): warnings.simplefilter("ignore")`` around a noisy
 call): a filter in front of ours kept the fallback warnings from reaching the capture, and every call
 that fell back was judged to run on the device. So each recorded call puts the capture back in front
-(:meth:`WarningCapture.keep_first`), and the capture honours an "error" filter of the user's by raising,
+(:meth:`WarningCapture.keep_first`; and ``torch.set_warn_always(True)``, which a script may turn off), and the capture honours an "error" filter of the user's by raising,
 as the warning would have without dmlprof.
 """
 from __future__ import annotations
@@ -17,6 +17,9 @@ from __future__ import annotations
 import warnings
 
 import torch
+
+
+_warn_always = torch.is_warn_always_enabled
 
 
 class WarningCapture:
@@ -39,9 +42,13 @@ class WarningCapture:
 
     def keep_first(self) -> None:
         """Put the capture back in front of any filter or ``showwarning`` the scanned code set since the last call
-        (cheap where nothing changed: two identity checks)."""
+        (cheap where nothing changed: two identity checks and one flag read)."""
+        if self._always is None:  # not capturing
+            return
         filters = warnings.filters
-        if self._always is None or filters and filters[0] is self._always and warnings.showwarning is self._show:
+        if filters and filters[0] is self._always and warnings.showwarning is self._show:
+            if not _warn_always():
+                torch.set_warn_always(True)  # the script's set_warn_always(False): fallbacks would warn once only
             return
         if self._always in filters:
             filters.remove(self._always)
@@ -50,6 +57,7 @@ class WarningCapture:
         if mutated is not None:
             mutated()
         warnings.showwarning = self._show
+        torch.set_warn_always(True)
 
     def _show(self, message, category, filename, lineno, file=None, line=None):
         self.messages.append(str(message))

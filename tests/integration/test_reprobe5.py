@@ -185,3 +185,18 @@ def test_a_script_that_turns_warnings_into_errors_still_gets_its_error_under_dml
     done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)
     assert done.returncode == 3, done.stderr[-2000:]
     assert "raised UserWarning" in done.stderr and "native_group_norm_backward" in done.stderr
+
+
+def test_a_script_that_turns_torch_warn_always_off_still_has_its_fallbacks_found(tmp_path):
+    # torch.set_warn_always(False) made a backend's fallback warn once per process: the recorded steps, after a
+    # warm-up that had warned, read every GroupNorm backward as on the device
+    script = SILENCED_SCRIPT.replace('warnings.filterwarnings("ignore")', 'pass')
+    script = script.replace("import torch_directml\n", "import torch_directml\ntorch.set_warn_always(False)\n")
+    assert "set_warn_always(False)" in script
+    (tmp_path / "train.py").write_text(script, encoding="utf-8")
+    done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = (tmp_path / "out").glob("*.session.json")
+    ops = json.loads(path.read_text(encoding="utf-8"))["ops"]
+    fell_back = {op for op, verdict in zip(ops["op"], ops["verdict"]) if verdict == "fallback"}
+    assert "aten::native_group_norm_backward" in fell_back, done.stdout[-3000:]
