@@ -200,3 +200,16 @@ def test_a_script_that_turns_torch_warn_always_off_still_has_its_fallbacks_found
     ops = json.loads(path.read_text(encoding="utf-8"))["ops"]
     fell_back = {op for op, verdict in zip(ops["op"], ops["verdict"]) if verdict == "fallback"}
     assert "aten::native_group_norm_backward" in fell_back, done.stdout[-3000:]
+
+
+def test_a_script_that_sends_warnings_to_logging_still_has_its_fallbacks_found(tmp_path):
+    # logging.captureWarnings(True) (frameworks call it) replaced warnings.showwarning, the capture's hook
+    script = SILENCED_SCRIPT.replace('warnings.filterwarnings("ignore")', "import logging\nlogging.captureWarnings(True)")
+    script = script.replace('warnings.simplefilter("ignore")', "pass")
+    (tmp_path / "train.py").write_text(script, encoding="utf-8")
+    done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = (tmp_path / "out").glob("*.session.json")
+    ops = json.loads(path.read_text(encoding="utf-8"))["ops"]
+    assert "fallback" in {verdict for op, verdict in zip(ops["op"], ops["verdict"])
+                          if op == "aten::native_group_norm_backward"}, done.stdout[-3000:]
