@@ -70,12 +70,14 @@ def _unsupported(name: str):
 @contextmanager
 def installed(backend):
     """``import torch_directml`` gives the stand-in while the block runs, whatever is installed; a process the
-    block spawns (multiprocessing's ``spawn`` hands it this ``sys.path``) finds one too, after any installed."""
+    block spawns (multiprocessing's ``spawn`` hands it this ``sys.path``) finds one too."""
     saved = sys.modules.get(MODULE)
     sys.modules[MODULE] = shim_module(backend)
     added = SPAWNED_STAND_IN not in sys.path
     if added:
-        sys.path.append(SPAWNED_STAND_IN)  # last: an installed torch-directml is what a spawned process imports
+        # first, as the stand-in takes this process's import whatever is installed: an installed torch-directml
+        # that cannot load here (no libd3d12 on plain Linux) ended the worker as a missing one did
+        sys.path.insert(0, SPAWNED_STAND_IN)
     try:
         yield
     finally:
