@@ -75,9 +75,10 @@ def installed(backend):
     sys.modules[MODULE] = shim_module(backend)
     added = SPAWNED_STAND_IN not in sys.path
     if added:
-        # first, as the stand-in takes this process's import whatever is installed: an installed torch-directml
-        # that cannot load here (no libd3d12 on plain Linux) ended the worker as a missing one did
-        sys.path.insert(0, SPAWNED_STAND_IN)
+        # ahead of the installed packages, as the stand-in takes this process's import whatever is installed (an
+        # installed torch-directml that cannot load here, without libd3d12, ended the worker as a missing one
+        # did); behind sys.path[0], the script's own folder, which scripts read (os.path.join(sys.path[0], ...))
+        sys.path.insert(1 if sys.path else 0, SPAWNED_STAND_IN)
     try:
         yield
     finally:

@@ -9,8 +9,9 @@ The scanned code may set filters of its own while it is recorded (``warnings.fil
 at a script's top, ``with warnings.catch_warnings(): warnings.simplefilter("ignore")`` around a noisy
 call): a filter in front of ours kept the fallback warnings from reaching the capture, and every call
 that fell back was judged to run on the device. So each recorded call puts the capture back in front
-(:meth:`WarningCapture.keep_first`; and ``torch.set_warn_always(True)``, which a script may turn off), and the capture honours an "error" filter of the user's by raising,
-as the warning would have without dmlprof.
+(:meth:`WarningCapture.keep_first`, with ``torch.set_warn_always(True)``, which a script may turn off),
+and the capture honours an "error" filter of the user's by raising, as the warning would have without
+dmlprof.
 """
 from __future__ import annotations
 

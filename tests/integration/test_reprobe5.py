@@ -33,6 +33,8 @@ if __name__ == "__main__":
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    import os, sys
+    assert os.path.samefile(sys.path[0], os.path.dirname(os.path.abspath(__file__))), sys.path[:2]  # still its own
     print("trained on", torch_directml.device_name())
 '''
 
@@ -43,7 +45,8 @@ def test_a_script_whose_dataloader_spawns_workers_runs_on_the_stand_in_device_as
     # failed ("DataLoader worker exited unexpectedly", exit 3) where it trains. spawn is the default on
     # Windows and macOS.
     (tmp_path / "train.py").write_text(SPAWNING_SCRIPT, encoding="utf-8")
-    done = run_cli("scan", "train.py", "--target", "dml", "--run-to-end", "--no-progress", "--json", "report.json", cwd=tmp_path)
+    done = run_cli("scan", "train.py", "--target", "dml", "--run-to-end", "--no-progress", "--json", "report.json",
+                   cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "No module named 'torch_directml'" not in done.stderr
     assert "trained on" in done.stdout
@@ -204,7 +207,8 @@ def test_a_script_that_turns_torch_warn_always_off_still_has_its_fallbacks_found
 
 def test_a_script_that_sends_warnings_to_logging_still_has_its_fallbacks_found(tmp_path):
     # logging.captureWarnings(True) (frameworks call it) replaced warnings.showwarning, the capture's hook
-    script = SILENCED_SCRIPT.replace('warnings.filterwarnings("ignore")', "import logging\nlogging.captureWarnings(True)")
+    script = SILENCED_SCRIPT.replace('warnings.filterwarnings("ignore")',
+                                     "import logging\nlogging.captureWarnings(True)")
     script = script.replace('warnings.simplefilter("ignore")', "pass")
     (tmp_path / "train.py").write_text(script, encoding="utf-8")
     done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)

@@ -4,11 +4,12 @@ While a script runs on a stand-in DirectML device (``--target dml``, ``--device 
 process gets the stand-in of ``dmlprof.backends.directml_shim``. A process it starts with multiprocessing's
 ``spawn`` (the default on Windows and macOS; ``DataLoader(num_workers=N, multiprocessing_context="spawn")``)
 imports the script again, with its ``import torch_directml``; where torch-directml is not installed that
-import failed and the worker died, where without dmlprof it would have run. This folder is put in front of
-the scanned process's ``sys.path``, which spawn hands to its children (it holds only this module), so they
-import the stand-in as the scanned process does, whatever is installed (a torch-directml that cannot load
-here, without libd3d12, ended them too). A spawned process is not recorded and holds no stand-in device: it names the device (``device()``,
-which makes no tensor), and a tensor it makes there fails, saying why.
+import failed and the worker died, where without dmlprof it would have run. This folder is put in front of the
+installed packages on the scanned process's ``sys.path`` (behind the script's own folder), which spawn hands
+to its children (it holds only this module), so they import the stand-in as the scanned process does, whatever
+is installed (a torch-directml that cannot load here, without libd3d12, ended them too). A spawned process is
+not recorded and holds no stand-in device: it names the device (``device()``, which makes no tensor); a
+tensor made there fails with torch's own error, and torch-directml's fused kernels say why.
 """
 import torch
 
