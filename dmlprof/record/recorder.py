@@ -123,6 +123,7 @@ class _Calls:
         verifier = rec.verifier
         # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
         pending = verifier.before(func, args, kwargs) if verifier is not None else None
+        rec.warnings.keep_first()  # the scanned code may have put a filter of its own in front ("ignore")
         evidence = rec.evidence
         warned_before = len(evidence)
         start = _perf_ns()
