@@ -282,11 +282,23 @@ def emit(text: str, stream, kept: Optional[str] = None) -> None:
         raise error from None
 
 
+def command_word(path) -> str:
+    """``path`` as one word of a shell command to copy: quoted where it has spaces or a shell's special characters
+    (a session under "My Documents" pasted unquoted is two arguments)."""
+    text = str(path)
+    if os.name == "nt":
+        return f'"{text}"' if any(c in text for c in ' &()^%!;,=') else text
+    import shlex
+
+    return shlex.quote(text)
+
+
 def print_saved(written: Written, args) -> None:
     """Where the session and every report file went (stderr when stdout is for a report or --quiet)."""
     where = sys.stderr if getattr(args, "quiet", False) or to_stdout(args) else sys.stdout
     if written.session_path is not None:
-        emit(f"\nsession saved to {written.session_path}\n  re-render it: dmlprof report {written.session_path}", where,
+        emit(f"\nsession saved to {written.session_path}\n  re-render it: dmlprof report "
+             f"{command_word(written.session_path)}", where,
              kept=written.note())
     announce(written, where)
 

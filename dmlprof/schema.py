@@ -32,6 +32,9 @@ CPU = "cpu"            #: an accelerator run, but the call's tensors were alread
 #: an op frame and every session file loaded (sessions of format 1 hold ``cpu`` there).
 HOST = "host"
 VERDICTS = (DEVICE, FALLBACK, CPU, HOST)
+#: the ``evidence`` of a call sent to the device that the device refused (DirectML raised, or would end the process,
+#: and the code caught it): its verdict says where it was sent, but it never ran there, so it is no device call
+REFUSED = "refused"
 REPORT_VERDICTS = VERDICTS  #: the same four: what the op frame holds is what the report counts
 
 # Phases of a training step, in the order a step runs them (comm: a distributed run's collectives).

@@ -6,7 +6,7 @@ from typing import Optional
 
 import pandas as pd
 
-from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, VERDICTS, parse_fallback_ops, parse_ranges
+from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, PHASES, REFUSED, VERDICTS, parse_fallback_ops, parse_ranges
 
 _NS_PER_MS = 1e6
 
@@ -29,15 +29,18 @@ def summary(ops: pd.DataFrame) -> dict:
     host_ns = int(time_ns[verdict == HOST].sum())
     calls = len(ops)
     host_calls = int((verdict == HOST).sum())
+    refused = ops["evidence"] == REFUSED  # sent to the device, which refused them: they never ran there
+    ran_on_device = (verdict == DEVICE) & ~refused
     device_time = ops["device_time_ns"].dropna() if "device_time_ns" in ops else pd.Series(dtype=float)
     return {
         "op_calls": calls,
-        "device_calls": int((verdict == DEVICE).sum()),
+        "device_calls": int(ran_on_device.sum()),
+        "refused_calls": int(refused.sum()),
         "fallback_calls": int((verdict == FALLBACK).sum()),
         "cpu_calls": int((verdict == CPU).sum()),
         "host_bookkeeping_calls": host_calls,
         "inner_fallback_calls": int(ops["fallback_calls"].sum()),
-        "device_call_share": _share((verdict == DEVICE).sum(), calls - host_calls),
+        "device_call_share": _share(ran_on_device.sum(), calls - host_calls),
         "fallback_call_share": _share((verdict == FALLBACK).sum(), calls - host_calls),
         "time_ms": total_ns / _NS_PER_MS,
         "device_time_ms_on_device": float(device_time.sum()) / _NS_PER_MS if len(device_time) else None,

@@ -182,6 +182,28 @@ class Backend:
             refused_in_place(error, self)
         return True
 
+    def take_abort_note(self):
+        """The device's own note of the aborts it raised in calls' places since the last take, recorded or not
+        (``count``, the first one's ``op``, ``message``, ``pid`` and ``thread``), or ``None``: only a device that
+        raises for aborts (:attr:`raises_for_aborts`) keeps one."""
+        return None
+
+    def notice_unrecorded_aborts(self, raised: Optional[BaseException] = None) -> None:
+        """Read the device's note of the aborts it raised since the last look, wherever nothing recorded them (a
+        warm-up step, past the recorded steps, another thread, a forked worker): the first counts as
+        :meth:`abort_raised` counts a recorded one, unless one was kept already. ``raised``: the error the step
+        ended with, which is itself the abort when it was one."""
+        note = self.take_abort_note()  # taken first: an abort already kept is not kept again later
+        if note is None or self.first_refusal is not None:
+            return
+        if isinstance(raised, Exception) and self.abort_raised(raised):  # the step ended with the abort itself
+            return
+        self.abort_raised(UnrecordedAbort(note))
+
+    def forget_noted_aborts(self) -> None:
+        """A run begins: the device's note of earlier aborts (an earlier run's, a test's) is not this run's."""
+        self.take_abort_note()
+
     def note_failure(self, exc: BaseException, failure) -> None:
         """A call failed as its rule said: keep that with ``exc``, whatever words it came in."""
 
@@ -201,6 +223,31 @@ class Backend:
         from dmlprof.backends.errors import explain_device_error
 
         return explain_device_error(exc, self)
+
+
+class UnrecordedAbort(RuntimeError):
+    """An abort a device raised in a call's place where nothing recorded the call, read from its note
+    (:meth:`Backend.take_abort_note`): the device's words (so it is judged as a recorded one is), the op, and where
+    it was raised (:attr:`where`)."""
+
+    def __init__(self, note):
+        from dmlprof.directml.failures import ABORT_PREFIX
+
+        super().__init__(note.message or f"{ABORT_PREFIX} (SIGABRT): a call the device aborts")
+        self.op = note.op or "a call"
+        self.where = _unrecorded_where(note)
+
+
+def _unrecorded_where(note) -> str:
+    """Where nothing recorded the call, in words: another process (a forked DataLoader worker), another thread,
+    or this one (a step nothing records: a warm-up step, one past the recorded steps)."""
+    import threading
+
+    if note.pid and note.pid != os.getpid():
+        return f"in forked process {note.pid}, a DataLoader worker say, which nothing records"
+    if note.thread and note.thread != threading.get_native_id():  # read on the run's thread
+        return "in another thread than the run's, which nothing records"
+    return "in a step nothing recorded, a warm-up step or one past the recorded ones"
 
 
 def refused_in_place(error: BaseException, backend: Backend) -> BaseException:

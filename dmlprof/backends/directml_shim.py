@@ -13,8 +13,11 @@ from __future__ import annotations
 import sys
 import types
 from contextlib import contextmanager
+from pathlib import Path
 
 MODULE = "torch_directml"
+#: a folder holding only a ``torch_directml`` for the processes a scanned script spawns (see its docstring)
+SPAWNED_STAND_IN = str(Path(__file__).resolve().parent / "spawned_stand_in")
 #: torch-directml's fused kernels: DirectML-only ops with no stand-in
 _FUSED = ("multi_head_attention", "mlp_phi2", "mlp_llama", "mlp_phi3", "rmsnorm", "apply_rotary_position_emb")
 
@@ -66,12 +69,21 @@ def _unsupported(name: str):
 
 @contextmanager
 def installed(backend):
-    """``import torch_directml`` gives the stand-in while the block runs, whatever is installed."""
+    """``import torch_directml`` gives the stand-in while the block runs, whatever is installed; a process the
+    block spawns (multiprocessing's ``spawn`` hands it this ``sys.path``) finds one too."""
     saved = sys.modules.get(MODULE)
     sys.modules[MODULE] = shim_module(backend)
+    added = SPAWNED_STAND_IN not in sys.path
+    if added:
+        # ahead of the installed packages, as the stand-in takes this process's import whatever is installed (an
+        # installed torch-directml that cannot load here, without libd3d12, ended the worker as a missing one
+        # did); behind sys.path[0], the script's own folder, which scripts read (os.path.join(sys.path[0], ...))
+        sys.path.insert(1 if sys.path else 0, SPAWNED_STAND_IN)
     try:
         yield
     finally:
+        if added and SPAWNED_STAND_IN in sys.path:
+            sys.path.remove(SPAWNED_STAND_IN)
         if saved is None:
             sys.modules.pop(MODULE, None)
         else:

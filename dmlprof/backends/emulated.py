@@ -79,6 +79,11 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
 
         return {"emulates": load_table("dml").version_label()}
 
+    def take_abort_note(self):
+        from dmlprof import testing
+
+        return testing.take_abort_note()  # kept in the device's C++, shared with forked workers
+
     # Counters (the oracle for tests; scans never read them).
     def fallback_counts(self) -> dict:
         from dmlprof import testing
@@ -89,3 +94,4 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
         from dmlprof import testing
 
         testing.reset_fallback_counts()
+

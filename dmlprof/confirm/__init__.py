@@ -52,7 +52,9 @@ class Worker:
     """One worker process (``python -m dmlprof.confirm.worker``) over a batch of signature keys; its events."""
 
     def __init__(self, keys: list, env: dict, order: str, files: tuple):
-        self.folder = Path(tempfile.mkdtemp(prefix="dmlprof-confirm-"))
+        # inside the replay's folder, which its finally removes: a replay stopped by a signal (SIGTERM) or an error
+        # leaves no worker's folder behind (exit_status, which removes it too, is never reached then)
+        self.folder = Path(tempfile.mkdtemp(prefix="worker-", dir=str(Path(files[0]).parent)))
         keys_file = self.folder / "keys.txt"
         keys_file.write_text("\n".join(keys) + "\n", encoding="utf-8")
         self.process = subprocess.Popen(

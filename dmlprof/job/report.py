@@ -52,6 +52,8 @@ def print_run(folder, args, traces: bool = False) -> RunReport:
         print(file=where)
         # the command on a line of its own, as a scan's "session saved to" puts it (one line ran to 125 columns)
         print(clean(f"run saved to {folder}"), file=where)
-        print(clean(f"  re-render it: dmlprof report {folder}"), file=where)
+        from dmlprof.output import command_word
+
+        print(clean(f"  re-render it: dmlprof report {command_word(folder)}"), file=where)
     sys.stdout.flush()
     return report

@@ -50,6 +50,11 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
         self.how = ""
         self._standin = None
 
+    def take_abort_note(self):
+        from dmlprof.predict.abort_note import take_abort_note
+
+        return take_abort_note()
+
     def read_values(self, tensor):
         """Only the values the prediction holds: a tensor without them reads as unknown, never as a guess."""
         from dmlprof.predict import values as held

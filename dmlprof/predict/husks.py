@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from dmlprof.directml.failures import ABORTS
+from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.values import born, extent
 
 META = torch.device("meta")
@@ -52,7 +54,10 @@ def device_tensor(shape, stride, offset: int, dtype, device: torch.device) -> to
     """
     refused = _refused.get(dtype)
     if refused is not None:
-        raise refused()
+        error = refused()
+        if getattr(getattr(error, "failure", None), "kind", None) == ABORTS:
+            note_abort("", str(error))  # the op that makes it is not known here (recorded, the recorder names it)
+        raise error
     husk = _Husk(tuple(shape), tuple(stride), offset, dtype, device)
     with torch._C._DisableTorchDispatch():
         tensor = husk.data

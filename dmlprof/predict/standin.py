@@ -53,11 +53,12 @@ import torch
 
 from dmlprof.directml.device_module import CONTIGUOUS_OP, contiguous_as_on_directml
 from dmlprof.directml.failures import (
-    ALWAYS_FAILING_COMPOSITES, IMPLICIT_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail,
+    ABORTS, ALWAYS_FAILING_COMPOSITES, IMPLICIT_FAILING_COMPOSITES, UNHELD_DTYPES, DirectMLFailure, failure, may_fail,
     unheld_dtype_failure,
 )
 from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
 from dmlprof.predict import values as _values
+from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.arguments import (
     elements, flat_tensors, read_arguments, tensor_slots, view_sources, written_only,
 )
@@ -441,6 +442,8 @@ def _failing_as_on_directml(run, name: str, device_type: str, float64: bool):
     def checked(args, kwargs):
         found = failure(name, args, kwargs, device_type, float64)
         if found is not None:
+            if found.kind == ABORTS:  # noted, recorded or not: code that catches it where nothing records is still seen
+                note_abort(name, found.error_text())
             raise DirectMLFailure(found)
         return run(args, kwargs)
     return checked

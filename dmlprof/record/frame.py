@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dmlprof.schema import (  # noqa: F401  (re-exported: the frame's schema, by its old names)
-    CPU, DEVICE, FALLBACK, OP_COLUMNS, SYNC_OPS, VERDICTS, empty_ops_frame, format_fallback_ops, parse_fallback_ops,
+    CPU, DEVICE, FALLBACK, OP_COLUMNS, REFUSED, SYNC_OPS, VERDICTS, empty_ops_frame, format_fallback_ops, parse_fallback_ops,
     typed_ops_frame,
 )
 
@@ -85,12 +85,12 @@ def _transfer(op: str, inputs, outputs, device_type: str) -> tuple:
     return src[3], f"{src[0]}->{dst[0]}"
 
 
-def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
+def rows_to_frame(raw_rows, evidence: list, backend, refused=frozenset()) -> pd.DataFrame:
     """Judge each raw call and return the op frame (one row per call), its verdicts final.
 
     ``evidence`` is what arrived while recording (warnings, or a stand-in
     backend's own log); each row holds its span of it, and the backend names
-    the op that fell back in each item.
+    the op that fell back in each item. ``refused``: the rows of calls the device refused (their evidence says so).
     """
     device_type = backend.device_type
     accelerator = backend.is_accelerator()
@@ -115,7 +115,7 @@ def rows_to_frame(raw_rows, evidence: list, backend) -> pd.DataFrame:
             moved = sum(m[3] for m in inputs if m[0] == device_type) + sum(m[3] for m in outputs if m[0] == device_type)
             direction = "both"
         elif on_device:
-            verdict, evidence_label = DEVICE, "tensors"
+            verdict, evidence_label = DEVICE, REFUSED if seq in refused else "tensors"
             moved, direction = _transfer(op, inputs, outputs, device_type)
         else:
             verdict, evidence_label = CPU, "tensors"  # or host bookkeeping: typed_ops_frame tells

@@ -124,6 +124,7 @@ class _Calls:
         verifier = rec.verifier
         # --verify: host copies of the inputs, before an in-place or out= call overwrites them.
         pending = verifier.before(func, args, kwargs) if verifier is not None else None
+        rec.warnings.keep_first()  # the scanned code may have put a filter of its own in front ("ignore")
         evidence = rec.evidence
         warned_before = len(evidence)
         start = _perf_ns()
@@ -173,11 +174,18 @@ class _Calls:
                 rec.device_lost_row = rec.failed_row  # later failures are the lost device's, not their ops'
             if found is not None:
                 rec.backend.note_failure(failed, found)
+            if found is not None or rec.backend.failure_in(failed, _touches(rec.backend.device_type, inputs)):
+                rec.refused_rows.add(rec.failed_row)  # sent to the device, never run there: no device call
             raise failed
         if pending is not None:
             verifier.after(pending, args, kwargs, out, step=rec.step, phase=phase, module=module, source=source,
                            seq=len(rec.rows) - 1)
         return out
+
+
+def _touches(device_type: str, inputs) -> bool:
+    """Whether a call's inputs (tensor metadata) were on the device."""
+    return any(meta[0] == device_type for meta in inputs)
 
 
 class Recorder:
@@ -199,6 +207,8 @@ class Recorder:
         self.verifier = verifier
         self.sync = backend.synchronize if (sync and backend.is_accelerator()) else None
         self.rows: list = []
+        #: rows of calls the device refused (the code may have caught it): counted as refused, not as device calls
+        self.refused_rows: set = set()
         #: how many times the rows were dropped: a reader that polls the rows (the distributed watchdog) can
         #: tell a drop from a count that merely grew past the old one between two looks
         self.drops = 0
@@ -256,7 +266,7 @@ class Recorder:
     def frame(self):
         """The op frame of the calls recorded so far, each judged (:func:`~dmlprof.record.frame.rows_to_frame`):
         what every reader of a recording builds its figures from (the runner, the sweep's child, a stuck rank)."""
-        return rows_to_frame(list(self.rows), list(self.evidence), self.backend)
+        return rows_to_frame(list(self.rows), list(self.evidence), self.backend, refused=self.refused_rows)
 
     # -- phase inference -----------------------------------------------------
     def infer_phase(self) -> str:

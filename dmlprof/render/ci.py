@@ -27,7 +27,7 @@ def render_check_text(result: GateResult, model: str, width: Optional[int] = Non
 def _check_lines(result: GateResult, model: str) -> list:
     report = result.report
     device = device_and_torch(report)
-    lines = [f"dmlprof check {model} on {device} ({report.kind}): {'passed' if result.passed else 'FAILED'}"]
+    lines = [f"dmlprof check {model} on {device}: {'passed' if result.passed else 'FAILED'}"]
     lines += [f"  {_mark(check)}  {check.describe()}" for check in result.checks]
     lines += [line for hotspot in result.hotspots for line in _counted_lines(hotspot, report.timed)]
     return lines + _uncounted_lines(report, result) + [_wrong_line(known) for known in report.known_wrong_results]

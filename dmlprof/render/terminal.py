@@ -154,7 +154,8 @@ def _headline(report: Report, top: int) -> list:
     s = report.summary
     lines = _if(report.replace is not None, "The patched run in detail:")
     bookkeeping = f", {s.host_bookkeeping_calls} host bookkeeping" if s.host_bookkeeping_calls else ""
-    lines += [f"{s.op_calls} op calls: {s.device_calls} on the device, "
+    refused = f", {s.refused_calls} refused by the device" if s.refused_calls else ""
+    lines += [f"{s.op_calls} op calls: {s.device_calls} on the device{refused}, "
               f"{s.fallback_calls} fell back to the CPU, {s.cpu_calls} on CPU tensors{bookkeeping}"]
     if report.has_times:
         lines.append(f"device share: {fmt_share(s.device_call_share)} of calls, {fmt_share(s.device_time_share)} of time; "
@@ -217,6 +218,9 @@ def _fallbacks(report: Report, top: int) -> list:
             return ["Fallbacks: none possible (the CPU is the device: see the note above)."]
         if report.device_unused_note:  # "every call on device tensors" would read as a pass: there were none
             return ["Fallbacks: none possible - no call ran on the device (see above)."]
+        if report.summary.refused_calls:  # "every call ran" would hide the calls the device refused
+            return [f"Fallbacks: none - every call on device tensors ran on the device but the "
+                    f"{report.summary.refused_calls} it refused."]
         return ["Fallbacks: none - every call on device tensors ran on the device."]
     rows = [[_hotspot_name(h), h.calls] + _if(report.timed, fmt_ms(h.time_ms), fmt_share(h.share))
             + [fmt_bytes(h.bytes_moved), fmt_list(h.modules, 1), fmt_list(h.sources, 1)] for h in hotspots[:top]]

@@ -88,6 +88,8 @@ class Summary:
     bytes_moved: int
     distinct_ops: int
     distinct_fallback_ops: int
+    #: calls sent to the device that it refused (raised, or would end the process; the code caught it): no device call
+    refused_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -502,8 +504,9 @@ class Report:
             after = f"; the {failed.calls_after:,} calls recorded after it never run on DirectML" \
                 if failed.calls_after else ""
             device = "the emulated device's" if failed.observed else "the prediction's"
-            return (f"Fails on DirectML: {failed.op}{dtypes}{where}: {said}. The code caught {device} error in its "
-                    f"place and went on, but on DirectML the process ends at that call{after}.")
+            # "went on": the code caught it, or the thread it killed was not the one the run went on in
+            return (f"Fails on DirectML: {failed.op}{dtypes}{where}: {said}. The code went on past {device} error in "
+                    f"its place, but on DirectML the process ends at that call{after}.")
         if failed.ended_process:
             stopped = "The process ended there"
         elif failed.kind == "aborts":

@@ -35,13 +35,18 @@ def title(target: str) -> str:
 
 
 def device_and_torch(report) -> str:
-    """The device a report is of; for a prediction, with the torch whose registrations it read (``xpu, torch
-    2.14.1``): what ``check`` names in its first line."""
+    """The device a report is of and how it was had (``dml (scan)``); for a prediction, the torch whose
+    registrations it read and, where the step ran on another, that one (``dml (predicted for torch 2.4.1 from
+    a run on torch 2.13.0)``): what ``check`` names in its first line. The step's calls follow the torch it
+    ran on (its decompositions), not the table's."""
     device = report.run.device.backend or "?"
     prediction = report.run.prediction
     if report.is_prediction and prediction is not None and prediction.table_torch_version:
-        return f"{device}, torch {prediction.table_torch_version}"
-    return device
+        ran = (report.run.environment.torch_version or "").split("+")[0]
+        table = prediction.table_torch_version
+        on = f" from a run on torch {ran}" if ran and ran != table.split("+")[0] else ""
+        return f"{device} (predicted for torch {table}{on})"
+    return f"{device} ({report.kind})"
 
 
 def target_verdict(report) -> TargetVerdict:

@@ -154,6 +154,7 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
         finally:
             recording.close()
             run.facts.set(duration_s=round(time.perf_counter() - start, 3), steps=recorder.step)
+            backend.notice_unrecorded_aborts(raised)  # another thread's, a forked worker's: nothing recorded them
             _caught_refusal_in_block(run, backend, raised)
             result.session = run._finish(recorder, alongside)
 

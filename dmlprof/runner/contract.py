@@ -23,7 +23,7 @@ from dmlprof.record import steady
 from dmlprof.record.profiler import ProfilerAlongside, numbered_ranges
 from dmlprof.record.recorder import Recorder, refusals
 from dmlprof.record.warning_capture import WarningCapture
-from dmlprof.runner.run import Recording, Run, ScanStopped, StepCalls, journal_calls
+from dmlprof.runner.run import Recording, Run, ScanStopped, StepCalls, journal_calls, unrecorded_failure
 from dmlprof.runner.training_step import TrainingStep
 from dmlprof.session import Session
 
@@ -72,6 +72,8 @@ class ContractRun(Run):
         from dmlprof.meta import DeviceFailure
         from dmlprof.record.attribution import raised_at
 
+        if getattr(self.raised, "where", None):  # read from the device's note: it names the call and where it ran
+            return unrecorded_failure(self.raised, self.backend)
         found = self.backend.failure_in(self.raised) if self.raised is not None else None
         if found is None:
             return session.meta.device_failure

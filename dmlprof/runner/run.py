@@ -136,6 +136,7 @@ class Run:
         self.facts = live_facts(path, backend, run_mode=run_mode, sync=sync)
         self.facts.set_recording(profiler=profiler, verify=True if verify else None)
         backend.first_refusal = None  # this run's refusals only (a backend may serve a scan twice: --replace)
+        backend.forget_noted_aborts()
         #: the run ended at a call refused in place (then the calls recorded after it are not kept)
         self.ended_by_refusal = False
         self.step_times_ms: list = []  # the recorded (or profiled) measured steps
@@ -219,7 +220,7 @@ class Run:
         where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
         completed = False
         try:
-            body()
+            self._noticing_aborts(body)
         except CallRefused as refusal:  # a call that would end the process on the device: the run ends here
             self.raised, self.ended_by_refusal = refusal.error, True
             cause: DmlprofError = self._explain(refusal.error, where)
@@ -283,6 +284,16 @@ class Run:
             session.meta = session.meta.updated(partial_reason=cause.one_line())
         raise ScanStopped(cause, session)
 
+    def _noticing_aborts(self, body) -> None:
+        """``body()``, then the device's note of aborts it raised where nothing recorded (another thread, a forked
+        worker, a step nothing records) is read: the first is the run's finding, as a recorded one is."""
+        try:
+            body()
+        except BaseException as exc:
+            self.backend.notice_unrecorded_aborts(exc)
+            raise
+        self.backend.notice_unrecorded_aborts()
+
     def _caught_refusal(self, where: str) -> DmlprofError:
         """The error of the first refused call, which the user's code caught and ran past."""
         self.raised, self.ended_by_refusal = self.backend.first_refusal.error, True
@@ -291,9 +302,15 @@ class Run:
                 if self.backend.predicted else "the emulated device's error in its place")
         text, located, at = str(cause).rpartition(" (at ")
         text, at = (text, located + at) if located and at.endswith(")") else (str(cause), "")
+        went_on = f"the code caught {what} and went on"
+        unrecorded = getattr(self.raised, "where", None)  # read from the device's note: no line, no recorded call
+        if unrecorded:  # caught there, or the thread it ended was not the run's: either way the run went on
+            raiser = "the prediction" if self.backend.predicted else "the emulated device"
+            went_on, at = f"{raiser} raised its error in its place {unrecorded}, and the run went on", \
+                f" (at {self.raised.op})"
         # the user's line stays at the end, where the failing call joins it: "(at aten::_fft_r2c, train.py:8)"
-        caught = type(cause)(f"{text}; the code caught {what} and went on, but on DirectML the process ends at "
-                             f"this call{at}", remedy=cause.remedy)
+        caught = type(cause)(f"{text}; {went_on}, but on DirectML the process ends at this call{at}",
+                             remedy=cause.remedy)
         caught.exit_code = cause.exit_code
         return caught
 
@@ -307,6 +324,11 @@ class Run:
             # else the device ran them (its error was caught): kept, and counted in the finding; a replay of
             # independent samples (tests/opinfo/truth_replay.py) reads each sample's calls past another's abort
             recorder.failed_row = refused_row
+        if getattr(self.raised, "where", None):  # an abort nothing recorded: no recorded call is the finding
+            if self.ended_by_refusal:  # a later failure of the code's own came after the process had ended
+                recorder.failed_row = None
+            if self.facts.device_failure is None:
+                self.facts.set(device_failure=unrecorded_failure(self.raised, self.backend))
         facts = self.facts.copy()
         while True:
             try:
@@ -325,6 +347,19 @@ class Run:
                 self.facts = facts.copy()
                 self.facts.note(f"the memory ran out as the session was built: it holds the first {kept:,} recorded "
                                 "calls only, without torch.profiler's cross-check")
+
+
+def unrecorded_failure(raised: BaseException, backend: Backend):
+    """The finding of an abort the device raised where nothing recorded the call (its note: ``raised.op``,
+    ``raised.where``), so that the report, a target's verdict and ``check`` lead with it as with a recorded one; the
+    code went on past it (``calls_after``: none of the recorded calls is known to come after it)."""
+    from dmlprof.meta import DeviceFailure
+
+    found = backend.failure_in(raised)
+    known = backend.known_error(raised)
+    return DeviceFailure(op=f"{raised.op}, {raised.where}", kind=found.kind if found else "aborts",
+                         message=found.message if found else str(raised), explanation=known.explanation if known else "",
+                         remedy=known.remedy if known else "", observed=not backend.predicted, calls_after=0)
 
 
 def _module_named(path: Optional[str], classes) -> str:

@@ -83,19 +83,24 @@ def hard_exit_trapped():
 
 @contextmanager
 def cwd_kept():
-    """The user's code may ``os.chdir``; dmlprof's outputs stay relative to where it was started."""
+    """The user's code may ``os.chdir`` or ``os.umask``; dmlprof's outputs stay relative to where it was started,
+    and the folders it makes for them get its own umask (a script's ``os.umask(0o277)`` made ``--out`` a folder
+    its owner could not write the session into)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
     try:
         start = os.getcwd()
     except OSError:  # started in a folder that no longer exists: nothing to come back to
-        yield
-        return
+        start = None
     try:
         yield
     finally:
-        try:
-            os.chdir(start)
-        except OSError:
-            pass
+        os.umask(mask)
+        if start is not None:
+            try:
+                os.chdir(start)
+            except OSError:
+                pass
 
 
 @contextmanager

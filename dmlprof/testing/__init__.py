@@ -39,7 +39,7 @@ import sys
 import threading
 import types
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -442,6 +442,30 @@ def device() -> torch.device:
     return torch.device(DEVICE_TYPE, 0)
 
 
+class AbortNote(NamedTuple):
+    """Aborts the device raised in calls' places since the last :func:`take_abort_note`, and the first one's words."""
+
+    count: int
+    op: str  # "" where the first one's words are not at hand (noted just as the last take ran)
+    message: str
+    pid: int  # the process that raised it: a forked child's differs from this one's
+    thread: int  # its OS thread (``threading.get_native_id()``), 0 where unknown
+
+
+def take_abort_note() -> Optional[AbortNote]:
+    """The aborts the device raised since the last take (by any thread of this process, or a process it forked),
+    recorded or not; ``None`` when there were none, or the device is not loaded. Each is taken once."""
+    if not is_loaded():
+        return None
+    count, op, message, pid, thread = _state["module"].take_abort_note()
+    return AbortNote(int(count), op, message, int(pid), int(thread)) if count else None
+
+
+def abort_count() -> int:
+    """Every abort the device raised in a call's place in this process and those it forked (never reset)."""
+    return int(load().abort_count()) if is_loaded() else 0
+
+
 #: Where the emulated device calls another op than torch-directml (measured on the real one, docs/realdml.md):
 #: its tensors have host storage and torch-directml's have none (an OpaqueTensorImpl), so the autograd engine
 #: adds two gradients of one tensor in place here (``add_``) and out of place there (``add``).
@@ -459,5 +483,5 @@ __all__ = [
     "ACCUMULATES_IN_PLACE", "as_on_directml",
     "FLOAT64_ENV", "float64_support", "set_float64_support",
     "EmulatedDeviceError", "FAULT_ENV", "clear_fault", "current_fault", "fault_hits", "set_fault", "build_problem", "build_directory", "device", "fallback_counts", "is_loaded",
-    "load", "real_kernel_ops", "reset_fallback_counts", "skipped_ops",
+    "load", "real_kernel_ops", "reset_fallback_counts", "skipped_ops", "AbortNote", "abort_count", "take_abort_note",
 ]

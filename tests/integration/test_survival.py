@@ -124,19 +124,19 @@ def test_check_of_a_crashing_model_writes_its_junit_case_in_error(tmp_path):
 
 
 @pytest.mark.live
-def test_no_truth_sample_of_the_writing_ops_computes_otherwise_under_the_recorder_on_the_emulated_device(tmp_path):
-    # the same check the real-DirectML lane runs (tests/realdml/test_survival.py), on the emulated device
+def test_no_truth_sample_computes_otherwise_under_the_recorder_on_the_emulated_device(tmp_path):
+    # the whole truth table (4,729 samples on torch 2.4.1, ~2 min), plainly and under the recorder; the
+    # real-DirectML lane runs the writing ops and one sample of every op (tests/realdml/test_survival.py)
     import subprocess
     from pathlib import Path
 
     tool = Path(__file__).resolve().parents[2] / "tools" / "realdml" / "transparency.py"
     report = tmp_path / "transparency.json"
-    done = subprocess.run([sys.executable, str(tool), "--device", "emulated-dml", "--only", "masked_fill",
-                           "scaled_dot_product", "index_fill", "masked_scatter", "--json", str(report)],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, str(tool), "--device", "emulated-dml", "--json", str(report)],
+                          capture_output=True, text=True, timeout=1500)
     summary = json.loads(report.read_text(encoding="utf-8"))["summary"]
     assert done.returncode == 0 and summary.get("differs", 0) == 0, done.stdout[-3000:]
-    assert summary["same"] >= 15, summary
+    assert summary["samples"] >= 4000 and summary["same"] >= summary["samples"] // 2, summary
 
 
 REMOVES_ITS_TEMPORARY_FOLDER = '''

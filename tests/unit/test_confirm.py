@@ -200,3 +200,26 @@ def test_confirm_of_another_targets_prediction_is_refused_before_anything_runs(t
     args = SimpleNamespace(confirm=True, target=target, model=str(REPO / "models" / "lenet5.py"))
     with pytest.raises(UsageError, match="needs --target dml alone"):
         prepare_confirm(args)
+
+
+def test_a_replay_stopped_by_a_signal_leaves_no_worker_folder_behind(tmp_path, monkeypatch):
+    # SIGTERM during --confirm (a CI job's cancel) raised out of the supervisor while a worker ran: the worker's
+    # folder (its keys file), made in the temporary folder and removed only when its exit status was read, stayed
+    import tempfile
+
+    import dmlprof.confirm as confirm
+    from dmlprof.confirm.supervisor import Supervisor
+    from dmlprof.interrupts import Stopped
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def measure(self, keys, alone_from_start=()):
+        worker = self.spawn(keys, self.env, "clean-first")
+        worker.process.wait(timeout=120)
+        raise Stopped(15)
+
+    monkeypatch.setattr(Supervisor, "measure", measure)
+    capture = SignatureCapture(lambda tensor: None, "privateuseone")
+    with pytest.raises(Stopped):
+        confirm.replay(capture)
+    assert list(tmp_path.iterdir()) == []

@@ -1,16 +1,21 @@
 """Does dmlprof's recorder change what real torch-directml computes? Every truth-table sample, run twice.
 
     python tools/realdml/transparency.py [--device dml|emulated-dml] [--only SUBSTRING ...] [--limit N] [--json OUT]
-        [--log LOG [--resume]] [--shard I/N]
+        [--per-label N] [--log LOG [--resume]] [--shard I/N]
     (--device dml, the default, under realdml's env.sh; --shard splits a long run over processes)
 
 Each sample (tools/realdml/truth_samples.py: OpInfo's samples and the probes) runs on the DirectML device
 plainly, then again under dmlprof's live recorder as ``dmlprof scan --device dml`` makes it (the dispatcher
 tap, a per-call sync, torch-directml's refusals off: the real call runs). Its outputs and the gradients of
-its inputs are compared bit for bit (NaN equal to NaN). Ops that draw random numbers are left out (the
-device's generator moves on between the two runs). Samples run in a worker process that is started anew
+its inputs are compared bit for bit (NaN equal to NaN). Left out: ops that draw random numbers (the device's
+generator moves on between the two runs), the empty factories (uninitialized memory), and a sample whose
+recorded run differs while its runs, taken again, differ among themselves (a kernel that sums in no fixed
+order: not deterministic on the device). Samples run in a worker process that is started anew
 after any sample that ends it (torch-directml aborts on some calls); such a sample is counted, not judged,
-unless its plain run had returned and the recorded one ended the process (that differs).
+unless its plain run had returned and the recorded one ended the process (that differs). Where it can
+(POSIX), a worker is forked from this process once torch and OpInfo's database are loaded, so a restart
+costs a DirectML device, not an interpreter: about one sample in eight ends its worker, and a fresh
+interpreter spent ~60 s loading OpInfo each time, most of a run's time.
 
 Prints one line per differing sample and a summary; ``--json`` writes every sample's outcome.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,17 +34,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SAME, DIFFERS, RAISES, UNJUDGED = "same", "differs", "raises", "unjudged"
+#: where the recorded run differs, both runs are taken again this many times: a sample whose runs differ among
+#: themselves is not deterministic on this device, and its recorded run cannot be held to one of them
+RETAKES = 3
 
 
-# -- the worker: runs keys given on stdin, one JSON line per sample on stdout ---------------------------------
+# -- the worker: runs the keys in a file, one JSON line per sample on stdout ----------------------------------
 def _worker(device_name: str, keys_file: str) -> None:
-    import os
     import warnings
 
     events = os.fdopen(os.dup(1), "w", buffering=1)  # events alone on stdout: anything else printed goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    sys.path[:0] = [str(HERE), str(REPO)]
+    if str(HERE) not in sys.path:
+        sys.path[:0] = [str(HERE), str(REPO)]
 
     import torch
 
@@ -99,44 +108,79 @@ def _same(a, b, torch) -> bool:
 
 
 def _judge(key, device, backend, torch, truth_samples, Recorder, plain_returned=lambda key: None) -> dict:
+    # one sample for every run: rebuilt, a sample whose arguments OpInfo draws from Python's own generator
+    # (huber_loss's delta, cosine_embedding_loss's margin) would be another sample
     sample = truth_samples.sample(key)
-    if _random(key, truth_samples, torch):
-        return {"outcome": UNJUDGED, "why": "draws random numbers"}
+    why_not = _not_comparable(key, truth_samples)
+    if why_not:
+        return {"outcome": UNJUDGED, "why": why_not}
     try:
         plain = _run(sample, device, torch)
     except Exception as exc:
         return {"outcome": RAISES, "why": f"{type(exc).__name__} plainly"}
     plain_returned(key)
-    recorder = Recorder(backend, sync=True)
-    recorder.rule = recorder.refusals = None  # the real call runs: what the recorder alone does to it
-    try:
+
+    def recorded_run():
+        recorder = Recorder(backend, sync=True)
+        recorder.rule = recorder.refusals = None  # the real call runs: what the recorder alone does to it
         with recorder:
-            recorded = _run(truth_samples.sample(key), device, torch)
+            return _run(sample, device, torch), len(recorder.rows)
+
+    try:
+        recorded, calls = recorded_run()
     except Exception as exc:
         return {"outcome": DIFFERS, "why": f"raises only under the recorder: {type(exc).__name__}: {str(exc)[:200]}"}
-    if _same(plain[0], recorded[0], torch) and _same(plain[1], recorded[1], torch):
-        return {"outcome": SAME, "calls": len(recorder.rows)}
-    return {"outcome": DIFFERS, "why": "outputs or gradients differ bitwise", "calls": len(recorder.rows)}
+    if _both_same(plain, recorded, torch):
+        return {"outcome": SAME, "calls": calls}
+    # A kernel that sums in no fixed order (atomics) differs from itself: the recorder is held to a difference
+    # only where the plain runs agree with each other and every recorded run keeps differing from them.
+    for _ in range(RETAKES):
+        if not _both_same(plain, _run(sample, device, torch), torch) or \
+                _both_same(plain, recorded_run()[0], torch):
+            return {"outcome": UNJUDGED, "why": "not deterministic here (runs of it differ, recorded or not)",
+                    "calls": calls}
+    return {"outcome": DIFFERS, "why": "outputs or gradients differ bitwise", "calls": calls}
 
 
-def _random(key: str, truth_samples, torch) -> bool:
+def _both_same(one, other, torch) -> bool:
+    """Whether two runs' outputs and gradients are the same bit for bit."""
+    return _same(one[0], other[0], torch) and _same(one[1], other[1], torch)
+
+
+#: words in an op's name that say what its output holds cannot be compared between two runs
+_RANDOM_WORDS = ("rand", "rrelu", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential", "geometric",
+                 "cauchy", "log_normal", "poisson")
+_UNINITIALIZED = ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
+
+
+def _not_comparable(key: str, truth_samples) -> str:
+    """Why two runs of this sample cannot be held to the same output ("" where they can): the generator moves
+    on between them, or the op returns memory it never wrote (whatever the allocator hands it that time)."""
     if key.startswith("probe."):
-        return False
-    op = truth_samples.ops()[key.split("|")[0]]
-    name = op.name.lower()
-    return any(word in name for word in ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform",
-                                         "exponential", "geometric", "cauchy", "log_normal", "poisson"))
+        return ""
+    name = truth_samples.ops()[key.split("|")[0]].name.lower()
+    if name in _UNINITIALIZED:
+        return "returns uninitialized memory"
+    return "draws random numbers" if any(word in name for word in _RANDOM_WORDS) else ""
 
 
 # -- the parent: hands keys to a worker, starts another after a sample that ended one -------------------------
-def _keys(only: list, limit, labels: str = "", shard: str = "", logged=None) -> list:
-    sys.path[:0] = [str(HERE), str(REPO)]
+def _keys(only: list, limit, labels: str = "", shard: str = "", logged=None, per_label: int = 0) -> list:
     import truth_samples
 
     keys = list(truth_samples.keys()) + truth_samples.probe_keys()
     exact = frozenset(filter(None, labels.split(",")))
     if exact:
         keys = [key for key in keys if key.split("|")[0] in exact]
+    if per_label:  # the first N of each op (float32's, with gradients, come first): every op, in a short run
+        seen: dict = {}
+        chosen = []
+        for key in keys:
+            label = key.split("|")[0]
+            seen[label] = seen.get(label, 0) + 1
+            if seen[label] <= per_label:
+                chosen.append(key)
+        keys = chosen
     if only:
         keys = [key for key in keys if any(part in key for part in only)]
     if shard:  # "I/N": every N-th key from the I-th, so N processes share a long run (a machine of many cores)
@@ -172,8 +216,7 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
     while pending:
         keys_file = Path(tempfile.mkdtemp(prefix="dmlprof-transparency-")) / "keys.txt"
         keys_file.write_text("\n".join(pending) + "\n", encoding="utf-8")  # a pipe would break when a worker dies
-        worker = subprocess.Popen([sys.executable, __file__, "--worker", "--device", device, "--keys", str(keys_file)],
-                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        worker = _start_worker(device, keys_file)
         current, plain_returned = None, False
         started = time.monotonic()
         for line in worker.stdout:
@@ -202,6 +245,63 @@ def judge(keys: list, device: str = "dml", timeout_s: float = 300, log=None) -> 
     return outcomes
 
 
+def _start_worker(device: str, keys_file: Path):
+    """A worker judging the keys in ``keys_file``: forked where it can be (the parent has torch and OpInfo loaded,
+    see :func:`_prepare_forking`), else a fresh interpreter. Either has ``stdout`` (its events), ``wait()`` and
+    ``returncode`` (negative: the signal that ended it), as :class:`subprocess.Popen` has."""
+    if _FORKING:
+        return _ForkedWorker(device, keys_file)
+    return subprocess.Popen([sys.executable, __file__, "--worker", "--device", device, "--keys", str(keys_file)],
+                            stdout=subprocess.PIPE, text=True, bufsize=1)
+
+
+class _ForkedWorker:
+    def __init__(self, device: str, keys_file: Path):
+        read_fd, write_fd = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the worker: its events go to the pipe; it never returns into the parent's code
+            code = 1
+            try:
+                os.close(read_fd)
+                os.dup2(write_fd, 1)
+                os.close(write_fd)
+                _worker(device, str(keys_file))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self.stdout = os.fdopen(read_fd, "r", encoding="utf-8")
+        self.returncode = None
+
+    def wait(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        self.stdout.close()
+        self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return self.returncode
+
+
+_FORKING = False
+
+
+def _prepare_forking(device: str) -> None:
+    """Load what every worker needs once, here, so forked workers start from it (POSIX only)."""
+    global _FORKING
+    if not hasattr(os, "fork"):
+        return
+    import torch
+
+    import truth_samples  # noqa: F401  (OpInfo's database: the ~60 s a fresh interpreter spends)
+
+    # One thread, here and so in every worker: an OpenMP pool started before fork() deadlocks the child's
+    # first parallel op. Both runs of a sample are in one worker, so the comparison is unchanged.
+    torch.set_num_threads(1)
+    if device == "dml":  # dmlprof asks for the adapters in a child process once per process: once, here
+        from dmlprof.backends.dml import probe_adapters
+
+        probe_adapters()
+    _FORKING = True
+
+
 class _nothing:
     def __enter__(self):
         return None
@@ -219,6 +319,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", default=[], help="keys containing any of these")
     parser.add_argument("--labels", default="", help="comma-separated OpInfo labels, exactly (measure_truth.py's --only)")
     parser.add_argument("--limit", type=int, help="at most this many samples")
+    parser.add_argument("--per-label", type=int, default=0, metavar="N",
+                        help="at most the first N samples of each OpInfo label (every op, a shorter run)")
     parser.add_argument("--json", help="write every sample's outcome here")
     parser.add_argument("--log", help="append each sample's outcome to this JSON-lines file as it comes")
     parser.add_argument("--shard", default="", help="I/N: this process's share of the keys (every N-th from the I-th)")
@@ -228,11 +330,14 @@ def main(argv=None) -> int:
         _worker(args.device, args.keys)
         return 0
     started = time.monotonic()
+    sys.path[:0] = [str(HERE), str(REPO)]
+    _prepare_forking(args.device)
     logged = _logged(args.log) if args.resume and args.log else {}
     with open(args.log, "a", encoding="utf-8", buffering=1) if args.log else _nothing() as log:
-        outcomes = judge(_keys(args.only, args.limit, args.labels, args.shard, logged), args.device, log=log)
-    outcomes = {**{key: value for key, value in logged.items() if key in _keys(args.only, None, args.labels,
-                                                                                   args.shard)}, **outcomes}
+        outcomes = judge(_keys(args.only, args.limit, args.labels, args.shard, logged, args.per_label),
+                         args.device, log=log)
+    wanted = set(_keys(args.only, None, args.labels, args.shard, per_label=args.per_label))
+    outcomes = {**{key: value for key, value in logged.items() if key in wanted}, **outcomes}
     counts: dict = {}
     for key, outcome in sorted(outcomes.items()):
         counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1

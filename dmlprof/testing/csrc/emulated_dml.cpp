@@ -30,6 +30,19 @@
 #include <ATen/CPUGeneratorImpl.h>
 #endif
 
+#ifdef _WIN32
+#include <process.h>
+extern "C" __declspec(dllimport) unsigned long __stdcall GetCurrentThreadId(void);
+#else
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+#endif
+
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cmath>
@@ -563,11 +576,113 @@ void check_float64(const c10::OperatorHandle& op, const Stack* s, size_t first, 
   TORCH_CHECK(!refused, "The GPU device does not support Double (Float64) operations!");
 }
 
-void check_dtype(const at::Tensor& t) {
+// ---------------------------------------------------------------- the abort note
+// Every abort this device raises in a call's place is noted here, whoever made the call and whether or not anything
+// recorded it: a warm-up step's, one past the recorded steps, another thread's, a forked DataLoader worker's. Its
+// error is a C++ exception that calls nothing of Python's, so a script's `except RuntimeError` (or a thread that
+// dies of it) hid it from dmlprof wherever the recorder did not see the call; the run reads this note after each
+// step and at its end (dmlprof.testing.take_abort_note), so every abort counts as a recorded one does (R29).
+// The note lives in memory shared with the processes this one forks (an anonymous MAP_SHARED mapping, made at
+// load): a forked worker's abort reaches the parent with no message to pass, whether the worker exits, dies or is
+// killed. Only lock-free atomics cross the processes; takers (one process) also hold a mutex of their own.
+constexpr const char* kAbortPrefix = "torch-directml ends the process here";  // failures.py ABORT_PREFIX
+
+struct AbortNote {
+  std::atomic<int64_t> total;  // every abort noted, by this process and those it forked
+  std::atomic<int64_t> taken;  // `total` at the last take
+  std::atomic<int32_t> slot;   // 0: empty, 1: being written, 2: holds the first abort since the last take
+  int64_t pid;                 // the process that raised it
+  int64_t thread;              // its OS thread (threading.get_native_id())
+  char op[192];
+  char message[1024];
+};
+static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
+              "the abort note is shared with forked processes: its atomics must be lock-free");
+
+AbortNote& abort_note() {
+  static AbortNote* note = [] {
+    void* place = nullptr;
+#ifndef _WIN32  // no fork on Windows: the process's own memory will do
+    place = mmap(nullptr, sizeof(AbortNote), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (place == MAP_FAILED) place = nullptr;
+#endif
+    if (place == nullptr) place = std::calloc(1, sizeof(AbortNote));  // never freed: kernels may run during exit
+    return new (place) AbortNote();
+  }();
+  return *note;
+}
+
+int64_t current_pid() {
+#ifdef _WIN32
+  return _getpid();
+#else
+  return getpid();
+#endif
+}
+
+int64_t current_thread() {
+#if defined(_WIN32)
+  return GetCurrentThreadId();
+#elif defined(__linux__)
+  return syscall(SYS_gettid);
+#elif defined(__APPLE__)
+  uint64_t id = 0;
+  pthread_threadid_np(nullptr, &id);
+  return static_cast<int64_t>(id);
+#else
+  return 0;  // unknown: the run then names no thread
+#endif
+}
+
+void copy_text(char* into, size_t size, const std::string& text) {
+  size_t n = std::min(size - 1, text.size());
+  std::memcpy(into, text.data(), n);
+  into[n] = '\0';
+}
+
+void note_abort(const std::string& op, const std::string& message) {
+  AbortNote& note = abort_note();
+  note.total.fetch_add(1);
+  int32_t empty = 0;
+  if (note.slot.compare_exchange_strong(empty, 1)) {  // the first since the last take keeps its words
+    note.pid = current_pid();
+    note.thread = current_thread();
+    copy_text(note.op, sizeof(note.op), op);
+    copy_text(note.message, sizeof(note.message), message);
+    note.slot.store(2);
+  }
+}
+
+std::mutex g_take_mutex;
+
+// (aborts since the last take, the first one's op, message, process and thread); the first's words are cleared
+std::tuple<int64_t, std::string, std::string, int64_t, int64_t> take_abort_note() {
+  std::lock_guard<std::mutex> lock(g_take_mutex);
+  AbortNote& note = abort_note();
+  std::string op, message;
+  int64_t pid = 0, thread = 0;
+  if (note.slot.load() == 2) {
+    op = note.op;
+    message = note.message;
+    pid = note.pid;
+    thread = note.thread;
+    note.slot.store(0);
+  }
+  // an abort noted between the two reads is counted now and its words kept for the next take: none is lost
+  int64_t total = note.total.load();
+  int64_t since = total - note.taken.exchange(total);
+  return std::make_tuple(since, op, message, pid, thread);
+}
+
+int64_t abort_count() { return abort_note().total.load(); }
+
+void check_dtype(const c10::OperatorHandle& op, const at::Tensor& t) {
   if (!on_device(t)) return;
   const char* unheld = unheld_name(t.scalar_type());
-  TORCH_CHECK(unheld == nullptr, "torch-directml ends the process here (SIGABRT): Invalid or unsupported data type ",
-              unheld, ".");
+  if (unheld == nullptr) return;
+  std::string message = std::string(kAbortPrefix) + " (SIGABRT): Invalid or unsupported data type " + unheld + ".";
+  note_abort(op_name(op), message);
+  TORCH_CHECK(false, message);
 }
 
 // ---------------------------------------------------------------- calls DirectML refuses
@@ -601,16 +716,17 @@ void check_rules(const c10::OperatorHandle& op, const Stack* s, size_t first) {
     py::object said = py::reinterpret_borrow<py::object>(g_rule)(name, arguments);
     if (!said.is_none()) refused = said.cast<std::string>();
   }
+  if (refused.rfind(kAbortPrefix, 0) == 0) note_abort(name, refused);
   TORCH_CHECK(refused.empty(), refused);
 }
 
-void check_values(const Stack* s, size_t first) {
+void check_values(const c10::OperatorHandle& op, const Stack* s, size_t first) {
   for (size_t i = first; i < s->size(); ++i) {
     const auto& v = (*s)[i];
     if (v.isTensor()) {
-      check_dtype(v.toTensor());
+      check_dtype(op, v.toTensor());
     } else if (v.isTensorList()) {
-      for (const auto& t : v.toTensorVector()) check_dtype(t);
+      for (const auto& t : v.toTensorVector()) check_dtype(op, t);
     }
   }
 }
@@ -618,11 +734,11 @@ void check_values(const Stack* s, size_t first) {
 template <BoxedFn Fn>
 void dtype_checked(const c10::OperatorHandle& op, Stack* s) {
   const size_t first = s->size() - op.schema().arguments().size();
-  check_values(s, first);
+  check_values(op, s, first);
   check_float64(op, s, first, false);
   check_rules(op, s, first);
   Fn(op, s);
-  check_values(s, first);  // the outputs now (a factory's dtype argument shows here)
+  check_values(op, s, first);  // the outputs now (a factory's dtype argument shows here)
   check_float64(op, s, first, true);
 }
 
@@ -792,6 +908,7 @@ bool register_hooks() { return false; }  // not needed before torch 2.6
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "dmlprof's emulated DirectML device (PrivateUse1, host memory)";
+  abort_note();  // mapped now, before any fork: a child that mapped its own would note its aborts where no parent looks
   m.def("register_kernels", &register_kernels, "register kernels by op name; returns the names skipped");
   m.def("real_kernel_names", &real_kernel_names, "ops with real implementations (not cpu_fallback)");
   m.def("fallback_counts", &fallback_counts, "calls per op that reached the fallback");
@@ -801,5 +918,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_float64_rule", &set_float64_rule, "callable(op, [values], outputs) -> whether float64 is refused");
   m.def("set_float64_support", &set_float64_support, "whether the device runs float64 (off: most adapters do not)");
   m.def("set_failure_rules", &set_failure_rules, "rule(op name, arguments) -> None | error, asked for these ops");
+  m.def("take_abort_note", &take_abort_note,
+        "(aborts raised since the last take, by any thread or forked child; the first one's op, message, pid, thread)");
+  m.def("abort_count", &abort_count, "every abort the device raised in a call's place, ever (forked children's too)");
   m.def("register_hooks", &register_hooks, "register PrivateUse1 hooks (torch >= 2.6); false when not needed");
 }

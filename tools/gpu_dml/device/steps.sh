@@ -51,12 +51,17 @@ import subprocess, os; print('pid', os.getpid()); print(subprocess.run(['nvidia-
     done; wait; echo "truthall done"; for h in 0 1 2 3 4 5 6 7; do tail -n 1 $R/dml/truth_all_$h.log; done ;;
   transparency)
     # every truth sample run plainly and under dmlprof's recorder, outputs and gradients compared bit for bit
-    # (tools/realdml/transparency.py), in SHARDS (14) processes at once; a later call with the same step resumes
-    # from the logs (each shard skips what its log already judged), so a run cut by a call's limit goes on
+    # (tools/realdml/transparency.py $TRANSPARENCY_ARGS, e.g. "--per-label 1"), in SHARDS (14) processes at once;
+    # a later call with the same step resumes from the logs (each shard skips what its log already judged), so a
+    # run cut by a call's limit goes on
     nonumba; n=${SHARDS:-14}
     for i in $(seq 0 $((n - 1))); do
-      timeout ${TRANSPARENCY_TIMEOUT:-470} python3 ${DEV_ROOT:-/root}/src/tools/realdml/transparency.py --shard $i/$n --resume --json $R/dml/transparency_$i.json --log $R/dml/transparency_$i.jsonl > $R/dml/transparency_$i.log 2>&1 &
+      timeout ${TRANSPARENCY_TIMEOUT:-470} python3 ${DEV_ROOT:-/root}/src/tools/realdml/transparency.py $TRANSPARENCY_ARGS --shard $i/$n --resume --json $R/dml/transparency_$i.json --log $R/dml/transparency_$i.jsonl > $R/dml/transparency_$i.log 2>&1 &
     done; wait; echo "transparency done"; cat $R/dml/transparency_*.jsonl | wc -l; grep -h -E "^differs|^\{" $R/dml/transparency_*.log | tail -n 40 ;;
+  why)
+    # each layer of the recorder alone on the samples in WHY_KEYS (space-separated), against the CPU
+    # (tools/realdml/why_differs.py): which layer makes a sample compute otherwise, and which run is right
+    nonumba; timeout ${WHY_TIMEOUT:-240} python3 ${DEV_ROOT:-/root}/src/tools/realdml/why_differs.py $WHY_KEYS > $R/dml/why.log 2>&1; echo "why rc=$?"; grep -E "^\S.*\|.*:|^  " $R/dml/why.log | head -60 ;;
   journal_cuda)
     # the journal's cost on CUDA (benchmarks/journal_cost.py), on the machine's own PyTorch, not the kit's torch 2.4.1
     env -u LD_PRELOAD PYTHONPATH=${DEV_ROOT:-/root}/src timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device cuda --rounds ${ROUNDS:-8} --steps ${STEPS:-5} --out $R/journal_cost-cuda.json > $R/journal_cuda.log 2>&1; echo "journal_cuda rc=$?"; grep -E "with_vs|torch_version|device_name|Error" $R/journal_cuda.log | head ;;
