@@ -166,17 +166,21 @@ for step in range(4):
 '''
 
 
+def _fell_back_when_scanned(script: str, folder) -> set:
+    """The ops the scan of ``script`` on the emulated device found falling back (it must end well)."""
+    (folder / "train.py").write_text(script, encoding="utf-8")
+    done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=folder)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (path,) = (folder / "out").glob("*.session.json")
+    ops = json.loads(path.read_text(encoding="utf-8"))["ops"]
+    return {op for op, verdict in zip(ops["op"], ops["verdict"]) if verdict == "fallback"}
+
+
 def test_a_script_that_silences_warnings_still_has_its_fallbacks_found(tmp_path):
     # The fallbacks are judged by the warnings each call raises; a script's own "ignore" filter, set after the
     # recording began, stood in front of dmlprof's: GroupNorm's backward, which falls back on DirectML, was
     # reported on the device ("0 fell back to the CPU"), and check passed
-    (tmp_path / "train.py").write_text(SILENCED_SCRIPT, encoding="utf-8")
-    done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (path,) = (tmp_path / "out").glob("*.session.json")
-    ops = json.loads(path.read_text(encoding="utf-8"))["ops"]
-    fell_back = {op for op, verdict in zip(ops["op"], ops["verdict"]) if verdict == "fallback"}
-    assert "aten::native_group_norm_backward" in fell_back, done.stdout[-3000:]
+    assert "aten::native_group_norm_backward" in _fell_back_when_scanned(SILENCED_SCRIPT, tmp_path)
 
 
 def test_a_script_that_turns_warnings_into_errors_still_gets_its_error_under_dmlprof(tmp_path):
@@ -196,13 +200,7 @@ def test_a_script_that_turns_torch_warn_always_off_still_has_its_fallbacks_found
     script = SILENCED_SCRIPT.replace('warnings.filterwarnings("ignore")', 'pass')
     script = script.replace("import torch_directml\n", "import torch_directml\ntorch.set_warn_always(False)\n")
     assert "set_warn_always(False)" in script
-    (tmp_path / "train.py").write_text(script, encoding="utf-8")
-    done = run_cli("scan", "train.py", "--device", "emulated-dml", "--no-progress", "--out", "out", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (path,) = (tmp_path / "out").glob("*.session.json")
-    ops = json.loads(path.read_text(encoding="utf-8"))["ops"]
-    fell_back = {op for op, verdict in zip(ops["op"], ops["verdict"]) if verdict == "fallback"}
-    assert "aten::native_group_norm_backward" in fell_back, done.stdout[-3000:]
+    assert "aten::native_group_norm_backward" in _fell_back_when_scanned(script, tmp_path)
 
 
 def test_a_script_that_sends_warnings_to_logging_still_has_its_fallbacks_found(tmp_path):
