@@ -181,6 +181,7 @@ def measure(args) -> dict:
     failure = None
     try:
         _run(args, backend, result)
+        _raise_caught_abort(backend)
         result["status"] = "ok"
     except KeyboardInterrupt:
         raise
@@ -196,6 +197,16 @@ def measure(args) -> dict:
         _read_memory(backend, result)
     result["elapsed_s"] = round(time.perf_counter() - started, 3)
     return result
+
+
+def _raise_caught_abort(backend) -> None:
+    """Raise the first error the device raised in place of a call that ends DirectML's process, where the model
+    caught it and went on (``except RuntimeError``: a CPU fallback around an FFT): nothing records the timed
+    steps, so only the device's own note says so. On DirectML the process ends at that call: the size fails."""
+    backend.notice_unrecorded_aborts()
+    refusal, backend.first_refusal = backend.first_refusal, None
+    if refusal is not None:
+        raise getattr(refusal, "error", refusal)
 
 
 def _classify(exc: BaseException, backend) -> tuple:
