@@ -137,7 +137,9 @@ class _Calls:
             rec.capture(func, args, kwargs, len(rec.rows))
         refused = rec.backend.refusal_for(found) if found is not None else None
         if refused is None:
+            rec.warnings.in_call = True  # the warnings that arrive now are torch's (warn-once unless the script asks)
             out, failed = _call_flushing_warnings(_call_catching, (), (func, args, kwargs), {})
+            rec.warnings.in_call = False
         else:
             out, failed = None, refused
         outputs = _outputs_tuple(out)

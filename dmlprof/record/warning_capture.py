@@ -11,7 +11,9 @@ call): a filter in front of ours kept the fallback warnings from reaching the ca
 that fell back was judged to run on the device. So each recorded call puts the capture back in front
 (:meth:`WarningCapture.keep_first`, with ``torch.set_warn_always(True)``, which a script may turn off),
 and the capture honours an "error" filter of the user's by raising, as the warning would have without
-dmlprof.
+dmlprof. What the scanned code set to receive warnings (``catch_warnings(record=True)``'s list, a
+``showwarning`` of its own, logging's) still gets each one its filters let through, as often as without
+dmlprof (:meth:`WarningCapture._pass_on`); Python's own printer is left out: the report lists them.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import torch
 
 
 _warn_always = torch.is_warn_always_enabled
+_PYTHONS_PRINTER = warnings._showwarnmsg_impl  # where warnings go when no code set a receiver of its own
 
 
 class WarningCapture:
@@ -30,14 +33,20 @@ class WarningCapture:
         self._catcher = None
         self._warn_always_before = None
         self._always = None  # the capture's "always" filter, once entered
+        self.in_call = False  # set by the recorder while a recorded call runs: torch's warnings arrive then
+        self._users_show = None  # a showwarning the scanned code set, which keep_first displaced
+        self._users_warn_always = False  # torch.set_warn_always as the scanned code has it (we force it on)
+        self._passed_on: set = set()  # what a warning filter's "once"/"default" has let through already
+        self._torch_warned: set = set()  # torch's warnings passed on once: its warn-once is per process, not filter
+        self._shower = self._show  # one bound method: each ``self._show`` is a new object, never ``is`` the last
 
     def __enter__(self):
-        self._warn_always_before = torch.is_warn_always_enabled()
+        self._warn_always_before = self._users_warn_always = torch.is_warn_always_enabled()
         self._catcher = warnings.catch_warnings()
         self._catcher.__enter__()
         warnings.simplefilter("always")
         self._always = warnings.filters[0]
-        warnings.showwarning = self._show
+        warnings.showwarning = self._shower
         torch.set_warn_always(True)
         return self
 
@@ -47,24 +56,64 @@ class WarningCapture:
         if self._always is None:  # not capturing
             return
         filters = warnings.filters
-        if filters and filters[0] is self._always and warnings.showwarning is self._show:
+        if filters and filters[0] is self._always and warnings.showwarning is self._shower:
             if not _warn_always():
+                self._users_warn_always = False
                 torch.set_warn_always(True)  # the script's set_warn_always(False): fallbacks would warn once only
             return
-        if self._always in filters:
-            filters.remove(self._always)
+        self._passed_on.clear()  # new filters (a catch_warnings block): Python shows "once" warnings anew
+        shown = warnings.showwarning
+        if shown is not self._shower:
+            self._users_show = None if shown is getattr(warnings, "_showwarning_orig", None) else shown
+        for index, item in enumerate(filters):
+            if item is self._always:  # by identity: a filter of the script's may equal ours ("always")
+                del filters[index]
+                break
         filters.insert(0, self._always)
         mutated = getattr(warnings, "_filters_mutated", None) or getattr(warnings, "_filters_mutated_lock_held", None)
         if mutated is not None:
             mutated()
-        warnings.showwarning = self._show
+        warnings.showwarning = self._shower
         torch.set_warn_always(True)
 
     def _show(self, message, category, filename, lineno, file=None, line=None):
         self.messages.append(str(message))
         self.categories.append(category.__name__ if isinstance(category, type) else str(category))
-        if isinstance(category, type) and _users_action(message, category, filename, lineno, self._always) == "error":
+        if not isinstance(category, type):
+            return
+        if self.in_call and not self._users_warn_always:  # torch's warning, which it gives once without dmlprof
+            if (str(message), category) in self._torch_warned:
+                return
+            self._torch_warned.add((str(message), category))
+        action = _users_action(message, category, filename, lineno, self._always)
+        if action == "error":
             raise message if isinstance(message, Warning) else category(message)
+        if action != "ignore":
+            self._pass_on(action, message, category, filename, lineno, file, line)
+
+    def _pass_on(self, action, message, category, filename, lineno, file, line) -> None:
+        """Give the warning to what the scanned code set to receive warnings, as often as its filter's ``action``
+        and torch's warn-once (we turned warn_always on; the script may have it off) would have."""
+        display = warnings._showwarnmsg_impl
+        if self._users_show is None and display is _PYTHONS_PRINTER:
+            return
+        text = str(message)
+        if action == "always":
+            key = None
+        elif action == "once":
+            key = (text, category)
+        elif action == "module":
+            key = (text, category, filename)
+        else:  # "default"
+            key = (text, category, filename, lineno)
+        if key is not None:
+            if key in self._passed_on:
+                return
+            self._passed_on.add(key)
+        if self._users_show is not None:
+            self._users_show(message, category, filename, lineno, file, line)
+        else:
+            display(warnings.WarningMessage(message, category, filename, lineno, file, line))
 
     def __exit__(self, *exc):
         torch.set_warn_always(self._warn_always_before)
