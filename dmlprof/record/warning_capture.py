@@ -23,7 +23,9 @@ import torch
 
 
 _warn_always = torch.is_warn_always_enabled
-_PYTHONS_PRINTER = warnings._showwarnmsg_impl  # where warnings go when no code set a receiver of its own
+# where warnings go when no code set a receiver of its own (a private name of CPython's warnings module since 3.6:
+# read with getattr, so a Python without it passes nothing on rather than failing at import)
+_PYTHONS_PRINTER = getattr(warnings, "_showwarnmsg_impl", None)
 
 
 class WarningCapture:
@@ -94,8 +96,8 @@ class WarningCapture:
     def _pass_on(self, action, message, category, filename, lineno, file, line) -> None:
         """Give the warning to what the scanned code set to receive warnings, as often as its filter's ``action``
         and torch's warn-once (we turned warn_always on; the script may have it off) would have."""
-        display = warnings._showwarnmsg_impl
-        if self._users_show is None and display is _PYTHONS_PRINTER:
+        display = getattr(warnings, "_showwarnmsg_impl", None)
+        if self._users_show is None and (display is None or display is _PYTHONS_PRINTER):
             return
         text = str(message)
         if action == "always":
