@@ -7,6 +7,7 @@ THEN  what dmlprof says about the run is what DirectML would do.
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -100,3 +101,39 @@ def test_a_script_that_records_its_warnings_sees_them_under_dmlprof_as_without_i
 
     assert any("my own warning 0" in line for line in seen(plain.stdout)), plain.stdout
     assert seen(scanned.stdout) == seen(plain.stdout)
+
+
+READS_ITS_INTERPRETER_OPTIONS = '''
+import sys
+import torch
+
+try:
+    assert False
+    stripped = True
+except AssertionError:
+    stripped = False
+print("options", sys.flags.optimize, sys.warnoptions, "asserts stripped" if stripped else "asserts run")
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    model(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+'''
+
+
+def test_the_script_runs_with_the_interpreter_options_python_was_given(tmp_path):
+    # `python -O -W error -m dmlprof scan` ran the script in a child started without -O and -W: its asserts ran
+    # and its warnings were not errors, where `python -O -W error script.py` strips them and raises
+    import subprocess
+
+    (tmp_path / "opts.py").write_text(READS_ITS_INTERPRETER_OPTIONS, encoding="utf-8")
+    options = ["-O", "-W", "error"]
+    plain = subprocess.run([sys.executable, *options, "opts.py"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    scanned = subprocess.run([sys.executable, *options, "-m", "dmlprof", "scan", "opts.py", "--device", "cpu",
+                              "--no-progress", "--out", "out"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=600)
+    said = [line for line in plain.stdout.splitlines() if line.startswith("options")]
+    assert plain.returncode == 0 and said == ["options 1 ['error'] asserts stripped"], plain.stderr[-2000:]
+    assert scanned.returncode == 0, scanned.stderr[-2000:]
+    assert [line for line in scanned.stdout.splitlines() if line.startswith("options")] == said
