@@ -159,7 +159,7 @@ def supervise(argv: list, args) -> Optional[int]:
     _lock(held[crash_log])  # while this process lives: a later scan removes the folder of a supervisor killed
     remove_stale_journal_folders(folder.parent, keep=folder)
     try:
-        child = _start([sys.executable, *_interpreter_options(), "-m", "dmlprof", *argv], env)
+        child = _start([sys.executable, *interpreter_options(), "-m", "dmlprof", *argv], env)
         with _passing_signals_to(child):
             status = child.wait()
         _put_back(folder, held)
@@ -261,7 +261,7 @@ def _journal_prefix() -> str:
     return f"{JOURNAL_FOLDER_PREFIX}{os.getpid()}-"
 
 
-def _interpreter_options() -> list:
+def interpreter_options() -> list:
     """The options this Python was started with (``-W error``, ``-O``, ``-X dev``...), for the child that runs the
     script: without them its warning filters, asserts and dev mode are not the ones the user asked for.
     (``subprocess._args_from_interpreter_flags`` is what multiprocessing starts its children with.)"""

@@ -95,7 +95,10 @@ class SweepResult:
 def child_command(model: Path, batch_size: int, *, device: str, steps: int, warmup: int, amp: Optional[str],
                   memory_limit: Optional[int], record: str = "auto", device_index: Optional[int] = None) -> List[str]:
     """The argv of one child (``sys.executable -m dmlprof.sweep.child ...``)."""
-    argv = [sys.executable, "-m", "dmlprof.sweep.child", str(model), "--batch-size", str(batch_size),
+    from dmlprof.survival import interpreter_options  # the model runs with the options python was given (-W, -O)
+
+    argv = [sys.executable, *interpreter_options(), "-m", "dmlprof.sweep.child", str(model),
+            "--batch-size", str(batch_size),
             "--device", device, "--steps", str(steps), "--warmup", str(warmup), "--record", record]
     if device_index is not None:
         argv += ["--device-index", str(int(device_index))]

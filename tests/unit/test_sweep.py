@@ -241,9 +241,13 @@ def test_child_that_died_is_an_error_with_the_reason():
     assert parse_child_output(8, 0, other, "")["status"] == "error"
 
 
-def test_child_command_runs_this_interpreter():
+def test_child_command_runs_this_interpreter_with_its_options(monkeypatch):
+    import dmlprof.survival
+
+    # python -O -W error -m dmlprof sweep: the model runs with the options python was given
+    monkeypatch.setattr(dmlprof.survival, "interpreter_options", lambda: ["-O", "-Werror"])
     argv = child_command(__file__, 32, device="cpu", steps=3, warmup=1, amp="bf16", memory_limit=1000)
-    assert argv[:3] == [sys.executable, "-m", "dmlprof.sweep.child"]
+    assert argv[:5] == [sys.executable, "-O", "-Werror", "-m", "dmlprof.sweep.child"]
     assert argv[argv.index("--batch-size") + 1] == "32"
     assert argv[argv.index("--amp") + 1] == "bf16"
     assert argv[argv.index("--memory-limit") + 1] == "1000"
