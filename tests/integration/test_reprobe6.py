@@ -64,7 +64,7 @@ import torch
 try:
     import torch_directml
     device = torch_directml.device()
-except ImportError:  # plainly, without torch-directml: the emulated device
+except (ImportError, OSError):  # plainly, without a torch-directml that loads: the emulated device
     import dmlprof.testing
     device = dmlprof.testing.device()
 
