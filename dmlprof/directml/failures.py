@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 
@@ -644,3 +644,14 @@ class DirectMLSemantics:
 
     def failure_in(self, exc: BaseException, touched_device: bool = True):
         return failure_in(exc, touched_device)
+
+
+class AbortNote(NamedTuple):
+    """Aborts a stand-in device raised in calls' places since its note was last taken, and the first one's words
+    (the emulated device keeps its note in C++, the prediction's stand-in in Python: both hand it over as this)."""
+
+    count: int
+    op: str  # "" where the first one's words are not at hand (noted just as the last take ran)
+    message: str
+    pid: int  # the process that raised it: a forked child's differs from this one's
+    thread: int  # its OS thread (``threading.get_native_id()``), 0 where unknown

@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import NamedTuple
+
+from dmlprof.directml.failures import AbortNote
 
 _lock = threading.Lock()
 _count = 0
 _first = None
-
-
-class NotedAbort(NamedTuple):
-    count: int
-    op: str
-    message: str
-    pid: int
-    thread: int
 
 
 def note_abort(op: str, message: str) -> None:
@@ -35,7 +28,7 @@ def note_abort(op: str, message: str) -> None:
 
 
 def take_abort_note():
-    """The aborts noted since the last take (:class:`NotedAbort`), or ``None``; each is taken once."""
+    """The aborts noted since the last take (:class:`~dmlprof.directml.failures.AbortNote`), or ``None``; each is taken once."""
     global _count, _first
     with _lock:
         count, first = _count, _first
@@ -43,4 +36,4 @@ def take_abort_note():
     if not count:
         return None
     op, message, pid, thread = first
-    return NotedAbort(count, op, message, pid, thread)
+    return AbortNote(count, op, message, pid, thread)

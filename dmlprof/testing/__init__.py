@@ -39,11 +39,12 @@ import sys
 import threading
 import types
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import torch
 
 from dmlprof import progress
+from dmlprof.directml.failures import AbortNote
 from dmlprof.directml.device_module import host_device_module
 from dmlprof.testing.building import build_failure, build_lock
 
@@ -440,16 +441,6 @@ def reset_fallback_counts() -> None:
 def device() -> torch.device:
     load()
     return torch.device(DEVICE_TYPE, 0)
-
-
-class AbortNote(NamedTuple):
-    """Aborts the device raised in calls' places since the last :func:`take_abort_note`, and the first one's words."""
-
-    count: int
-    op: str  # "" where the first one's words are not at hand (noted just as the last take ran)
-    message: str
-    pid: int  # the process that raised it: a forked child's differs from this one's
-    thread: int  # its OS thread (``threading.get_native_id()``), 0 where unknown
 
 
 def take_abort_note() -> Optional[AbortNote]:
