@@ -17,6 +17,8 @@ dmlprof (:meth:`WarningCapture._pass_on`); Python's own printer is left out: the
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 import torch
@@ -26,6 +28,9 @@ _warn_always = torch.is_warn_always_enabled
 # where warnings go when no code set a receiver of its own (a private name of CPython's warnings module since 3.6:
 # read with getattr, so a Python without it passes nothing on rather than failing at import)
 _PYTHONS_PRINTER = getattr(warnings, "_showwarnmsg_impl", None)
+# dmlprof's own files: a warning torch raised in a call the recorder ran is placed there (see _callers_place)
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_WARNINGS_MODULES = frozenset({"warnings", "_py_warnings"})  # Python 3.14 moved the machinery to _py_warnings
 
 
 class WarningCapture:
@@ -83,6 +88,8 @@ class WarningCapture:
         self.categories.append(category.__name__ if isinstance(category, type) else str(category))
         if not isinstance(category, type):
             return
+        if filename.startswith(_OURS):
+            filename, lineno = _callers_place(filename, lineno)
         if self.in_call and not self._users_warn_always:  # torch's warning, which it gives once without dmlprof
             if (str(message), category) in self._torch_warned:
                 return
@@ -124,6 +131,20 @@ class WarningCapture:
 
     def __len__(self):
         return len(self.messages)
+
+
+def _callers_place(filename: str, lineno: int) -> tuple:
+    """Where the warning is placed without dmlprof: torch turns a kernel's warning into Python's at the innermost
+    Python frame, which under the recorder is the recorder's own line (it re-runs the call), not the line that
+    called torch. The first frame outside dmlprof and the warnings module is that line (its filters, its "default"
+    once-per-line and what a ``catch_warnings(record=True)`` reads see the place they see plainly)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code.co_filename
+        if not code.startswith(_OURS) and frame.f_globals.get("__name__") not in _WARNINGS_MODULES:
+            return code, frame.f_lineno
+        frame = frame.f_back
+    return filename, lineno
 
 
 def _users_action(message, category, filename, lineno, ours) -> str:

@@ -57,6 +57,7 @@ def test_a_sweep_size_whose_model_caught_the_device_error_for_a_call_that_ends_d
 
 
 WATCHES_ITS_WARNINGS = '''
+import os
 import warnings
 
 import torch
@@ -76,13 +77,14 @@ for step in range(2):
         warnings.warn(f"my own warning {step}", UserWarning)  # after a recorded call
         for _ in range(3):
             torch.std(torch.randn(4, 8, device=device), dim=1)  # falls back: torch warns once a process
-    print("SEEN", step, sorted(str(w.message)[:40] for w in seen))
+    print("SEEN", step, sorted((str(w.message)[:40], os.path.basename(w.filename), w.lineno) for w in seen))
 '''
 
 
 def test_a_script_that_records_its_warnings_sees_them_under_dmlprof_as_without_it(tmp_path):
     # The capture put back in front at each recorded call kept every warning to itself: a script's
     # catch_warnings(record=True) got none, its own warning included (a test harness asserting a warning failed).
+    # Then torch's warnings reached it placed on the recorder's own line (it re-runs each call), not the script's.
     import os
     import subprocess
     import sys
