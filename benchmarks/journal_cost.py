@@ -8,6 +8,11 @@ tap, a sync after each call on an accelerator); the figure is the median over ro
 (with / without, each a median of its steps).
 
     python benchmarks/journal_cost.py [--device auto] [--rounds 24] [--steps 3] [--threads N] [--clock wall|thread]
+                                      [--breakdown]
+
+``--breakdown`` adds variants that each keep a part of the journal's work, to tell where its cost goes: the
+recorder's two calls into a journal that does nothing, the begin record alone, and the journal over anonymous
+memory instead of the file's mapping.
 
 On a CPU shared with other work (a 2-core machine several people use), torch's intra-op threads wait on the
 others' processes and a LeNet-5 step reads 10 ms or 140 ms by chance: ``--threads 1 --clock thread`` times
@@ -58,6 +63,41 @@ def recorded_steps(training, backend, journal, steps: int, clock=time.perf_count
     return times
 
 
+class _CallsOnly:
+    """A journal that writes nothing: what the recorder pays to call one (its facts gathered, two calls)."""
+    written = 0
+
+    def begin(self, op, step, phase, module, inputs):
+        return 0
+
+    def end(self, number, outputs, start_ns, elapsed_ns, thread, source, fallen=(), arguments=""):
+        pass
+
+    def close(self):
+        pass
+
+
+class _BeginOnly(Journal):
+    """The begin record alone (the end's call made, nothing written)."""
+
+    def end(self, number, outputs, start_ns, elapsed_ns, thread, source, fallen=(), arguments=""):
+        pass
+
+
+class _AnonymousMemory(Journal):
+    """Both records, into anonymous memory instead of the file's shared mapping (the file kept, unwritten)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        import mmap
+        self._map = mmap.mmap(-1, self._size)
+
+
+def breakdown_variants(folder: Path, stem: str) -> dict:
+    return {"calls_only": _CallsOnly(), "begin_only": _BeginOnly(folder / f"{stem}.begin.journal"),
+            "anonymous_memory": _AnonymousMemory(folder / f"{stem}.anonymous.journal")}
+
+
 def journal_folders(scratch: Path) -> dict:
     """Where the journal is measured: the folder a scan puts it in (dmlprof.survival: /dev/shm on Linux where it has
     the room, a RAM-backed folder, else the temporary folder), the figure; and the temporary folder too where that
@@ -70,9 +110,12 @@ def journal_folders(scratch: Path) -> dict:
     return folders
 
 
-def measure_model(model: Path, backend, rounds: int, steps: int, folders: dict, clock=time.perf_counter_ns) -> dict:
+def measure_model(model: Path, backend, rounds: int, steps: int, folders: dict, clock=time.perf_counter_ns,
+                  breakdown: bool = False) -> dict:
     training = TrainingStep.from_file(model, backend, None)
     journals = {name: Journal(folder / f"{model.stem}.journal") for name, folder in folders.items()}
+    if breakdown:
+        journals.update(breakdown_variants(folders["journal"], model.stem))
     variants = {"without_journal": None, **journals}
     for name, writer in variants.items():  # warm every path (allocator, kernels, the journal's strings)
         recorded_steps(training, backend, writer, 1)
@@ -109,6 +152,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall: elapsed time; thread: this thread's CPU time (with --threads 1 on a shared CPU)")
+    parser.add_argument("--breakdown", action="store_true", help="also the variants that keep a part of the work")
     parser.add_argument("--out", help="default: benchmarks/results/journal_cost-<device>.json")
     args = parser.parse_args(argv)
     if args.threads is not None:
@@ -120,7 +164,7 @@ def main(argv=None) -> int:
         folders = journal_folders(Path(folder))
         try:
             results = [measure_model(REPO / "models" / name, backend, args.rounds, args.steps, folders,
-                                     CLOCKS[args.clock]) for name in MODELS]
+                                     CLOCKS[args.clock], args.breakdown) for name in MODELS]
         finally:
             shutil.rmtree(folders["journal"], ignore_errors=True)
     result = {

@@ -65,6 +65,9 @@ import subprocess, os; print('pid', os.getpid()); print(subprocess.run(['nvidia-
   journal_cuda)
     # the journal's cost on CUDA (benchmarks/journal_cost.py), on the machine's own PyTorch, not the kit's torch 2.4.1
     env -u LD_PRELOAD PYTHONPATH=${DEV_ROOT:-/root}/src timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device cuda --rounds ${ROUNDS:-8} --steps ${STEPS:-5} --out $R/journal_cost-cuda.json > $R/journal_cuda.log 2>&1; echo "journal_cuda rc=$?"; grep -E "with_vs|torch_version|device_name|Error" $R/journal_cuda.log | head ;;
+  journal_breakdown)
+    # where the journal's cost goes on CUDA: its variants that keep a part of the work (journal_cost.py --breakdown)
+    env -u LD_PRELOAD PYTHONPATH=${DEV_ROOT:-/root}/src timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device cuda --breakdown --rounds ${ROUNDS:-24} --steps ${STEPS:-3} --out $R/journal_breakdown-cuda.json > $R/journal_breakdown.log 2>&1; echo "journal_breakdown rc=$?"; grep -A6 by_folder $R/journal_breakdown.log | head -20 ;;
   journal_cpu)
     env -u LD_PRELOAD PYTHONPATH=${DEV_ROOT:-/root}/src timeout ${JOURNAL_TIMEOUT:-300} python3 ${DEV_ROOT:-/root}/src/benchmarks/journal_cost.py --device cpu --rounds ${ROUNDS:-8} --steps ${STEPS:-5} --out $R/journal_cost-cpu.json > $R/journal_cpu.log 2>&1; echo "journal_cpu rc=$?"; grep -E "with_vs|torch_version|device_name|Error" $R/journal_cpu.log | head ;;
   journal_dml)
