@@ -221,6 +221,8 @@ def _fallbacks(report: Report, top: int) -> list:
         if report.summary.refused_calls:  # "every call ran" would hide the calls the device refused
             return [f"Fallbacks: none - every call on device tensors ran on the device but the "
                     f"{report.summary.refused_calls} it refused."]
+        if report.run.device_failure is not None:  # "every call ran" under the headline of a call that fails
+            return ["Fallbacks: none among the recorded calls - but the run fails on the device (see above)."]
         return ["Fallbacks: none - every call on device tensors ran on the device."]
     rows = [[_hotspot_name(h), h.calls] + _if(report.timed, fmt_ms(h.time_ms), fmt_share(h.share))
             + [fmt_bytes(h.bytes_moved), fmt_list(h.modules, 1), fmt_list(h.sources, 1)] for h in hotspots[:top]]

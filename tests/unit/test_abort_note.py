@@ -128,6 +128,12 @@ def test_an_abort_raised_where_nothing_records_still_ends_the_run_with_exit_4(tm
     assert where in failure.op
     report = build_report(stopped.session)
     assert report.notes[0].label == "Fails on the device" and report.verdict.tone == "bad"
+    from dmlprof.render.terminal import render_text
+
+    # no call fell back, but not "every call ran on the device" under the headline of one that fails
+    text = render_text(stopped.session, width=200)
+    assert "every call on device tensors ran on the device" not in text
+    assert "Fallbacks: none among the recorded calls - but the run fails on the device" in text
 
 
 @pytest.mark.skipif(not POSIX, reason="DataLoader workers by fork: POSIX")
