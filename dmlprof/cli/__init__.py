@@ -77,14 +77,23 @@ def _unrecognized(parser: argparse.ArgumentParser, args, extras: list) -> None:
         if not name.startswith("-"):
             continue
         close = difflib.get_close_matches(name, flags, n=1, cutoff=CLOSE_ENOUGH)
+        elsewhere = [] if close else _commands_with_flag(parser, name)
         guesses += [f"{name}: did you mean {close[0]}?"] if close else []
-        unknown_flags = unknown_flags or not close
+        # a flag of another command: its value was read as this command's next argument, so say whose it is
+        guesses += [f"{name} is an option of dmlprof {' and '.join(elsewhere)}, not of {args.command}"] \
+            if elsewhere and args.command else []
+        unknown_flags = unknown_flags or not (close or elsewhere)
     message = f"unrecognized arguments: {shlex.join(extras)}" + "".join(f"; {guess}" for guess in guesses)
     if args.command in SCRIPT_COMMANDS and (unknown_flags or not guesses):
         model = getattr(args, "model", None) or "train.py"
         message += (f"; a script's own arguments go after --: dmlprof {args.command} {shlex.quote(model)} -- "
                     f"{shlex.join(extras)}")
     command.error(message)
+
+
+def _commands_with_flag(parser: argparse.ArgumentParser, flag: str) -> list:
+    return [name for name, command in parser.commands.choices.items()
+            if any(flag in action.option_strings for action in command._actions)]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -65,3 +65,10 @@ def test_commands_without_a_script_get_no_script_hint(capsys):
 @pytest.mark.parametrize("argv, meant", [(("scna", "m.py"), "scan"), (("scan", "m.py", "--device", "dlm"), "dml")])
 def test_a_mistyped_command_or_choice_gets_did_you_mean(capsys, argv, meant):
     assert _usage_error(capsys, *argv).endswith(f"; did you mean {meant}? (see 'dmlprof{' scan' if len(argv) > 2 else ''} --help')")
+
+
+def test_a_flag_of_another_command_says_whose_it_is(capsys):
+    # `sweep --target dml m.py` read "dml" as the model and said only "unrecognized arguments: --target m.py"
+    line = _usage_error(capsys, "sweep", "--batch-sizes", "4,8", "--target", "dml", "m.py")
+    assert "--target is an option of dmlprof scan and check, not of sweep" in line
+    assert "did you mean" not in line and "go after --" not in line
