@@ -28,7 +28,7 @@ from dmlprof.report.sweep import SweepReport, SweepRow
 from dmlprof.report.verification import DivergentOp, LostUpdate, Unchecked, Verification
 from dmlprof.report.notes import lead_notes
 from dmlprof.report.verdict import verdict_of
-from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, parse_fallback_ops
+from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, REFUSED, parse_fallback_ops
 from dmlprof.tables.drift import BASELINE_TORCH, path_drift, path_note
 from dmlprof.tables.measured import load_measured
 
@@ -86,7 +86,9 @@ def _verdict_split(head: Summary) -> VerdictSplit:
         return tuple(VerdictShare(verdict, float(value) / whole) for verdict, value in values if value) if whole else ()
 
     return VerdictSplit(
-        calls=parts(((DEVICE, head.device_calls), (FALLBACK, head.fallback_calls), (CPU, head.cpu_calls))),
+        # a refused call was sent to the device and never ran there: a part of its own, else the parts would not sum
+        calls=parts(((DEVICE, head.device_calls), (REFUSED, head.refused_calls), (FALLBACK, head.fallback_calls),
+                     (CPU, head.cpu_calls))),
         time=parts(((DEVICE, head.device_op_time_ms), (FALLBACK, head.fallback_time_ms), (CPU, head.cpu_time_ms))))
 
 

@@ -293,3 +293,11 @@ for n in range(3):
     assert summary.device_calls == int(((ops["verdict"] == "device") & (ops["evidence"] != "refused")).sum())
     text = render_text(session)
     assert f"{summary.refused_calls} refused by the device" in text and "but the" in text
+    # the HTML's share of calls has a part for them: the parts sum to the calls counted
+    from dmlprof.render.html import render_html
+
+    split = build_report(session).verdict_split
+    assert [part.verdict for part in split.calls][:2] == ["device", "refused"]
+    assert abs(sum(part.share for part in split.calls) - 1) < 1e-9
+    html = render_html(session)
+    assert 'class="v-refused"><title>refused:' in html and "refused by the device</span>" in html
