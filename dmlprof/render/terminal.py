@@ -42,7 +42,17 @@ def render_sweep_text(source, width=None) -> str:
 def _join(blocks, width=None) -> str:
     width = terminal_width(width)
     text = "\n\n".join("\n".join(_lay_out(line, width) for line in lines) for lines in blocks if lines)
-    return text.encode("ascii", "replace").decode("ascii")
+    return _printable(text)
+
+
+def _printable(text: str) -> str:
+    """``text`` with every character a terminal would not print as itself shown as its code (``\\u202e``): a
+    right-to-left override in a module's name could reorder what a report line reads. Names in other scripts
+    (a module ``Modèle``) print as written; a console that cannot encode one shows "?" (the CLI's streams
+    replace what they cannot encode)."""
+    if text.isascii():
+        return text
+    return "".join(char if char == "\n" or char.isprintable() else f"\\u{ord(char):04x}" for char in text)
 
 
 def _lay_out(line, width: int) -> str:

@@ -50,3 +50,17 @@ def test_wrapped_names_keep_every_character_and_cut_ones_keep_their_end():
 def test_a_table_that_fits_is_left_as_it_is():
     spec = TableSpec([["aten::add", 1]], ["op", "calls"], {"op": WRAP})
     assert spec.render(120) == spec.render(1000)
+
+
+def test_names_in_other_scripts_print_as_written_and_invisible_controls_as_their_code():
+    # A module named Modèle printed as "Mod?le" (the report was made ASCII); a right-to-left override in a
+    # name must still not reach the terminal raw (it reorders what the line reads).
+    from session_factory import make_session
+
+    session = make_session([{"op": "aten::native_group_norm", "verdict": "fallback", "time_ns": 9_000,
+                             "module": "Modèle.norme_é", "source": "g.py:10"},
+                            {"op": "aten::cumsum", "verdict": "fallback", "time_ns": 8_000,
+                             "module": "Net.\u202eevil", "source": "g.py:11"}])
+    text = render_text(session, width=200)
+    assert "Modèle.norme_é" in text
+    assert "\u202e" not in text and "Net.\\u202eevil" in text
