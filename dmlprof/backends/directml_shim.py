@@ -18,6 +18,8 @@ from pathlib import Path
 MODULE = "torch_directml"
 #: a folder holding only a ``torch_directml`` for the processes a scanned script spawns (see its docstring)
 SPAWNED_STAND_IN = str(Path(__file__).resolve().parent / "spawned_stand_in")
+#: the same for the emulated device, whose spawned processes load it and make tensors there as on DirectML
+SPAWNED_EMULATED = str(Path(__file__).resolve().parent / "spawned_emulated")
 #: torch-directml's fused kernels: DirectML-only ops with no stand-in
 _FUSED = ("multi_head_attention", "mlp_phi2", "mlp_llama", "mlp_phi3", "rmsnorm", "apply_rotary_position_emb")
 
@@ -73,17 +75,18 @@ def installed(backend):
     block spawns (multiprocessing's ``spawn`` hands it this ``sys.path``) finds one too."""
     saved = sys.modules.get(MODULE)
     sys.modules[MODULE] = shim_module(backend)
-    added = SPAWNED_STAND_IN not in sys.path
+    folder = SPAWNED_EMULATED if backend.name == "emulated-dml" else SPAWNED_STAND_IN
+    added = folder not in sys.path
     if added:
         # ahead of the installed packages, as the stand-in takes this process's import whatever is installed (an
         # installed torch-directml that cannot load here, without libd3d12, ended the worker as a missing one
         # did); behind sys.path[0], the script's own folder, which scripts read (os.path.join(sys.path[0], ...))
-        sys.path.insert(1 if sys.path else 0, SPAWNED_STAND_IN)
+        sys.path.insert(1 if sys.path else 0, folder)
     try:
         yield
     finally:
-        if added and SPAWNED_STAND_IN in sys.path:
-            sys.path.remove(SPAWNED_STAND_IN)
+        if added and folder in sys.path:
+            sys.path.remove(folder)
         if saved is None:
             sys.modules.pop(MODULE, None)
         else:
