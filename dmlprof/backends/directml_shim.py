@@ -18,8 +18,6 @@ from pathlib import Path
 MODULE = "torch_directml"
 #: a folder holding only a ``torch_directml`` for the processes a scanned script spawns (see its docstring)
 SPAWNED_STAND_IN = str(Path(__file__).resolve().parent / "spawned_stand_in")
-#: the same for the emulated device, whose spawned processes load it and make tensors there as on DirectML
-SPAWNED_EMULATED = str(Path(__file__).resolve().parent / "spawned_emulated")
 #: torch-directml's fused kernels: DirectML-only ops with no stand-in
 _FUSED = ("multi_head_attention", "mlp_phi2", "mlp_llama", "mlp_phi3", "rmsnorm", "apply_rotary_position_emb")
 
@@ -75,7 +73,9 @@ def installed(backend):
     block spawns (multiprocessing's ``spawn`` hands it this ``sys.path``) finds one too."""
     saved = sys.modules.get(MODULE)
     sys.modules[MODULE] = shim_module(backend)
-    folder = SPAWNED_EMULATED if backend.name == "emulated-dml" else SPAWNED_STAND_IN
+    # a backend's own (its spawned processes set its device up, as torch-directml's have the device), else one
+    # that names the device and makes no tensor
+    folder = getattr(backend, "spawned_stand_in", None) or SPAWNED_STAND_IN
     added = folder not in sys.path
     if added:
         # ahead of the installed packages, as the stand-in takes this process's import whatever is installed (an

@@ -8,8 +8,8 @@ then: a load, not a build), and answers with that process's stand-in module. The
 """
 __dmlprof_stand_in__ = True  # set first: the device loads beside dmlprof's torch_directml, never a real one
 
-from dmlprof.backends import backend_class as _backend_class
-from dmlprof.backends.directml_shim import shim_module as _shim_module
+from dmlprof.backends import backend_class as _backend_class  # noqa: E402
+from dmlprof.backends.directml_shim import shim_module as _shim_module  # noqa: E402
 
 _backend = _backend_class("emulated-dml")(0)
 _backend.prepare()
