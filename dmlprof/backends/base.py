@@ -67,6 +67,9 @@ class Backend:
     predicted: bool = False
     #: a stand-in for torch-directml's device: scripts importing torch_directml get dmlprof's stand-in module
     stands_in_for_directml: bool = False
+    #: a folder holding the ``torch_directml`` that processes a scanned script spawns import (``None``: one that
+    #: names the device and makes no tensor; see ``directml_shim.installed``)
+    spawned_stand_in: Optional[str] = None
     #: why a first step runs long on this device, said beside its count of calls until a step has ended
     #: ("" where nothing known makes it so)
     first_step_note: str = ""

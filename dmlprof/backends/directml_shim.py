@@ -73,17 +73,20 @@ def installed(backend):
     block spawns (multiprocessing's ``spawn`` hands it this ``sys.path``) finds one too."""
     saved = sys.modules.get(MODULE)
     sys.modules[MODULE] = shim_module(backend)
-    added = SPAWNED_STAND_IN not in sys.path
+    # a backend's own (its spawned processes set its device up, as torch-directml's have the device), else one
+    # that names the device and makes no tensor
+    folder = getattr(backend, "spawned_stand_in", None) or SPAWNED_STAND_IN
+    added = folder not in sys.path
     if added:
         # ahead of the installed packages, as the stand-in takes this process's import whatever is installed (an
         # installed torch-directml that cannot load here, without libd3d12, ended the worker as a missing one
         # did); behind sys.path[0], the script's own folder, which scripts read (os.path.join(sys.path[0], ...))
-        sys.path.insert(1 if sys.path else 0, SPAWNED_STAND_IN)
+        sys.path.insert(1 if sys.path else 0, folder)
     try:
         yield
     finally:
-        if added and SPAWNED_STAND_IN in sys.path:
-            sys.path.remove(SPAWNED_STAND_IN)
+        if added and folder in sys.path:
+            sys.path.remove(folder)
         if saved is None:
             sys.modules.pop(MODULE, None)
         else:

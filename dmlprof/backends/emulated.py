@@ -8,6 +8,7 @@ DirectML; the backend's own counters are there to check that reading.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -25,6 +26,8 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     #: its kernels raise "torch-directml ends the process here" where the real one dies; a script's
     #: ``except RuntimeError`` can catch that, so the run keeps it and ends with it (R29)
     raises_for_aborts = True
+    #: the ``torch_directml`` a process the scanned script spawns imports: it loads this device there
+    spawned_stand_in = str(Path(__file__).resolve().parent / "spawned_emulated")
 
     @classmethod
     def availability(cls) -> Availability:

@@ -102,3 +102,38 @@ def elements(values) -> int:
         elif isinstance(value, (list, tuple)):
             total += elements(value)
     return total
+
+
+@functools.lru_cache(maxsize=None)
+def _out_names(overload) -> tuple:
+    """The names of an op's ``out=`` tensors (not lists of them)."""
+    return tuple(argument.name for argument in overload._schema.arguments
+                 if argument.kwarg_only and argument.alias_info is not None and argument.alias_info.is_write
+                 and str(argument.type) == "Tensor")
+
+
+def run_sizing_outs_after(overload, args, kwargs):
+    """``overload`` on CPU tensors, its ``out=`` tensors sized to its result afterwards, as a backend's own
+    kernel does (torch's "was resized" warning where a given out had another shape, none where it had the one).
+
+    The CPU kernel handed a given out may resize it on its way instead: ``mse_loss.out``'s shares its meta
+    with the unreduced loss, so the 0-d out that torch's functional ``mse_loss`` allocates is first "resized"
+    to the inputs' shape, a warning real torch-directml never prints. So the kernel writes into fresh outs of
+    no elements (resized silently) and each given out takes the result. Where a given out had another shape,
+    the kernel runs again on it for torch's own resize and warning (Python cannot reach the CPU's check); a
+    random op is never run twice (it would draw twice from the generator), so it writes its outs itself.
+    """
+    given = {name: kwargs[name] for name in _out_names(overload)
+             if isinstance(kwargs.get(name), torch.Tensor) and kwargs[name].numel()}
+    if not given or (_SEEDED is not None and _SEEDED in overload.tags):
+        return overload(*args, **kwargs)
+    fresh = {name: torch.empty(0, dtype=tensor.dtype, device=tensor.device) for name, tensor in given.items()}
+    result = overload(*args, **{**kwargs, **fresh})
+    if any(fresh[name].shape != tensor.shape for name, tensor in given.items()):
+        return overload(*args, **kwargs)
+    for name, tensor in given.items():
+        tensor.copy_(fresh[name])
+    swapped = {id(fresh[name]): tensor for name, tensor in given.items()}
+    if isinstance(result, (tuple, list)):
+        return type(result)([swapped.get(id(value), value) for value in result])
+    return swapped.get(id(result), result)

@@ -60,7 +60,7 @@ from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
 from dmlprof.predict import values as _values
 from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.arguments import (
-    elements, flat_tensors, read_arguments, tensor_slots, view_sources, written_only,
+    elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, view_sources, written_only,
 )
 from dmlprof.predict.conversion import (
     FAILED, Converted, as_fallback_hands_it, copy_back_written, forget_written, given_values, rewrapped,
@@ -370,7 +370,7 @@ class StandIn:
         cpu_kwargs = converted.convert_kwargs(kwargs)
         started = time.perf_counter()
         try:
-            out = overload(*cpu_args, **cpu_kwargs)
+            out = run_sizing_outs_after(overload, cpu_args, cpu_kwargs)
         except Exception:
             return FAILED
         finally:
@@ -388,7 +388,7 @@ class StandIn:
         cpu_args = converted.convert(args)
         cpu_kwargs = converted.convert_kwargs(kwargs)
         try:
-            out = overload(*cpu_args, **cpu_kwargs)
+            out = run_sizing_outs_after(overload, cpu_args, cpu_kwargs)
         except Exception:
             return FAILED
         device_out = converted.back(out)

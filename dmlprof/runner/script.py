@@ -20,7 +20,7 @@ from dmlprof.record.profiler import ProfilerAlongside
 from dmlprof.record.recorder import Recorder
 from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.runner.run import Recording, Run, StepCalls, remap_hint
-from dmlprof.runner.user_code import HardExit, ProcessReplaced, script_context
+from dmlprof.runner.user_code import HardExit, ProcessReplaced, exit_handlers_run_at_its_end, script_context
 from dmlprof.session import Session
 
 
@@ -39,7 +39,8 @@ class ScriptRun(Run):
         start = time.perf_counter()
 
         def run_script():
-            with script_context(self.path, script_args, module), self._script_devices(remap_from):
+            with script_context(self.path, script_args, module), self._script_devices(remap_from), \
+                    exit_handlers_run_at_its_end():
                 try:
                     with forked_child_ends_here(exits=(SystemExit, HardExit)):
                         if module:

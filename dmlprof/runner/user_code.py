@@ -1,15 +1,17 @@
 """What the user's code may do to the process while dmlprof runs it, undone or made safe.
 
 The scanned code runs in dmlprof's own process: it may end it (``sys.exit``,
-``os._exit``), change folder, replace or close the standard streams, and a
+``os._exit``), register exit handlers, change folder, replace or close the standard streams, and a
 script expects ``sys.argv`` and ``sys.path[0]`` to be its own. Each context here
 lets it, and leaves dmlprof's process as it was for the report that follows.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -136,3 +138,38 @@ def script_context(path: Path, script_args: list, module: Optional[str] = None):
     finally:
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
+
+
+@contextmanager
+def exit_handlers_run_at_its_end():
+    """A script's exit handlers (``atexit.register``, its own and those of libraries it imports) run when it ends,
+    as Python runs them when the script's program ends: after its last line (or its ``sys.exit``, or the error it
+    ended with), last registered first, each once, an exception printed as Python prints it and the next one run.
+    In dmlprof's process they would run only after dmlprof had read the run and reported: an abort the device
+    raised there was missed. Handlers dmlprof's own code registers are the process's, and wait for its end.
+    """
+    handlers: list = []
+    real_register, real_unregister = atexit.register, atexit.unregister
+
+    def register(func, *args, **kwargs):
+        if sys._getframe(1).f_globals.get("__name__", "").partition(".")[0] == "dmlprof":
+            return real_register(func, *args, **kwargs)
+        handlers.append((func, args, kwargs))
+        return func
+
+    def unregister(func):
+        handlers[:] = [handler for handler in handlers if handler[0] != func]
+        real_unregister(func)
+
+    atexit.register, atexit.unregister = register, unregister
+    try:
+        yield
+    finally:
+        atexit.register, atexit.unregister = real_register, real_unregister
+        while handlers:
+            func, args, kwargs = handlers.pop()
+            try:
+                func(*args, **kwargs)
+            except (Exception, SystemExit):  # os._exit (HardExit) and interruptions end the run, as they end Python's
+                print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
+                traceback.print_exc()

@@ -126,7 +126,7 @@ def _compiler() -> Optional[str]:
 
 def build_problem() -> Optional[str]:
     """Why the extension cannot be built or loaded here, or ``None`` when it can."""
-    if "torch_directml" in sys.modules:
+    if "torch_directml" in sys.modules and not getattr(sys.modules["torch_directml"], "__dmlprof_stand_in__", False):
         return "torch_directml is imported in this process; both cannot own the privateuseone device"
     if is_loaded():
         return None

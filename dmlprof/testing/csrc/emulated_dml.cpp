@@ -19,6 +19,7 @@
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -507,7 +508,36 @@ void set_fault(const std::string& kind, const std::string& op) {
 int64_t fault_hits() { return g_fault_hits.load(); }
 
 // A DirectML kernel: the work runs on the CPU, silently (the device is host memory).
-void native_kernel(const c10::OperatorHandle& op, Stack* s) { at::native::cpu_fallback(op, s); }
+//
+// An out= kernel computes its result and then sizes the caller's out tensor to it, as a backend's own
+// kernel does (resize_output: torch's "was resized" warning where the caller's out had another shape).
+// The CPU kernel handed the caller's out may resize it on its way instead: mse_loss.out's shares its
+// meta with the unreduced loss, so the 0-d out torch's own functional mse_loss allocates is first
+// "resized" to the input's shape, and the user saw a warning real torch-directml never prints. So the
+// CPU kernel writes into a fresh out of no elements (resized silently) and the result is copied over.
+void native_kernel(const c10::OperatorHandle& op, Stack* s) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = s->size() - arguments.size();
+  std::vector<std::pair<at::Tensor, at::Tensor>> outs;  // (the caller's, the fresh one the CPU kernel wrote)
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    auto& value = (*s)[first + i];
+    if (!arguments[i].kwarg_only() || alias == nullptr || !alias->isWrite() || !value.isTensor()) continue;
+    const at::Tensor given = value.toTensor();
+    if (!given.defined() || given.numel() == 0) continue;  // already resized silently
+    at::Tensor fresh = at::empty({0}, given.options());
+    outs.emplace_back(given, fresh);
+    value = fresh;
+  }
+  at::native::cpu_fallback(op, s);
+  for (const auto& [given, fresh] : outs) {
+    at::native::resize_output(given, fresh.sizes());
+    given.copy_(fresh);
+    for (auto& returned : *s) {  // an out= op returns its outs: the caller's ones
+      if (returned.isTensor() && returned.toTensor().is_same(fresh)) returned = given;
+    }
+  }
+}
 
 // ---------------------------------------------------------------- data types DirectML refuses
 // Most DirectML adapters have no float64; none takes bfloat16. Every kernel of the

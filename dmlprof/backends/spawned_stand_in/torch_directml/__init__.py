@@ -9,7 +9,9 @@ installed packages on the scanned process's ``sys.path`` (behind the script's ow
 to its children (it holds only this module), so they import the stand-in as the scanned process does, whatever
 is installed (a torch-directml that cannot load here, without libd3d12, ended them too). A spawned process is
 not recorded and holds no stand-in device: it names the device (``device()``, which makes no tensor); a
-tensor made there fails with torch's own error, and torch-directml's fused kernels say why.
+tensor made there fails with torch's own error, and torch-directml's fused kernels say why. It serves a stand-in
+without a folder of its own (``Backend.spawned_stand_in``): the emulated device's spawned processes load it
+(``spawned_emulated``); scripts never run on the prediction's (``--target dml`` runs them on the emulated one).
 """
 import torch
 
