@@ -220,20 +220,25 @@ def _shape(shape) -> str:
     return "x".join(str(n) for n in shape) or "-"
 
 
+def _no_fallbacks(report: Report) -> str:
+    """What "no fallback" means for this run, never more than it shows."""
+    if report.cpu_is_device:
+        return "Fallbacks: none possible (the CPU is the device: see the note above)."
+    if report.device_unused_note:  # "every call on device tensors" would read as a pass: there were none
+        return "Fallbacks: none possible - no call ran on the device (see above)."
+    if report.summary.refused_calls:  # "every call ran" would hide the calls the device refused
+        return (f"Fallbacks: none - every call on device tensors ran on the device but the "
+                f"{report.summary.refused_calls} it refused.")
+    if report.run.device_failure is not None:  # "every call ran" under the headline of a call that fails
+        return "Fallbacks: none among the recorded calls - but the run fails on the device (see above)."
+    return "Fallbacks: none - every call on device tensors ran on the device."
+
+
 def _fallbacks(report: Report, top: int) -> list:
     """The fallback hotspots, each fix right under the table (what to change comes with what is wrong)."""
     hotspots = report.hotspots
     if not hotspots:
-        if report.cpu_is_device:
-            return ["Fallbacks: none possible (the CPU is the device: see the note above)."]
-        if report.device_unused_note:  # "every call on device tensors" would read as a pass: there were none
-            return ["Fallbacks: none possible - no call ran on the device (see above)."]
-        if report.summary.refused_calls:  # "every call ran" would hide the calls the device refused
-            return [f"Fallbacks: none - every call on device tensors ran on the device but the "
-                    f"{report.summary.refused_calls} it refused."]
-        if report.run.device_failure is not None:  # "every call ran" under the headline of a call that fails
-            return ["Fallbacks: none among the recorded calls - but the run fails on the device (see above)."]
-        return ["Fallbacks: none - every call on device tensors ran on the device."]
+        return [_no_fallbacks(report)]
     rows = [[_hotspot_name(h), h.calls] + _if(report.timed, fmt_ms(h.time_ms), fmt_share(h.share))
             + [fmt_bytes(h.bytes_moved), fmt_list(h.modules, 1), fmt_list(h.sources, 1)] for h in hotspots[:top]]
     headers = ["op (-> what fell back)", "calls"] + _if(report.timed, "time", "share") + ["moved", "module", "source"]
