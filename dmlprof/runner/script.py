@@ -20,7 +20,7 @@ from dmlprof.record.profiler import ProfilerAlongside
 from dmlprof.record.recorder import Recorder
 from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.runner.run import Recording, Run, StepCalls, remap_hint
-from dmlprof.runner.user_code import HardExit, ProcessReplaced, script_context
+from dmlprof.runner.user_code import HardExit, ProcessReplaced, run_as_main, script_context
 from dmlprof.session import Session
 
 
@@ -45,7 +45,7 @@ class ScriptRun(Run):
                         if module:
                             runpy.run_module(module, run_name="__main__", alter_sys=True)
                         else:
-                            runpy.run_path(str(self.path), run_name="__main__")
+                            run_as_main(self.path)
                 except WindowClosed:
                     pass  # the recorded steps are done: the script is stopped, cleanly
                 except ProcessReplaced as exc:  # a script restarting itself: what it runs next is not this scan's

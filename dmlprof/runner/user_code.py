@@ -136,3 +136,29 @@ def script_context(path: Path, script_args: list, module: Optional[str] = None):
     finally:
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
+
+
+def run_as_main(path: Path) -> None:
+    """Run a script file as ``python path`` runs it: ``__main__.__file__`` and the code's file name absolute (as
+    Python gives them since 3.9), ``sys.argv[0]`` as typed (script_context set it). ``runpy.run_path`` keeps the
+    name it is given in both, or makes argv[0] absolute too: a relative ``__file__`` makes a script's
+    ``os.path.dirname(__file__)`` '' (``os.listdir('')`` fails) and wrong once the script changes folder."""
+    import runpy
+    import types
+
+    absolute = os.path.abspath(path)
+    if not absolute.endswith(".py"):  # a folder or zip with __main__.py, a .pyc: runpy's paths for them
+        runpy.run_path(absolute, run_name="__main__")
+        return
+    with open(absolute, "rb") as source:  # bytes: compile reads the file's own coding declaration
+        # dont_inherit: this module's `from __future__ import annotations` must not reach the script
+        code = compile(source.read(), absolute, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=absolute, __cached__=None, __loader__=None, __package__=None, __spec__=None)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main  # what pickle and multiprocessing look classes up in, as runpy does
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved

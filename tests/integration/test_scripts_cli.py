@@ -145,3 +145,27 @@ def test_a_contracts_batch_copy_is_not_attributed_to_the_console_script(tmp_path
     transfers = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["transfers"]
     assert any(t["transfer"] == "h2d" for t in transfers)
     assert not [source for t in transfers for source in t["sources"] if "bin/dmlprof" in source]
+
+
+FINDS_ITS_FOLDER = """\
+import os, sys, torch
+def annotated(x: int): pass
+print("file", __file__, "argv0", sys.argv[0], "annotations", annotated.__annotations__)
+here = os.path.dirname(__file__)
+os.chdir(os.path.dirname(here))
+print("beside it", sorted(os.listdir(here)))
+torch.ones(2).sum()
+"""
+
+
+def test_a_script_finds_its_own_folder_by_file_as_under_python_even_after_it_changes_folder(cli, tmp_path):
+    # reprobe8: __file__ was the path as typed ("sub/train.py"): dirname '' , wrong once the script chdirs
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text(FINDS_ITS_FOLDER, encoding="utf-8")
+    (tmp_path / "sub" / "data.txt").write_text("x", encoding="utf-8")
+    result = cli("scan", "sub/train.py", "--device", "cpu", "--quiet")
+    assert result.returncode == 0, result.stderr
+    script = (tmp_path / "sub" / "train.py").resolve()
+    # argv[0] as typed; annotations evaluated (dmlprof's `from __future__ import annotations` does not reach it)
+    assert f"file {script} argv0 sub/train.py annotations {{'x': <class 'int'>}}" in result.stdout, result.stdout
+    assert "beside it ['data.txt', 'train.py']" in result.stdout, result.stdout
