@@ -130,7 +130,8 @@ def script_context(path: Path, script_args: list, module: Optional[str] = None):
     """Run a script as ``python path args...`` (or ``python -m module args...``) would: argv and sys.path[0]."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(path.resolve() if module else path)] + script_args
-    sys.path.insert(0, os.getcwd() if module else str(path.resolve().parent))
+    if not getattr(sys.flags, "safe_path", False):  # python -P (3.11+) puts neither folder first
+        sys.path.insert(0, os.getcwd() if module else str(path.resolve().parent))
     try:
         yield
     finally:
