@@ -163,3 +163,53 @@ def run_as_main(path: Path) -> None:
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved
+
+
+#: how the scanned script's run was cut short in this process, if it was: "stopped" (dmlprof ended it after the
+#: recorded steps, or at os.execv) or "os._exit" (the script's own call, turned into HardExit); None otherwise
+cut_short: Optional[str] = None
+
+
+def exit_process(code: int) -> None:
+    """End dmlprof's process as the scanned script's own end would have ended it.
+
+    Python's shutdown waits for every non-daemon thread, then runs the atexit handlers. A script that called
+    ``os._exit`` skips both under plain python (often just so: a thread of its own that never ends); a script
+    dmlprof stopped after the recorded steps never reached the code that ends its threads (a heartbeat's
+    ``stop.set(); thread.join()``): waiting for them hung the scan forever after its report. In both cases the
+    process ends without waiting for them: after the atexit handlers (the script's end would have run them) for a
+    stopped script, and after flushing what the script wrote to files it never closed (shutdown would have).
+    """
+    import threading
+
+    if cut_short is None or (cut_short == "stopped" and not any(
+            thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+            if thread is not threading.main_thread())):
+        sys.exit(code)  # the ordinary shutdown: nothing of the script's can keep it waiting
+    if cut_short == "stopped":
+        import atexit
+
+        atexit._run_exitfuncs()
+        _flush_open_files()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _flush_open_files() -> None:
+    """What the script wrote to files it left open reaches them, as their finalizers would write it at shutdown."""
+    import _io
+    import gc
+
+    for item in gc.get_objects():
+        # by the type's own bases: isinstance would ask lazy modules' proxies for __class__ (torch warns then)
+        if not issubclass(type(item), _io._IOBase):
+            continue
+        try:
+            if not item.closed and item.writable():
+                item.flush()
+        except Exception:  # a file of the script's in any state (its disk full, a broken pipe): shutdown ignores it too
+            pass
