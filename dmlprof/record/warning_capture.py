@@ -90,13 +90,14 @@ class WarningCapture:
             return
         if filename.startswith(_OURS):
             filename, lineno = _callers_place(filename, lineno)
+        action = _users_action(message, category, filename, lineno, self._always)
+        if action == "error":  # before the warn-once below: many of torch's warnings (TORCH_WARN) come on every call,
+            # and one seen once already (recorded, ignored in a catch_warnings block) raised again under plain python
+            raise message if isinstance(message, Warning) else category(message)
         if self.in_call and not self._users_warn_always:  # torch's warning, which it gives once without dmlprof
             if (str(message), category) in self._torch_warned:
                 return
             self._torch_warned.add((str(message), category))
-        action = _users_action(message, category, filename, lineno, self._always)
-        if action == "error":
-            raise message if isinstance(message, Warning) else category(message)
         if action != "ignore":
             self._pass_on(action, message, category, filename, lineno, file, line)
 
