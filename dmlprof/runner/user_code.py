@@ -189,6 +189,13 @@ def exit_process(code: int) -> None:
     if cut_short == "stopped":
         import atexit
 
+        # what shutdown runs before it waits for threads (3.9+): a ThreadPoolExecutor's, which lets its workers
+        # finish what was submitted (a checkpoint being saved) and joins them
+        for callback in reversed(list(getattr(threading, "_threading_atexits", ()))):
+            try:
+                callback()
+            except Exception:  # shutdown would print it and go on
+                pass
         atexit._run_exitfuncs()
         _flush_open_files()
     for stream in (sys.stdout, sys.stderr):
