@@ -172,8 +172,10 @@ def test_a_script_finds_its_own_folder_by_file_as_under_python_even_after_it_cha
 
 
 HEARTBEAT = """\
-import atexit, os, sys, threading, torch
+import atexit, os, sys, threading, time, torch
+from concurrent.futures import ThreadPoolExecutor
 log = open("train.log", "w")  # never closed: python's shutdown flushes it
+saver = ThreadPoolExecutor(1)  # a checkpoint saved in the background: shutdown lets it finish
 atexit.register(lambda: open("atexit.txt", "w").write("ran"))
 stop = threading.Event()
 heartbeat = threading.Thread(target=stop.wait)  # not a daemon: the script ends it at its end
@@ -183,6 +185,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(20):
     model(torch.randn(2, 4)).sum().backward(); optimizer.step(); optimizer.zero_grad()
     log.write(f"step {step}\\n")
+    saver.submit(lambda at=step: (time.sleep(0.2), open(f"saved{at}.txt", "w").close()))
     if sys.argv[1:] == ["os._exit"] and step == 1:
         os._exit(0)  # as plain python: no thread waited for, no atexit handler
 stop.set(); heartbeat.join()
@@ -200,6 +203,7 @@ def test_a_script_cut_short_with_a_thread_of_its_own_running_ends_the_scan(cli, 
     written = (tmp_path / "train.log").read_text(encoding="utf-8").splitlines()
     if how == "stopped":  # what the script wrote reached its file, as python's shutdown would have flushed it
         assert written[:2] == ["step 0", "step 1"]
+        assert sorted(path.name for path in tmp_path.glob("saved*.txt"))[:2] == ["saved0.txt", "saved1.txt"]
         assert (tmp_path / "atexit.txt").exists()
     else:  # as plain python: os._exit flushes nothing and runs no atexit handler
         assert written == [] and not (tmp_path / "atexit.txt").exists()
