@@ -44,3 +44,21 @@ def test_python_dash_p_puts_no_script_folder_first():
             "with script_context(Path('tests/unit/x.py'), []): print(sys.path == before)")
     assert _python("-P", code=code) == "True"
     assert _python(code=code) == "False"  # without -P the script's folder is first, as python puts it
+
+
+def test_a_script_in_its_declared_encoding_or_with_a_byte_order_mark_is_read_as_python_reads_it(tmp_path):
+    # reprobe8: both were refused (exit 2): "not UTF-8 text", and for the mark a "syntax error ... U+FEFF (python
+    # shows the same)", though python runs them
+    from dmlprof.errors import ModelFileError
+    from dmlprof.model_file import parse_python
+
+    declared = tmp_path / "latin.py"
+    declared.write_bytes(b"# -*- coding: latin-1 -*-\nname = 'caf\xe9'\n")
+    marked = tmp_path / "marked.py"
+    marked.write_bytes(b"\xef\xbb\xbfname = 'x'\n")
+    for path in (declared, marked):
+        assert parse_python(path).body[-1].targets[0].id == "name"
+    binary = tmp_path / "binary.py"
+    binary.write_bytes(b"name = '\xff\xfe'\n")  # not UTF-8, and declares nothing else
+    with pytest.raises(ModelFileError, match="not a Python file"):
+        parse_python(binary)
