@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import sys
+import tokenize
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +62,14 @@ def parse_python(path: Path) -> ast.Module:
     """The syntax tree of the Python file ``path``, read, never run; a :class:`ModelFileError` (one line)
     for a file that is not UTF-8 text or has a syntax error, naming where, as Python would."""
     try:
-        source = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise ModelFileError(f"{path} is not a Python file (not UTF-8 text)") from None
+        source = path.read_bytes()
+        # as python reads it: a UTF-8 byte-order mark, or a `# -*- coding: latin-1 -*-` line, is the file's own
+        # (decoding it as bare UTF-8 refused both, the mark as a "syntax error" python does not show)
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        source.decode(encoding)
+    except (UnicodeDecodeError, SyntaxError, LookupError):
+        raise ModelFileError(f"{path} is not a Python file (not text in its declared encoding, UTF-8 where it "
+                             "declares none)") from None
     except OSError as exc:
         raise ModelFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:

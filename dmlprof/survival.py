@@ -266,7 +266,15 @@ def interpreter_options() -> list:
     script: without them its warning filters, asserts and dev mode are not the ones the user asked for.
     (``subprocess._args_from_interpreter_flags`` is what multiprocessing starts its children with.)"""
     flags = getattr(subprocess, "_args_from_interpreter_flags", None)
-    return list(flags()) if flags is not None else []
+    options = list(flags()) if flags is not None else []
+    # it passes on six -X options only: int_max_str_digits, warn_default_encoding, pycache_prefix... change what the
+    # script computes or does too (int('9' * 5000) raises at the default limit); every -X python was given is in
+    # sys._xoptions, so each one not passed already is passed as it came
+    passed = {option.split("=", 1)[0] for before, option in zip(options, options[1:]) if before == "-X"}
+    for name, value in getattr(sys, "_xoptions", {}).items():
+        if name not in passed:
+            options += ["-X", name if value is True else f"{name}={value}"]
+    return options
 
 
 def _hold(path: Path) -> Optional[int]:

@@ -237,4 +237,7 @@ def _kept(err: DmlprofError):
 
 
 def entry() -> None:
-    sys.exit(main())
+    code = main()
+    from dmlprof.runner.user_code import exit_process  # a script cut short must not keep the process waiting
+
+    exit_process(code)

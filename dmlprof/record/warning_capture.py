@@ -90,13 +90,14 @@ class WarningCapture:
             return
         if filename.startswith(_OURS):
             filename, lineno = _callers_place(filename, lineno)
+        action = _users_action(message, category, filename, lineno, self._always)
+        if action == "error":  # before the warn-once below: many of torch's warnings (TORCH_WARN) come on every call,
+            # and one seen once already (recorded, ignored in a catch_warnings block) raised again under plain python
+            raise message if isinstance(message, Warning) else category(message)
         if self.in_call and not self._users_warn_always:  # torch's warning, which it gives once without dmlprof
             if (str(message), category) in self._torch_warned:
                 return
             self._torch_warned.add((str(message), category))
-        action = _users_action(message, category, filename, lineno, self._always)
-        if action == "error":
-            raise message if isinstance(message, Warning) else category(message)
         if action != "ignore":
             self._pass_on(action, message, category, filename, lineno, file, line)
 
@@ -147,11 +148,24 @@ def _callers_place(filename: str, lineno: int) -> tuple:
     return filename, lineno
 
 
+def _module_at(filename: str, lineno: int) -> str:
+    """The module name a filter's ``module`` pattern is matched against, as ``warnings.warn`` (and torch's
+    PyErr_WarnEx) gives it: the ``__name__`` of the frame the warning is placed at ("__main__" for the script,
+    "torch.nn.functional"); the file name less ".py" only where no frame on the stack is at that place
+    (``warn_explicit``'s rule). The file name alone made ``-W error::UserWarning:__main__`` match nothing."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_lineno == lineno and frame.f_code.co_filename == filename:
+            return frame.f_globals.get("__name__", "<string>")
+        frame = frame.f_back
+    return filename[:-3] if filename[-3:].lower() == ".py" else filename
+
+
 def _users_action(message, category, filename, lineno, ours) -> str:
     """The action the first of the scanned code's filters (those behind the capture's) that matches gives this
     warning, as ``warnings`` matches them; "default" where none does."""
     text = str(message)
-    module = filename[:-3] if filename.endswith(".py") else filename
+    module = _module_at(filename, lineno)
     for item in warnings.filters:
         if item is ours:
             continue

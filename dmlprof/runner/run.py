@@ -26,6 +26,7 @@ from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside
 from dmlprof.record import budget
 from dmlprof.record.recorder import Recorder
 from dmlprof.runner.assembly import assemble
+from dmlprof.runner import user_code
 from dmlprof.runner.user_code import HardExit, exit_call
 from dmlprof.session import Session
 
@@ -192,6 +193,7 @@ class Run:
             self.raised = refusal.error
             raise self._explain(refusal.error, what) from None
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
+            user_code.cut_short = "stopped"  # a `kill` of the scan must not then wait on the script's threads
             # nothing was recorded yet, so no session is written: say so, as a later Ctrl-C names what it saved
             raise interrupts.cause_of(stop, "interrupted before any step ran: nothing was recorded, so nothing was saved") from None
         except (SystemExit, HardExit) as exc:  # BaseExceptions: a silent exit would look like success
@@ -222,9 +224,11 @@ class Run:
         try:
             self._noticing_aborts(body)
         except CallRefused as refusal:  # a call that would end the process on the device: the run ends here
+            user_code.cut_short = "stopped"  # as the device would have ended it: its threads must not hold it
             self.raised, self.ended_by_refusal = refusal.error, True
             cause: DmlprofError = self._explain(refusal.error, where)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
+            user_code.cut_short = "stopped"  # a `kill` of the scan must not then wait on the script's threads
             # with nothing to finish (a warm-up step) no session is written: the line says so
             cause = interrupts.cause_of(stop, "interrupted" if finish is not None else
                                         "interrupted before any step was recorded: nothing was saved")

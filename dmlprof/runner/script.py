@@ -19,8 +19,9 @@ from dmlprof.record.forks import forked_child_ends_here
 from dmlprof.record.profiler import ProfilerAlongside
 from dmlprof.record.recorder import Recorder
 from dmlprof.record.window import StepWindow, WindowClosed
+from dmlprof.runner import user_code
 from dmlprof.runner.run import Recording, Run, StepCalls, remap_hint
-from dmlprof.runner.user_code import HardExit, ProcessReplaced, exit_handlers_run_at_its_end, script_context
+from dmlprof.runner.user_code import HardExit, ProcessReplaced, exit_handlers_run_at_its_end, run_as_main, script_context
 from dmlprof.session import Session
 
 
@@ -46,14 +47,17 @@ class ScriptRun(Run):
                         if module:
                             runpy.run_module(module, run_name="__main__", alter_sys=True)
                         else:
-                            runpy.run_path(str(self.path), run_name="__main__")
-                except WindowClosed:
-                    pass  # the recorded steps are done: the script is stopped, cleanly
+                            run_as_main(self.path)
+                except WindowClosed:  # the recorded steps are done: the script is stopped, cleanly
+                    user_code.cut_short = "stopped"
                 except ProcessReplaced as exc:  # a script restarting itself: what it runs next is not this scan's
+                    user_code.cut_short = "stopped"
                     self.facts.note(f"the script called {exc.call} after {recorder.window.taken} optimizer step(s), "
                                     "which would replace its process with one nothing records: dmlprof stopped it "
                                     "there, so what it runs after that is not scanned")
                 except (SystemExit, HardExit) as exc:
+                    if isinstance(exc, HardExit):
+                        user_code.cut_short = "os._exit"
                     if exc.code not in (None, 0):
                         raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}"
                                                + (" (os._exit)" if isinstance(exc, HardExit) else "")) from None

@@ -132,7 +132,8 @@ def script_context(path: Path, script_args: list, module: Optional[str] = None):
     """Run a script as ``python path args...`` (or ``python -m module args...``) would: argv and sys.path[0]."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(path.resolve() if module else path)] + script_args
-    sys.path.insert(0, os.getcwd() if module else str(path.resolve().parent))
+    if not getattr(sys.flags, "safe_path", False):  # python -P (3.11+) puts neither folder first
+        sys.path.insert(0, os.getcwd() if module else str(path.resolve().parent))
     try:
         yield
     finally:
@@ -173,3 +174,82 @@ def exit_handlers_run_at_its_end():
             except (Exception, SystemExit):  # os._exit (HardExit) and interruptions end the run, as they end Python's
                 print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
                 traceback.print_exc()
+
+
+def run_as_main(path: Path) -> None:
+    """Run a script file as ``python path`` runs it: ``__main__.__file__`` and the code's file name absolute (as
+    Python gives them since 3.9), ``sys.argv[0]`` as typed (script_context set it). ``runpy.run_path`` keeps the
+    name it is given in both, or makes argv[0] absolute too: a relative ``__file__`` makes a script's
+    ``os.path.dirname(__file__)`` '' (``os.listdir('')`` fails) and wrong once the script changes folder."""
+    import runpy
+    import types
+
+    absolute = os.path.abspath(path)
+    if not absolute.endswith(".py"):  # a folder or zip with __main__.py, a .pyc: runpy's paths for them
+        runpy.run_path(absolute, run_name="__main__")
+        return
+    with open(absolute, "rb") as source:  # bytes: compile reads the file's own coding declaration
+        # dont_inherit: this module's `from __future__ import annotations` must not reach the script
+        code = compile(source.read(), absolute, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=absolute, __cached__=None, __loader__=None, __package__=None, __spec__=None)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main  # what pickle and multiprocessing look classes up in, as runpy does
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+#: how the scanned script's run was cut short in this process, if it was: "stopped" (dmlprof ended it after the
+#: recorded steps, or at os.execv) or "os._exit" (the script's own call, turned into HardExit); None otherwise
+cut_short: Optional[str] = None
+
+
+def exit_process(code: int) -> None:
+    """End dmlprof's process as the scanned script's own end would have ended it.
+
+    Python's shutdown waits for every non-daemon thread, then runs the atexit handlers. A script that called
+    ``os._exit`` skips both under plain python (often just so: a thread of its own that never ends); a script
+    dmlprof stopped after the recorded steps never reached the code that ends its threads (a heartbeat's
+    ``stop.set(); thread.join()``): waiting for them hung the scan forever after its report. In both cases the
+    process ends without waiting for them: after the atexit handlers (the script's end would have run them) for a
+    stopped script, and after flushing what the script wrote to files it never closed (shutdown would have).
+    """
+    if cut_short is None or (cut_short == "stopped" and not any(
+            thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+            if thread is not threading.main_thread())):
+        sys.exit(code)  # the ordinary shutdown: nothing of the script's can keep it waiting
+    if cut_short == "stopped":
+        # what shutdown runs before it waits for threads (3.9+): a ThreadPoolExecutor's, which lets its workers
+        # finish what was submitted (a checkpoint being saved) and joins them
+        for callback in reversed(list(getattr(threading, "_threading_atexits", ()))):
+            try:
+                callback()
+            except Exception:  # shutdown would print it and go on
+                pass
+        atexit._run_exitfuncs()
+        _flush_open_files()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _flush_open_files() -> None:
+    """What the script wrote to files it left open reaches them, as their finalizers would write it at shutdown."""
+    import _io
+    import gc
+
+    for item in gc.get_objects():
+        # by the type's own bases: isinstance would ask lazy modules' proxies for __class__ (torch warns then)
+        if not issubclass(type(item), _io._IOBase):
+            continue
+        try:
+            if not item.closed and item.writable():
+                item.flush()
+        except Exception:  # a file of the script's in any state (its disk full, a broken pipe): shutdown ignores it too
+            pass

@@ -145,3 +145,65 @@ def test_a_contracts_batch_copy_is_not_attributed_to_the_console_script(tmp_path
     transfers = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["transfers"]
     assert any(t["transfer"] == "h2d" for t in transfers)
     assert not [source for t in transfers for source in t["sources"] if "bin/dmlprof" in source]
+
+
+FINDS_ITS_FOLDER = """\
+import os, sys, torch
+def annotated(x: int): pass
+print("file", __file__, "argv0", sys.argv[0], "annotations", annotated.__annotations__)
+here = os.path.dirname(__file__)
+os.chdir(os.path.dirname(here))
+print("beside it", sorted(os.listdir(here)))
+torch.ones(2).sum()
+"""
+
+
+def test_a_script_finds_its_own_folder_by_file_as_under_python_even_after_it_changes_folder(cli, tmp_path):
+    # reprobe8: __file__ was the path as typed ("sub/train.py"): dirname '' , wrong once the script chdirs
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text(FINDS_ITS_FOLDER, encoding="utf-8")
+    (tmp_path / "sub" / "data.txt").write_text("x", encoding="utf-8")
+    result = cli("scan", "sub/train.py", "--device", "cpu", "--quiet")
+    assert result.returncode == 0, result.stderr
+    script = (tmp_path / "sub" / "train.py").resolve()
+    # argv[0] as typed; annotations evaluated (dmlprof's `from __future__ import annotations` does not reach it)
+    assert f"file {script} argv0 sub/train.py annotations {{'x': <class 'int'>}}" in result.stdout, result.stdout
+    assert "beside it ['data.txt', 'train.py']" in result.stdout, result.stdout
+
+
+HEARTBEAT = """\
+import atexit, os, sys, threading, time, torch
+from concurrent.futures import ThreadPoolExecutor
+log = open("train.log", "w")  # never closed: python's shutdown flushes it
+saver = ThreadPoolExecutor(1)  # a checkpoint saved in the background: shutdown lets it finish
+atexit.register(lambda: open("atexit.txt", "w").write("ran"))
+stop = threading.Event()
+heartbeat = threading.Thread(target=stop.wait)  # not a daemon: the script ends it at its end
+heartbeat.start()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(20):
+    model(torch.randn(2, 4)).sum().backward(); optimizer.step(); optimizer.zero_grad()
+    log.write(f"step {step}\\n")
+    saver.submit(lambda at=step: (time.sleep(0.2), open(f"saved{at}.txt", "w").close()))
+    if sys.argv[1:] == ["os._exit"] and step == 1:
+        os._exit(0)  # as plain python: no thread waited for, no atexit handler
+stop.set(); heartbeat.join()
+"""
+
+
+@pytest.mark.parametrize("how", ["stopped", "os._exit"])
+def test_a_script_cut_short_with_a_thread_of_its_own_running_ends_the_scan(cli, tmp_path, how):
+    # reprobe8: the scan printed its report, then waited forever for the script's heartbeat thread (which the
+    # script's end, never reached, would stop); a script's os._exit ran its atexit handlers under dmlprof
+    (tmp_path / "train.py").write_text(HEARTBEAT, encoding="utf-8")
+    result = cli("scan", "train.py", "--device", "cpu", "--quiet", "--no-profiler", "--", how, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "session saved" in result.stdout + result.stderr
+    written = (tmp_path / "train.log").read_text(encoding="utf-8").splitlines()
+    if how == "stopped":  # what the script wrote reached its file, as python's shutdown would have flushed it
+        assert written[:2] == ["step 0", "step 1"]
+        assert sorted(path.name for path in tmp_path.glob("saved*.txt"))[:2] == ["saved0.txt", "saved1.txt"]
+        assert (tmp_path / "atexit.txt").exists()
+    else:  # as plain python: os._exit flushes nothing and runs no atexit handler
+        assert written == [] and not (tmp_path / "atexit.txt").exists()
