@@ -167,6 +167,8 @@ def exit_handlers_run_at_its_end():
         yield
     finally:
         atexit.register, atexit.unregister = real_register, real_unregister
+        if cut_short == "os._exit":  # the script's own os._exit: Python runs no exit handler
+            handlers.clear()
         while handlers:
             func, args, kwargs = handlers.pop()
             try:
