@@ -161,6 +161,17 @@ def _module_at(filename: str, lineno: int) -> str:
     return filename[:-3] if filename[-3:].lower() == ".py" else filename
 
 
+def _matched(pattern, text: str) -> bool:
+    """A filter's message or module pattern against ``text`` as Python's ``_warnings`` matches it: None matches all,
+    a plain str only itself (the filters Python starts with, ``default::DeprecationWarning:__main__``, hold one:
+    its ``.match`` ended every script that raised a DeprecationWarning), else the compiled pattern's ``match``."""
+    if pattern is None:
+        return True
+    if type(pattern) is str:
+        return pattern == text
+    return bool(pattern.match(text))
+
+
 def _users_action(message, category, filename, lineno, ours) -> str:
     """The action the first of the scanned code's filters (those behind the capture's) that matches gives this
     warning, as ``warnings`` matches them; "default" where none does."""
@@ -170,8 +181,7 @@ def _users_action(message, category, filename, lineno, ours) -> str:
         if item is ours:
             continue
         action, pattern, kind, module_pattern, line_number = item
-        if ((pattern is None or pattern.match(text)) and issubclass(category, kind)
-                and (module_pattern is None or module_pattern.match(module))
+        if (_matched(pattern, text) and issubclass(category, kind) and _matched(module_pattern, module)
                 and (line_number == 0 or lineno == line_number)):
             return action
     return "default"
