@@ -10,6 +10,7 @@ the recording away, so while :func:`saving` is active they only wait for it.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -117,7 +118,12 @@ def stopping():
         yield
         return
 
+    scanning = os.getpid()
+
     def stop(signum, frame):
+        if os.getpid() != scanning:  # a process the script forked inherited this handler: it ends as it would
+            _as_before(signum, frame, previous.get(signum, signal.SIG_DFL))  # without dmlprof (Pool.terminate)
+            return
         raise Stopped(signum)
 
     previous = handle(STOP_SIGNALS, stop)
@@ -125,6 +131,16 @@ def stopping():
         yield
     finally:
         restore(previous)
+
+
+def _as_before(signum: int, frame, before) -> None:
+    """What the handler dmlprof replaced does with ``signum``: the default action ends the process by the signal
+    (a script's ``p.exitcode == -15``, no ``finally`` run, no traceback), as a forked child of plain python ends."""
+    if callable(before):
+        before(signum, frame)
+    elif before != signal.SIG_IGN:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
 
 @contextmanager
