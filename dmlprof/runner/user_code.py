@@ -163,12 +163,19 @@ def exit_handlers_run_at_its_end():
         real_unregister(func)
 
     atexit.register, atexit.unregister = register, unregister
+    threads_before = set(threading.enumerate())
+    ended_by: Optional[BaseException] = None
     try:
         yield
+    except BaseException as exc:
+        ended_by = exc
+        raise
     finally:
         atexit.register, atexit.unregister = real_register, real_unregister
         if cut_short == "os._exit":  # the script's own os._exit: Python runs no exit handler
             handlers.clear()
+        elif cut_short is None and (ended_by is None or isinstance(ended_by, Exception)) and handlers:
+            _join_its_threads(threads_before)
         while handlers:
             func, args, kwargs = handlers.pop()
             try:
@@ -176,6 +183,18 @@ def exit_handlers_run_at_its_end():
             except (Exception, SystemExit):  # os._exit (HardExit) and interruptions end the run, as they end Python's
                 print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
                 traceback.print_exc()
+
+
+def _join_its_threads(threads_before: set) -> None:
+    """Wait for the non-daemon threads the script started, as Python's shutdown does before it runs the exit
+    handlers (a handler that writes what a worker thread gathers saw it half done). Only for a script that ended by
+    itself (its last line, ``sys.exit``, an error): one stopped, interrupted or refused is not held by them.
+    ThreadPoolExecutor workers wait on their queue until shutdown tells them: they are left to the process's end."""
+    executors = getattr(sys.modules.get("concurrent.futures.thread"), "_threads_queues", {})
+    for thread in threading.enumerate():
+        if (thread not in threads_before and not thread.daemon and thread is not threading.current_thread()
+                and thread not in executors):
+            thread.join()
 
 
 def run_as_main(path: Path) -> None:

@@ -1,0 +1,44 @@
+"""Re-probe 9: a scanned script's exit handlers run after its threads end, as Python's shutdown runs them.
+
+GIVEN a script whose worker thread (non-daemon) is still filling results when the script's last line returns
+WHEN  its ``atexit`` handler writes those results (run at the script's end under dmlprof)
+THEN  the handler sees what the thread finished, as under plain python, which joins such threads before its
+      exit handlers; it ran while the thread was still working (a results file missing the thread's rows).
+      A script stopped by Ctrl-C or SIGTERM is not held by a thread that never ends.
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+
+import pytest
+
+from dmlprof.runner import user_code
+from dmlprof.runner.user_code import exit_handlers_run_at_its_end
+
+
+@pytest.fixture(autouse=True)
+def ended_by_itself(monkeypatch):
+    monkeypatch.setattr(user_code, "cut_short", None)
+
+
+def test_the_handler_runs_after_the_scripts_non_daemon_thread_finished():
+    rows, written = [], []
+    with exit_handlers_run_at_its_end():
+        threading.Thread(target=lambda: (time.sleep(0.3), rows.append("from the thread"))).start()
+        atexit.register(lambda: written.append(list(rows)))
+    assert written == [["from the thread"]]
+
+
+def test_a_script_interrupted_is_not_held_by_its_thread_that_never_ends():
+    release = threading.Event()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with exit_handlers_run_at_its_end():
+                threading.Thread(target=release.wait).start()
+                raise KeyboardInterrupt
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
