@@ -23,6 +23,8 @@ import warnings
 
 import torch
 
+from dmlprof.backends.base import FALLBACK_WARNING
+
 
 _warn_always = torch.is_warn_always_enabled
 # where warnings go when no code set a receiver of its own (a private name of CPython's warnings module since 3.6:
@@ -44,6 +46,7 @@ class WarningCapture:
         self._users_show = None  # a showwarning the scanned code set, which keep_first displaced
         self._users_warn_always = False  # torch.set_warn_always as the scanned code has it (we force it on)
         self._passed_on: set = set()  # what a warning filter's "once"/"default" has let through already
+        self._fallback_warned = False  # the process's one fallback warning was given (see _show)
         self._torch_warned: set = set()  # torch's warnings passed on once: its warn-once is per process, not filter
         self._shower = self._show  # one bound method: each ``self._show`` is a new object, never ``is`` the last
 
@@ -90,6 +93,12 @@ class WarningCapture:
             return
         if filename.startswith(_OURS):
             filename, lineno = _callers_place(filename, lineno)
+        if not self._users_warn_always and FALLBACK_WARNING.search(self.messages[-1]):
+            # a device's boxed CPU fallback warns once per process (TORCH_WARN_ONCE, one static for every op) unless
+            # the script turned warn-always on: a second one would not exist plainly, so nothing raises or shows it
+            if self._fallback_warned:
+                return
+            self._fallback_warned = True
         action = _users_action(message, category, filename, lineno, self._always)
         if action == "error":  # before the warn-once below: many of torch's warnings (TORCH_WARN) come on every call,
             # and one seen once already (recorded, ignored in a catch_warnings block) raised again under plain python
