@@ -180,9 +180,12 @@ def exit_handlers_run_at_its_end():
             func, args, kwargs = handlers.pop()
             try:
                 func(*args, **kwargs)
-            except (Exception, SystemExit):  # os._exit (HardExit) and interruptions end the run, as they end Python's
+            except (Exception, SystemExit) as error:  # os._exit (HardExit) and interruptions end the run, as Python's
                 print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
-                traceback.print_exc()
+                # as Python prints it: from the handler's own frame, without the script's end (a sys.exit(5) became
+                # dmlprof's error) as "During handling of the above exception"
+                error.__suppress_context__ = True
+                traceback.print_exception(type(error), error, error.__traceback__.tb_next)
 
 
 def _join_its_threads(threads_before: set) -> None:

@@ -42,3 +42,16 @@ def test_a_script_interrupted_is_not_held_by_its_thread_that_never_ends():
         assert time.monotonic() - started < 5
     finally:
         release.set()
+
+
+def test_a_failing_handler_is_printed_as_python_prints_it_when_the_script_ended_with_an_error(capsys):
+    def failing():
+        raise ValueError("handler boom")
+
+    with pytest.raises(RuntimeError):
+        with exit_handlers_run_at_its_end():
+            atexit.register(failing)
+            raise RuntimeError("the script's own end (sys.exit(5) becomes dmlprof's error)")
+    printed = capsys.readouterr().err
+    assert "Exception ignored in atexit callback" in printed and "ValueError: handler boom" in printed
+    assert "During handling" not in printed and "user_code.py" not in printed
