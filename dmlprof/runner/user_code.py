@@ -174,7 +174,7 @@ def exit_handlers_run_at_its_end():
         atexit.register, atexit.unregister = real_register, real_unregister
         if cut_short == "os._exit":  # the script's own os._exit: Python runs no exit handler
             handlers.clear()
-        elif cut_short is None and (ended_by is None or isinstance(ended_by, Exception)) and handlers:
+        elif cut_short is None and ended_by is None and handlers:  # its last line or sys.exit(0)
             _join_its_threads(threads_before)
         while handlers:
             func, args, kwargs = handlers.pop()
@@ -190,8 +190,9 @@ def exit_handlers_run_at_its_end():
 
 def _join_its_threads(threads_before: set) -> None:
     """Wait for the non-daemon threads the script started, as Python's shutdown does before it runs the exit
-    handlers (a handler that writes what a worker thread gathers saw it half done). Only for a script that ended by
-    itself (its last line, ``sys.exit``, an error): one stopped, interrupted or refused is not held by them.
+    handlers (a handler that writes what a worker thread gathers saw it half done). Only for a script that ended well by
+    itself (its last line, ``sys.exit(0)``): one stopped, interrupted, refused or failed is not held by them (its
+    thread may wait for what the failure skipped: plain python hangs there, after dmlprof's report here).
     ThreadPoolExecutor workers wait on their queue until shutdown tells them: they are left to the process's end."""
     executors = getattr(sys.modules.get("concurrent.futures.thread"), "_threads_queues", {})
     for thread in threading.enumerate():

@@ -4,7 +4,7 @@ GIVEN a script whose worker thread (non-daemon) is still filling results when th
 WHEN  its ``atexit`` handler writes those results (run at the script's end under dmlprof)
 THEN  the handler sees what the thread finished, as under plain python, which joins such threads before its
       exit handlers; it ran while the thread was still working (a results file missing the thread's rows).
-      A script stopped by Ctrl-C or SIGTERM is not held by a thread that never ends.
+      A script stopped by Ctrl-C or SIGTERM, or one that failed, is not held by a thread that never ends.
 """
 from __future__ import annotations
 
@@ -55,3 +55,17 @@ def test_a_failing_handler_is_printed_as_python_prints_it_when_the_script_ended_
     printed = capsys.readouterr().err
     assert "Exception ignored in atexit callback" in printed and "ValueError: handler boom" in printed
     assert "During handling" not in printed and "user_code.py" not in printed
+
+
+def test_a_script_that_failed_is_not_held_by_its_thread_that_never_ends():
+    release = threading.Event()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ValueError):
+            with exit_handlers_run_at_its_end():
+                threading.Thread(target=release.wait).start()
+                atexit.register(lambda: None)
+                raise ValueError("the script failed before it released its thread")
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
