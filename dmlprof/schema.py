@@ -9,9 +9,18 @@ string literal of its own. No torch here (renderers and the CLI import it).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pandas as pd
+
+# Every PyTorch backend with a boxed CPU fallback (torch-directml, MPS, Ascend
+# NPU and our emulated DirectML device) words its warning the same way; only
+# the backend name differs.
+FALLBACK_WARNING = re.compile(
+    r"The operator '(?P<op>[^']+)' is not currently supported on the (?P<backend>\S+) backend"
+    r" and will fall back to run on the CPU"
+)
 
 # The op frame's columns, in order (documented in docs/report_schema.md).
 OP_COLUMNS = (

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Optional
@@ -16,14 +15,8 @@ import torch
 
 from dmlprof.facts import BackendFacts
 from dmlprof.meta import Device
-
-# Every PyTorch backend with a boxed CPU fallback (torch-directml, MPS, Ascend
-# NPU and our emulated DirectML device) words its warning the same way; only
-# the backend name differs.
-FALLBACK_WARNING = re.compile(
-    r"The operator '(?P<op>[^']+)' is not currently supported on the (?P<backend>\S+) backend"
-    r" and will fall back to run on the CPU"
-)
+# the boxed CPU fallback's warning, every backend's (its words live in the schema, a leaf the warning capture imports)
+from dmlprof.schema import FALLBACK_WARNING  # noqa: F401
 
 
 @dataclass

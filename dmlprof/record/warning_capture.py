@@ -23,7 +23,7 @@ import warnings
 
 import torch
 
-from dmlprof.backends.base import FALLBACK_WARNING
+from dmlprof.schema import FALLBACK_WARNING
 
 
 _warn_always = torch.is_warn_always_enabled
