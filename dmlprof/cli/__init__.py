@@ -238,6 +238,10 @@ def _kept(err: DmlprofError):
 
 def entry() -> None:
     code = main()
-    from dmlprof.runner.user_code import exit_process  # a script cut short must not keep the process waiting
-
-    exit_process(code)
+    # a script cut short must not keep the process waiting (user_code.exit_process); a process that ran none (the
+    # supervisor of a scan's child, `report`, `doctor`) has not imported it, and must not import torch for it
+    # (5 s a scan)
+    user_code = sys.modules.get("dmlprof.runner.user_code")
+    if user_code is None:
+        sys.exit(code)
+    user_code.exit_process(code)
