@@ -36,9 +36,8 @@ def test_every_x_option_reaches_the_child_not_only_the_six_subprocess_passes_on(
     assert child == "5000 1"
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P is 3.11's")
 def test_python_dash_p_puts_no_script_folder_first():
-    if sys.version_info < (3, 11):
-        pytest.skip("python -P is 3.11's")
     code = ("import sys; from pathlib import Path; from dmlprof.runner.user_code import script_context\n"
             "before = sys.path[:]\n"
             "with script_context(Path('tests/unit/x.py'), []): print(sys.path == before)")
