@@ -11,8 +11,9 @@ tap, a sync after each call on an accelerator); the figure is the median over ro
                                       [--breakdown]
 
 ``--breakdown`` adds variants that each keep a part of the journal's work, to tell where its cost goes: the
-recorder's two calls into a journal that does nothing, the begin record alone, and the journal over anonymous
-memory instead of the file's mapping.
+recorder's two calls into a journal that does nothing, the begin record alone, the fixed parts' numbers looked up
+and nothing written, the journal over anonymous memory instead of the file's mapping, and the journal as it was
+before its fixed parts were keyed by their facts' hash.
 
 On a CPU shared with other work (a 2-core machine several people use), torch's intra-op threads wait on the
 others' processes and a LeNet-5 step reads 10 ms or 140 ms by chance: ``--threads 1 --clock thread`` times
@@ -38,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from dmlprof import survival  # noqa: E402
 from dmlprof.backends import resolve_backend  # noqa: E402
+from dmlprof.record import journal  # noqa: E402
 from dmlprof.record.journal import Journal  # noqa: E402
 from dmlprof.record.recorder import Recorder  # noqa: E402
 from dmlprof.runner import TrainingStep  # noqa: E402
@@ -84,6 +86,47 @@ class _BeginOnly(Journal):
         pass
 
 
+class _LookupsOnly(Journal):
+    """Each record's fixed part looked up (its number), nothing packed: what finding the numbers costs."""
+
+    def begin(self, op, step, phase, module, inputs):
+        try:
+            return self._begin_tails[hash((id(op), phase, module, inputs))]
+        except (KeyError, TypeError):
+            return self._begin_tail(op, phase, module, inputs)
+
+    def end(self, number, outputs, start_ns, elapsed_ns, thread, source, fallen=(), arguments=""):
+        try:
+            self._end_tails[hash((source, outputs, fallen, arguments, thread))]
+        except (KeyError, TypeError):
+            self._end_tail(source, outputs, fallen, arguments, thread)
+
+
+class _KeyedByFacts(Journal):
+    """The journal as it was before its fixed parts were keyed by their facts' hash: each lookup compares the facts
+    with the key stored at the first call, element by element."""
+
+    def begin(self, op, step, phase, module, inputs):
+        key = (id(op), phase, module, inputs)
+        tail = self._by_facts.get(key)
+        if tail is None:
+            tail = self._by_facts[key] = self._begin_tail(op, phase, module, inputs)
+        offset = next(self._offsets)
+        journal._BEGIN.pack_into(self._map, offset, b"B", tail, step)
+        return offset
+
+    def end(self, number, outputs, start_ns, elapsed_ns, thread, source, fallen=(), arguments=""):
+        key = (source, outputs, fallen, arguments, thread)
+        tail = self._by_facts.get(key)
+        if tail is None:
+            tail = self._by_facts[key] = self._end_tail(source, outputs, fallen, arguments, thread)
+        journal._END.pack_into(self._map, next(self._offsets), b"E", tail, number, start_ns, elapsed_ns)
+
+    def __init__(self, path):
+        super().__init__(path)
+        self._by_facts: dict = {}
+
+
 class _AnonymousMemory(Journal):
     """Both records, into anonymous memory instead of the file's shared mapping (the file kept, unwritten)."""
 
@@ -95,6 +138,8 @@ class _AnonymousMemory(Journal):
 
 def breakdown_variants(folder: Path, stem: str) -> dict:
     return {"calls_only": _CallsOnly(), "begin_only": _BeginOnly(folder / f"{stem}.begin.journal"),
+            "lookups_only": _LookupsOnly(folder / f"{stem}.lookups.journal"),
+            "keyed_by_facts": _KeyedByFacts(folder / f"{stem}.facts.journal"),
             "anonymous_memory": _AnonymousMemory(folder / f"{stem}.anonymous.journal")}
 
 
