@@ -245,8 +245,24 @@ def _fallbacks(report: Report, top: int) -> list:
     fit = {"op (-> what fell back)": WRAP, "module": KEEP_END, "source": KEEP_END}
     title = f"Fallback hotspots (top {min(top, len(hotspots))} of {len(hotspots)})"
     flagged = [f"  {TORCH_MARK} {h.torch_flag}" for h in hotspots[:top] if h.torch_flag]
-    return (_table(title, headers, rows, fit, details=("module", "source")) + flagged
+    return (_table(title, headers, rows, fit, details=("module", "source")) + flagged + _fallback_costs(report)
             + [f"  fix {fix.op}: {fix.advice}" for fix in report.fixes])
+
+
+def _fallback_costs(report: Report) -> list:
+    """A DirectML stand-in's fallbacks priced on a real adapter class (modelled: the note says on which)."""
+    costs = report.fallback_costs
+    if costs is None:
+        return []
+    saving = "" if costs.saving_ms is None else f"; fixing them saves ~{fmt_ms(costs.saving_ms)}/step"
+    lines = [f"  modelled on a real adapter: fallbacks cost ~{fmt_ms(costs.round_trip_ms)}/step{saving}"]
+    for h in report.hotspots:
+        if h.round_trip_ms is None or h.torch_flag is not None:
+            continue
+        fixed = ("its replacement's calls not counted" if h.saving_ms is None else
+                 f"fixing it saves ~{fmt_ms(h.saving_ms)}/step ({h.added_calls:,.0f} device calls added)")
+        lines.append(f"    {h.op}: round trip ~{fmt_ms(h.round_trip_ms)}/step; {fixed}")
+    return lines
 
 
 #: marks a row whose calls came after a value the prediction made up, and a hotspot only this torch reaches

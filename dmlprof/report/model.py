@@ -122,6 +122,28 @@ class Hotspot:
     guessed: bool = False
     #: where only the torch this ran on reaches the op, and DirectML users' torch 2.4.1 does not: why (one line)
     torch_flag: Optional[str] = None
+    #: a DirectML stand-in's session (predicted, emulated): the calls' round trip on a real adapter, ms per step,
+    #: modelled (:attr:`Report.fallback_costs` says on which adapter class's constants)
+    round_trip_ms: Optional[float] = None
+    #: device calls per step its replacement runs in place of it (None: its replacement's calls are not counted)
+    added_calls: Optional[float] = None
+    #: what fixing it saves a step, ms, modelled: the round trip less the added calls' cost (None: not counted)
+    saving_ms: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class FallbackCosts:
+    """How a DirectML stand-in's fallbacks were priced (dmlprof.analysis.fallback_cost): on which adapter class's
+    measured constants, and the step's totals."""
+
+    adapter: str  # the adapter class, in words
+    measured: str  # where and when its constants were measured
+    cpu_kernel: str  # where the CPU kernel's time came from, in words
+    round_trip_ms: float  # every fallback's round trip, per step
+    #: what fixing the hotspots with a counted replacement saves a step, and those hotspots' round trip
+    saving_ms: Optional[float]
+    priced_round_trip_ms: float
+    unpriced_ops: Tuple[str, ...]  # hotspots whose replacement's calls are not counted (or that have none)
 
 
 @dataclass(frozen=True)
@@ -382,6 +404,8 @@ class Report:
     verdict_split: Optional[VerdictSplit] = None
     #: what every format leads with after the verdict, each sentence composed once (report/notes.py)
     notes: Tuple[Note, ...] = ()
+    #: a DirectML stand-in's session (predicted, emulated): its fallbacks priced on a real adapter class, modelled
+    fallback_costs: Optional[FallbackCosts] = None
 
     @property
     def kind(self) -> str:
@@ -584,6 +608,7 @@ class Report:
             "phases": plain(self.phases),
             "ops": plain(self.ops),
             "fallbacks": plain(self.hotspots),
+            "fallback_costs": plain(self.fallback_costs),
             "modules": plain(self.modules),
             "ranges": plain(self.ranges),
             "transfers": plain(self.transfers),

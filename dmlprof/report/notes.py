@@ -33,6 +33,7 @@ def lead_notes(report) -> Tuple[Note, ...]:
         notes.append(Note(INFO, "CPU run", "The CPU was the device, so nothing can fall back. "
                                            "Scan with --device (or predict with --target dml) to check an accelerator."))
     notes += [Note(INFO, "Note", note) for note in report.run.notes] + _torch(report) + _guess(report)
+    notes += _fallback_costs(report)
     if not report.summary.op_calls and scan:
         notes.append(Note(WARN, "Empty", "No op calls were recorded."))
     return tuple(notes)
@@ -106,3 +107,17 @@ def _guess(report) -> list:
     return [Note(WARN, "Guess", f"{guess.calls_after:,} of {guess.calls:,} calls came after a value the prediction "
                                 f"made up ({guess.op}{where}: {guess.why}); their branches and shapes may differ "
                                 "on the device. Hotspots marked 'guess' hold such calls.")]
+
+
+def _fallback_costs(report) -> list:
+    costs = report.fallback_costs
+    if costs is None:
+        return []
+    unpriced = (f" Not counted: the device calls that replace {', '.join(costs.unpriced_ops)}." if costs.unpriced_ops
+                else "")
+    return [Note(INFO, "Fallback cost", (
+        "What the fallbacks cost a step and what fixing them saves is modelled, not measured: each call's copies "
+        "to the host and back (with the syncs they force) and the device calls a replacement adds, priced with "
+        f"the constants of {costs.adapter}, measured {costs.measured}; the CPU kernel's time is {costs.cpu_kernel}. "
+        f"Another adapter (an integrated GPU, another driver) costs otherwise.{unpriced} "
+        "How it was checked against steps measured on that GPU: docs/prediction.md, 'What a fallback costs'."))]
