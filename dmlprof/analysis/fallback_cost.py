@@ -25,7 +25,7 @@ from typing import Iterable, Optional, Sequence
 
 import pandas as pd
 
-from dmlprof.schema import FALLBACK, parse_fallback_ops
+from dmlprof.schema import DEVICE, FALLBACK, parse_fallback_ops
 from dmlprof.tables.adapter_costs import AdapterCosts
 from dmlprof.tables.wrong_classes import parse_shapes
 
@@ -72,6 +72,14 @@ def list_length(shapes: Sequence) -> int:
         if count % period == 0 and all(shapes[i] == shapes[i + period] for i in range(count - period)):
             return period
     return count
+
+
+def device_kernels(ops: pd.DataFrame) -> int:
+    """The device calls of a recorded step as the device runs them: a composite foreach (``_foreach_mul_``, a
+    loop over its tensors on DirectML) counts once per tensor of its first list."""
+    on_device = ops[ops["verdict"] == DEVICE]
+    return int(sum(list_length(parse_shapes(shapes)) if op.startswith("aten::_foreach_") else 1
+                   for op, shapes in zip(on_device["op"], on_device["shapes"])))
 
 
 def round_trip(op: str, fallback_ops: str, shapes: str, dtypes: str, bytes_moved: int,
