@@ -116,8 +116,7 @@ def _fallback_costs(report) -> list:
     unpriced = (f" Not counted: the device calls that replace {', '.join(costs.unpriced_ops)}." if costs.unpriced_ops
                 else "")
     return [Note(INFO, "Fallback cost", (
-        "What the fallbacks cost a step and what fixing them saves is modelled, not measured: each call's copies "
-        "to the host and back (with the syncs they force) and the device calls a replacement adds, priced with "
-        f"the constants of {costs.adapter}, measured {costs.measured}; the CPU kernel's time is {costs.cpu_kernel}. "
-        f"Another adapter (an integrated GPU, another driver) costs otherwise.{unpriced} "
-        "How it was checked against steps measured on that GPU: docs/prediction.md, 'What a fallback costs'."))]
+        "What the fallbacks cost and what fixing them saves are modelled, not measured: copies to the host and back, "
+        f"the syncs they force and a replacement's added device calls, priced on {costs.adapter} (measured "
+        f"{costs.measured}); the CPU kernel's time is {costs.cpu_kernel}. Another adapter costs otherwise.{unpriced} "
+        "Checked against that GPU: docs/prediction.md."))]
