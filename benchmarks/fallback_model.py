@@ -125,7 +125,7 @@ def _step_model(model: Path, batch_size, plain, costs) -> dict:
     backend.prepare()
     replaced = scan(model, backend=backend, batch_size=batch_size, steps=1, warmup=1, sync=False, profiler=False,
                     prepare=apply_to_training_step).ops
-    trips = {name: float(fallback_round_trips(ops, costs, cpu_times_recorded=False)["round_trip_us"].sum()) / 1e3
+    trips = {name: float(fallback_round_trips(ops, costs)["round_trip_us"].sum()) / 1e3
              for name, ops in (("plain", plain), ("replaced", replaced))}
     added = device_kernels(replaced) - device_kernels(plain)
     return {"plain_round_trip_ms": round(trips["plain"], 3), "replaced_round_trip_ms": round(trips["replaced"], 3),

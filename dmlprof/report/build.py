@@ -89,16 +89,14 @@ def _priced(report: Report, ops) -> Report:
     if run.kind == SWEEP or not report.hotspots or not _directml_stand_in(run):
         return report
     costs = load_adapter_costs()
-    timed = bool(ops.loc[ops["verdict"] == FALLBACK, "time_ns"].sum() > 0)  # the emulated device's: the host CPU's
-    trips = fallback_round_trips(ops, costs, cpu_times_recorded=timed)
+    trips = fallback_round_trips(ops, costs)
     by_hotspot = trips.groupby([trips["op"], trips["phase"] == "optimizer"])["round_trip_us"].sum()
     steps = max(int(run.steps or 1), 1)
     hotspots = tuple(_priced_hotspot(h, by_hotspot, steps, costs) for h in report.hotspots)
     counted = [h for h in hotspots if h.saving_ms is not None and h.torch_flag is None]
     return replace(report, hotspots=hotspots, fallback_costs=FallbackCosts(
         adapter=costs.name, measured=costs.measured,
-        cpu_kernel=("the emulated device's recorded fallback time (the host CPU's)" if timed
-                    else "the bytes each call moves over the host CPU's measured throughput"),
+        cpu_kernel="the bytes each call moves over the CPU throughput measured on that GPU's host",
         round_trip_ms=float(trips["round_trip_us"].sum()) / steps / 1e3,
         saving_ms=sum(h.saving_ms for h in counted) if counted else None,
         priced_round_trip_ms=sum(h.round_trip_ms for h in counted),
