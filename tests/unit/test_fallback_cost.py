@@ -103,7 +103,7 @@ def test_the_emulated_device_is_priced_as_a_prediction_its_host_times_left_aside
     untimed.ops["time_ns"] = 0
     emulated, zeroed = build_report(live), build_report(untimed)
     assert emulated.fallback_costs.round_trip_ms == pytest.approx(zeroed.fallback_costs.round_trip_ms)
-    assert "measured throughput" in emulated.fallback_costs.cpu_kernel
+    assert "throughput measured on that GPU" in emulated.fallback_costs.cpu_kernel
 
 
 def test_a_live_device_s_fallbacks_are_its_own_measured_times_not_modelled():
