@@ -254,24 +254,8 @@ def _fallback_costs(report: Report) -> list:
     costs = report.fallback_costs
     if costs is None:
         return []
-    saving = "" if costs.saving_ms is None else f"; {_fixing('them', costs.saving_ms)}"
-    lines = [f"  modelled on a real adapter: fallbacks cost ~{fmt_ms(costs.round_trip_ms)}/step{saving}"]
-    for h in report.hotspots:
-        if h.round_trip_ms is None or h.torch_flag is not None:
-            continue
-        fixed = ("its replacement's calls not counted" if h.saving_ms is None else
-                 _fixing("it", h.saving_ms, h.added_calls))
-        lines.append(f"    {h.op}: round trip ~{fmt_ms(h.round_trip_ms)}/step; {fixed}")
-    return lines
-
-
-def _fixing(what: str, saving_ms: float, added_calls=None) -> str:
-    # a replacement of many small calls can cost more than the round trip it removes: said as a cost, not "-0.4 ms"
-    calls = "" if added_calls is None else f"{added_calls:,.0f} "
-    if saving_ms < 0:
-        whose = "its replacement's" if what == "it" else "their replacements'"
-        return f"fixing {what} costs ~{fmt_ms(-saving_ms)}/step more ({whose} {calls}device calls)"
-    return f"fixing {what} saves ~{fmt_ms(saving_ms)}/step" + (f" ({calls}device calls added)" if calls else "")
+    return [f"  {costs.headline}"] + [f"    {h.op}: {h.priced}" for h in report.hotspots
+                                      if h.priced is not None and h.torch_flag is None]
 
 
 #: marks a row whose calls came after a value the prediction made up, and a hotspot only this torch reaches

@@ -17,6 +17,7 @@ from dmlprof.report.sweep import SweepReport
 from dmlprof.report.verdict import Verdict, coverage_tone
 from dmlprof.report.verification import Verification
 from dmlprof.schema import HOST
+from dmlprof.units import fmt_ms
 
 #: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
 HOST_TIMED_BACKENDS = ("emulated-dml",)
@@ -130,6 +131,15 @@ class Hotspot:
     #: what fixing it saves a step, ms, modelled: the round trip less the added calls' cost (None: not counted)
     saving_ms: Optional[float] = None
 
+    @property
+    def priced(self) -> Optional[str]:
+        """Its modelled round trip and what fixing it saves, in words (None: not priced); every format says this."""
+        if self.round_trip_ms is None:
+            return None
+        fixed = ("its replacement's device calls not counted" if self.saving_ms is None
+                 else fixing_text("it", self.saving_ms, self.added_calls))
+        return f"round trip ~{fmt_ms(self.round_trip_ms)}/step; {fixed}"
+
 
 @dataclass(frozen=True)
 class FallbackCosts:
@@ -144,6 +154,21 @@ class FallbackCosts:
     saving_ms: Optional[float]
     priced_round_trip_ms: float
     unpriced_ops: Tuple[str, ...]  # hotspots whose replacement's calls are not counted (or that have none)
+
+    @property
+    def headline(self) -> str:
+        saving = "" if self.saving_ms is None else f"; {fixing_text('them', self.saving_ms)}"
+        return f"modelled on a real adapter: fallbacks cost ~{fmt_ms(self.round_trip_ms)}/step{saving}"
+
+
+def fixing_text(what: str, saving_ms: float, added_calls: Optional[float] = None) -> str:
+    """``fixing it saves ~9.3 ms/step (328 device calls added)``; a replacement of many small calls can cost
+    more than the round trip it removes, said as a cost rather than as a negative saving."""
+    calls = "" if added_calls is None else f"{added_calls:,.0f} "
+    if saving_ms < 0:
+        whose = "its replacement's" if what == "it" else "their replacements'"
+        return f"fixing {what} costs ~{fmt_ms(-saving_ms)}/step more ({whose} {calls}device calls)"
+    return f"fixing {what} saves ~{fmt_ms(saving_ms)}/step" + (f" ({calls}device calls added)" if calls else "")
 
 
 @dataclass(frozen=True)
