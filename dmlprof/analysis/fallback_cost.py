@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from functools import lru_cache
+from typing import Optional, Sequence
 
 import pandas as pd
 
@@ -126,9 +127,13 @@ def fallback_round_trips(ops: pd.DataFrame, costs: AdapterCosts) -> pd.DataFrame
     fallen = ops[ops["verdict"] == FALLBACK]
     rows = []
     for r in fallen.itertuples():
-        trip = round_trip(r.op, r.fallback_ops, r.shapes, r.dtypes, r.bytes_moved, costs)
+        trip = _round_trip_once(r.op, r.fallback_ops, r.shapes, r.dtypes, int(r.bytes_moved), costs)
         rows.append((r.seq, r.op, r.phase, trip.d2h_us, trip.cpu_us, trip.h2d_us, trip.total_us))
     return pd.DataFrame(rows, columns=["seq", "op", "phase", "d2h_us", "cpu_us", "h2d_us", "round_trip_us"])
+
+
+#: a step's fallback calls repeat with the same arguments every step: each priced once
+_round_trip_once = lru_cache(maxsize=4096)(round_trip)
 
 
 def device_calls_added_ms(added_calls: float, costs: AdapterCosts) -> float:
@@ -141,8 +146,3 @@ def saving_ms(round_trip_ms: float, added_calls: Optional[float], costs: Adapter
     if added_calls is None:
         return None
     return round_trip_ms - device_calls_added_ms(added_calls, costs)
-
-
-def per_step(values: Iterable[float], steps: int) -> float:
-    """A sum over a recording of ``steps`` measured steps, per step, microseconds to milliseconds."""
-    return sum(values) / max(int(steps or 1), 1) / 1e3
