@@ -269,6 +269,7 @@ def _hotspot(rank: int, h, classes, timed: bool) -> dict:
         "modules": [_with_class(m, classes) for m in h.modules], "sources": list(h.sources),
         "replacement": h.replacement, "fixes": [{"op": f.op, "advice": f.advice} for f in h.fixes],
         "guessed": h.guessed, "torch_flag": h.torch_flag,
+        "priced": h.priced if h.torch_flag is None else None,  # modelled on a real adapter (the notes say which)
     }
 
 

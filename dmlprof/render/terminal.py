@@ -245,8 +245,17 @@ def _fallbacks(report: Report, top: int) -> list:
     fit = {"op (-> what fell back)": WRAP, "module": KEEP_END, "source": KEEP_END}
     title = f"Fallback hotspots (top {min(top, len(hotspots))} of {len(hotspots)})"
     flagged = [f"  {TORCH_MARK} {h.torch_flag}" for h in hotspots[:top] if h.torch_flag]
-    return (_table(title, headers, rows, fit, details=("module", "source")) + flagged
+    return (_table(title, headers, rows, fit, details=("module", "source")) + flagged + _fallback_costs(report)
             + [f"  fix {fix.op}: {fix.advice}" for fix in report.fixes])
+
+
+def _fallback_costs(report: Report) -> list:
+    """A DirectML stand-in's fallbacks priced on a real adapter class (modelled: the note says on which)."""
+    costs = report.fallback_costs
+    if costs is None:
+        return []
+    return [f"  {costs.headline}"] + [f"    {h.op}: {h.priced}" for h in report.hotspots
+                                      if h.priced is not None and h.torch_flag is None]
 
 
 #: marks a row whose calls came after a value the prediction made up, and a hotspot only this torch reaches

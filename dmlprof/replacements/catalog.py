@@ -6,7 +6,7 @@ re-rendering a saved session must not import torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from dmlprof.tables import normalize_op
 
@@ -21,6 +21,11 @@ class Replacement:
     name: str
     removes: tuple
     how: str
+    #: device calls the replacement runs in place of the fallback: (per call removed, per inner call it sent to
+    #: the CPU), counted on the prediction's stand-in, torch 2.4.1 (a composite foreach counted per tensor: each
+    #: is a kernel of its own on DirectML); None: not counted. The fallback cost model prices them
+    #: (dmlprof.analysis.fallback_cost); docs/prediction.md says where each was counted.
+    added_calls: Optional[Tuple[float, float]] = None
 
 
 CATALOG = (
@@ -29,7 +34,9 @@ CATALOG = (
         # short: every Adam user reads it, in the report and in each CI annotation. Recreating the optimizer
         # every epoch is the workaround users pass around; it only resets the moments, so it is named.
         f"Adam/AdamW's moment update (lerp) falls back once per parameter per step: {_PATCH} runs it as "
-        "mul/add, state kept (recreating the optimizer only resets its moments)"),
+        "mul/add, state kept (recreating the optimizer only resets its moments)",
+        # _foreach_mul_ + _foreach_add_ (composites on DirectML): one mul_ and one add_ kernel per parameter
+        added_calls=(0.0, 2.0)),
     Replacement(
         "optimizer maximum", ("aten::clamp_min", "aten::clamp_max", "aten::_foreach_maximum", "aten::_foreach_maximum_",
                               "aten::_foreach_minimum_", "aten::_foreach_clamp_min_", "aten::_foreach_clamp_max_"),
@@ -43,7 +50,9 @@ CATALOG = (
     Replacement(
         "group_norm", ("aten::native_group_norm_backward",),
         f"GroupNorm's backward falls back: {_PATCH} swaps nn.GroupNorm/F.group_norm for "
-        "dmlprof.replacements.ops.group_norm (native forward, backward from mul/mean/sum)"),
+        "dmlprof.replacements.ops.group_norm (native forward, backward from mul/mean/sum)",
+        # models/groupnorm_net.py: 328 more device calls for its 8 GroupNorm layers (forward and backward)
+        added_calls=(41.0, 0.0)),
     Replacement(
         "grid_sample", ("aten::grid_sampler_2d", "aten::grid_sampler_2d_backward"),
         f"F.grid_sample (bilinear, zeros or border padding): {_PATCH} or call "
@@ -53,11 +62,16 @@ CATALOG = (
         ("aten::_embedding_bag", "aten::_embedding_bag_forward_only", "aten::_embedding_bag_backward",
          "aten::_embedding_bag_dense_backward", "aten::_embedding_bag_per_sample_weights_backward"),
         f"nn.EmbeddingBag / F.embedding_bag (sum, mean): {_PATCH} or call "
-        "dmlprof.replacements.ops.embedding_bag (embedding + index_put with accumulate)"),
+        "dmlprof.replacements.ops.embedding_bag (embedding + index_put with accumulate)",
+        # models/recommender.py: 41 more device calls for its 2 bags' 4 calls (forward, dense backward) and the
+        # index_add_ a sum bag's backward sends to the CPU (1 of the 41: see index_add)
+        added_calls=(10.0, 0.0)),
     Replacement(
         "logsigmoid", ("aten::log_sigmoid_forward", "aten::log_sigmoid_backward", "aten::log_sigmoid"),
         "F.logsigmoid, reached by BCE-with-logits: dmlprof.replacements.ops.logsigmoid / "
-        f".binary_cross_entropy_with_logits (softplus, native); the loss is outside the model, so use {_WITH}"),
+        f".binary_cross_entropy_with_logits (softplus, native); the loss is outside the model, so use {_WITH}",
+        # models/recommender.py: 11 more device calls for its one BCE-with-logits loss
+        added_calls=(11.0, 0.0)),
     Replacement(
         "binary_cross_entropy", ("aten::binary_cross_entropy", "aten::binary_cross_entropy_backward"),
         f"F.binary_cross_entropy / nn.BCELoss: dmlprof.replacements.ops.binary_cross_entropy "
@@ -82,7 +96,8 @@ CATALOG = (
     Replacement("eye", ("aten::eye",), f"torch.eye: {_PATCH} or dmlprof.replacements.ops.eye (arange == arange)"),
     Replacement("index_add", ("aten::index_add",),
                 "index_add (also the backward of index_select) falls back: index with x[idx] instead of "
-                "index_select (its backward is index_put_ with accumulate, native)"),
+                "index_select (its backward is index_put_ with accumulate, native)",
+                added_calls=(1.0, 0.0)),  # the one index_put_ in its place
     Replacement("repeat_interleave", ("aten::repeat_interleave",),
                 f"torch.repeat_interleave with tensor repeats (its backward reaches index_add): {_PATCH} or "
                 "dmlprof.replacements.ops.repeat_interleave (cumsum + indexing)"),

@@ -15,11 +15,12 @@ import pandas as pd
 from dmlprof import analysis
 from dmlprof.analysis.timeline import LANES, step_spans, timeline
 from dmlprof.analysis.sweep import KNEE_MIN_GROWTH, fits_budget, growth_per_doubling, sweep_frame
+from dmlprof.analysis.fallback_cost import fallback_round_trips, saving_ms
 from dmlprof.analysis.verification import summary as verification_summary
 from dmlprof.meta import SWEEP, RunMeta
-from dmlprof.replacements.catalog import advice_for
+from dmlprof.replacements.catalog import advice_for, replacement_for
 from dmlprof.report.model import (
-    Fix, GuessNote, HostCallRow, Hotspot, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, Report, StepSpan,
+    FallbackCosts, Fix, GuessNote, HostCallRow, Hotspot, ModuleRow, OpRow, OpTime, PhaseRow, RangeRow, Report, StepSpan,
     Summary, Timeline, TorchPaths, TransferRow, VerdictShare, VerdictSplit,
 )
 from dmlprof.report.known_wrong import known_wrong_results
@@ -29,6 +30,7 @@ from dmlprof.report.verification import DivergentOp, LostUpdate, Unchecked, Veri
 from dmlprof.report.notes import lead_notes
 from dmlprof.report.verdict import verdict_of
 from dmlprof.schema import CPU, DEVICE, FALLBACK, HOST, REFUSED, parse_fallback_ops
+from dmlprof.tables.adapter_costs import AdapterCosts, load_adapter_costs
 from dmlprof.tables.drift import BASELINE_TORCH, path_drift, path_note
 from dmlprof.tables.measured import load_measured
 
@@ -73,9 +75,51 @@ def build_report(session) -> Report:
         guess=GuessNote(guess.op, guess.why, guess.source, len(after), len(ops)) if guess is not None else None,
         timeline=_timeline(ops) if not run.is_prediction else None,
     )
+    report = _priced(report, ops)
     # the verdict reads the whole report (its failure, its verification, its fixes): decided last, once
     return replace(report, verdict=verdict_of(report), verdict_split=_verdict_split(report.summary),
                    notes=lead_notes(report))
+
+
+def _priced(report: Report, ops) -> Report:
+    """A DirectML stand-in's report (a prediction, the emulated device) with its fallbacks priced on the reference
+    adapter class: each hotspot's round trip and what fixing it saves, modelled (dmlprof.analysis.fallback_cost).
+    Other sessions as they are: a live device's times are its own."""
+    run = report.run
+    if run.kind == SWEEP or not report.hotspots or not _directml_stand_in(run):
+        return report
+    costs = load_adapter_costs()
+    trips = fallback_round_trips(ops, costs)
+    by_hotspot = trips.groupby([trips["op"], trips["phase"] == "optimizer"])["round_trip_us"].sum()
+    steps = max(int(run.steps or 1), 1)
+    hotspots = tuple(_priced_hotspot(h, by_hotspot, steps, costs) for h in report.hotspots)
+    counted = [h for h in hotspots if h.saving_ms is not None and h.torch_flag is None]
+    return replace(report, hotspots=hotspots, fallback_costs=FallbackCosts(
+        adapter=costs.name, measured=costs.measured,
+        cpu_kernel="the bytes each call moves over the CPU throughput measured on that GPU's host",
+        round_trip_ms=float(trips["round_trip_us"].sum()) / steps / 1e3,
+        saving_ms=sum(h.saving_ms for h in counted) if counted else None,
+        priced_round_trip_ms=sum(h.round_trip_ms for h in counted),
+        unpriced_ops=tuple(h.op for h in hotspots if h.saving_ms is None and h.torch_flag is None)))
+
+
+def _priced_hotspot(hotspot: Hotspot, by_hotspot, steps: int, costs: AdapterCosts) -> Hotspot:
+    round_trip_ms = float(by_hotspot.get((hotspot.op, hotspot.phases == ("optimizer",)), 0.0)) / steps / 1e3
+    added = _added_calls(hotspot)
+    added = None if added is None else added / steps
+    return replace(hotspot, round_trip_ms=round_trip_ms, added_calls=added,
+                   saving_ms=saving_ms(round_trip_ms, added, costs))
+
+
+def _added_calls(hotspot: Hotspot) -> Optional[float]:
+    """Device calls the hotspot's replacement runs in place of its calls (over the recording), None where its
+    replacement's calls were not counted (dmlprof.replacements.catalog)."""
+    for op in hotspot.inner_ops or (hotspot.op,):
+        found = replacement_for(op)
+        if found is not None and found.added_calls is not None:
+            per_call, per_inner_call = found.added_calls
+            return per_call * hotspot.calls + per_inner_call * hotspot.inner_calls
+    return None
 
 
 def _verdict_split(head: Summary) -> VerdictSplit:
@@ -109,8 +153,7 @@ _DIRECTML_STAND_INS = ("emulated-dml",)
 def _drift(run: RunMeta, ops) -> Optional[list]:
     """For a prediction or an emulated DirectML scan: the ops of its step whose presence differs on torch 2.4.1
     (None for other sessions)."""
-    directml_prediction = run.is_prediction and run.prediction is not None and run.prediction.target == "dml"
-    if run.kind == SWEEP or not (directml_prediction or run.device.backend in _DIRECTML_STAND_INS):
+    if run.kind == SWEEP or not _directml_stand_in(run):
         return None  # a target read from another torch's wheel is not torch-directml's (docs/targets.md)
     version = run.environment.torch_version or ""
     if not version:
@@ -118,6 +161,13 @@ def _drift(run: RunMeta, ops) -> Optional[list]:
     names = set(ops["op"]) | {op for text in ops.loc[ops["fallback_ops"] != "", "fallback_ops"]
                               for op in parse_fallback_ops(text)}
     return path_drift(names, version)
+
+
+def _directml_stand_in(run: RunMeta) -> bool:
+    """A prediction for DirectML, or a scan on the emulated DirectML device: calls that stand for
+    torch-directml's, with no real adapter's times."""
+    return (run.is_prediction and run.prediction is not None and run.prediction.target == "dml") or (
+        run.device.backend in _DIRECTML_STAND_INS)
 
 
 def _torch_paths(run: RunMeta, ops) -> Optional[TorchPaths]:

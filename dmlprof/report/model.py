@@ -17,6 +17,7 @@ from dmlprof.report.sweep import SweepReport
 from dmlprof.report.verdict import Verdict, coverage_tone
 from dmlprof.report.verification import Verification
 from dmlprof.schema import HOST
+from dmlprof.units import fmt_ms
 
 #: backends whose "device" times are host-CPU times: they say nothing of a real GPU's speed
 HOST_TIMED_BACKENDS = ("emulated-dml",)
@@ -122,6 +123,52 @@ class Hotspot:
     guessed: bool = False
     #: where only the torch this ran on reaches the op, and DirectML users' torch 2.4.1 does not: why (one line)
     torch_flag: Optional[str] = None
+    #: a DirectML stand-in's session (predicted, emulated): the calls' round trip on a real adapter, ms per step,
+    #: modelled (:attr:`Report.fallback_costs` says on which adapter class's constants)
+    round_trip_ms: Optional[float] = None
+    #: device calls per step its replacement runs in place of it (None: its replacement's calls are not counted)
+    added_calls: Optional[float] = None
+    #: what fixing it saves a step, ms, modelled: the round trip less the added calls' cost (None: not counted)
+    saving_ms: Optional[float] = None
+
+    @property
+    def priced(self) -> Optional[str]:
+        """Its modelled round trip and what fixing it saves, in words (None: not priced); every format says this."""
+        if self.round_trip_ms is None:
+            return None
+        fixed = ("its replacement's device calls not counted" if self.saving_ms is None
+                 else fixing_text("it", self.saving_ms, self.added_calls))
+        return f"round trip ~{fmt_ms(self.round_trip_ms)}/step; {fixed}"
+
+
+@dataclass(frozen=True)
+class FallbackCosts:
+    """How a DirectML stand-in's fallbacks were priced (dmlprof.analysis.fallback_cost): on which adapter class's
+    measured constants, and the step's totals."""
+
+    adapter: str  # the adapter class, in words
+    measured: str  # where and when its constants were measured
+    cpu_kernel: str  # where the CPU kernel's time came from, in words
+    round_trip_ms: float  # every fallback's round trip, per step
+    #: what fixing the hotspots with a counted replacement saves a step, and those hotspots' round trip
+    saving_ms: Optional[float]
+    priced_round_trip_ms: float
+    unpriced_ops: Tuple[str, ...]  # hotspots whose replacement's calls are not counted (or that have none)
+
+    @property
+    def headline(self) -> str:
+        saving = "" if self.saving_ms is None else f"; {fixing_text('them', self.saving_ms)}"
+        return f"modelled on a real adapter: fallbacks cost ~{fmt_ms(self.round_trip_ms)}/step{saving}"
+
+
+def fixing_text(what: str, saving_ms: float, added_calls: Optional[float] = None) -> str:
+    """``fixing it saves ~9.3 ms/step (328 device calls added)``; a replacement of many small calls can cost
+    more than the round trip it removes, said as a cost rather than as a negative saving."""
+    calls = "" if added_calls is None else f"{added_calls:,.0f} "
+    if saving_ms < 0:
+        whose = "its replacement's" if what == "it" else "their replacements'"
+        return f"fixing {what} costs ~{fmt_ms(-saving_ms)}/step more ({whose} {calls}device calls)"
+    return f"fixing {what} saves ~{fmt_ms(saving_ms)}/step" + (f" ({calls}device calls added)" if calls else "")
 
 
 @dataclass(frozen=True)
@@ -382,6 +429,8 @@ class Report:
     verdict_split: Optional[VerdictSplit] = None
     #: what every format leads with after the verdict, each sentence composed once (report/notes.py)
     notes: Tuple[Note, ...] = ()
+    #: a DirectML stand-in's session (predicted, emulated): its fallbacks priced on a real adapter class, modelled
+    fallback_costs: Optional[FallbackCosts] = None
 
     @property
     def kind(self) -> str:
@@ -584,6 +633,7 @@ class Report:
             "phases": plain(self.phases),
             "ops": plain(self.ops),
             "fallbacks": plain(self.hotspots),
+            "fallback_costs": plain(self.fallback_costs),
             "modules": plain(self.modules),
             "ranges": plain(self.ranges),
             "transfers": plain(self.transfers),

@@ -33,6 +33,7 @@ def lead_notes(report) -> Tuple[Note, ...]:
         notes.append(Note(INFO, "CPU run", "The CPU was the device, so nothing can fall back. "
                                            "Scan with --device (or predict with --target dml) to check an accelerator."))
     notes += [Note(INFO, "Note", note) for note in report.run.notes] + _torch(report) + _guess(report)
+    notes += _fallback_costs(report)
     if not report.summary.op_calls and scan:
         notes.append(Note(WARN, "Empty", "No op calls were recorded."))
     return tuple(notes)
@@ -106,3 +107,16 @@ def _guess(report) -> list:
     return [Note(WARN, "Guess", f"{guess.calls_after:,} of {guess.calls:,} calls came after a value the prediction "
                                 f"made up ({guess.op}{where}: {guess.why}); their branches and shapes may differ "
                                 "on the device. Hotspots marked 'guess' hold such calls.")]
+
+
+def _fallback_costs(report) -> list:
+    costs = report.fallback_costs
+    if costs is None:
+        return []
+    unpriced = (f" Not counted: the device calls that replace {', '.join(costs.unpriced_ops)}." if costs.unpriced_ops
+                else "")
+    return [Note(INFO, "Fallback cost", (
+        "What the fallbacks cost and what fixing them saves are modelled, not measured: copies to the host and back, "
+        f"the syncs they force and a replacement's added device calls, priced on {costs.adapter} (measured "
+        f"{costs.measured}); the CPU kernel's time is {costs.cpu_kernel}. Another adapter costs otherwise.{unpriced} "
+        "Checked against that GPU: docs/prediction.md."))]

@@ -8,6 +8,10 @@ For one model (its own optimizer), in one process:
    (device->host copies, the CPU kernel, host->device copies, the sync it forces), its bytes.
 3. The same step recorded on the CPU: each op's CPU kernel time (what the fallback runs on the host).
 4. Host<->device copy bandwidth at 1, 4 and 16 MiB, and the cost of one synchronize.
+5. What one more device call costs an unsynced step (``queued_call_us``: the fallback cost model's
+   per-call constant, dmlprof/tables/data/adapter_costs.json), and each fallback call of step 2 as the
+   op frame holds it (``sync_recorded_step.calls_detail``), so that benchmarks/fallback_model.py can
+   price it and compare with what was measured here.
 
     python fallback_cost.py --repo DMLPROF_CHECKOUT --model models/groupnorm_net.py --device dml --out f.json
 """
@@ -37,6 +41,7 @@ def main(argv=None) -> int:
     repo = Path(args.repo).resolve()
     sys.path.insert(0, str(repo))
     import torch
+    from dmlprof.analysis.fallback_cost import device_kernels
     from dmlprof.backends import resolve_backend
     from dmlprof.record.frame import rows_to_frame
     from dmlprof.record.recorder import Recorder
@@ -114,6 +119,11 @@ def main(argv=None) -> int:
         "device_calls_ms": round(float(ops[ops["verdict"] == "device"]["time_ns"].sum()) / 1e6, 3),
         "device_call_median_us": round(float(ops[ops["verdict"] == "device"]["time_ns"].median()) / 1e3, 1),
         "fallback_bytes_moved": int(fb["bytes_moved"].sum()), "fallbacks": per_op,
+        # each fallback call as the op frame holds it: what the fallback cost model reads
+        "calls_detail": [{"op": r.op, "fallback_ops": r.fallback_ops, "phase": r.phase, "shapes": r.shapes,
+                          "dtypes": r.dtypes, "bytes_moved": int(r.bytes_moved),
+                          "time_us": round(float(r.time_ns) / 1e3, 1)} for r in fb.itertuples()],
+        "device_kernels": device_kernels(ops),
     }
     # 2b. the replaced step, recorded the same way: what the replacements cost on the device in place of the fallbacks
     applied.clear()
@@ -132,6 +142,8 @@ def main(argv=None) -> int:
         "all_calls_ms": round(float(replaced_ops["time_ns"].sum()) / 1e6, 3),
         "plain_all_calls_ms": round(float(ops["time_ns"].sum()) / 1e6, 3),
         "plain_device_calls": int((ops["verdict"] == "device").sum()),
+        # a composite foreach on DirectML runs one kernel per tensor: the calls the cost model prices
+        "device_kernels": device_kernels(replaced_ops), "plain_device_kernels": device_kernels(ops),
     }
     save()
 
@@ -166,6 +178,18 @@ def main(argv=None) -> int:
     small = torch.ones(16, device=backend.device())
     copies["sync_small_us"] = round(per_call_us(lambda: backend.synchronize([small]), 200), 1)
     copies["d2h_64B_us"] = round(per_call_us(lambda: small.to("cpu"), 200), 1)
+    # 5. one more device call in an unsynced step: issued back to back (the model's queued_call_us, as
+    # recording_breakdown.py's small_add_us), and a chain of them closed by one sync, less that sync
+    x = torch.ones(1024, device=backend.device())
+    copies["queued_call_us"] = round(per_call_us(lambda: x.add(1.0), 200), 2)
+    for label, numel in (("4KiB", 1024), ("1MiB", 1 << 18)):
+        y = torch.ones(numel, device=backend.device())
+        backend.synchronize([y])
+        start = time.perf_counter_ns()
+        for _ in range(200):
+            y = y.add(1.0)
+        backend.synchronize([y])
+        copies[f"chained_call_{label}_us"] = round(((time.perf_counter_ns() - start) / 1e3 - copies["sync_small_us"]) / 200, 2)
     result["copies"] = copies
     save()
     print(json.dumps(result, indent=1), flush=True)

@@ -83,7 +83,7 @@ import subprocess, os; print('pid', os.getpid()); print(subprocess.run(['nvidia-
   fallback_*)
     # what a fallback costs and what --replace saves (tools/gpu_dml/fallback_cost.py)
     m=${step#fallback_}
-    timeout ${FALLBACK_TIMEOUT:-240} python3 $H/../fallback_cost.py --repo ${DEV_ROOT:-/root}/src --model models/$m.py --device dml --out $R/dml/fallback_$m.json > $R/dml/fallback_$m.log 2>&1; echo "fallback $m rc=$?"; tail -c 2500 $R/dml/fallback_$m.log ;;
+    timeout ${FALLBACK_TIMEOUT:-240} python3 $H/../fallback_cost.py --repo ${DEV_ROOT:-/root}/src --model models/$m.py --device dml --rounds ${FALLBACK_ROUNDS:-6} --out $R/dml/fallback_$m.json > $R/dml/fallback_$m.log 2>&1; echo "fallback $m rc=$?"; tail -c 2500 $R/dml/fallback_$m.log ;;
   esac
   echo "[$step: $(( $(date +%s) - t0 )) s]"
   save
