@@ -209,6 +209,8 @@ import os, signal, sys
 import dmlprof.output, dmlprof.runner.run
 from dmlprof.cli import main
 where, signame = sys.argv[1], sys.argv[2]
+# as a terminal's process has it: an ignore inherited from the test's runner (nohup leaves SIGHUP ignored) masks it
+signal.signal(getattr(signal, signame), signal.SIG_DFL)
 def sending(original):
     def send(*args, **kwargs):
         if where == "after":

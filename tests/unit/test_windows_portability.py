@@ -34,9 +34,25 @@ _GUARD_WORDS = ("os.name", "sys.platform", "hasattr", "POSIX", "platform.system"
 _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"})
 
 
-def _guarded_by_if(node: ast.If, source: str) -> bool:
-    test = ast.get_source_segment(source, node.test) or ""
-    return any(word in test for word in _GUARD_WORDS)
+def _segment_reader(source: str):
+    """``ast.get_source_segment`` for one file, its lines split once (the stdlib's splits the whole source at every
+    call: over this package, a minute of the check's CPU)."""
+    lines = [line.encode("utf-8") for line in source.splitlines(keepends=True)]
+
+    def segment(node) -> str:
+        if getattr(node, "end_lineno", None) is None:
+            return ""
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return lines[first][node.col_offset:node.end_col_offset].decode("utf-8")
+        return b"".join([lines[first][node.col_offset:], *lines[first + 1:last],
+                         lines[last][:node.end_col_offset]]).decode("utf-8")
+
+    return segment
+
+
+def _guarded_by_if(node: ast.If, segment) -> bool:
+    return any(word in segment(node.test) for word in _GUARD_WORDS)
 
 
 def _catches(handler: ast.ExceptHandler) -> bool:
@@ -49,13 +65,13 @@ def _catches(handler: ast.ExceptHandler) -> bool:
 def _unguarded_uses(path: Path, source: str = "") -> list:
     source = source or path.read_text(encoding="utf-8")
     lines = source.splitlines()
+    segment = _segment_reader(source)
     found = []
 
     def visit(node, guarded: bool):
-        if isinstance(node, ast.If) and _guarded_by_if(node, source):
+        if isinstance(node, ast.If) and _guarded_by_if(node, segment):
             guarded = True
-        if isinstance(node, ast.IfExp) and any(w in (ast.get_source_segment(source, node.test) or "")
-                                               for w in _GUARD_WORDS):
+        if isinstance(node, ast.IfExp) and any(w in segment(node.test) for w in _GUARD_WORDS):
             guarded = True
         if isinstance(node, ast.Try) and any(_catches(h) for h in node.handlers):
             for child in node.body:
@@ -72,7 +88,7 @@ def _unguarded_uses(path: Path, source: str = "") -> list:
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.attr in POSIX_ATTRIBUTES.get(node.value.id, ()):
             what = f"{node.value.id}.{node.attr}"
-        elif isinstance(node, ast.Call) and (ast.get_source_segment(source, node.func) or "") == "os.kill" and \
+        elif isinstance(node, ast.Call) and segment(node.func) == "os.kill" and \
                 len(node.args) == 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value == 0:
             what = "os.kill(pid, 0) (on Windows it ends the process instead of asking whether it runs)"
         if what and not guarded and "# windows:" not in lines[node.lineno - 1]:
@@ -91,7 +107,7 @@ def _unguarded_uses(path: Path, source: str = "") -> list:
         for statement in statements:
             visit(statement, guarded)
             # "if os.name != 'posix': return ...": what follows in the block runs on POSIX only
-            if isinstance(statement, ast.If) and not statement.orelse and _guarded_by_if(statement, source) and \
+            if isinstance(statement, ast.If) and not statement.orelse and _guarded_by_if(statement, segment) and \
                     isinstance(statement.body[-1], (ast.Return, ast.Raise)):
                 guarded = True
 
