@@ -587,7 +587,7 @@ def test_d20_d21_view_says_the_plugin_needs_the_internet_and_a_closed_terminal_s
     temp.mkdir()
     env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(temp))
     process = subprocess.Popen([sys.executable, "-m", "dmlprof", "view", str(logdir)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+                               stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL, **SIGNALS_REACH)
     try:
         url = process.stdout.readline()
         assert url.startswith("TensorBoard: http://127.0.0.1:"), (url, process.poll())

@@ -209,8 +209,6 @@ import os, signal, sys
 import dmlprof.output, dmlprof.runner.run
 from dmlprof.cli import main
 where, signame = sys.argv[1], sys.argv[2]
-# as a terminal's process has it: an ignore inherited from the test's runner (nohup leaves SIGHUP ignored) masks it
-signal.signal(getattr(signal, signame), signal.SIG_DFL)
 def sending(original):
     def send(*args, **kwargs):
         if where == "after":
@@ -239,6 +237,8 @@ def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_
     import subprocess
     from pathlib import Path
 
+    from conftest import SIGNALS_REACH
+
     script = tmp_path / "tiny.py"
     script.write_text(TINY_SCRIPT, encoding="utf-8")
     driver = tmp_path / "driver.py"
@@ -247,7 +247,7 @@ def test_r37_r41_a_signal_while_or_after_a_finished_run_is_saved_gives_its_exit_
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "DMLPROF_NO_SUPERVISOR": "1"}
     done = subprocess.run([sys.executable, str(driver), where, signame, "scan", str(script), "--device", "cpu",
                            "--no-profiler", "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=env, timeout=300, **SIGNALS_REACH)
     assert done.returncode == code, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("dmlprof: error:")]
