@@ -16,10 +16,12 @@ UNIT = REPO / "tests" / "unit"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every unit test is part of the quick subset (``pytest -m quick``, README), beside the few end-to-end
-    tests marked ``quick`` that check an install: the CLI, a prediction, the emulated device's build."""
+    """Every unit test not marked ``slow`` is part of the quick subset (``pytest -m quick``, README: an install
+    checked in minutes), beside the few end-to-end tests marked ``quick`` that check an install: the CLI, a
+    prediction, the emulated device's build. A unit test marked ``slow`` (tens of seconds: scans in subprocesses,
+    whole tables) runs with the full suite only."""
     for item in items:
-        if UNIT in Path(str(item.fspath)).parents:
+        if UNIT in Path(str(item.fspath)).parents and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
 
 

@@ -374,6 +374,7 @@ def test_weight_norm(shape, dim):
     _same_values_and_grads(lambda v, g: torch._weight_norm(v, g, dim), lambda v, g: ops.weight_norm(v, g, dim), [v, g])
 
 
+@pytest.mark.slow  # 45 s of the quick set on CI's 2 cores
 @pytest.mark.parametrize("kernel,kwargs", [((2, 2), {}), ((3, 2), {"stride": 2, "padding": 1}),
                                            ((2, 3), {"dilation": (2, 1), "stride": (1, 2)})])
 def test_unfold_fold(kernel, kwargs):
@@ -399,6 +400,7 @@ def test_upsample_linear1d(kwargs):
                            lambda x: ops.interpolate_linear1d(x, **kwargs), [x])
 
 
+@pytest.mark.slow  # 25 s of the quick set on CI's 2 cores
 @pytest.mark.parametrize("kwargs", [{"scale_factor": 2}, {"size": (3, 11), "align_corners": True}, {"scale_factor": 0.5},
                                     {"scale_factor": (1.7, 0.6)}, {"scale_factor": 1.5, "recompute_scale_factor": True},
                                     {"size": (9, 2), "align_corners": False}])

@@ -36,6 +36,7 @@ def _torch(path: Path) -> str:
     return path.stem.split("-torch", 1)[1]
 
 
+@pytest.mark.slow  # predicts every model on each shipped torch's tables
 def test_each_shipped_torch_has_its_check():
     from dmlprof.tables.targets import shipped_target_tables
 

@@ -57,6 +57,7 @@ def _model(tmp_path, body: str, forward: str) -> str:
 
 
 # -- the tables ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # 45 s of the quick set on CI's 2 cores
 @pytest.mark.parametrize("target", ["xpu", "mps"])
 def test_each_table_says_what_torch_and_which_files_it_was_read_from(target):
     table = load_target_table(target)

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from zoo_harness import compare
-from zoo_harness.entries import REQUIRING_ENV, STRICT_ENV, discover, read_entry, selected, strict
+from zoo_harness.entries import EXCEPT_ENV, REQUIRING_ENV, STRICT_ENV, discover, read_entry, selected, strict
 
 
 def _write(folder, name, source):
@@ -213,3 +213,7 @@ def test_an_entry_list_can_be_narrowed_to_those_requiring_a_package(monkeypatch,
     assert [e.name for e in selected(entries)] == ["vision"]
     monkeypatch.setenv(REQUIRING_ENV, "transformers,torchvision")
     assert [e.name for e in selected(entries)] == ["text", "vision"]
+    monkeypatch.setenv(EXCEPT_ENV, "vision, other")  # and less the entries named
+    assert [e.name for e in selected(entries)] == ["text"]
+    monkeypatch.delenv(REQUIRING_ENV)
+    assert [e.name for e in selected(entries)] == ["plain", "text"]
