@@ -1,0 +1,89 @@
+"""Re-probe 10 (issue 33): what a scanned script sees of Python, as plain python gives it.
+
+GIVEN a script that uses ``__builtins__`` as ``__main__`` has it, counts its warnings with
+      ``catch_warnings(record=True)``, or sets ``sys.excepthook`` to log a crash
+WHEN  dmlprof runs it (in-process: the runner's helpers, no scan subprocess)
+THEN  it computes and does what it does under plain python.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import pytest
+
+from dmlprof.record.warning_capture import WarningCapture
+from dmlprof.runner import user_code
+
+pytestmark = pytest.mark.live  # the warning capture turns torch's warn-always on and off
+
+
+def test_a_script_sees_builtins_as_a_module_as_main_does(tmp_path, monkeypatch):
+    # re-probe 10: exec put the builtins' dict there: `__builtins__.profile = ...` raised AttributeError (exit 3)
+    script = tmp_path / "train.py"
+    script.write_text("if not hasattr(__builtins__, 'profile'):\n    __builtins__.profile = lambda f: f\n"
+                      "import pathlib\npathlib.Path(__file__).with_suffix('.out').write_text(type(__builtins__).__name__)\n")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(script.read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "pkg", raising=False)
+    import builtins
+    try:
+        user_code.run_as_main(script)
+        user_code.run_module_as_main("pkg.train")
+    finally:
+        vars(builtins).pop("profile", None)
+    assert (tmp_path / "train.out").read_text() == (package / "train.out").read_text() == "module"
+
+
+def _counted() -> list:
+    """What a script counts: two catch_warnings(record=True) blocks, each warned three times from one line, and a
+    showwarning of its own, also warned three times from one line (Python's "default": once per place and block)."""
+    counts = []
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as log:
+            for _ in range(3):
+                warnings.warn("counted")
+        counts.append(len(log))
+    shown = []
+    saved = warnings.showwarning
+    warnings.showwarning = lambda message, *rest: shown.append(str(message))
+    try:
+        for _ in range(3):
+            warnings.warn("shown")
+    finally:
+        warnings.showwarning = saved
+    return counts + [len(shown)]
+
+
+def test_a_record_block_and_a_showwarning_get_a_repeated_warning_as_often_as_without_dmlprof():
+    # re-probe 10: the capture's "always" filter stood in front: the record block's list got it 3 times, not once
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        plain = _counted()
+        with WarningCapture() as capture:
+            captured = _counted()
+    assert plain == [1, 1, 1]
+    assert captured == plain
+    assert capture.messages.count("counted") == 6  # the capture itself still sees every one
+
+
+def test_a_scripts_own_excepthook_gets_the_error_it_ended_with(capsys):
+    # re-probe 10: dmlprof said the error in its line, and a script's crash logger never ran
+    seen = []
+    try:
+        raise ValueError("bad config")
+    except ValueError as error:
+        failure = error
+    saved = sys.excepthook
+    sys.excepthook = lambda kind, value, tb: seen.append((kind, value, tb is not None))
+    try:
+        user_code.its_excepthook(failure)
+    finally:
+        sys.excepthook = saved
+    assert seen == [(ValueError, failure, True)]
+    user_code.its_excepthook(failure)  # Python's own hook: dmlprof's error line says it, no traceback added
+    assert capsys.readouterr().err == ""
