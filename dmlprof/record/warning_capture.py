@@ -80,7 +80,6 @@ class WarningCapture:
                 self._users_warn_always = False
                 torch.set_warn_always(True)  # the script's set_warn_always(False): fallbacks would warn once only
             return
-        self._passed_on.clear()  # new filters (a catch_warnings block): Python shows "once" warnings anew
         shown = warnings.showwarning
         if shown is not self._shower:
             self._users_show = None if shown is getattr(warnings, "_showwarning_orig", None) else shown
@@ -131,10 +130,11 @@ class WarningCapture:
         if receiver is None and (display is None or display is _PYTHONS_PRINTER):
             return
         filters = warnings.filters
-        if filters is not self._filters_seen or tuple(filters) != self._filters_contents:
+        theirs = tuple(item for item in filters if item is not self._always)  # keep_first moving ours is no change
+        if filters is not self._filters_seen or theirs != self._filters_contents:
             # new filters (a catch_warnings block entered or left, a filter added): Python shows "once" anew
             self._passed_on.clear()
-            self._filters_seen, self._filters_contents = filters, tuple(filters)
+            self._filters_seen, self._filters_contents = filters, theirs
         text = str(message)
         if action == "always":
             key = None

@@ -71,6 +71,26 @@ def test_a_record_block_and_a_showwarning_get_a_repeated_warning_as_often_as_wit
     assert capture.messages.count("counted") == 6  # the capture itself still sees every one
 
 
+def test_a_once_filter_is_not_reset_by_the_capture_putting_itself_back_in_front():
+    # re-probe 10: a recorded call between two warnings (keep_first moving the capture in front of the block's
+    # simplefilter("once")) let "once" through again: the record block held it twice
+    def counted(capture=None):
+        with warnings.catch_warnings(record=True) as log:
+            warnings.simplefilter("once")
+            for _ in range(2):
+                warnings.warn("once")
+                if capture is not None:
+                    capture.keep_first()  # what each recorded call does
+        return len(log)
+
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        plain = counted()
+        with WarningCapture() as capture:
+            captured = counted(capture)
+    assert plain == captured == 1
+
+
 def test_a_scripts_own_excepthook_gets_the_error_it_ended_with(capsys):
     # re-probe 10: dmlprof said the error in its line, and a script's crash logger never ran
     seen = []
