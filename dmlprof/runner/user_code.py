@@ -199,8 +199,12 @@ def its_excepthook(error: BaseException) -> None:
     frames = error.__traceback__
     while frames is not None and frames.tb_frame.f_code.co_filename.startswith(ours):  # dmlprof's runner
         frames = frames.tb_next
+    global cut_short
     try:
         hook(type(error), error, frames)
+    except HardExit:  # the hook's os._exit (a crash logger's way to end hung threads): no exit handler runs
+        cut_short = "os._exit"
+        raise
     except Exception as failure:  # as Python says it
         print("Error in sys.excepthook:", file=sys.stderr)
         traceback.print_exception(type(failure), failure, failure.__traceback__)

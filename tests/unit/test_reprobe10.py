@@ -7,6 +7,7 @@ THEN  it computes and does what it does under plain python.
 """
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
@@ -107,3 +108,20 @@ def test_a_scripts_own_excepthook_gets_the_error_it_ended_with(capsys):
     assert seen == [(ValueError, failure, True)]
     user_code.its_excepthook(failure)  # Python's own hook: dmlprof's error line says it, no traceback added
     assert capsys.readouterr().err == ""
+
+
+def test_an_excepthook_that_calls_os_exit_ends_the_script_without_its_exit_handlers(monkeypatch):
+    # plain python: os._exit in the hook skips the atexit handlers; once dmlprof called the hook, they ran
+    import atexit
+
+    monkeypatch.setattr(user_code, "cut_short", None)
+    ran = []
+    monkeypatch.setattr(sys, "excepthook", lambda *error: os._exit(9))
+    with pytest.raises(user_code.HardExit):
+        with user_code.hard_exit_trapped(), user_code.exit_handlers_run_at_its_end():
+            atexit.register(ran.append, "handler")
+            try:
+                raise ValueError("boom")
+            except ValueError as error:
+                user_code.its_excepthook(error)
+    assert ran == [] and user_code.cut_short == "os._exit"
