@@ -241,8 +241,11 @@ def run_as_main(path: Path) -> None:
         # dont_inherit: this module's `from __future__ import annotations` must not reach the script
         code = compile(source.read(), absolute, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=absolute, __cached__=None, __loader__=None, __package__=None, __spec__=None,
-                         **_main_builtins())
+    from importlib.machinery import SourceFileLoader
+
+    # the loader python gives __main__ (its get_source, get_data); runpy gives none
+    main.__dict__.update(__file__=absolute, __cached__=None, __loader__=SourceFileLoader("__main__", absolute),
+                         __package__=None, __spec__=None, **_main_builtins())
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main  # what pickle and multiprocessing look classes up in, as runpy does
     try:

@@ -24,6 +24,8 @@ def test_a_script_sees_builtins_as_a_module_as_main_does(tmp_path, monkeypatch):
     script = tmp_path / "train.py"
     script.write_text("if not hasattr(__builtins__, 'profile'):\n    __builtins__.profile = lambda f: f\n"
                       "import pathlib\npathlib.Path(__file__).with_suffix('.out').write_text(type(__builtins__).__name__)\n")
+    script.with_name("loader.py").write_text("import pathlib\npathlib.Path(__file__).with_suffix('.out').write_text("
+                                             "__loader__.get_source('__main__').splitlines()[0])\n")
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -34,9 +36,11 @@ def test_a_script_sees_builtins_as_a_module_as_main_does(tmp_path, monkeypatch):
     try:
         user_code.run_as_main(script)
         user_code.run_module_as_main("pkg.train")
+        user_code.run_as_main(script.with_name("loader.py"))  # plain python's __main__ has a SourceFileLoader
     finally:
         vars(builtins).pop("profile", None)
     assert (tmp_path / "train.out").read_text() == (package / "train.out").read_text() == "module"
+    assert (tmp_path / "loader.out").read_text() == "import pathlib"
 
 
 def _counted() -> list:
