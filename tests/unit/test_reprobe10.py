@@ -129,3 +129,36 @@ def test_an_excepthook_that_calls_os_exit_ends_the_script_without_its_exit_handl
             except ValueError as error:
                 user_code.its_excepthook(error)
     assert ran == [] and user_code.cut_short == "os._exit"
+
+
+class _Unprintable(Exception):
+    """A script's exception whose message cannot be made (its __str__ and __repr__ raise)."""
+
+    def __init__(self, a, b):
+        super().__init__(a)
+        self.b = b
+
+    def __str__(self):
+        raise RuntimeError("no str")
+
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+def test_a_script_error_whose_str_fails_is_said_as_python_says_it_not_a_dmlprof_traceback():
+    # re-probe 10: the scan ended in dmlprof's own traceback (RuntimeError: no str, from explaining the error)
+    from dmlprof.backends.cpu import CpuBackend
+    from dmlprof.model_file import describe_exception, printable
+
+    try:
+        raise _Unprintable(1, 2)
+    except _Unprintable as error:
+        failure = error
+    with pytest.raises(RuntimeError, match="no str"):
+        CpuBackend().known_error(failure)  # what the run's explanation of an error asks first
+    said = printable(failure)
+    assert CpuBackend().known_error(said) is None
+    assert describe_exception(failure) == describe_exception(said) == "_Unprintable: <exception str() failed>"
+    assert said.__traceback__ is failure.__traceback__  # the user's line is still found from it
+    ok = ValueError("fine")
+    assert printable(ok) is ok
