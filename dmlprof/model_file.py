@@ -204,4 +204,5 @@ def printable(exc: BaseException) -> BaseException:
     except Exception:
         stand_in = type(type(exc).__name__, (Exception,), {"__str__": lambda self: "<exception str() failed>",
                                                             "__module__": type(exc).__module__})()
+        stand_in.__cause__, stand_in.__context__ = exc.__cause__, exc.__context__  # what it was raised from
         return stand_in.with_traceback(exc.__traceback__)

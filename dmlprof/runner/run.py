@@ -201,7 +201,8 @@ class Run:
         except DmlprofError:
             raise
         except Exception as exc:
-            raise self._explain(printable(exc), what) from exc
+            said = printable(exc)  # its message is read from here on, down the chain of causes too
+            raise self._explain(said, what) from said
 
     def _explain(self, exc: BaseException, what: str) -> DmlprofError:
         known = self.backend.known_error(exc)

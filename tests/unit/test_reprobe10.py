@@ -162,3 +162,20 @@ def test_a_script_error_whose_str_fails_is_said_as_python_says_it_not_a_dmlprof_
     assert said.__traceback__ is failure.__traceback__  # the user's line is still found from it
     ok = ValueError("fine")
     assert printable(ok) is ok
+
+
+def test_a_sweep_size_whose_model_error_cannot_say_itself_is_classified_not_a_crashed_child():
+    # re-probe 10: the sweep's child died in its own traceback ("no batch size ran: ... last output: RuntimeError")
+    from dmlprof.backends.cpu import CpuBackend
+    from dmlprof.model_file import printable
+    from dmlprof.sweep.child import _classify
+
+    try:
+        try:
+            raise ValueError("the device said no")
+        except ValueError as cause:
+            raise _Unprintable(1, 2) from cause
+    except _Unprintable as error:
+        failure = error
+    assert _classify(failure, CpuBackend()) == ("error", "ValueError: the device said no")  # its cause says more
+    assert printable(failure).__cause__ is failure.__cause__
