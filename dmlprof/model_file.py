@@ -190,5 +190,19 @@ def import_model_module(path: Path) -> ModuleType:
 
 
 def describe_exception(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = str(printable(exc)).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def printable(exc: BaseException) -> BaseException:
+    """``exc``, or, where its ``str()`` fails (the user's exception class whose ``__str__`` raises), a stand-in of the
+    same class name that reads as Python prints it, ``<exception str() failed>``, with its traceback (the user's
+    line is found from it): every message dmlprof makes of the error reads it, and none ends in a traceback."""
+    try:
+        str(exc)
+        return exc
+    except Exception:
+        stand_in = type(type(exc).__name__, (Exception,), {"__str__": lambda self: "<exception str() failed>",
+                                                            "__module__": type(exc).__module__})()
+        stand_in.__cause__, stand_in.__context__ = exc.__cause__, exc.__context__  # what it was raised from
+        return stand_in.with_traceback(exc.__traceback__)

@@ -418,6 +418,10 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         if _stopped_exit_code(how) is not None:  # a signal that came after (docs/exit_codes.md)
             error_line(f"stopped by {how} after the scan ended")
             return _stopped_exit_code(how)
+        if user_line:  # the script's own code (a thread of its own, its ctypes) crashed: plain python dies of it too
+            error_line(f"the scanned process died of {how} at {user_line}, after its scan ended (the script's own "
+                       "code, in a thread or an exit handler)", "the session is complete")
+            return CRASHED_EXIT_CODE
         _note(f"the scanned process died of {how} on its way out, after its scan ended (a native library's exit "
               "handler); nothing was lost")
         return contents.finished

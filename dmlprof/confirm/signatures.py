@@ -29,6 +29,10 @@ MAX_VALUE_BYTES = 512 << 20
 DEVICE = "device"
 
 
+#: the ops a replaying worker has (it imports torch and torch-directml, never the model file nor its libraries)
+_REPLAYED_NAMESPACES = frozenset({"aten", "prims"})
+
+
 class Unreplayable(Exception):
     """An argument no worker can rebuild (a generator, a Python object)."""
 
@@ -52,6 +56,11 @@ class SignatureCapture:
 
     def __call__(self, func, args, kwargs, row: int) -> None:
         op = func.name() if hasattr(func, "name") else str(func)
+        namespace = op.partition("::")[0]
+        if namespace not in _REPLAYED_NAMESPACES:  # a custom op the model or a library defined at its import
+            self.unreplayable.setdefault(op, f"an op of {namespace}, which the model or a library it imports "
+                                             "defines: a replaying worker has torch's own ops only")
+            return
         try:
             tensors: list = []
             encoded = ([self._encode(a, tensors) for a in args], {k: self._encode(v, tensors) for k, v in kwargs.items()})

@@ -156,6 +156,11 @@ def _unique_asks(name: str, index: int) -> Callable:
     return check
 
 
+def _two_or_more_dims(args, kwargs) -> bool:
+    self = _self(args, kwargs)
+    return self is not None and self.dim() >= 2
+
+
 def _negative_dim_past_four(args, kwargs) -> bool:
     """A negative dim that reaches past a 4-D layout: the input's dimensions plus the dim's distance from the end
     are 5 or more (-2 of a 3-D input, -1 of a 4-D one)."""
@@ -250,6 +255,12 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
               "unique(..., return_inverse=True) without dim, of any shape and dtype, sorted or not (with dim=d, and "
               "unique_consecutive's inverse, run)", _UNIQUE_INVERSE, HELD_OUT + "; " + _BOUNDARIES,
               _unique_asks("return_inverse", 2)),
+    # after the two rules above: a 2-D+ call asking for counts or the inverse raises their words first (measured)
+    ClassRule(("aten::_unique2", "aten::_unique2.out"), "aborts",
+              "unique(...) without dim of an input of 2 or more dimensions, of any dtype and size (empty too), sorted or "
+              "not (measured: float32, int32, int64 of (1, 1), (0, 3), (8, 7), (2, 3, 4) abort; 0-d and 1-D, and dim=d, "
+              "run)", "Check failed: broadcast_sizes.size() >= sizes.size() (dml_tensor_desc.cc)",
+              "measured on realdml, each call in a fresh process (issue 33, re-probe 10)", _two_or_more_dims, "SIGABRT"),
     ClassRule(SCATTERS + SCATTER_ADDS + ("aten::gather", "aten::gather.out"), "raises",
               "scatter, scatter_add or gather along a negative dim that reaches past a 4-D layout: input dimensions "
               "plus the dim's distance from the end of 5 or more (measured: -2 and -3 of 3-D, each negative dim of "

@@ -16,10 +16,14 @@ state. Each call reaches :meth:`DispatcherTap` 's handler, which runs the op
 again with the key excluded (what a dispatch mode does with its own key), so
 nested calls of a composite kernel reach the backend unseen, as before.
 
-Torch >= 2.5 can register one Python fallback for every op
-(``Library.fallback``). Torch 2.4 (what torch-directml pins) cannot: there
-each op gets its own Python kernel, a fallthrough covers ops defined later,
-and :meth:`DispatcherTap.refresh` adds kernels for them.
+Each op gets its own Python kernel, a fallthrough covers ops defined later, and
+:meth:`DispatcherTap.refresh` adds kernels for them. Torch >= 2.5 could register
+one Python fallback for every op (``Library.fallback``), but torch hands a call
+with a tensor subclass argument (Dynamo's fake tensors in ``torch.compile``) to
+a trampoline that knows ``Library.impl`` kernels only, and asserts for a
+fallback (``func != nullptr``, python_dispatch.cpp): every compiled model
+failed. Calls of such tracing compute nothing on a device and pass the tap
+unrecorded (:func:`_per_op_kernel`).
 """
 from __future__ import annotations
 
@@ -56,13 +60,8 @@ def _overload(name: str):
         return None
 
 
-def python_fallback_supported() -> bool:
-    """Whether this torch registers a Python kernel for every op at once (``Library.fallback``)."""
-    return hasattr(torch.library.Library, "fallback")
-
-
 class PerOpKernels:
-    """Python kernels for every op of a dispatch key, where ``Library.fallback`` is missing.
+    """Python kernels for every op of a dispatch key (``Library.fallback`` asserts for tensor subclasses).
 
     ``make(overload)`` builds the kernel for one op; ``wanted(name)`` says which
     ops get one (all, by default). Ops defined after :meth:`install` (an extension
@@ -127,7 +126,6 @@ class DispatcherTap:
         self.key = tap_key()
         self.keyset = torch._C.DispatchKeySet(self.key)
         self._global = None
-        self._unseen = None
         self._per_op = None
 
     # -- registration --------------------------------------------------------
@@ -137,24 +135,16 @@ class DispatcherTap:
                 raise TapUnavailable("another dmlprof recording is active in this process")
             if torch._C._dispatch_has_backend_fallback(self.key):
                 raise TapUnavailable(f"the {TAP_KEY_NAME} dispatch key is taken in this torch")
-            handler = self.handler
             self._global = torch.library.Library("_", "IMPL")
-            if python_fallback_supported():
-                self._global.fallback(lambda keyset, op, *args, **kwargs: handler(op, args, kwargs),
-                                      TAP_KEY_NAME, with_keyset=True)
-                self._unseen = torch.library.Library("aten", "IMPL")
-                for name in UNSEEN_OPS:
-                    self._unseen.impl(name.partition("::")[2], torch.library.fallthrough_kernel, TAP_KEY_NAME)
-            else:
-                self._global.m.fallback_fallthrough(TAP_KEY_NAME)
-                self._per_op = PerOpKernels(TAP_KEY_NAME, _per_op_kernel(handler),
-                                            wanted=lambda name: name not in UNSEEN_OPS)
-                self._per_op.install()
+            self._global.m.fallback_fallthrough(TAP_KEY_NAME)
+            self._per_op = PerOpKernels(TAP_KEY_NAME, _per_op_kernel(self.handler),
+                                        wanted=lambda name: name not in UNSEEN_OPS)
+            self._per_op.install()
             DispatcherTap._installed = self
         return self
 
     def refresh(self) -> None:
-        """Cover ops defined since install (torch 2.4 only; elsewhere one fallback covers every op)."""
+        """Cover ops defined since install."""
         if self._per_op is not None:
             self._per_op.refresh()
 
@@ -165,10 +155,9 @@ class DispatcherTap:
             if self._per_op is not None:
                 self._per_op.remove()
                 self._per_op = None
-            for library in (self._unseen, self._global):
-                if library is not None:
-                    library._destroy()
-            self._global = self._unseen = None
+            if self._global is not None:
+                self._global._destroy()
+            self._global = None
             DispatcherTap._installed = None
 
     # -- use ---------------------------------------------------------------------
@@ -248,8 +237,30 @@ def call_as_dispatched(func, args, kwargs):
     return out
 
 
+_META, _PYTHON = torch._C.DispatchKey.Meta, torch._C.DispatchKey.Python
+#: Dynamo's frame hook, turned off while the handler runs: inside a compiled call it took the recorder's own
+#: frames for the user's and traced them ("RuntimeError when making fake tensor call")
+_set_eval_frame = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "set_eval_frame", None)
+
+
 def _per_op_kernel(handler):
+    tap = torch._C.DispatchKeySet(tap_key())
+
     def make(overload):
-        return lambda keyset, *args, **kwargs: handler(overload, args, kwargs)
+        def kernel(keyset, *args, **kwargs):
+            if keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack():
+                # tracing (Dynamo's fake tensors, on the meta device or not yet through their own dispatch; a mode on
+                # the stack): it computes nothing on a device, and a subclass's own dispatch makes the calls that do;
+                # on to the kernels below the tap, unrecorded
+                with torch._C._ExcludeDispatchKeyGuard(tap):
+                    return overload(*args, **kwargs)
+            if _set_eval_frame is None:
+                return handler(overload, args, kwargs)
+            hook = _set_eval_frame(None)
+            try:
+                return handler(overload, args, kwargs)
+            finally:
+                _set_eval_frame(hook)
+        return kernel
 
     return make

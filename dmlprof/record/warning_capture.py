@@ -49,6 +49,9 @@ class WarningCapture:
         self._fallback_warned = False  # the process's one fallback warning was given (see _show)
         self._torch_warned: set = set()  # torch's warnings passed on once: its warn-once is per process, not filter
         self._shower = self._show  # one bound method: each ``self._show`` is a new object, never ``is`` the last
+        self._displayer_before = None  # warnings._showwarnmsg, which the capture stands in for while it runs
+        self._filters_seen = None  # the filter list (held: its id is never reused) and contents _passed_on is for
+        self._filters_contents: tuple = ()
 
     def __enter__(self):
         self._warn_always_before = self._users_warn_always = torch.is_warn_always_enabled()
@@ -57,6 +60,12 @@ class WarningCapture:
         warnings.simplefilter("always")
         self._always = warnings.filters[0]
         warnings.showwarning = self._shower
+        # every warning the filters let through reaches warnings._showwarnmsg, whoever receives it next: a
+        # catch_warnings(record=True) block resets showwarning to Python's and appends in _showwarnmsg_impl, so a
+        # showwarning of ours alone let its list take the capture's "always" (3 appended where Python appends 1)
+        self._displayer_before = getattr(warnings, "_showwarnmsg", None)
+        if self._displayer_before is not None:
+            warnings._showwarnmsg = self._display
         torch.set_warn_always(True)
         return self
 
@@ -71,7 +80,6 @@ class WarningCapture:
                 self._users_warn_always = False
                 torch.set_warn_always(True)  # the script's set_warn_always(False): fallbacks would warn once only
             return
-        self._passed_on.clear()  # new filters (a catch_warnings block): Python shows "once" warnings anew
         shown = warnings.showwarning
         if shown is not self._shower:
             self._users_show = None if shown is getattr(warnings, "_showwarning_orig", None) else shown
@@ -85,6 +93,10 @@ class WarningCapture:
             mutated()
         warnings.showwarning = self._shower
         torch.set_warn_always(True)
+
+    def _display(self, message) -> None:
+        """In place of ``warnings._showwarnmsg``: each warning, as a :class:`warnings.WarningMessage`."""
+        self._show(message.message, message.category, message.filename, message.lineno, message.file, message.line)
 
     def _show(self, message, category, filename, lineno, file=None, line=None):
         self.messages.append(str(message))
@@ -114,8 +126,15 @@ class WarningCapture:
         """Give the warning to what the scanned code set to receive warnings, as often as its filter's ``action``
         and torch's warn-once (we turned warn_always on; the script may have it off) would have."""
         display = getattr(warnings, "_showwarnmsg_impl", None)
-        if self._users_show is None and (display is None or display is _PYTHONS_PRINTER):
+        receiver = _receiver(self._shower, self._users_show)
+        if receiver is None and (display is None or display is _PYTHONS_PRINTER):
             return
+        filters = warnings.filters
+        theirs = tuple(item for item in filters if item is not self._always)  # keep_first moving ours is no change
+        if filters is not self._filters_seen or theirs != self._filters_contents:
+            # new filters (a catch_warnings block entered or left, a filter added): Python shows "once" anew
+            self._passed_on.clear()
+            self._filters_seen, self._filters_contents = filters, theirs
         text = str(message)
         if action == "always":
             key = None
@@ -129,18 +148,30 @@ class WarningCapture:
             if key in self._passed_on:
                 return
             self._passed_on.add(key)
-        if self._users_show is not None:
-            self._users_show(message, category, filename, lineno, file, line)
+        if receiver is not None:
+            receiver(message, category, filename, lineno, file, line)
         else:
             display(warnings.WarningMessage(message, category, filename, lineno, file, line))
 
     def __exit__(self, *exc):
         torch.set_warn_always(self._warn_always_before)
+        if self._displayer_before is not None:
+            warnings._showwarnmsg = self._displayer_before
         self._catcher.__exit__(*exc)
         return False
 
     def __len__(self):
         return len(self.messages)
+
+
+def _receiver(ours, displaced):
+    """The ``showwarning`` a warning goes to as Python would send it now (None: ``_showwarnmsg_impl``, Python's
+    printer or a record block's list): the script's that the capture displaced while ours is in place, one the
+    script set since, or none where Python's own is in place (a catch_warnings(record=True) block puts it back)."""
+    shown = warnings.showwarning
+    if shown is ours:
+        return displaced
+    return None if shown is getattr(warnings, "_showwarning_orig", None) else shown
 
 
 def _callers_place(filename: str, lineno: int) -> tuple:

@@ -19,7 +19,7 @@ from dmlprof import interrupts, progress
 from dmlprof.backends import Backend
 from dmlprof.errors import CallRefused, DeviceError, DmlprofError, Interrupted, ModelRaisedError
 from dmlprof.facts import RunFacts, run_facts
-from dmlprof.model_file import describe_exception
+from dmlprof.model_file import describe_exception, printable
 from dmlprof.record.attribution import raised_at
 from dmlprof.record.journal import process_journal
 from dmlprof.record.profiler import PROFILED_CALLS_MAX, ProfilerAlongside
@@ -201,7 +201,8 @@ class Run:
         except DmlprofError:
             raise
         except Exception as exc:
-            raise self._explain(exc, what) from exc
+            said = printable(exc)  # its message is read from here on, down the chain of causes too
+            raise self._explain(said, what) from said
 
     def _explain(self, exc: BaseException, what: str) -> DmlprofError:
         known = self.backend.known_error(exc)
@@ -245,8 +246,8 @@ class Run:
             self.raised = exc
             traceback.clear_frames(exc.__traceback__)  # the script's finished frames hold what filled the memory
         except Exception as exc:
+            self.raised = exc = printable(exc)  # its message is read from here on
             cause = self._explain(exc, where)
-            self.raised = exc
         else:
             if self.backend.first_refusal is None:
                 return

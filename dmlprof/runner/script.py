@@ -5,7 +5,6 @@ phases inferred. A script asking for a device this scan does not have is answere
 """
 from __future__ import annotations
 
-import runpy
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Optional
 
 from dmlprof import progress
 from dmlprof.backends import Backend
-from dmlprof.errors import ModelFileError, ModelRaisedError
+from dmlprof.errors import DmlprofError, ModelFileError, ModelRaisedError
 from dmlprof.meta import DeviceUnused
 from dmlprof.record.forks import forked_child_ends_here
 from dmlprof.record.profiler import ProfilerAlongside
@@ -21,7 +20,8 @@ from dmlprof.record.recorder import Recorder
 from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.runner import user_code
 from dmlprof.runner.run import Recording, Run, StepCalls, remap_hint
-from dmlprof.runner.user_code import HardExit, ProcessReplaced, exit_handlers_run_at_its_end, run_as_main, script_context
+from dmlprof.runner.user_code import (HardExit, ProcessReplaced, exit_handlers_run_at_its_end, run_as_main,
+                                      run_module_as_main, script_context)
 from dmlprof.session import Session
 
 
@@ -45,7 +45,7 @@ class ScriptRun(Run):
                 try:
                     with forked_child_ends_here(exits=(SystemExit, HardExit)):
                         if module:
-                            runpy.run_module(module, run_name="__main__", alter_sys=True)
+                            run_module_as_main(module)
                         else:
                             run_as_main(self.path)
                 except WindowClosed:  # the recorded steps are done: the script is stopped, cleanly
@@ -55,6 +55,11 @@ class ScriptRun(Run):
                     self.facts.note(f"the script called {exc.call} after {recorder.window.taken} optimizer step(s), "
                                     "which would replace its process with one nothing records: dmlprof stopped it "
                                     "there, so what it runs after that is not scanned")
+                except DmlprofError:
+                    raise
+                except Exception as exc:  # the script's own error: its sys.excepthook sees it, as under python
+                    user_code.its_excepthook(exc)
+                    raise
                 except (SystemExit, HardExit) as exc:
                     if isinstance(exc, HardExit):
                         user_code.cut_short = "os._exit"

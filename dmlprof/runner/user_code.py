@@ -188,6 +188,30 @@ def exit_handlers_run_at_its_end():
                 traceback.print_exception(type(error), error, error.__traceback__.tb_next)
 
 
+def its_excepthook(error: BaseException) -> None:
+    """The error the script ended with, given to the ``sys.excepthook`` it set (a crash logger, a notifier), as
+    Python gives it at the end of a program: from the script's own frames, before the exit handlers. Python's own
+    hook (which prints the traceback) is not called: dmlprof's error line says the error."""
+    hook = sys.excepthook
+    if hook is sys.__excepthook__:
+        return
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frames = error.__traceback__
+    while frames is not None and frames.tb_frame.f_code.co_filename.startswith(ours):  # dmlprof's runner
+        frames = frames.tb_next
+    global cut_short
+    try:
+        hook(type(error), error, frames)
+    except HardExit:  # the hook's os._exit (a crash logger's way to end hung threads): no exit handler runs
+        cut_short = "os._exit"
+        raise
+    except Exception as failure:  # as Python says it
+        print("Error in sys.excepthook:", file=sys.stderr)
+        traceback.print_exception(type(failure), failure, failure.__traceback__)
+        print("\nOriginal exception was:", file=sys.stderr)
+        traceback.print_exception(type(error), error, frames)
+
+
 def _join_its_threads(threads_before: set) -> None:
     """Wait for the non-daemon threads the script started, as Python's shutdown does before it runs the exit
     handlers (a handler that writes what a worker thread gathers saw it half done). Only for a script that ended well by
@@ -211,13 +235,17 @@ def run_as_main(path: Path) -> None:
 
     absolute = os.path.abspath(path)
     if not absolute.endswith(".py"):  # a folder or zip with __main__.py, a .pyc: runpy's paths for them
-        runpy.run_path(absolute, run_name="__main__")
+        runpy.run_path(absolute, init_globals=_main_builtins(), run_name="__main__")
         return
     with open(absolute, "rb") as source:  # bytes: compile reads the file's own coding declaration
         # dont_inherit: this module's `from __future__ import annotations` must not reach the script
         code = compile(source.read(), absolute, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=absolute, __cached__=None, __loader__=None, __package__=None, __spec__=None)
+    from importlib.machinery import SourceFileLoader
+
+    # the loader python gives __main__ (its get_source, get_data); runpy gives none
+    main.__dict__.update(__file__=absolute, __cached__=None, __loader__=SourceFileLoader("__main__", absolute),
+                         __package__=None, __spec__=None, **_main_builtins())
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main  # what pickle and multiprocessing look classes up in, as runpy does
     try:
@@ -225,6 +253,21 @@ def run_as_main(path: Path) -> None:
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved
+
+
+def run_module_as_main(module: str) -> None:
+    """Run a module as ``python -m module`` runs it (``script_context`` set argv and sys.path)."""
+    import runpy
+
+    runpy.run_module(module, init_globals=_main_builtins(), run_name="__main__", alter_sys=True)
+
+
+def _main_builtins() -> dict:
+    """``__builtins__`` as ``__main__`` has it: the module. ``exec`` and runpy put the module's dict there, as in an
+    imported module, and a script's ``__builtins__.profile = ...`` (line_profiler's fallback) raised AttributeError."""
+    import builtins
+
+    return {"__builtins__": builtins}
 
 
 #: how the scanned script's run was cut short in this process, if it was: "stopped" (dmlprof ended it after the

@@ -211,8 +211,9 @@ def _raise_caught_abort(backend) -> None:
 
 def _classify(exc: BaseException, backend) -> tuple:
     from dmlprof.backends.errors import explain_device_error, is_out_of_memory
-    from dmlprof.model_file import describe_exception
+    from dmlprof.model_file import describe_exception, printable
 
+    exc = printable(exc)  # the model's own exception class may fail to say itself
     # A model error is wrapped (ModelRaisedError from the original); the cause says more.
     root = exc
     while root.__cause__ is not None and root is not root.__cause__:

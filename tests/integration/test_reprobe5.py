@@ -89,10 +89,6 @@ print("loss", loss.item())
 
 
 @pytest.mark.live
-@pytest.mark.xfail(strict=True, condition=hasattr(__import__("torch").library.Library, "fallback"),
-                   reason="open (reprobe5): on torch >= 2.5 the tap's Library.fallback on the Fake key breaks "
-                          "Dynamo's fake-tensor tracing (func != nullptr INTERNAL ASSERT, python_dispatch.cpp); "
-                          "torch 2.4's per-op kernels do not")
 def test_a_script_that_uses_torch_compile_trains_under_dmlprof_as_without_it(tmp_path):
     # Plain python runs it (rc 0); under dmlprof scan on torch 2.13 it raised InternalTorchDynamoError at the
     # compiled model's first call: exit 3, "the model failed", for a script that trains.

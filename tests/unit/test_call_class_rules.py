@@ -144,6 +144,21 @@ def test_empty_inputs_of_pad_and_layer_norm_and_gather_from_0d_and_unique_with_c
     assert failure("aten::unique_dim", (on_device(2, 2), 0, True, True, False), {}, DEVICE) is None  # dim=: runs
 
 
+def test_unique_of_two_or_more_dimensions_ends_the_process_and_its_flags_still_raise_first():
+    # re-probe 10, measured on realdml: torch.unique of any 2-D+ input (float32, int32, int64; (1, 1), (0, 3), (8, 7),
+    # (2, 3, 4); sorted or not) dies at "broadcast_sizes.size() >= sizes.size()" (SIGABRT); --target dml said device
+    for shape in ((8, 7), (1, 1), (0, 3), (2, 3, 4)):
+        found = failure("aten::_unique2", (on_device(*shape), True, False, False), {}, DEVICE)
+        assert found is not None and found.kind == ABORTS and found.how == "SIGABRT", shape
+    assert failure("aten::_unique2", (on_device(8, 7, dtype=torch.int64), False, False, False), {}, DEVICE).kind == ABORTS
+    for shape in ((), (8,), (56,)):  # measured: run
+        assert failure("aten::_unique2", (on_device(*shape), True, False, False), {}, DEVICE) is None
+    # measured: return_inverse / return_counts of a 2-D input raise their words, before any crash
+    assert failure("aten::_unique2", (on_device(8, 7), True, True, False), {}, DEVICE).kind == RAISES
+    assert failure("aten::_unique2", (on_device(3, 2), True, False, True), {}, DEVICE).kind == RAISES
+    assert failure("aten::unique_dim", (on_device(8, 7), 0, True, False, False), {}, DEVICE) is None  # dim=: runs
+
+
 @pytest.mark.parametrize("op", ["aten::scatter.src", "aten::scatter_add_", "aten::gather"])
 def test_a_negative_dim_past_a_4d_layout_raises_in_scatter_and_gather(op):
     def judged(shape, dim):

@@ -55,6 +55,22 @@ def test_calls_with_one_signature_are_one_row_and_others_are_not(tmp_path):
     assert rows[2]["tensors"][0]["stride"] == [1, 3]  # a transposed view keeps its strides
 
 
+def test_an_op_the_model_defines_is_not_replayed_and_so_never_contradicted(tmp_path):
+    # re-probe 10: a torch.library custom op of the model file's own read "contradicted ... harness_error" and exit 5:
+    # the replaying worker has torch's ops, not the ones the model's import defined
+    library = torch.library.Library("dmlprof_probe10", "DEF")
+    library.define("scale(Tensor x, float k) -> Tensor")
+    library.impl("scale", lambda x, k: x * k, "CompositeExplicitAutograd")
+    try:
+        x = torch.randn(2, 3)
+        capture, _ = _captured([(torch.ops.dmlprof_probe10.scale.default, (x, 2.0), {}),
+                                (torch.ops.aten.mul.Tensor, (x, x), {})], tmp_path)
+    finally:
+        library._destroy()
+    assert [row["op"] for row in capture.rows()] == ["aten::mul.Tensor"]
+    assert "dmlprof_probe10::scale" in capture.unreplayable
+
+
 def test_a_replayed_call_computes_what_the_recorded_call_computed(tmp_path):
     weight = torch.randn(6, 4)
     scores, targets = torch.randn(5, 7).log_softmax(1), torch.tensor([1, -100, 3, 6, 0])

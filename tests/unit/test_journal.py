@@ -247,6 +247,26 @@ def test_a_child_that_could_not_journal_is_not_said_to_have_died_before_its_reco
     assert "before the recording began" in capsys.readouterr().err
 
 
+def test_a_crash_in_the_scripts_own_code_after_its_scan_ended_is_a_crash_and_a_native_exit_handlers_is_not(
+        tmp_path, capsys):
+    """Re-probe 10: a script's own thread that segfaulted after the main thread ended (plain python: rc 139) was
+    'a native library's exit handler; nothing was lost' and exit 0: CI passed a crashing program."""
+    from types import SimpleNamespace
+
+    journal = _journal(tmp_path)
+    journal.end(journal.begin("aten::relu", 0, "forward", "", [("cpu", F32, (2,), 8)]), [], 0, 1, 1, "")
+    journal.finished(0)
+    args = SimpleNamespace(command="scan", quiet=True, junit=None)
+    log = tmp_path / "crash.log"
+    log.write_text(FAULTHANDLER_DUMP.format(user=tmp_path / "train.py"), encoding="utf-8")
+    assert survival.salvage(args, journal.path, log, "SIGSEGV", -11) == survival.CRASHED_EXIT_CODE
+    err = capsys.readouterr().err
+    assert err.startswith("dmlprof: error: ") and "train.py:7" in err and "after its scan ended" in err
+    log.write_text(FAULTHANDLER_DUMP.format(user="/venv/lib/python3.11/site-packages/torch_directml/x.py"))
+    assert survival.salvage(args, journal.path, log, "SIGSEGV", -11) == 0  # no line of the user's: as before
+    assert "nothing was lost" in capsys.readouterr().err
+
+
 def test_a_journal_in_a_nearly_full_folder_starts_small(tmp_path, monkeypatch):
     import errno
 
