@@ -193,7 +193,9 @@ def its_excepthook(error: BaseException) -> None:
     Python gives it at the end of a program: from the script's own frames, before the exit handlers. Python's own
     hook (which prints the traceback) is not called: dmlprof's error line says the error."""
     hook = sys.excepthook
-    if hook is sys.__excepthook__:
+    if hook is sys.__excepthook__ or getattr(hook, "__module__", "").startswith("torch."):
+        # torch's own (torch.distributed's prefixes each line of Python's traceback with the rank) prints the
+        # traceback that dmlprof's error line stands in for: a printer, not the script's handler
         return
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     frames = error.__traceback__

@@ -114,6 +114,27 @@ def test_a_scripts_own_excepthook_gets_the_error_it_ended_with(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_torchs_own_excepthook_prints_no_traceback_beside_dmlprofs_error_line(capsys):
+    # torch.distributed.init_process_group wraps Python's hook to prefix its traceback with "[rank0]: ": a rank's
+    # error then printed the whole traceback above dmlprof's one error line
+    try:
+        raise RuntimeError("Connection reset by peer")
+    except RuntimeError as error:
+        failure = error
+
+    def rank_prefixing_hook(kind, value, tb):
+        sys.stderr.write("[rank0]: Traceback (most recent call last):\n")
+
+    rank_prefixing_hook.__module__ = "torch.distributed.distributed_c10d"  # where torch defines its hook
+    saved = sys.excepthook
+    sys.excepthook = rank_prefixing_hook
+    try:
+        user_code.its_excepthook(failure)
+    finally:
+        sys.excepthook = saved
+    assert capsys.readouterr().err == ""
+
+
 def test_an_excepthook_that_calls_os_exit_ends_the_script_without_its_exit_handlers(monkeypatch):
     # plain python: os._exit in the hook skips the atexit handlers; once dmlprof called the hook, they ran
     import atexit
