@@ -16,7 +16,7 @@ state. Each call reaches :meth:`DispatcherTap` 's handler, which runs the op
 again with the key excluded (what a dispatch mode does with its own key), so
 nested calls of a composite kernel reach the backend unseen, as before.
 
-Each op gets its own Python kernel, a fallthrough covers ops defined later, and
+Each op gets its own Python kernel (registered once a process), a fallthrough covers ops defined later, and
 :meth:`DispatcherTap.refresh` adds kernels for them. Torch >= 2.5 could register
 one Python fallback for every op (``Library.fallback``), but torch hands a call
 with a tensor subclass argument (Dynamo's fake tensors in ``torch.compile``) to
@@ -125,40 +125,25 @@ class DispatcherTap:
         self.handler = handler
         self.key = tap_key()
         self.keyset = torch._C.DispatchKeySet(self.key)
-        self._global = None
-        self._per_op = None
 
     # -- registration --------------------------------------------------------
     def install(self) -> "DispatcherTap":
         with DispatcherTap._lock:
             if DispatcherTap._installed is not None:
                 raise TapUnavailable("another dmlprof recording is active in this process")
-            if torch._C._dispatch_has_backend_fallback(self.key):
-                raise TapUnavailable(f"the {TAP_KEY_NAME} dispatch key is taken in this torch")
-            self._global = torch.library.Library("_", "IMPL")
-            self._global.m.fallback_fallthrough(TAP_KEY_NAME)
-            self._per_op = PerOpKernels(TAP_KEY_NAME, _per_op_kernel(self.handler),
-                                        wanted=lambda name: name not in UNSEEN_OPS)
-            self._per_op.install()
+            _register_process_kernels(self.key)
             DispatcherTap._installed = self
         return self
 
     def refresh(self) -> None:
         """Cover ops defined since install."""
-        if self._per_op is not None:
-            self._per_op.refresh()
+        if _process_kernels is not None:
+            _process_kernels.refresh()
 
     def remove(self) -> None:
         with DispatcherTap._lock:
-            if DispatcherTap._installed is not self:
-                return
-            if self._per_op is not None:
-                self._per_op.remove()
-                self._per_op = None
-            if self._global is not None:
-                self._global._destroy()
-            self._global = None
-            DispatcherTap._installed = None
+            if DispatcherTap._installed is self:
+                DispatcherTap._installed = None
 
     # -- use ---------------------------------------------------------------------
     @contextmanager
@@ -177,6 +162,26 @@ class DispatcherTap:
         """Run ``op`` below the tap: its nested calls are not seen."""
         with torch._C._ExcludeDispatchKeyGuard(self.keyset):
             return call_as_dispatched(op, args, kwargs)
+
+
+# -- the tap's kernels: registered once a process --------------------------------------------------------------
+# Registering a Python kernel for each of torch's ~3,000 ops takes 50-70 ms (torch 2.13), and a process that records
+# many times (the transparency tool records each truth sample anew) paid it each time. The kernels stay registered
+# once made: they are reached only while a recording puts the tap's key in the thread's include set, and with no
+# tap installed they hand each call on to the kernels below, untouched.
+_process_fallthrough = None
+_process_kernels: "PerOpKernels | None" = None
+
+
+def _register_process_kernels(key) -> None:
+    global _process_fallthrough, _process_kernels
+    if _process_kernels is None:
+        if torch._C._dispatch_has_backend_fallback(key):
+            raise TapUnavailable(f"the {TAP_KEY_NAME} dispatch key is taken in this torch")
+        _process_fallthrough = torch.library.Library("_", "IMPL")
+        _process_fallthrough.m.fallback_fallthrough(TAP_KEY_NAME)
+        _process_kernels = PerOpKernels(TAP_KEY_NAME, _per_op_kernel, wanted=lambda name: name not in UNSEEN_OPS)
+    _process_kernels.refresh()
 
 
 # -- running an op from Python as the dispatcher would have -------------------------------------------
@@ -243,24 +248,23 @@ _META, _PYTHON = torch._C.DispatchKey.Meta, torch._C.DispatchKey.Python
 _set_eval_frame = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "set_eval_frame", None)
 
 
-def _per_op_kernel(handler):
+def _per_op_kernel(overload):
+    """The tap's kernel for one op: the installed tap's handler, or (tracing, or no tap installed) the kernels below."""
     tap = torch._C.DispatchKeySet(tap_key())
 
-    def make(overload):
-        def kernel(keyset, *args, **kwargs):
-            if keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack():
-                # tracing (Dynamo's fake tensors, on the meta device or not yet through their own dispatch; a mode on
-                # the stack): it computes nothing on a device, and a subclass's own dispatch makes the calls that do;
-                # on to the kernels below the tap, unrecorded
-                with torch._C._ExcludeDispatchKeyGuard(tap):
-                    return overload(*args, **kwargs)
-            if _set_eval_frame is None:
-                return handler(overload, args, kwargs)
-            hook = _set_eval_frame(None)
-            try:
-                return handler(overload, args, kwargs)
-            finally:
-                _set_eval_frame(hook)
-        return kernel
-
-    return make
+    def kernel(keyset, *args, **kwargs):
+        installed = DispatcherTap._installed
+        if installed is None or keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack():
+            # tracing (Dynamo's fake tensors, on the meta device or not yet through their own dispatch; a mode on
+            # the stack): it computes nothing on a device, and a subclass's own dispatch makes the calls that do;
+            # on to the kernels below the tap, unrecorded
+            with torch._C._ExcludeDispatchKeyGuard(tap):
+                return overload(*args, **kwargs)
+        if _set_eval_frame is None:
+            return installed.handler(overload, args, kwargs)
+        hook = _set_eval_frame(None)
+        try:
+            return installed.handler(overload, args, kwargs)
+        finally:
+            _set_eval_frame(hook)
+    return kernel
