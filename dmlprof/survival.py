@@ -513,7 +513,7 @@ def os_exit_words(args, contents, user_line: str, status: int) -> "tuple[str, in
         step = contents.calls[-1].step if contents.calls else 0
         return f"{f'step {step}' if step else name} called os._exit({code}){at}", 3
     if status == 0:
-        return f"{name} called os._exit({code}){at}: its process ended there", 0
+        return f"{name} ended its process with os._exit({code}){at}", 0
     return f"{name} exited with status {code} (os._exit){at}", 3
 
 

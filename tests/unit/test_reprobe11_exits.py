@@ -66,7 +66,7 @@ def test_a_supervised_childs_os_exit_is_journaled_and_said_as_the_scripts_own_en
         "train.py exited with status 2 (os._exit) at train.py:9", 3)
     contents.os_exit = 0
     assert survival.os_exit_words(args, contents, "train.py:9", 0) == (
-        "train.py called os._exit(0) at train.py:9: its process ended there", 0)
+        "train.py ended its process with os._exit(0) at train.py:9", 0)
     contents.header = '{"meta": {"run_mode": "contract"}}'  # a model file's function has no business ending it
     assert survival.os_exit_words(args, contents, "", 0) == ("train.py called os._exit(0)", 3)
 
