@@ -485,6 +485,9 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     except DmlprofError as err:  # the report could not be shown: the session is on disk, and the error says so
         error_line(f"{message}; {err.one_line()}")
         return code
+    if getattr(args, "gate", None) is not None and code == 0:  # dmlprof check: ended well, still held to its limits
+        _note(message)
+        return _gated(args, session, written)
     if getattr(args, "junit", None) and code != 0:  # dmlprof check: CI still gets its test case, in error
         from dmlprof.output import write_output
         from dmlprof.render.ci import junit_error_xml
@@ -495,6 +498,21 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     else:
         error_line(message, written.note(partial=partial))
     return code
+
+
+def _gated(args, session, written) -> int:
+    """``dmlprof check``'s verdict on a salvaged session (its limits, annotations and --junit), as on a finished
+    run's: a script's ``os._exit(0)`` must not pass a CI gate unchecked. (``args.gate``: the command's own, set by
+    its parser: this layer imports no command.)"""
+    from dmlprof.errors import DmlprofError
+    from dmlprof.output import error_line
+    from dmlprof.report import build_report
+
+    try:
+        return args.gate(args, lambda _: (session, build_report(session), written))
+    except DmlprofError as err:
+        error_line(err.one_line(), getattr(err, "kept", None))
+        return err.exit_code
 
 
 def os_exit_words(args, contents, user_line: str, status: int) -> "tuple[str, int]":

@@ -128,3 +128,26 @@ def test_a_death_after_a_call_of_no_tensor_inputs_is_said_without_an_empty_part(
     call.module = ""
     assert survival.crash_message("SIGKILL", call, "", None) == \
         "the scanned process died of SIGKILL in aten::empty_strided"
+
+
+def test_a_check_of_a_script_that_ended_with_os_exit_0_is_still_held_to_its_limits(tmp_path, monkeypatch, capsys):
+    # the supervisor salvaged its journal and exited 0 without the gate: a fallback passed CI
+    from dmlprof.cli import build_parser
+    from dmlprof.schema import empty_ops_frame
+    from dmlprof.session import Session
+
+    monkeypatch.chdir(tmp_path)
+    meta = {"kind": "live", "model": "train.py", "title_name": "train", "run_mode": "script", "backend": "dml",
+            "device": "privateuseone:0", "device_name": "a test adapter"}
+    journal = Journal(tmp_path / "calls.journal")
+    journal.header(Session(meta=meta, ops=empty_ops_frame()).to_json())
+    device = ("privateuseone", "float32", (4,), 16)
+    journal.end(journal.begin("aten::lerp_.Scalar", 1, "optimizer", "optimizer.AdamW", [device]), [], 0, 5, 1,
+                "train.py:9", fallen=("aten::lerp.Scalar_out",))
+    journal.os_exit(0)
+    journal.close()
+    args, _ = build_parser().parse_known_args(["check", "train.py", "--device", "dml", "--junit", "j.xml"])
+    code = survival.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, 0)
+    err = capsys.readouterr().err
+    assert code == 6 and "ops that fell back 1 (limit 0)" in err, err
+    assert 'failures="1"' in (tmp_path / "j.xml").read_text(encoding="utf-8")
