@@ -53,6 +53,8 @@ JOURNAL_FOLDER_PREFIX = "dmlprof-journal-pid"
 #: a journal folder younger than this is never taken for a dead supervisor's (its lock may not be taken yet)
 _STALE_AFTER_S = 60
 _STALE_FOLDERS_PER_SCAN = 64
+#: this process is a scan's supervised child (:func:`in_child` read the mark, :data:`CHILD_ENV`, and took it away)
+_supervised = False
 #: the crash log's descriptor faulthandler writes to, and the file it is (device, inode)
 _crash_log_fd = None
 _crash_log_identity = None
@@ -77,9 +79,14 @@ def wanted(args) -> bool:
 
 def in_child() -> None:
     """In the scan's child: its journal opened (before the script can start processes that would inherit
-    where it is), and Python's stack to the crash log if the process dies (the user's line)."""
-    if not os.environ.get(CHILD_ENV):
+    where it is), and Python's stack to the crash log if the process dies (the user's line). The mark of a
+    supervised child is taken out of the environment once read: a ``dmlprof scan`` the script starts is not this
+    scan's child, and must supervise its own (it inherited the mark, skipped its supervisor, and lost its
+    recording to its script's crash)."""
+    global _supervised
+    if not os.environ.pop(CHILD_ENV, None):
         return
+    _supervised = True
     from dmlprof.record.journal import process_journal
 
     process_journal()
@@ -134,9 +141,32 @@ def _close_crash_log() -> None:
         pass
 
 
+def os_exit_journaled(code: int) -> bool:
+    """The scanned code called ``os._exit(code)`` in the main thread of the scan's child, which ends there as under
+    plain python (nothing of the script's runs after it: no ``finally``, no handler): the journal says so and the
+    crash log gets Python's stack (the user's line), and the parent finishes the scan from them. False where no
+    parent will (a scan run unsupervised)."""
+    if not _supervised:
+        return False
+    from dmlprof.record.journal import process_journal
+
+    journal = process_journal()
+    if journal is None:
+        return False
+    if _crash_log_fd is not None:
+        import faulthandler
+
+        try:
+            faulthandler.dump_traceback(_crash_log_fd, all_threads=False)
+        except (OSError, ValueError, RuntimeError):
+            pass
+    journal.os_exit(code)
+    return True
+
+
 def child_finished(exit_code: int) -> None:
     """The child ends on its own terms, its report and error line said: its parent has nothing to salvage."""
-    if os.environ.get(CHILD_ENV):
+    if _supervised:
         from dmlprof.record.journal import journal_finished
 
         journal_finished(exit_code)
@@ -425,38 +455,84 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         _note(f"the scanned process died of {how} on its way out, after its scan ended (a native library's exit "
               "handler); nothing was lost")
         return contents.finished
-    running = contents.running[-1] if contents.running else contents.unrecorded
-    message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
+    if contents.os_exit is not None:  # the script's own os._exit in the main thread: not a death
+        message, code = os_exit_words(args, contents, user_line, status)
+        ended = message
+    else:
+        running = contents.running[-1] if contents.running else contents.unrecorded
+        message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
+        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
     if contents.header is None:
-        if _journal_written(journal):
+        if code == 0:  # a script that ended itself before it ran an op: nothing was lost
+            _note(f"{message}, before the recording began; nothing was recorded")
+        elif _journal_written(journal):
             error_line(f"{message}, before the recording began", "nothing was recorded")
         else:  # the child could not journal (a full or read-only temporary folder, or one the script removed)
             error_line(f"{message}; what it recorded is lost: its journal could not be kept in {journal.parent.parent} "
                        "(full, read-only or removed; TMPDIR picks another folder)", "nothing was saved")
-        return _exit_code(how, status)
+        return code
     from dmlprof.errors import DmlprofError
     from dmlprof.output import print_report, write_outputs
     from dmlprof.report import build_report
 
-    session = session_from_journal(contents, message, how, user_line)
+    # a script that ended itself with os._exit(0) succeeded: its session is whole (as a sys.exit(0)'s is)
+    partial = not (contents.os_exit is not None and code == 0)
+    session = session_from_journal(contents, message, ended, user_line, partial=partial)
     try:
         written = write_outputs(session, args)
         if not getattr(args, "quiet", False) and args.command == "scan":
             print_report(build_report(session), args)
     except DmlprofError as err:  # the report could not be shown: the session is on disk, and the error says so
         error_line(f"{message}; {err.one_line()}")
-        return _exit_code(how, status)
-    if getattr(args, "junit", None):  # dmlprof check: CI still gets its test case, in error
+        return code
+    if getattr(args, "gate", None) is not None and code == 0:  # dmlprof check: ended well, still held to its limits
+        _note(message)
+        return _gated(args, session, written)
+    if getattr(args, "junit", None) and code != 0:  # dmlprof check: CI still gets its test case, in error
         from dmlprof.output import write_output
         from dmlprof.render.ci import junit_error_xml
 
         write_output(written, args.junit, lambda: junit_error_xml(args.model, message), "JUnit XML")
-    code = _exit_code(how, status)
     if code == 0:
-        _note(f"{message}; {written.note(partial=True)}")
+        _note(f"{message}; {written.note(partial=partial)}")
     else:
-        error_line(message, written.note(partial=True))
+        error_line(message, written.note(partial=partial))
     return code
+
+
+def _gated(args, session, written) -> int:
+    """``dmlprof check``'s verdict on a salvaged session (its limits, annotations and --junit), as on a finished
+    run's: a script's ``os._exit(0)`` must not pass a CI gate unchecked. (``args.gate``: the command's own, set by
+    its parser: this layer imports no command.)"""
+    from dmlprof.errors import DmlprofError
+    from dmlprof.output import error_line
+    from dmlprof.report import build_report
+
+    try:
+        return args.gate(args, lambda _: (session, build_report(session), written))
+    except DmlprofError as err:
+        error_line(err.one_line(), getattr(err, "kept", None))
+        return err.exit_code
+
+
+def os_exit_words(args, contents, user_line: str, status: int) -> "tuple[str, int]":
+    """What a child that ended with the scanned code's own ``os._exit`` (journaled) is said to have done, and the
+    scan's exit code (docs/exit_codes.md): a script's status 0 succeeded (0), any other failed (3); a model file's
+    function has no business ending the process (3)."""
+    import json
+
+    code, at = contents.os_exit, f" at {user_line}" if user_line else ""
+    name = Path(str(getattr(args, "model", "") or "the script")).name
+    try:
+        contract = json.loads(contents.header)["meta"].get("run_mode") == "contract"
+    except (TypeError, ValueError, KeyError, AttributeError):  # no header: it ended before the recording began
+        contract = False
+    if contract:
+        step = contents.calls[-1].step if contents.calls else 0
+        return f"{f'step {step}' if step else name} called os._exit({code}){at}", 3
+    if status == 0:
+        return f"{name} ended its process with os._exit({code}){at}", 0
+    return f"{name} exited with status {code} (os._exit){at}", 3
 
 
 def _journal_written(journal: Path) -> bool:
@@ -481,15 +557,22 @@ def crash_message(how: str, running, user_line: str, last=None) -> str:
     text = (f"the scanned process died of {how}" if how != ABRUPT else
             "the scanned process ended abruptly (os._exit() outside the main thread, or abort())")
     if running is not None:
-        where = [part for part in (f"at {user_line}" if user_line else "",
-                                   f"in {running.module}" if running.module else "") if part]
-        text += f" in {running.op} ({_call_words(running)}" + ("; " + ", ".join(where) if where else "") + ")"
+        where = ", ".join(part for part in (f"at {user_line}" if user_line else "",
+                                            f"in {running.module}" if running.module else "") if part)
+        text += f" in {running.op}" + _in_brackets(_call_words(running), where)
     elif user_line:
         text += f" at {user_line}, between op calls (native code the script called)"
     elif last is not None:
-        text += (f" between op calls, after its last recorded call {last.op} ({_call_words(last)}"
-                 + (f"; in {last.module}" if last.module else "") + ")")
+        text += (f" between op calls, after its last recorded call {last.op}"
+                 + _in_brackets(_call_words(last), f"in {last.module}" if last.module else ""))
     return text
+
+
+def _in_brackets(*parts: str) -> str:
+    """`` (float32 [4]; in fc)`` of the parts that say something: a call of no tensor inputs (``aten::empty_strided``)
+    has no dtypes nor shapes, and read "(; in OptimizedModule)"."""
+    said = "; ".join(part for part in parts if part)
+    return f" ({said})" if said else ""
 
 
 def _call_words(call) -> str:
@@ -525,9 +608,10 @@ def _relative(path: str) -> str:
         return path
 
 
-def session_from_journal(contents, message: str, how: str, user_line: str):
+def session_from_journal(contents, message: str, ended: str, user_line: str, partial: bool = True):
     """The partial session of a journal: its header's facts, each call that returned, and the call the process
-    died in (its last row, the failed call)."""
+    died in (its last row, the failed call). ``ended``: how its process ended ("the scanned process died of
+    SIGSEGV"); ``partial``: False for a script that ended itself well (``os._exit(0)``)."""
     import json
 
     from dmlprof.meta import DeviceFailure
@@ -546,18 +630,19 @@ def session_from_journal(contents, message: str, how: str, user_line: str):
         rows.append(_row(running, len(evidence), len(evidence), source=user_line))
     backend = _JournaledBackend((header.meta.device.device or "cpu").split(":")[0])
     ops = rows_to_frame(rows, evidence, backend)
-    changes = dict(partial=True, partial_reason=message,
+    changes = dict(partial=partial, partial_reason=message if partial else None,
                    notes=tuple(header.meta.notes) + (
-                       f"the scanned process died of {how}: this session holds the calls written down before it "
+                       f"{ended}: this session holds the calls written down before it "
                        "(no step times nor profiler events: they are kept only when a run ends)",))
     if running is not None:
         changes.update(failed_op=running.op, failed_source=user_line or None, failed_module=running.module or None)
         on_device = any(m[0] == backend.device_type for m in running.inputs)
+        died = ended.replace("the scanned process", "the process", 1)
         if on_device and backend.is_accelerator():
             changes["device_failure"] = DeviceFailure(
-                op=running.op, kind="aborts", message=f"the process died of {how}",
+                op=running.op, kind="aborts", message=died,
                 dtypes=",".join(sorted({m[1] for m in running.inputs})), source=user_line,
-                explanation=f"the process died of {how} in this call on the device (a native crash in the backend)",
+                explanation=f"{died} in this call on the device (a native crash in the backend)",
                 remedy="move this call to the CPU (or change its arguments), then scan again", observed=True,
                 ended_process=True)
     return Session(meta=header.meta.updated(**changes), ops=ops)

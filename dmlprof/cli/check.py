@@ -66,7 +66,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--out", default="reports", help="folder for the saved session (default reports/)")
     parser.add_argument("--json", metavar="FILE", help="also write the JSON report (- for standard output)")
     add_progress_flag(parser)
-    parser.set_defaults(handler=run, html=None, tb=None, quiet=True, sync=True,
+    # gate: the verdict the supervisor gives a session it salvaged (a script's os._exit(0)), as run() gives a scan's
+    parser.set_defaults(handler=run, gate=gate, html=None, tb=None, quiet=True, sync=True,
                         profiler=True, replace=False, verify=False)
 
 
@@ -79,19 +80,19 @@ def run(args) -> int:
 
     resolve_model(args)
     inspect_model_file(args.model)  # a missing file or a syntax error is said before torch is imported
-    if args.max_fallback_share is None and args.max_fallback_ops is None:
-        args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
     check_paths(args, inputs=[args.model])
     _refuse_a_gate_that_cannot_fail(args)
     from dmlprof.cli.scan import prepare_confirm
 
     prepare_confirm(args)
     with interrupts.stopping():  # to the end: a signal after the session is saved ends with its line and status
-        return _gate(args, scan_and_save)
+        return gate(args, scan_and_save)
 
 
-def _gate(args, scan_and_save) -> int:
+def gate(args, scan_and_save) -> int:
     """Scan, then hold the report to the limits (the check's verdict, annotations and --junit)."""
+    if args.max_fallback_share is None and args.max_fallback_ops is None:
+        args.max_fallback_ops = 0  # a gate with no limit would pass anything: by default, nothing may fall back
     import os
     import sys
 

@@ -63,7 +63,7 @@ _BEGIN = struct.Struct("<c3xIq")  # B, the fixed part's number, the step
 _END = struct.Struct("<c3xIqqq")  # E, the fixed part's number, the begin's slot, start, elapsed
 _STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the string's number, up to 24 bytes of it
 _NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
-_WORD = struct.Struct("<c3xIq")  # F and its exit code; D and u alone
+_WORD = struct.Struct("<c3xIq")  # F and X with an exit code; D and u alone
 _SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
 _STRING_PIECE = 24
 assert _SLOT_LAYOUT.size == _SLOT == _END.size == _STRING.size
@@ -324,6 +324,12 @@ class Journal:
         """A script's warm-up ended: the rows so far are not the recording's."""
         self._put(_WORD, b"D", 0, 0)
 
+    def os_exit(self, code: int) -> None:
+        """The scanned code called ``os._exit(code)`` in the main thread: the process ends at once, as under plain
+        python, and the parent finishes the scan from the journal, naming the call (not a death, not abrupt)."""
+        with self._lock:
+            self._put(_WORD, b"X", 0, int(code))
+
     def finished(self, exit_code: int) -> None:
         """The child said its last word (its report, or its error line): nothing is left to salvage."""
         with self._lock:
@@ -457,6 +463,8 @@ class JournalContents:
     #: the exit code the child chose, once it had said its last word (it may die after that: a native library's
     #: exit handlers)
     finished: Optional[int] = None
+    #: the code of the ``os._exit`` the scanned code ended its process with (:meth:`Journal.os_exit`), if it did
+    os_exit: Optional[int] = None
 
 
 def last_word(path) -> "tuple[bool, Optional[int]]":
@@ -555,3 +563,5 @@ class _Reading:
             contents.calls.clear()
         elif kind == b"F":
             contents.finished = first
+        elif kind == b"X":
+            contents.os_exit = first

@@ -20,7 +20,7 @@ from dmlprof.record.recorder import Recorder
 from dmlprof.record.window import StepWindow, WindowClosed
 from dmlprof.runner import user_code
 from dmlprof.runner.run import Recording, Run, StepCalls, remap_hint
-from dmlprof.runner.user_code import (HardExit, ProcessReplaced, exit_handlers_run_at_its_end, run_as_main,
+from dmlprof.runner.user_code import (ProcessReplaced, exit_handlers_run_at_its_end, run_as_main,
                                       run_module_as_main, script_context)
 from dmlprof.session import Session
 
@@ -43,7 +43,7 @@ class ScriptRun(Run):
             with script_context(self.path, script_args, module), self._script_devices(remap_from), \
                     exit_handlers_run_at_its_end():
                 try:
-                    with forked_child_ends_here(exits=(SystemExit, HardExit)):
+                    with forked_child_ends_here(exits=(SystemExit,)):
                         if module:
                             run_module_as_main(module)
                         else:
@@ -60,12 +60,11 @@ class ScriptRun(Run):
                 except Exception as exc:  # the script's own error: its sys.excepthook sees it, as under python
                     user_code.its_excepthook(exc)
                     raise
-                except (SystemExit, HardExit) as exc:
-                    if isinstance(exc, HardExit):
-                        user_code.cut_short = "os._exit"
-                    if exc.code not in (None, 0):
-                        raise ModelRaisedError(f"{self.path.name} exited with status {exc.code}"
-                                               + (" (os._exit)" if isinstance(exc, HardExit) else "")) from None
+                except SystemExit as exc:
+                    status = user_code.exit_status(exc.code)
+                    if status != 0:  # as the process's status says it: sys.exit(256) is 0, sys.exit(True) 1
+                        said = "" if isinstance(exc.code, int) else f": {exc.code}"  # a message, as Python prints it
+                        raise ModelRaisedError(f"{self.path.name} exited with status {status}{said}") from None
 
         def finish():
             with self._processing():

@@ -18,13 +18,7 @@ from typing import Optional
 
 
 class HardExit(BaseException):
-    """``os._exit(code)`` called by the model or script while dmlprof ran it.
-
-    ``os._exit`` ends the process on the spot (no ``finally``, no atexit), so
-    the recording would be lost; during a scan it raises this instead (in the
-    scanning process's main thread only: forked children and other threads
-    still exit for real), and the scan ends as if the code had returned there.
-    """
+    """The scanned code asked to replace dmlprof's process (:class:`ProcessReplaced`), raised in its place."""
 
     def __init__(self, code: int):
         super().__init__(f"os._exit({code})")
@@ -42,17 +36,32 @@ class ProcessReplaced(HardExit):
         self.call = call
 
 
+def exit_status(code) -> int:
+    """The exit status ``sys.exit(code)`` gives a process under plain python: ``None`` 0, a number (``True`` too: an
+    int) that number as the system keeps it (POSIX: its low 8 bits, so 256 is 0 and -1 is 255; Windows: 32
+    bits), anything else (a message, which Python prints) 1."""
+    if code is None:
+        return 0
+    if not isinstance(code, int):
+        return 1
+    return code & 0xFF if os.name == "posix" else code & 0xFFFFFFFF
+
+
 def exit_call(exc: BaseException) -> str:
-    """``sys.exit(2)`` / ``os._exit(0)`` / ``os.execv(...)``: how the user's code asked to end the process."""
+    """``sys.exit(2)`` / ``os.execv(...)``: how the user's code asked to end the process."""
     if isinstance(exc, ProcessReplaced):
         return exc.call
-    if isinstance(exc, HardExit):
-        return f"os._exit({exc.code})"
     return f"sys.exit({exc.code!r})" if exc.code is not None else "sys.exit()"
 
 
 @contextmanager
 def hard_exit_trapped():
+    """``os._exit`` in the scanned main thread ends the process there, as it does under plain python: an exception
+    raised in its place ran the script's ``finally`` blocks and ``with`` exits, and a catch-all (or a ``__del__``,
+    whose errors Python ignores) let the script run on past its own end. What it recorded is not lost: the scan's
+    supervised child journals the call and its line first, and the supervisor finishes the scan from the journal
+    (:func:`dmlprof.survival.os_exit_journaled`); a scan run unsupervised says that it ends. ``os.exec*`` raises
+    :class:`ProcessReplaced` instead (forked children and other threads exec, and exit, for real)."""
     real_exit, pid = os._exit, os.getpid()
     # os.execl/execlp/execvp... call these two by their module names: trapping them traps every os.exec*
     real_execs = {name: getattr(os, name) for name in ("execv", "execve") if hasattr(os, name)}
@@ -61,9 +70,12 @@ def hard_exit_trapped():
         return os.getpid() == pid and threading.current_thread() is threading.main_thread()
 
     def trapped(code):
-        if not ours():
-            real_exit(code)
-        raise HardExit(code)
+        if ours() and isinstance(code, int):  # (anything else: os._exit's own TypeError)
+            from dmlprof import survival
+
+            if not survival.os_exit_journaled(code):
+                _say_the_scan_ends(code)
+        real_exit(code)
 
     def exec_trapped(name):
         def replace_process(path, *args):
@@ -81,6 +93,17 @@ def hard_exit_trapped():
         os._exit = real_exit
         for name, real in real_execs.items():
             setattr(os, name, real)
+
+
+def _say_the_scan_ends(code) -> None:
+    """One line where nothing will finish the scan after the script's ``os._exit`` (no supervisor): the process
+    ends as the script asked, and the report and session with it."""
+    try:
+        os.write(2, (f"dmlprof: note: the scanned code called os._exit({code}): the process ends there, as under "
+                     "plain python; this scan ran unsupervised (DMLPROF_NO_SUPERVISOR, a job's rank, the Python "
+                     "API), so nothing it recorded is saved\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 @contextmanager
@@ -172,20 +195,29 @@ def exit_handlers_run_at_its_end():
         raise
     finally:
         atexit.register, atexit.unregister = real_register, real_unregister
-        if cut_short == "os._exit":  # the script's own os._exit: Python runs no exit handler
-            handlers.clear()
-        elif cut_short is None and ended_by is None and handlers:  # its last line or sys.exit(0)
+        if cut_short is None and ended_by is None and handlers:  # its last line or sys.exit(0)
             _join_its_threads(threads_before)
         while handlers:
             func, args, kwargs = handlers.pop()
             try:
                 func(*args, **kwargs)
-            except (Exception, SystemExit) as error:  # os._exit (HardExit) and interruptions end the run, as Python's
+            except BaseException as error:
+                if not isinstance(error, (Exception, SystemExit, KeyboardInterrupt)) or _a_stop(error):
+                    raise  # dmlprof's own (SIGTERM, SIGHUP: plain python dies of them; the step window, a refusal)
+                # Python ignores the rest, a KeyboardInterrupt too (the handler's own raise, or Ctrl-C then): it is
+                # printed and the next handler runs (taken for Ctrl-C, it ended a finished run "interrupted", 130)
                 print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
                 # as Python prints it: from the handler's own frame, without the script's end (a sys.exit(5) became
                 # dmlprof's error) as "During handling of the above exception"
                 error.__suppress_context__ = True
                 traceback.print_exception(type(error), error, error.__traceback__.tb_next)
+
+
+def _a_stop(error: BaseException) -> bool:
+    """SIGTERM or SIGHUP, raised as a KeyboardInterrupt by dmlprof's handler (:class:`dmlprof.interrupts.Stopped`)."""
+    from dmlprof.interrupts import Stopped
+
+    return isinstance(error, Stopped)
 
 
 def its_excepthook(error: BaseException) -> None:
@@ -201,12 +233,8 @@ def its_excepthook(error: BaseException) -> None:
     frames = error.__traceback__
     while frames is not None and frames.tb_frame.f_code.co_filename.startswith(ours):  # dmlprof's runner
         frames = frames.tb_next
-    global cut_short
     try:
-        hook(type(error), error, frames)
-    except HardExit:  # the hook's os._exit (a crash logger's way to end hung threads): no exit handler runs
-        cut_short = "os._exit"
-        raise
+        hook(type(error), error, frames)  # its os._exit (a crash logger's way to end hung threads) ends the process
     except Exception as failure:  # as Python says it
         print("Error in sys.excepthook:", file=sys.stderr)
         traceback.print_exception(type(failure), failure, failure.__traceback__)
@@ -273,34 +301,32 @@ def _main_builtins() -> dict:
 
 
 #: how the scanned script's run was cut short in this process, if it was: "stopped" (dmlprof ended it after the
-#: recorded steps, or at os.execv) or "os._exit" (the script's own call, turned into HardExit); None otherwise
+#: recorded steps, or at os.execv, or a signal or the device's refusal did); None otherwise
 cut_short: Optional[str] = None
 
 
 def exit_process(code: int) -> None:
     """End dmlprof's process as the scanned script's own end would have ended it.
 
-    Python's shutdown waits for every non-daemon thread, then runs the atexit handlers. A script that called
-    ``os._exit`` skips both under plain python (often just so: a thread of its own that never ends); a script
-    dmlprof stopped after the recorded steps never reached the code that ends its threads (a heartbeat's
-    ``stop.set(); thread.join()``): waiting for them hung the scan forever after its report. In both cases the
-    process ends without waiting for them: after the atexit handlers (the script's end would have run them) for a
-    stopped script, and after flushing what the script wrote to files it never closed (shutdown would have).
+    Python's shutdown waits for every non-daemon thread, then runs the atexit handlers. A script dmlprof stopped
+    after the recorded steps never reached the code that ends its threads (a heartbeat's ``stop.set();
+    thread.join()``): waiting for them hung the scan forever after its report. The process then ends without
+    waiting for them, after the atexit handlers (the script's end would have run them) and after flushing what the
+    script wrote to files it never closed (shutdown would have). (A script's own ``os._exit`` ends the process
+    where it is called: :func:`hard_exit_trapped`.)
     """
-    if cut_short is None or (cut_short == "stopped" and not any(
-            thread.is_alive() and not thread.daemon for thread in threading.enumerate()
-            if thread is not threading.main_thread())):
+    if cut_short is None or not any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+                                    if thread is not threading.main_thread()):
         sys.exit(code)  # the ordinary shutdown: nothing of the script's can keep it waiting
-    if cut_short == "stopped":
-        # what shutdown runs before it waits for threads (3.9+): a ThreadPoolExecutor's, which lets its workers
-        # finish what was submitted (a checkpoint being saved) and joins them
-        for callback in reversed(list(getattr(threading, "_threading_atexits", ()))):
-            try:
-                callback()
-            except Exception:  # shutdown would print it and go on
-                pass
-        atexit._run_exitfuncs()
-        _flush_open_files()
+    # what shutdown runs before it waits for threads (3.9+): a ThreadPoolExecutor's, which lets its workers
+    # finish what was submitted (a checkpoint being saved) and joins them
+    for callback in reversed(list(getattr(threading, "_threading_atexits", ()))):
+        try:
+            callback()
+        except Exception:  # shutdown would print it and go on
+            pass
+    atexit._run_exitfuncs()
+    _flush_open_files()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -95,7 +95,7 @@ def test_the_partial_session_of_a_dead_child_holds_every_returned_call_and_names
     contents = read_journal(journal.path)
     message = survival.crash_message("SIGSEGV", contents.running[-1], "net.py:12")
     assert message == "the scanned process died of SIGSEGV in aten::flip (float32 [16, 4]; at net.py:12, in body)"
-    session = survival.session_from_journal(contents, message, "SIGSEGV", "net.py:12")
+    session = survival.session_from_journal(contents, message, "the scanned process died of SIGSEGV", "net.py:12")
     ops = session.ops
     assert list(ops["op"]) == ["aten::addmm", "aten::lerp_.Scalar", "aten::flip"]
     assert list(ops["verdict"]) == ["device", "fallback", "device"]
@@ -115,7 +115,7 @@ def test_a_crash_between_op_calls_is_the_users_line_and_no_call_is_blamed(tmp_pa
     contents = read_journal(journal.path)
     message = survival.crash_message("SIGSEGV", None, "train.py:30")
     assert message == "the scanned process died of SIGSEGV at train.py:30, between op calls (native code the script called)"
-    session = survival.session_from_journal(contents, message, "SIGSEGV", "train.py:30")
+    session = survival.session_from_journal(contents, message, "the scanned process died of SIGSEGV", "train.py:30")
     assert session.meta.failed_op is None and session.meta.device_failure is None
 
 

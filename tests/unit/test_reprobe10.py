@@ -137,23 +137,6 @@ def test_torchs_own_excepthook_prints_no_traceback_beside_dmlprofs_error_line(ca
     assert capsys.readouterr().err == ""
 
 
-def test_an_excepthook_that_calls_os_exit_ends_the_script_without_its_exit_handlers(monkeypatch):
-    # plain python: os._exit in the hook skips the atexit handlers; once dmlprof called the hook, they ran
-    import atexit
-
-    monkeypatch.setattr(user_code, "cut_short", None)
-    ran = []
-    monkeypatch.setattr(sys, "excepthook", lambda *error: os._exit(9))
-    with pytest.raises(user_code.HardExit):
-        with user_code.hard_exit_trapped(), user_code.exit_handlers_run_at_its_end():
-            atexit.register(ran.append, "handler")
-            try:
-                raise ValueError("boom")
-            except ValueError as error:
-                user_code.its_excepthook(error)
-    assert ran == [] and user_code.cut_short == "os._exit"
-
-
 class _Unprintable(Exception):
     """A script's exception whose message cannot be made (its __str__ and __repr__ raise)."""
 
