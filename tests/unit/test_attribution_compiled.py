@@ -161,3 +161,26 @@ def _nodes(root):
         found.append(node)
         pending.extend(n for n, _ in node.next_functions)
     return found
+
+
+@pytest.mark.skipif("__call__" not in torch._dynamo.eval_frame.OptimizedModule.__dict__,
+                    reason="this torch does not warn at a compiled module's call for global hooks (torch 2.4)")
+def test_the_programs_own_global_hooks_warning_is_placed_at_its_line_as_without_dmlprof():
+    # with global hooks of the program's own, torch warns at the compiled module's call (stacklevel 2): under dmlprof
+    # the frame there is dmlprof's wrapper of that call, which the warning capture must look past to the caller
+    import dmlprof
+
+    torch._dynamo.reset()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, inputs, output: None)
+    try:
+        compiled = torch.compile(torch.nn.Linear(4, 2), backend="eager")
+        with dmlprof.profile("cpu", profiler=False):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.ones(1).add(1)  # a recorded call: the capture goes back in front of the program's receiver
+                compiled(torch.ones(3, 4)); line = sys._getframe().f_lineno
+    finally:
+        handle.remove()
+        torch._dynamo.reset()
+    places = {(w.filename, w.lineno) for w in caught if "global hooks" in str(w.message)}
+    assert places == {(__file__, line)}
