@@ -57,8 +57,28 @@ class _DeviceArguments(TorchFunctionMode):
 
 def _properties(backend):
     reading = backend.memory()
+    # gcnArchName: what torch._inductor's cache key reads for the device's name on a torch built without CUDA
     return types.SimpleNamespace(name=backend.device_name(), total_memory=reading.total_bytes or 0,
-                                 major=0, minor=0, multi_processor_count=1)
+                                 major=0, minor=0, multi_processor_count=1, gcnArchName=backend.device_name())
+
+
+def _random_state(device: torch.device):
+    """(get, set) of the random state ``device``'s random calls draw from: its own module's where torch has one
+    (``torch.xpu``, ``torch.mps``), else the CPU's default generator (the CPU's, the emulated DirectML device's,
+    and torch-directml's: its ``manual_seed_all`` seeds that generator)."""
+    module = getattr(torch, device.type, None)
+    if device.type != "cpu" and hasattr(module, "get_rng_state") and hasattr(module, "set_rng_state"):
+        read, write = module.get_rng_state, module.set_rng_state  # taken now: the answers replace module functions
+    else:
+        read, write = torch.get_rng_state, torch.set_rng_state
+
+    def get_rng_state(device=None):
+        return read()
+
+    def set_rng_state(state, device=None):
+        write(state)
+
+    return get_rng_state, set_rng_state
 
 
 def _module_answers(source: str, backend) -> dict:
@@ -69,11 +89,16 @@ def _module_answers(source: str, backend) -> dict:
     def peak(device=None):
         return backend.memory().peak_bytes or 0
 
+    get_rng_state, set_rng_state = _random_state(backend.device())
     common = {
         "synchronize": lambda device=None: backend.synchronize(),
         "empty_cache": lambda: None,
         "manual_seed": lambda seed: None,  # torch.manual_seed seeds every device already
         "manual_seed_all": lambda seed: None,
+        # a saved random state, restored (a checkpoint's; Dynamo saves and restores it around each frame it
+        # compiles, once the source device is said to be there): the scanned device's
+        "get_rng_state": get_rng_state,
+        "set_rng_state": set_rng_state,
     }
     if source == "cuda":
         answers = {
@@ -96,6 +121,8 @@ def _module_answers(source: str, backend) -> dict:
             "reset_peak_memory_stats": lambda device=None: backend.reset_peak_memory(),
             "reset_max_memory_allocated": lambda device=None: backend.reset_peak_memory(),
             "mem_get_info": lambda device=None: (0, backend.memory().total_bytes or 0),
+            "get_rng_state_all": lambda: [get_rng_state()],  # one device, as device_count() answers
+            "set_rng_state_all": lambda states: set_rng_state(states[0]),
             **common,
         }
         return {(torch.cuda, name): fn for name, fn in answers.items()}

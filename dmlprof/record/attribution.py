@@ -1,7 +1,8 @@
 """Who asked for an op: the module path and the user's source line.
 
 Forward ops are attributed through global module hooks (a stack of module
-names). Backward ops run outside any module, so while the forward pass runs we
+names); a compiled module's call is one call of the module compiled, the hooks
+withdrawn while it runs (:mod:`dmlprof.record.compiled_calls`). Backward ops run outside any module, so while the forward pass runs we
 tag every autograd node created inside a module with that module's name (and
 the user line that called it); in backward, the engine's current node tells us
 which forward module the op belongs to.
@@ -12,10 +13,13 @@ import os
 import sys
 import sysconfig
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 import torch
+
+from dmlprof.record.compiled_calls import CompiledCalls
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
 _DMLPROF_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
@@ -165,6 +169,9 @@ class ModuleTracker:
         self.handed_up: list = []
         self.node_owner: dict = {}  # autograd sequence number -> (module, source)
         self._handles: list = []
+        #: how many compiled modules' calls have the hooks out now (record/compiled_calls.py)
+        self._withdrawn = 0
+        self._compiled_calls: Optional[CompiledCalls] = None
 
     # -- naming ------------------------------------------------------------
     def name_tree(self, root: torch.nn.Module, root_name: Optional[str] = None) -> None:
@@ -197,6 +204,20 @@ class ModuleTracker:
 
     # -- hooks -------------------------------------------------------------
     def install(self) -> None:
+        self._register_hooks()
+        self._compiled_calls = CompiledCalls(self)
+        self._compiled_calls.install()
+
+    def remove(self) -> None:
+        if self._compiled_calls is not None:
+            self._compiled_calls.remove()
+            self._compiled_calls = None
+        self._remove_hooks()
+        self.stack.clear()
+        self.started.clear()
+        self.handed_up.clear()
+
+    def _register_hooks(self) -> None:
         hooks = torch.nn.modules.module
         self._handles = [
             hooks.register_module_forward_pre_hook(self._enter),
@@ -205,26 +226,58 @@ class ModuleTracker:
             hooks.register_module_forward_hook(self._leave, always_call=True),
         ]
 
-    def remove(self) -> None:
+    def _remove_hooks(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        self.stack.clear()
-        self.started.clear()
-        self.handed_up.clear()
 
+    @property
+    def hooks_withdrawn(self) -> bool:
+        return self._withdrawn > 0
+
+    @contextmanager
+    def withdrawn(self):
+        """The global hooks taken out while a compiled module runs (record/compiled_calls.py says why)."""
+        self._withdrawn += 1
+        if self._withdrawn == 1:
+            self._remove_hooks()
+        try:
+            yield
+        finally:
+            self._withdrawn -= 1
+            if self._withdrawn == 0 and self._compiled_calls is not None:  # not where remove() came in between
+                self._register_hooks()
+
+    def enter(self, module) -> None:
+        """``module``'s forward begins (a hook's work, for a call no hook sees: a compiled module's)."""
+        self._push(module)
+
+    def leave(self, output) -> None:
+        """The forward entered last ended with ``output`` (None where it raised)."""
+        self._pop(output)
+
+    # Dynamo traces these where a module call is compiled (a compiled function calling a module, module.compile()):
+    # there they do nothing (is_compiling() is a constant to Dynamo), so the graphs are those compiled without them
     def _enter(self, module, inputs):
+        if not torch.compiler.is_compiling():
+            self._push(module)
+
+    def _leave(self, module, inputs, output):
+        if not torch.compiler.is_compiling():
+            self._pop(output)
+
+    def _push(self, module) -> None:
         if not self.stack and self.on_root_forward is not None:
             self.on_root_forward()
         if torch.is_grad_enabled():
-            source = user_source_line(2)
+            source = user_source_line(3)
         else:
             source = ""
         self.stack.append((self._name_of(module), source))
         self.started.append(_next_sequence_nr())
         self.handed_up.append([])
 
-    def _leave(self, module, inputs, output):
+    def _pop(self, output) -> None:
         if not self.stack:
             return
         name, source = self.stack.pop()

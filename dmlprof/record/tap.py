@@ -248,16 +248,25 @@ _META, _PYTHON = torch._C.DispatchKey.Meta, torch._C.DispatchKey.Python
 _set_eval_frame = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "set_eval_frame", None)
 
 
+def _makes_meta(kwargs) -> bool:
+    """Whether a call's ``device`` argument is the meta device (the dispatcher hands it over as a torch.device)."""
+    device = kwargs.get("device")
+    return device is not None and getattr(device, "type", None) == "meta"
+
+
 def _per_op_kernel(overload):
     """The tap's kernel for one op: the installed tap's handler, or (tracing, or no tap installed) the kernels below."""
     tap = torch._C.DispatchKeySet(tap_key())
 
     def kernel(keyset, *args, **kwargs):
         installed = DispatcherTap._installed
-        if installed is None or keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack():
+        if (installed is None or keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack()
+                or (kwargs and _makes_meta(kwargs))):
             # tracing (Dynamo's fake tensors, on the meta device or not yet through their own dispatch; a mode on
-            # the stack): it computes nothing on a device, and a subclass's own dispatch makes the calls that do;
-            # on to the kernels below the tap, unrecorded
+            # the stack), or a meta tensor made (a shape probe under torch.device("meta"): a factory call or a
+            # copy to "meta" carries the device in its arguments, not yet in its keyset): it computes nothing on
+            # a device, and a subclass's own dispatch makes the calls that do; on to the kernels below the tap,
+            # unrecorded
             with torch._C._ExcludeDispatchKeyGuard(tap):
                 return overload(*args, **kwargs)
         if _set_eval_frame is None:

@@ -178,8 +178,13 @@ def _callers_place(filename: str, lineno: int) -> tuple:
     """Where the warning is placed without dmlprof: torch turns a kernel's warning into Python's at the innermost
     Python frame, which under the recorder is the recorder's own line (it re-runs the call), not the line that
     called torch. The first frame outside dmlprof and the warnings module is that line (its filters, its "default"
-    once-per-line and what a ``catch_warnings(record=True)`` reads see the place they see plainly)."""
-    frame = sys._getframe(1)
+    once-per-line and what a ``catch_warnings(record=True)`` reads see the place they see plainly). A warning placed
+    by its ``stacklevel`` at a frame of dmlprof's that stands between the caller and torch (the wrapper of a compiled
+    module's call, record/compiled_calls.py) is the caller's: the walk starts at that frame where it is on the stack."""
+    frame = placed = sys._getframe(1)
+    while placed is not None and not (placed.f_lineno == lineno and placed.f_code.co_filename == filename):
+        placed = placed.f_back
+    frame = placed or frame
     while frame is not None:
         code = frame.f_code.co_filename
         if not code.startswith(_OURS) and frame.f_globals.get("__name__") not in _WARNINGS_MODULES:

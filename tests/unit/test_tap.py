@@ -208,3 +208,27 @@ def test_a_submodule_whose_forward_raises_and_is_caught_is_left_behind():
     with dmlprof.profile("cpu", profiler=False) as run:
         model(x)
     assert run.session.ops[["op", "module"]].values.tolist() == [["aten::mul.Tensor", "Parent"]]
+
+
+def test_calls_that_make_meta_tensors_pass_unrecorded_as_calls_on_meta_tensors_do():
+    # re-probe 11, case 29: a shape probe under torch.device("meta") (or to("meta")) computes nothing on any device,
+    # as a call on meta tensors does (unrecorded), but its factory calls were recorded as calls "on CPU tensors"
+    seen = []
+
+    def handler(op, args, kwargs):
+        seen.append(str(op))
+        return tap.call(op, args, kwargs)
+
+    tap = DispatcherTap(handler).install()
+    try:
+        with tap.enabled():
+            with torch.device("meta"):
+                probe = torch.nn.Linear(4, 3)
+                shape = probe(torch.empty(2, 4)).shape
+            moved = torch.ones(2).to("meta")
+            made = torch.zeros(2, device="meta")
+            on_cpu = torch.zeros(2)
+    finally:
+        tap.remove()
+    assert shape == (2, 3) and moved.is_meta and made.is_meta and not on_cpu.is_meta
+    assert [name for name in seen if "ones" not in name] == ["aten.zeros.default"], seen  # the CPU's zeros alone
