@@ -295,7 +295,10 @@ class ModuleTracker:
         # module's forward began was made outside it (a functional op in the parent's own forward, whose
         # output this module took in): it is the parent's, tagged when the parent's forward ends, and so
         # are its ancestors (numbered earlier still, on this thread).
-        pending = [t.grad_fn for t in _iter_tensors(output) if t.grad_fn is not None] + list(reached)
+        # read below a tensor subclass's __torch_function__: the program's subclass must not see dmlprof's reads (a
+        # strict one refused them, a counting one counted them)
+        with torch._C.DisableTorchFunctionSubclass():
+            pending = [t.grad_fn for t in _iter_tensors(output)] + list(reached)
         owners = self.node_owner
         older = []
         while pending:
