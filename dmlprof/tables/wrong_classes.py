@@ -134,6 +134,24 @@ def _copy_off_the_device_to_another_dtype(call: Call) -> bool:
         dtype is not None and source is not None and dtype != source
 
 
+def _write_into_offset_view_under_autograd(call: Call) -> bool:
+    return (call.arguments or {}).get("autograd_records") is True
+
+
+#: the in-place writes a script makes into a slice (``h[:, 4:] = 0`` is ``slice`` then ``fill_``; ``= t``
+#: ``copy_``; ``*= 3`` ``mul_``): the ops whose calls the written-view class is judged for
+IN_PLACE_WRITES = tuple(f"aten::{name}" for name in (
+    "copy_", "fill_.Scalar", "fill_.Tensor", "zero_", "add_.Tensor", "add_.Scalar", "sub_.Tensor", "sub_.Scalar",
+    "mul_.Tensor", "mul_.Scalar", "div_.Tensor", "div_.Scalar", "masked_fill_.Scalar", "masked_fill_.Tensor",
+    "index_put_", "clamp_", "clamp_min_", "clamp_max_", "relu_", "neg_", "exp_", "sigmoid_", "tanh_", "addcmul_",
+    "addcdiv_", "lerp_.Scalar", "lerp_.Tensor", "pow_.Scalar", "index_fill_.int_Scalar", "scatter_.src",
+    "scatter_.value", "scatter_add_"))
+
+#: what to write instead, each measured on realdml to give the CPU's gradient (tests/realdml)
+WRITTEN_VIEW_FIX = ("build the tensor out of place instead of writing into the slice: "
+                    "h = torch.cat([h[:, :4], torch.zeros_like(h[:, 4:])], 1), h = h.masked_fill(mask, 0) or "
+                    "h = h * keep (a 0/1 mask); each gives the CPU's gradient on realdml")
+
 _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
@@ -171,6 +189,14 @@ CLASSES: Tuple[WrongClass, ...] = (
                "the CPU tensor has the device tensor's dtype, not the one asked for",
                fix="convert, then copy (x.to(torch.int32).cpu()), or copy, then convert (x.cpu().to(torch.int32)): "
                    "both right on realdml"),
+    WrongClass(IN_PLACE_WRITES, "an in-place write into a view that starts past its base's start (h[:, 4:] = 0, "
+               "z[1] = 0, x[1:].mul_(2)) while autograd records it",
+               "the view reports storage_offset() 0 on DirectML, so autograd's CopySlices puts the written slice's "
+               "gradient at the base's start: z = x * 1; z[1] = 0 gives x.grad [0, 1], the CPU [1, 0]; the forward "
+               "values are right", REALDML + " (issue 33: re-probe 12, case 41)",
+               _write_into_offset_view_under_autograd,
+               "the gradients flowing back through the written tensor are wrong: the model trains on them",
+               fix=WRITTEN_VIEW_FIX),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,
