@@ -288,8 +288,10 @@ def classes_of_op(op: str) -> list:
 
 
 def ops_with_classes() -> frozenset:
-    """Ops some class covers (the recorder points at their calls by the user's line)."""
-    return frozenset(op for c in CLASSES for op in c.ops)
+    """Ops some class covers (the recorder points at their calls by the user's line). The in-place writes are
+    left out: they are in their class only by the arguments the recorder keeps, and it points at those calls
+    by them (an in-place ReLU of every block need not look up its line)."""
+    return frozenset(op for c in CLASSES for op in c.ops if c.match is not _write_into_offset_view_under_autograd)
 
 
 def dtypes_of(text: str) -> Tuple[str, ...]:
