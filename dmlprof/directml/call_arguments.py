@@ -3,8 +3,9 @@
 The op frame keeps a call's dtypes and input shapes; some classes of wrong results also need an argument
 (max pooling's ``ceil_mode``) or a value (whether an ``nll_loss`` target holds ``ignore_index``). For the
 few ops with such a class, the recorder keeps them as JSON in the frame's ``arguments`` column
-(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. Everything else
-records nothing here (a set lookup).
+(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. The in-place writes
+keep something only inside their class (a write into a view past its base's start while autograd records it).
+Everything else records nothing here (a set lookup).
 """
 from __future__ import annotations
 

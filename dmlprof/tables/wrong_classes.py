@@ -7,7 +7,8 @@ the recording kept them, its scalar arguments) against them. Three sources of cl
 
 - classes measured on real torch-directml outside dmlprof (:data:`CLASSES`): integer operands with a
   broadcast input, ``nll_loss`` over more than 100 classes ignoring ``ignore_index=-100``, the bool mask
-  multiply of ``amax``'s backward;
+  multiply of ``amax``'s backward, an in-place write into a view past its base's start while autograd records
+  it (views report offset 0 there: the written slice's gradient is misplaced);
 - the table entry's own ``wrong_class`` (what the generator measured the wrong samples to share; the
   field's form is :func:`entry_class_matches`'s);
 - corrections of the shipped table's entries whose wrong samples were not wrong in anything a program
