@@ -59,6 +59,9 @@ class WrongClass:
     #: every gradient upstream of the call is lost: the report leads with it, as training is broken
     zeroes_gradients: bool = False
     confirmed_by: str = ""
+    #: the call's own values are wrong, so replaying it alone shows it (scan --confirm); False where what goes
+    #: wrong is later, in autograd's use of the call (the written-view class: the backward's CopySlices)
+    wrong_in_replay: bool = True
 
 
 def parse_shapes(text: str) -> Tuple[Tuple[int, ...], ...]:
@@ -197,7 +200,7 @@ CLASSES: Tuple[WrongClass, ...] = (
                "values are right", REALDML + " (issue 33: re-probe 12, case 41)",
                _write_into_offset_view_under_autograd,
                "the gradients flowing back through the written tensor are wrong: the model trains on them",
-               fix=WRITTEN_VIEW_FIX),
+               fix=WRITTEN_VIEW_FIX, wrong_in_replay=False),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,
