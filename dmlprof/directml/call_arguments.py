@@ -3,8 +3,9 @@
 The op frame keeps a call's dtypes and input shapes; some classes of wrong results also need an argument
 (max pooling's ``ceil_mode``) or a value (whether an ``nll_loss`` target holds ``ignore_index``). For the
 few ops with such a class, the recorder keeps them as JSON in the frame's ``arguments`` column
-(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. Everything else
-records nothing here (a set lookup).
+(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. The in-place writes
+keep something only inside their class (a write into a view past its base's start while autograd records it).
+Everything else records nothing here (a set lookup).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Callable, Optional
 
 import torch
 
+from dmlprof.tables.wrong_classes import IN_PLACE_WRITES
 
 _enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 
@@ -78,6 +80,24 @@ def _copy_between_devices(args, kwargs, _read) -> dict:
             "dtype": _name(dtype) if isinstance(dtype, torch.dtype) else None}
 
 
+def _written_view_under_autograd(args, kwargs, _read) -> dict:
+    """An in-place write (``h[:, 4:] = 0`` is ``slice`` then ``fill_``) into a view that starts past its base's
+    start, while autograd records it: grad mode on and the view or a written value requiring grad. Real
+    torch-directml reports ``storage_offset()`` 0 for every view, and autograd's CopySlices rebuilds the written
+    slice from that offset in the backward, so the slice's gradient lands at the base's start (realdml). Judged on
+    the recording devices, whose views keep the CPU's offsets; empty (nothing kept) outside the class."""
+    written = args[0] if args else kwargs.get("self")
+    if not isinstance(written, torch.Tensor) or not torch.is_grad_enabled() or not written._is_view():
+        return {}
+    base = written._base
+    if base is None or written.storage_offset() == base.storage_offset():
+        return {}
+    values = list(args) + list(kwargs.values())
+    if not any(isinstance(v, torch.Tensor) and v.requires_grad for v in values):
+        return {}
+    return {"view_offset": written.storage_offset() - base.storage_offset(), "autograd_records": True}
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -93,6 +113,7 @@ ARGUMENTS = {
     "aten::addmm": _scaled_product,
     "aten::baddbmm": _scaled_product,
     "aten::_to_copy": _copy_between_devices,
+    **{op: _written_view_under_autograd for op in IN_PLACE_WRITES},
 }
 
 
@@ -105,7 +126,8 @@ def call_arguments(name: str, args, kwargs, read: Callable = read_device_values)
     if _enable_record_function is not None:  # dmlprof's own reads: not the program's calls in any profiler
         _enable_record_function(False)
     try:
-        return json.dumps(judge(args, kwargs, read), sort_keys=True)
+        found = judge(args, kwargs, read)
+        return json.dumps(found, sort_keys=True) if found else ""
     except (TypeError, ValueError, RuntimeError, IndexError):
         return ""
     finally:

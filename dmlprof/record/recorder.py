@@ -152,9 +152,10 @@ class _Calls:
         warned_after = len(evidence)
 
         out_meta = _tensor_meta(outputs)
-        if (collective is not None or warned_after != warned_before or failed is not None
+        if (collective is not None or warned_after != warned_before or failed is not None or arguments
                 or rec.wants_source(func, inputs, out_meta)):
-            # The user's own line matters most where a call leaves the device, or fails.
+            # The user's own line matters most where a call leaves the device, or fails, or has arguments a
+            # wrong-result class is keyed by (an in-place write is in one only by them: not every one is looked up).
             source = user_source_line(2) or source
         thread = _thread_id()
         rec.rows.append(

@@ -7,7 +7,8 @@ the recording kept them, its scalar arguments) against them. Three sources of cl
 
 - classes measured on real torch-directml outside dmlprof (:data:`CLASSES`): integer operands with a
   broadcast input, ``nll_loss`` over more than 100 classes ignoring ``ignore_index=-100``, the bool mask
-  multiply of ``amax``'s backward;
+  multiply of ``amax``'s backward, an in-place write into a view past its base's start while autograd records
+  it (views report offset 0 there: the written slice's gradient is misplaced);
 - the table entry's own ``wrong_class`` (what the generator measured the wrong samples to share; the
   field's form is :func:`entry_class_matches`'s);
 - corrections of the shipped table's entries whose wrong samples were not wrong in anything a program
@@ -58,6 +59,9 @@ class WrongClass:
     #: every gradient upstream of the call is lost: the report leads with it, as training is broken
     zeroes_gradients: bool = False
     confirmed_by: str = ""
+    #: the call's own values are wrong, so replaying it alone shows it (scan --confirm); False where what goes
+    #: wrong is later, in autograd's use of the call (the written-view class: the backward's CopySlices)
+    wrong_in_replay: bool = True
 
 
 def parse_shapes(text: str) -> Tuple[Tuple[int, ...], ...]:
@@ -134,6 +138,24 @@ def _copy_off_the_device_to_another_dtype(call: Call) -> bool:
         dtype is not None and source is not None and dtype != source
 
 
+def _write_into_offset_view_under_autograd(call: Call) -> bool:
+    return (call.arguments or {}).get("autograd_records") is True
+
+
+#: the in-place writes a script makes into a slice (``h[:, 4:] = 0`` is ``slice`` then ``fill_``; ``= t``
+#: ``copy_``; ``*= 3`` ``mul_``): the ops whose calls the written-view class is judged for
+IN_PLACE_WRITES = tuple(f"aten::{name}" for name in (
+    "copy_", "fill_.Scalar", "fill_.Tensor", "zero_", "add_.Tensor", "add_.Scalar", "sub_.Tensor", "sub_.Scalar",
+    "mul_.Tensor", "mul_.Scalar", "div_.Tensor", "div_.Scalar", "masked_fill_.Scalar", "masked_fill_.Tensor",
+    "index_put_", "clamp_", "clamp_min_", "clamp_max_", "relu_", "neg_", "exp_", "sigmoid_", "tanh_", "addcmul_",
+    "addcdiv_", "lerp_.Scalar", "lerp_.Tensor", "pow_.Scalar", "index_fill_.int_Scalar", "scatter_.src",
+    "scatter_.value", "scatter_add_"))
+
+#: what to write instead, each measured on realdml to give the CPU's gradient (tests/realdml)
+WRITTEN_VIEW_FIX = ("build the tensor out of place instead of writing into the slice: "
+                    "h = torch.cat([h[:, :4], torch.zeros_like(h[:, 4:])], 1), h = h.masked_fill(mask, 0) or "
+                    "h = h * keep (a 0/1 mask); each gives the CPU's gradient on realdml")
+
 _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
@@ -171,6 +193,14 @@ CLASSES: Tuple[WrongClass, ...] = (
                "the CPU tensor has the device tensor's dtype, not the one asked for",
                fix="convert, then copy (x.to(torch.int32).cpu()), or copy, then convert (x.cpu().to(torch.int32)): "
                    "both right on realdml"),
+    WrongClass(IN_PLACE_WRITES, "an in-place write into a view that starts past its base's start (h[:, 4:] = 0, "
+               "z[1] = 0, x[1:].mul_(2)) while autograd records it",
+               "the view reports storage_offset() 0 on DirectML, so autograd's CopySlices puts the written slice's "
+               "gradient at the base's start: z = x * 1; z[1] = 0 gives x.grad [0, 1], the CPU [1, 0]; the forward "
+               "values are right", REALDML + " (issue 33: re-probe 12, case 41)",
+               _write_into_offset_view_under_autograd,
+               "the gradients flowing back through the written tensor are wrong: the model trains on them",
+               fix=WRITTEN_VIEW_FIX, wrong_in_replay=False),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,
@@ -262,8 +292,10 @@ def classes_of_op(op: str) -> list:
 
 
 def ops_with_classes() -> frozenset:
-    """Ops some class covers (the recorder points at their calls by the user's line)."""
-    return frozenset(op for c in CLASSES for op in c.ops)
+    """Ops some class covers (the recorder points at their calls by the user's line). The in-place writes are
+    left out: they are in their class only by the arguments the recorder keeps, and it points at those calls
+    by them (an in-place ReLU of every block need not look up its line)."""
+    return frozenset(op for c in CLASSES for op in c.ops if c.match is not _write_into_offset_view_under_autograd)
 
 
 def dtypes_of(text: str) -> Tuple[str, ...]:
