@@ -78,6 +78,29 @@ def _copy_between_devices(args, kwargs, _read) -> dict:
             "dtype": _name(dtype) if isinstance(dtype, torch.dtype) else None}
 
 
+def _targets_repeat(index: torch.Tensor, dim: int) -> bool:
+    """Whether two elements of a scatter's ``index`` write the same element of its output: equal values in one
+    line of ``index`` along ``dim`` (its other coordinates are the output's)."""
+    if index.dim() == 0 or index.numel() < 2:
+        return False
+    dim = dim % index.dim()
+    length = index.shape[dim]
+    if length < 2:
+        return False
+    ordered = index.sort(dim=dim).values
+    return bool((ordered.narrow(dim, 1, length - 1) == ordered.narrow(dim, 0, length - 1)).any())
+
+
+def _scatter_accumulating(args, kwargs, read) -> dict:
+    """scatter_add's (and scatter's with ``reduce=``) index: whether targets repeat (a read of the index, a sync;
+    nothing recorded where its values cannot be read)."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    index = read(args[2] if len(args) > 2 else kwargs.get("index"))
+    if not isinstance(dim, int) or index is None:
+        return {}
+    return {"targets_repeat": _targets_repeat(index, dim)}
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -93,6 +116,8 @@ ARGUMENTS = {
     "aten::addmm": _scaled_product,
     "aten::baddbmm": _scaled_product,
     "aten::_to_copy": _copy_between_devices,
+    **dict.fromkeys(("aten::scatter_add", "aten::scatter_add_", "aten::scatter_add.out", "aten::scatter.reduce",
+                     "aten::scatter_.reduce", "aten::scatter.reduce_out"), _scatter_accumulating),
 }
 
 

@@ -134,6 +134,28 @@ def _copy_off_the_device_to_another_dtype(call: Call) -> bool:
         dtype is not None and source is not None and dtype != source
 
 
+def _scatter_with_repeated_targets(call: Call) -> bool:
+    return (call.arguments or {}).get("targets_repeat") is True
+
+
+def _scatter_with_unread_targets(call: Call) -> bool:
+    """Recorded as a scatter_add whose index could not be read (beyond the prediction's values budget)."""
+    return call.arguments is not None and "targets_repeat" not in call.arguments
+
+
+#: scatter_add's forms and scatter's with reduce= ('add', 'multiply'): one write per target survives
+SCATTER_ACCUMULATING_OPS = ("aten::scatter_add", "aten::scatter_add_", "aten::scatter_add.out", "aten::scatter.reduce",
+                            "aten::scatter_.reduce", "aten::scatter.reduce_out")
+_SCATTER_REASON = ("one write per target is kept where several elements of the index name it: scatter_add of 6 "
+                   "values into 6 with repeated targets max error 9.9 (float32; float16, int32, int64 alike), "
+                   "scatter(reduce='multiply') 51.6; unique targets exact; scatter_reduce('sum'/'amax'), index_add "
+                   "and index_put(accumulate=True) exact with the same repeated targets")
+_SCATTER_CONSEQUENCE = ("sums (message passing, histograms, segment sums) and the gradient of gather with repeated "
+                        "indices are wrong")
+_SCATTER_FIX = ("use index_add (a 1-D index along the dim) or scatter_reduce(..., 'sum'): both exact on realdml "
+                "with repeated targets")
+_SCATTER_EVIDENCE = REALDML + " (re-probe 12, case 25; unconfirmed on real hardware)"
+
 _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
@@ -171,6 +193,13 @@ CLASSES: Tuple[WrongClass, ...] = (
                "the CPU tensor has the device tensor's dtype, not the one asked for",
                fix="convert, then copy (x.to(torch.int32).cpu()), or copy, then convert (x.cpu().to(torch.int32)): "
                    "both right on realdml"),
+    WrongClass(SCATTER_ACCUMULATING_OPS, "scatter_add (or scatter with reduce=) whose index repeats a target",
+               _SCATTER_REASON, _SCATTER_EVIDENCE, _scatter_with_repeated_targets, _SCATTER_CONSEQUENCE,
+               fix=_SCATTER_FIX),
+    WrongClass(SCATTER_ACCUMULATING_OPS, "scatter_add (or scatter with reduce=) whose index values were not read: "
+               "wrong wherever its index repeats a target",
+               _SCATTER_REASON, _SCATTER_EVIDENCE, _scatter_with_unread_targets, _SCATTER_CONSEQUENCE,
+               fix=_SCATTER_FIX),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,

@@ -148,3 +148,37 @@ def test_a_copy_off_the_device_is_flagged_only_where_it_also_converts():
     assert not judged(on_device, device=torch.device("cpu"))  # no conversion asked
     assert not judged(on_device, dtype=torch.int32)  # a conversion on the device
     assert not judged(torch.empty(4, 3), dtype=torch.int32, device=torch.device("meta"))  # onto the device
+
+
+def test_scatter_add_and_scatter_with_reduce_are_flagged_where_the_index_repeats_a_target_only():
+    """Re-probe 12 case 25: real torch-directml keeps one write per repeated target; unique targets are exact."""
+    import torch
+
+    def judged(op, self, dim, index, *rest):
+        arguments = json.loads(call_arguments(op, (self, dim, index, torch.ones(index.shape), *rest), {}))
+        return [c.klass for c in classes_for(Call(op, ("float32", "int64"), (tuple(self.shape),), "forward",
+                                                  arguments))]
+
+    repeated, unique = torch.tensor([0, 1, 1, 2]), torch.tensor([3, 1, 0, 2])
+    assert judged("aten::scatter_add", torch.zeros(4), 0, repeated) == \
+        ["scatter_add (or scatter with reduce=) whose index repeats a target"]
+    assert judged("aten::scatter_add", torch.zeros(4), 0, unique) == []
+    assert judged("aten::scatter_add_", torch.zeros(4), -1, repeated)
+    assert judged("aten::scatter.reduce", torch.zeros(4), 0, repeated, "multiply")
+    # 2-D: a target is repeated only within one line along dim (the rows' equal columns are other targets)
+    rows_alike = torch.tensor([[0, 1], [0, 1]])
+    assert judged("aten::scatter_add", torch.zeros(2, 2), 1, rows_alike) == []
+    assert judged("aten::scatter_add", torch.zeros(2, 2), 0, rows_alike)
+    assert judged("aten::scatter_add", torch.zeros(4), 0, torch.tensor([2])) == []
+    # an index whose values cannot be read is said as such; a session recorded before the class is not flagged
+    unread = Call("aten::scatter_add", ("float32", "int64"), ((4,),), "forward", {})
+    assert [c.klass for c in classes_for(unread)] == [
+        "scatter_add (or scatter with reduce=) whose index values were not read: wrong wherever its index repeats "
+        "a target"]
+    assert classes_for(Call("aten::scatter_add", ("float32", "int64"), ((4,),), "forward", None)) == []
+    assert json.loads(call_arguments("aten::scatter_add", (torch.zeros(4), 0, torch.empty(2, dtype=torch.int64,
+                                                                                          device="meta"),
+                                                          torch.ones(2)), {})) == {}
+    # the ops measured exact with the same repeated targets are not in the class
+    assert call_arguments("aten::index_add", (torch.zeros(4), 0, repeated, torch.ones(4)), {}) == ""
+    assert call_arguments("aten::scatter_reduce.two", (torch.zeros(4), 0, repeated, torch.ones(4), "sum"), {}) == ""
