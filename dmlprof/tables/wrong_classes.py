@@ -156,6 +156,29 @@ _SCATTER_FIX = ("use index_add (a 1-D index along the dim) or scatter_reduce(...
                 "with repeated targets")
 _SCATTER_EVIDENCE = REALDML + " (re-probe 12, case 25; unconfirmed on real hardware)"
 
+def _per_channel_prelu(call: Call, input_at: int, dims: Tuple[int, ...]) -> bool:
+    """A PReLU kernel call whose input (``input_at``) has one of ``dims`` dimensions and whose weight (the next
+    shape) has more than one element (nn.PReLU(C))."""
+    if len(call.shapes) <= input_at + 1:
+        return False
+    weight = call.shapes[input_at + 1]
+    elements = 1
+    for size in weight:
+        elements *= size
+    return len(call.shapes[input_at]) in dims and elements > 1
+
+
+def _per_channel_prelu_of_3d(call: Call) -> bool:
+    return _per_channel_prelu(call, 0, (3,))
+
+
+def _per_channel_prelu_backward(call: Call) -> bool:
+    return _per_channel_prelu(call, 1, (2, 3, 4))
+
+
+_PRELU_EVIDENCE = REALDML + " (re-probe 12, case 23)"
+_PRELU_FIX = "use nn.PReLU() (one weight), or compute the PReLU on the CPU and move the result to the device"
+
 _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
@@ -200,6 +223,14 @@ CLASSES: Tuple[WrongClass, ...] = (
                "wrong wherever its index repeats a target",
                _SCATTER_REASON, _SCATTER_EVIDENCE, _scatter_with_unread_targets, _SCATTER_CONSEQUENCE,
                fix=_SCATTER_FIX),
+    WrongClass(("aten::_prelu_kernel",), "a per-channel PReLU (nn.PReLU(C)) of a 3-D input (N, C, L)",
+               "values differ: (4, 4, 4) max error 0.36, (1, 4, 5) 0.56 (a batch other than 1 or C raises; 2-D is "
+               "exact; 4-D and 5-D end the process)", _PRELU_EVIDENCE, _per_channel_prelu_of_3d,
+               "the activation's output is wrong", fix=_PRELU_FIX),
+    WrongClass(("aten::_prelu_kernel_backward",), "the backward of a per-channel PReLU (nn.PReLU(C)) of a 2-D to "
+               "4-D input", "the input's gradient differs: (4, 4) max error 0.51, (4, 4, 4) 0.40, (2, 4, 3, 3) 0.32; "
+               "the weight's gradient is right", _PRELU_EVIDENCE, _per_channel_prelu_backward,
+               "every gradient flowing back through the PReLU is wrong", fix=_PRELU_FIX),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,

@@ -182,3 +182,15 @@ def test_scatter_add_and_scatter_with_reduce_are_flagged_where_the_index_repeats
     # the ops measured exact with the same repeated targets are not in the class
     assert call_arguments("aten::index_add", (torch.zeros(4), 0, repeated, torch.ones(4)), {}) == ""
     assert call_arguments("aten::scatter_reduce.two", (torch.zeros(4), 0, repeated, torch.ones(4), "sum"), {}) == ""
+
+
+def test_a_per_channel_prelu_is_flagged_for_a_3d_forward_and_a_2d_to_4d_backward_one_weight_is_not():
+    def flagged(op, *shapes):
+        return bool(classes_for(Call(op, ("float32",), shapes, "forward", None)))
+
+    assert flagged("aten::_prelu_kernel", (4, 4, 4), (4, 1))
+    assert not flagged("aten::_prelu_kernel", (3, 4), (4,))  # measured exact
+    assert not flagged("aten::_prelu_kernel", (4, 4, 4), (1,))
+    assert flagged("aten::_prelu_kernel_backward", (4, 4), (4, 4), (4,))
+    assert flagged("aten::_prelu_kernel_backward", (2, 4, 3, 3), (2, 4, 3, 3), (4, 1, 1))
+    assert not flagged("aten::_prelu_kernel_backward", (2, 4, 3, 3), (2, 4, 3, 3), (1,))
