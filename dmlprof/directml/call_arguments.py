@@ -78,6 +78,10 @@ def _copy_between_devices(args, kwargs, _read) -> dict:
             "dtype": _name(dtype) if isinstance(dtype, torch.dtype) else None}
 
 
+#: index elements beyond which a scatter's index is not read (a sort of them would cost the run seconds)
+SCATTER_INDEX_MAX_READ = 1 << 24
+
+
 def _targets_repeat(index: torch.Tensor, dim: int) -> bool:
     """Whether two elements of a scatter's ``index`` write the same element of its output: equal values in one
     line of ``index`` along ``dim`` (its other coordinates are the output's)."""
@@ -95,10 +99,18 @@ def _scatter_accumulating(args, kwargs, read) -> dict:
     """scatter_add's (and scatter's with ``reduce=``) index: whether targets repeat (a read of the index, a sync;
     nothing recorded where its values cannot be read)."""
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
-    index = read(args[2] if len(args) > 2 else kwargs.get("index"))
-    if not isinstance(dim, int) or index is None:
+    index = args[2] if len(args) > 2 else kwargs.get("index")
+    if not isinstance(dim, int) or not isinstance(index, torch.Tensor):
         return {}
-    return {"targets_repeat": _targets_repeat(index, dim)}
+    if index.dim():
+        dim = dim % index.dim()
+        for other in range(index.dim()):  # an expanded index (message passing's) repeats its lines: read one
+            if other != dim and index.stride(other) == 0 and index.shape[other] > 1:
+                index = index.narrow(other, 0, 1)
+    if index.numel() > SCATTER_INDEX_MAX_READ:
+        return {}
+    index = read(index)
+    return {} if index is None else {"targets_repeat": _targets_repeat(index, dim)}
 
 
 def _name(dtype: torch.dtype) -> str:

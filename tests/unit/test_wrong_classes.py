@@ -194,3 +194,18 @@ def test_a_per_channel_prelu_is_flagged_for_a_3d_forward_and_a_2d_to_4d_backward
     assert flagged("aten::_prelu_kernel_backward", (4, 4), (4, 4), (4,))
     assert flagged("aten::_prelu_kernel_backward", (2, 4, 3, 3), (2, 4, 3, 3), (4, 1, 1))
     assert not flagged("aten::_prelu_kernel_backward", (2, 4, 3, 3), (2, 4, 3, 3), (1,))
+
+
+def test_an_expanded_scatter_index_is_read_one_line_at_a_time():
+    import torch
+
+    edges = torch.tensor([0, 2, 2, 1]).unsqueeze(1).expand(-1, 1 << 13)  # (4, 8192), stride 0 along dim 1
+    read = []
+
+    def reader(tensor):
+        read.append(tuple(tensor.shape))
+        return tensor
+
+    found = json.loads(call_arguments("aten::scatter_add", (torch.zeros(3, 1 << 13), 0, edges, torch.ones(4, 1 << 13)),
+                                      {}, reader))
+    assert found == {"targets_repeat": True} and read == [(4, 1)]
