@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import torch
 
-from dmlprof.tables.wrong_classes import IN_PLACE_WRITES
+from dmlprof.tables.wrong_classes import IN_PLACE_WRITES, SCATTER_ACCUMULATING_OPS
 
 _enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 
@@ -97,6 +97,48 @@ def _written_view_under_autograd(args, kwargs, _read) -> dict:
         return {}
     return {"view_offset": written.storage_offset() - base.storage_offset(), "autograd_records": True}
 
+#: index elements beyond which a scatter's index is not read (a sort of them would cost the run seconds)
+SCATTER_INDEX_MAX_READ = 1 << 24
+
+
+def _targets_repeat(index: torch.Tensor, dim: int) -> bool:
+    """Whether two elements of a scatter's ``index`` write the same element of its output: equal values in one
+    line of ``index`` along ``dim`` (its other coordinates are the output's)."""
+    if index.dim() == 0 or index.numel() < 2:
+        return False
+    dim = dim % index.dim()
+    length = index.shape[dim]
+    if length < 2:
+        return False
+    ordered = index.sort(dim=dim).values
+    return bool((ordered.narrow(dim, 1, length - 1) == ordered.narrow(dim, 0, length - 1)).any())
+
+
+def _scatter_accumulating(args, kwargs, read) -> dict:
+    """scatter_add's (and scatter's with ``reduce=``) index: whether targets repeat (a read of the index, a sync),
+    or that its values could not be read."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    index = args[2] if len(args) > 2 else kwargs.get("index")
+    if not isinstance(dim, int) or not isinstance(index, torch.Tensor):
+        return {}
+    if index.dim():
+        dim = dim % index.dim()
+        for other in range(index.dim()):  # an expanded index (message passing's) repeats its lines: read one
+            if other != dim and index.stride(other) == 0 and index.shape[other] > 1:
+                index = index.narrow(other, 0, 1)
+    if index.numel() <= SCATTER_INDEX_MAX_READ:
+        index = read(index)
+        if index is not None:
+            return {"targets_repeat": _targets_repeat(index, dim)}
+    return {"targets_read": False}  # said, not left out: an empty record is no record (the in-place writes' ops)
+
+
+def _both(first, second):
+    """The arguments both of two classes are keyed by, for an op judged for both."""
+    def arguments(args, kwargs, read) -> dict:
+        return {**first(args, kwargs, read), **second(args, kwargs, read)}
+    return arguments
+
 
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
@@ -114,6 +156,9 @@ ARGUMENTS = {
     "aten::baddbmm": _scaled_product,
     "aten::_to_copy": _copy_between_devices,
     **{op: _written_view_under_autograd for op in IN_PLACE_WRITES},
+    **dict.fromkeys(SCATTER_ACCUMULATING_OPS, _scatter_accumulating),
+    # an in-place scatter_add into a slice is judged for both classes
+    "aten::scatter_add_": _both(_written_view_under_autograd, _scatter_accumulating),
 }
 
 

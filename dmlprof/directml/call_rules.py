@@ -37,6 +37,9 @@ REDUCTION_MAX_DIMS = 6
 #: elementwise ops on a tensor with this many size-1 dimensions or more end the process (measured on realdml: add,
 #: mul, relu of [1]*6 .. [1]*12 abort at "broadcast_sizes.size() >= sizes.size()"; [1]*5 runs, and [2]*6 .. [2]*9 run)
 UNIT_DIMS_MAX = 6
+#: F.prelu of an input of this many dimensions or more ends the process whatever its weight (measured on realdml:
+#: [2, 4, 3, 3, 3, 3] and 7-D with one weight abort at "rank <= DML_TENSOR_DIMENSION_COUNT_MAX"; 5-D runs)
+PRELU_MAX_DIMS = 6
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,48 @@ def _many_unit_dims(args, kwargs) -> bool:
     return any(sum(1 for size in t.shape if size == 1) >= UNIT_DIMS_MAX for t in tensors)
 
 
+
+def _prelu_parts(args, kwargs, self_at: int) -> tuple:
+    """(input, weight) of _prelu_kernel (self_at 0) or _prelu_kernel_backward (self_at 1: after grad_output)."""
+    self = _arg(args, kwargs, self_at, "self")
+    weight = _arg(args, kwargs, self_at + 1, "weight")
+    if not isinstance(self, torch.Tensor) or not isinstance(weight, torch.Tensor):
+        return None, None
+    return self, weight
+
+
+def _prelu_forward_aborts(args, kwargs) -> bool:
+    """F.prelu's kernel: a weight of more than one element (nn.PReLU(C)) on a 4-D or 5-D input, or an input of
+    PRELU_MAX_DIMS or more dimensions with any weight (measured on realdml, float32 and float16)."""
+    self, weight = _prelu_parts(args, kwargs, 0)
+    return self is not None and (self.dim() >= PRELU_MAX_DIMS or (weight.numel() > 1 and self.dim() >= 4))
+
+
+def _prelu_backward_aborts(args, kwargs) -> bool:
+    """_prelu_kernel_backward with a weight of more than one element and an input of 5 or more dimensions."""
+    self, weight = _prelu_parts(args, kwargs, 1)
+    return self is not None and weight.numel() > 1 and self.dim() >= 5
+
+
+def _channels_do_not_broadcast(self, weight) -> bool:
+    """A per-channel weight with a batch size other than 1 and the channel count: torch-directml lines the
+    weight's channels up with the batch dimension, which then must broadcast (measured: batch 2, 3, 8 of 4
+    channels raise; batch 1 and 4 run, with wrong values)."""
+    return weight.numel() > 1 and self.shape[0] not in (1, weight.numel())
+
+
+def _prelu_forward_raises(args, kwargs) -> bool:
+    """F.prelu's kernel on a 3-D input (N, C, L) with a per-channel weight whose channels do not broadcast."""
+    self, weight = _prelu_parts(args, kwargs, 0)
+    return self is not None and self.dim() == 3 and _channels_do_not_broadcast(self, weight)
+
+
+def _prelu_backward_raises(args, kwargs) -> bool:
+    """_prelu_kernel_backward of a 2-D or 3-D input with a per-channel weight whose channels do not broadcast."""
+    self, weight = _prelu_parts(args, kwargs, 1)
+    return self is not None and self.dim() in (2, 3) and _channels_do_not_broadcast(self, weight)
+
+
 #: torch-directml's words, measured on realdml
 _UNIQUE_COUNTS = "Return counts not implemented for unique operator for DirectML."
 _UNIQUE_INVERSE = "Return inverse not implemented for unique operator for DirectML."
@@ -192,6 +237,9 @@ _UNIQUE_INVERSE = "Return inverse not implemented for unique operator for Direct
 INVALID_ARGUMENT = "Unknown error -2147024809"
 #: where issue 32's class boundaries were measured
 _BOUNDARIES = "boundaries measured on realdml, each call in a fresh process (issue 32)"
+#: PReLU's classes: ranks 1-7, one weight and 4, float32 and float16, forward and backward (re-probe 12, case 23)
+_PRELU_MEASURED = "measured on realdml, ranks 1 to 7, float32 and float16, forward and backward (re-probe 12)"
+_PRELU_BROADCAST = "The size of tensor a (C) must match the size of tensor b (N) at non-singleton dimension 2"
 
 _REDUCTIONS = tuple(f"aten::{name}" for name in (
     "sum", "sum.dim_IntList", "sum.IntList_out", "mean", "mean.dim", "mean.out", "amax", "amax.out", "amin",
@@ -280,6 +328,23 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
               "[1]*12 abort, [1]*5 runs, [2]*6 to [2]*9 run)",
               "Check failed: broadcast_sizes.size() >= sizes.size() (dml_tensor_desc.cc)",
               CRASH_PROBE + "; boundaries measured on realdml (issue 32)", _many_unit_dims, "SIGABRT"),
+    ClassRule(("aten::_prelu_kernel",), "aborts",
+              "F.prelu / nn.PReLU with a weight of more than one element (nn.PReLU(C), per channel) on a 4-D or 5-D "
+              f"input, or on an input of {PRELU_MAX_DIMS} or more dimensions with any weight (measured, float32 and "
+              "float16: per-channel 4-D to 7-D abort; one weight runs up to 5-D; per-channel 2-D runs)",
+              "Check failed: rank <= DML_TENSOR_DIMENSION_COUNT_MAX (dml_tensor_desc.cc)",
+              _PRELU_MEASURED, _prelu_forward_aborts, "SIGABRT"),
+    ClassRule(("aten::_prelu_kernel",), "raises",
+              "F.prelu with a per-channel weight on a 3-D input (N, C, L) whose batch N is neither 1 nor C (batch 1 "
+              "or C runs, with wrong values)",
+              _PRELU_BROADCAST, _PRELU_MEASURED, _prelu_forward_raises),
+    ClassRule(("aten::_prelu_kernel_backward",), "aborts",
+              "the backward of a per-channel F.prelu of an input of 5 or more dimensions (measured: 5-D to 7-D abort)",
+              "Check failed: broadcast_sizes.size() >= sizes.size() (dml_tensor_desc.cc)",
+              _PRELU_MEASURED, _prelu_backward_aborts, "SIGABRT"),
+    ClassRule(("aten::_prelu_kernel_backward",), "raises",
+              "the backward of a per-channel F.prelu of a 2-D or 3-D input whose batch N is neither 1 nor C",
+              _PRELU_BROADCAST, _PRELU_MEASURED, _prelu_backward_raises),
 )
 
 #: dtypes no DirectML tensor holds beyond the complex ones and bfloat16: a tensor of one on the device ends the

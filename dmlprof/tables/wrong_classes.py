@@ -156,6 +156,52 @@ WRITTEN_VIEW_FIX = ("build the tensor out of place instead of writing into the s
                     "h = torch.cat([h[:, :4], torch.zeros_like(h[:, 4:])], 1), h = h.masked_fill(mask, 0) or "
                     "h = h * keep (a 0/1 mask); each gives the CPU's gradient on realdml")
 
+def _scatter_with_repeated_targets(call: Call) -> bool:
+    return (call.arguments or {}).get("targets_repeat") is True
+
+
+def _scatter_with_unread_targets(call: Call) -> bool:
+    """Recorded as a scatter_add whose index could not be read (beyond the prediction's values budget)."""
+    return (call.arguments or {}).get("targets_read") is False
+
+
+#: scatter_add's forms and scatter's with reduce= ('add', 'multiply'): one write per target survives
+SCATTER_ACCUMULATING_OPS = ("aten::scatter_add", "aten::scatter_add_", "aten::scatter_add.out", "aten::scatter.reduce",
+                            "aten::scatter_.reduce", "aten::scatter.reduce_out")
+_SCATTER_REASON = ("one write per target is kept where several elements of the index name it: scatter_add of 6 "
+                   "values into 6 with repeated targets max error 9.9 (float32; float16, int32, int64 alike), "
+                   "scatter(reduce='multiply') 51.6; unique targets exact; scatter_reduce('sum'/'amax'), index_add "
+                   "and index_put(accumulate=True) exact with the same repeated targets")
+_SCATTER_CONSEQUENCE = ("sums (message passing, histograms, segment sums) and the gradient of gather with repeated "
+                        "indices are wrong")
+_SCATTER_FIX = ("use index_add (a 1-D index along the dim) or scatter_reduce(..., 'sum'): both exact on realdml "
+                "with repeated targets")
+_SCATTER_EVIDENCE = REALDML + " (re-probe 12, case 25; unconfirmed on real hardware)"
+
+
+def _per_channel_prelu(call: Call, input_at: int, dims: Tuple[int, ...]) -> bool:
+    """A PReLU kernel call whose input (``input_at``) has one of ``dims`` dimensions and whose weight (the next
+    shape) has more than one element (nn.PReLU(C))."""
+    if len(call.shapes) <= input_at + 1:
+        return False
+    weight = call.shapes[input_at + 1]
+    elements = 1
+    for size in weight:
+        elements *= size
+    return len(call.shapes[input_at]) in dims and elements > 1
+
+
+def _per_channel_prelu_of_3d(call: Call) -> bool:
+    return _per_channel_prelu(call, 0, (3,))
+
+
+def _per_channel_prelu_backward(call: Call) -> bool:
+    return _per_channel_prelu(call, 1, (2, 3, 4))
+
+
+_PRELU_EVIDENCE = REALDML + " (re-probe 12, case 23)"
+_PRELU_FIX = "use nn.PReLU() (one weight), or compute the PReLU on the CPU and move the result to the device"
+
 _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "remainder.Tensor", "remainder_.Tensor", "div.Tensor", "div_.Tensor", "div.Tensor_mode", "div_.Tensor_mode",
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
@@ -201,6 +247,21 @@ CLASSES: Tuple[WrongClass, ...] = (
                _write_into_offset_view_under_autograd,
                "the gradients flowing back through the written tensor are wrong: the model trains on them",
                fix=WRITTEN_VIEW_FIX, wrong_in_replay=False),
+    WrongClass(SCATTER_ACCUMULATING_OPS, "scatter_add (or scatter with reduce=) whose index repeats a target",
+               _SCATTER_REASON, _SCATTER_EVIDENCE, _scatter_with_repeated_targets, _SCATTER_CONSEQUENCE,
+               fix=_SCATTER_FIX),
+    WrongClass(SCATTER_ACCUMULATING_OPS, "scatter_add (or scatter with reduce=) whose index values were not read: "
+               "wrong wherever its index repeats a target",
+               _SCATTER_REASON, _SCATTER_EVIDENCE, _scatter_with_unread_targets, _SCATTER_CONSEQUENCE,
+               fix=_SCATTER_FIX),
+    WrongClass(("aten::_prelu_kernel",), "a per-channel PReLU (nn.PReLU(C)) of a 3-D input (N, C, L)",
+               "values differ: (4, 4, 4) max error 0.36, (1, 4, 5) 0.56 (a batch other than 1 or C raises; 2-D is "
+               "exact; 4-D and 5-D end the process)", _PRELU_EVIDENCE, _per_channel_prelu_of_3d,
+               "the activation's output is wrong", fix=_PRELU_FIX),
+    WrongClass(("aten::_prelu_kernel_backward",), "the backward of a per-channel PReLU (nn.PReLU(C)) of a 2-D to "
+               "4-D input", "the input's gradient differs: (4, 4) max error 0.51, (4, 4, 4) 0.40, (2, 4, 3, 3) 0.32; "
+               "the weight's gradient is right", _PRELU_EVIDENCE, _per_channel_prelu_backward,
+               "every gradient flowing back through the PReLU is wrong", fix=_PRELU_FIX),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,

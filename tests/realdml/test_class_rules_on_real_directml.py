@@ -84,6 +84,15 @@ CASES = {
     "float64_zeros": ("torch.zeros(3, dtype=torch.float64, device=d).cpu()", "raises"),
     "float64_cast_from_float32": ("torch.ones(3).to(d).double().cpu()", "raises"),
     "float64_cast_from_bool": ("torch.ones(3, dtype=torch.bool).to(d).double().cpu()", "runs"),
+    # nn.PReLU(C) after a conv (re-probe 12, case 23); one weight, and per-channel 2-D, run
+    "prelu_per_channel_4d": ("torch.nn.PReLU(4).to(d)(torch.randn(2, 4, 3, 3).to(d)).cpu()", "aborts"),
+    "prelu_per_channel_5d_float16": ("torch.nn.PReLU(4).half().to(d)(torch.randn(1, 4, 2, 2, 2).half().to(d)).cpu()",
+                                     "aborts"),
+    "prelu_one_weight_4d": ("torch.nn.PReLU().to(d)(torch.randn(2, 4, 3, 3).to(d)).cpu()", "runs"),
+    "prelu_one_weight_6d": ("torch.nn.PReLU().to(d)(torch.randn(2, 4, 2, 2, 2, 2).to(d)).cpu()", "aborts"),
+    "prelu_per_channel_2d": ("torch.nn.PReLU(4).to(d)(torch.randn(3, 4).to(d)).cpu()", "runs"),
+    "prelu_per_channel_3d": ("torch.nn.PReLU(4).to(d)(torch.randn(2, 4, 3).to(d)).cpu()", "raises"),
+    "prelu_per_channel_2d_backward": ("torch.nn.PReLU(4).to(d)(torch.randn(3, 4).to(d)).sum().backward()", "raises"),
 }
 
 def _float64_calls(name: str) -> list:
@@ -191,6 +200,21 @@ def _rules_say(name: str) -> str:
                                                            torch.empty(2, 3, 5, device=meta), 2.0, None)),
         "batch_norm_backward_one_channel": ("aten::native_batch_norm_backward", _batch_norm_backward(1)),
         "batch_norm_backward_three_channels": ("aten::native_batch_norm_backward", _batch_norm_backward(3)),
+        "prelu_per_channel_4d": ("aten::_prelu_kernel", (torch.empty(2, 4, 3, 3, device=meta),
+                                                          torch.empty(4, 1, 1, device=meta))),
+        "prelu_per_channel_5d_float16": ("aten::_prelu_kernel", (torch.empty(1, 4, 2, 2, 2, dtype=torch.float16,
+                                                                             device=meta),
+                                                                 torch.empty(4, 1, 1, 1, dtype=torch.float16,
+                                                                             device=meta))),
+        "prelu_one_weight_4d": ("aten::_prelu_kernel", (torch.empty(2, 4, 3, 3, device=meta), torch.empty(1, device=meta))),
+        "prelu_one_weight_6d": ("aten::_prelu_kernel", (torch.empty(2, 4, 2, 2, 2, 2, device=meta),
+                                                         torch.empty(1, device=meta))),
+        "prelu_per_channel_2d": ("aten::_prelu_kernel", (torch.empty(3, 4, device=meta), torch.empty(4, device=meta))),
+        "prelu_per_channel_3d": ("aten::_prelu_kernel", (torch.empty(2, 4, 3, device=meta),
+                                                          torch.empty(4, 1, device=meta))),
+        "prelu_per_channel_2d_backward": ("aten::_prelu_kernel_backward", (torch.empty(3, 4, device=meta),
+                                                                           torch.empty(3, 4, device=meta),
+                                                                           torch.empty(4, device=meta))),
         "gather_4d_dim_3": ("aten::gather", (torch.empty(3, 3, 3, 3, device=meta), 3,
                                              torch.empty(3, 3, 3, 3, dtype=torch.int64, device=meta))),
     }

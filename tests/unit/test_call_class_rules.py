@@ -222,3 +222,33 @@ def test_inside_inference_mode_a_view_of_a_device_tensor_made_outside_it_raises(
         made_inside = on_device(3, 4)
         assert failure("aten::t", (made_inside,), {}, DEVICE) is None
     assert found.kind == RAISES and "version_counter" in found.message
+
+
+def _prelu_weight(channels: int, dims: int):
+    """The weight F.prelu hands its kernel: (C, 1, ..., 1) for a per-channel one, (1,) for one weight."""
+    return on_device(channels, *[1] * max(dims - 2, 0)) if channels > 1 else on_device(1)
+
+
+def test_per_channel_prelu_of_4d_and_5d_inputs_ends_the_process_one_weight_runs_to_5d():
+    """Re-probe 12 case 23: nn.PReLU(C) after a conv aborts on real torch-directml; nn.PReLU() runs."""
+    for shape in ((2, 8, 6, 6), (1, 4, 1, 1), (1, 4, 2, 2, 2)):
+        found = failure("aten::_prelu_kernel", (on_device(*shape), _prelu_weight(shape[1], len(shape))), {}, DEVICE)
+        assert found.kind == ABORTS and "DML_TENSOR_DIMENSION_COUNT_MAX" in found.message
+    for shape in ((4,), (2, 8), (2, 8, 6, 6), (1, 4, 2, 2, 2)):
+        assert failure("aten::_prelu_kernel", (on_device(*shape), _prelu_weight(1, len(shape))), {}, DEVICE) is None
+    assert failure("aten::_prelu_kernel", (on_device(*[2] * 6), _prelu_weight(1, 6)), {}, DEVICE).kind == ABORTS
+    assert failure("aten::_prelu_kernel", (on_device(3, 4), _prelu_weight(4, 2)), {}, DEVICE) is None  # 2-D runs
+    assert failure("aten::_prelu_kernel", (on_device(2, 4, 3), _prelu_weight(4, 3)), {}, DEVICE).kind == RAISES
+    assert failure("aten::_prelu_kernel", (on_device(4, 4, 3), _prelu_weight(4, 3)), {}, DEVICE) is None
+    assert failure("aten::_prelu_kernel", (torch.zeros(2, 8, 6, 6), torch.zeros(8, 1, 1)), {}, DEVICE) is None
+
+
+def test_per_channel_prelus_backward_raises_for_2d_and_3d_and_ends_the_process_from_5d():
+    def backward(shape, channels):
+        return (on_device(*shape), on_device(*shape), _prelu_weight(channels, len(shape)))
+
+    assert failure("aten::_prelu_kernel_backward", backward((2, 4), 4), {}, DEVICE).kind == RAISES
+    assert failure("aten::_prelu_kernel_backward", backward((1, 4), 4), {}, DEVICE) is None
+    assert failure("aten::_prelu_kernel_backward", backward((2, 4, 3, 3, 3), 4), {}, DEVICE).kind == ABORTS
+    assert failure("aten::_prelu_kernel_backward", backward((2, 4, 3, 3, 3), 1), {}, DEVICE) is None
+    assert failure("aten::_prelu_kernel_backward", backward([2] * 6, 1), {}, DEVICE) is None  # measured: runs

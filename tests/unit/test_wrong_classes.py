@@ -188,3 +188,63 @@ def test_a_predicted_slice_assignment_is_a_known_wrong_result_at_its_line_with_t
     # the write's own values are right on real DirectML (the backward goes wrong): --confirm's replay of the
     # call alone must not hold it as wrong (it came back "contradicted" on realdml)
     assert not any("starts past" in words for words in wrong_seqs(session.ops, load_measured("dml")).values())
+
+def test_scatter_add_and_scatter_with_reduce_are_flagged_where_the_index_repeats_a_target_only():
+    """Re-probe 12 case 25: real torch-directml keeps one write per repeated target; unique targets are exact."""
+    import torch
+
+    def judged(op, self, dim, index, *rest):
+        arguments = json.loads(call_arguments(op, (self, dim, index, torch.ones(index.shape), *rest), {}))
+        return [c.klass for c in classes_for(Call(op, ("float32", "int64"), (tuple(self.shape),), "forward",
+                                                  arguments))]
+
+    repeated, unique = torch.tensor([0, 1, 1, 2]), torch.tensor([3, 1, 0, 2])
+    assert judged("aten::scatter_add", torch.zeros(4), 0, repeated) == \
+        ["scatter_add (or scatter with reduce=) whose index repeats a target"]
+    assert judged("aten::scatter_add", torch.zeros(4), 0, unique) == []
+    assert judged("aten::scatter_add_", torch.zeros(4), -1, repeated)
+    assert judged("aten::scatter.reduce", torch.zeros(4), 0, repeated, "multiply")
+    # 2-D: a target is repeated only within one line along dim (the rows' equal columns are other targets)
+    rows_alike = torch.tensor([[0, 1], [0, 1]])
+    assert judged("aten::scatter_add", torch.zeros(2, 2), 1, rows_alike) == []
+    assert judged("aten::scatter_add", torch.zeros(2, 2), 0, rows_alike)
+    assert judged("aten::scatter_add", torch.zeros(4), 0, torch.tensor([2])) == []
+    # an index whose values cannot be read is said as such; a session recorded before the class is not flagged
+    unread = Call("aten::scatter_add", ("float32", "int64"), ((4,),), "forward", {"targets_read": False})
+    assert [c.klass for c in classes_for(unread)] == [
+        "scatter_add (or scatter with reduce=) whose index values were not read: wrong wherever its index repeats "
+        "a target"]
+    assert classes_for(Call("aten::scatter_add", ("float32", "int64"), ((4,),), "forward", None)) == []
+    assert json.loads(call_arguments("aten::scatter_add", (torch.zeros(4), 0, torch.empty(2, dtype=torch.int64,
+                                                                                          device="meta"),
+                                                          torch.ones(2)), {})) == {"targets_read": False}
+    # the ops measured exact with the same repeated targets are not in the class
+    assert call_arguments("aten::index_add", (torch.zeros(4), 0, repeated, torch.ones(4)), {}) == ""
+    assert call_arguments("aten::scatter_reduce.two", (torch.zeros(4), 0, repeated, torch.ones(4), "sum"), {}) == ""
+
+
+def test_a_per_channel_prelu_is_flagged_for_a_3d_forward_and_a_2d_to_4d_backward_one_weight_is_not():
+    def flagged(op, *shapes):
+        return bool(classes_for(Call(op, ("float32",), shapes, "forward", None)))
+
+    assert flagged("aten::_prelu_kernel", (4, 4, 4), (4, 1))
+    assert not flagged("aten::_prelu_kernel", (3, 4), (4,))  # measured exact
+    assert not flagged("aten::_prelu_kernel", (4, 4, 4), (1,))
+    assert flagged("aten::_prelu_kernel_backward", (4, 4), (4, 4), (4,))
+    assert flagged("aten::_prelu_kernel_backward", (2, 4, 3, 3), (2, 4, 3, 3), (4, 1, 1))
+    assert not flagged("aten::_prelu_kernel_backward", (2, 4, 3, 3), (2, 4, 3, 3), (1,))
+
+
+def test_an_expanded_scatter_index_is_read_one_line_at_a_time():
+    import torch
+
+    edges = torch.tensor([0, 2, 2, 1]).unsqueeze(1).expand(-1, 1 << 13)  # (4, 8192), stride 0 along dim 1
+    read = []
+
+    def reader(tensor):
+        read.append(tuple(tensor.shape))
+        return tensor
+
+    found = json.loads(call_arguments("aten::scatter_add", (torch.zeros(3, 1 << 13), 0, edges, torch.ones(4, 1 << 13)),
+                                      {}, reader))
+    assert found == {"targets_repeat": True} and read == [(4, 1)]
