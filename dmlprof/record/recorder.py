@@ -62,6 +62,8 @@ def _device_type(device) -> str:
 
 #: what a nested tensor's ragged dim (one size per component, none of its own) reads as in a recorded shape
 RAGGED_DIM = -1
+#: the tensor types whose shape is read at once (a jagged nested tensor is a subclass: its flag is read first)
+_PLAIN_TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})
 
 
 def _facts(tensor) -> tuple:
@@ -70,9 +72,11 @@ def _facts(tensor) -> tuple:
     except RuntimeError:  # a sparse tensor has no nbytes: its dense size, as numel counts it
         size = tensor.numel() * tensor.element_size()
     # a nested tensor's shape raises (strided layout) or holds a symbol (jagged: ``j1``): it is read dim by dim;
-    # the flag is read only off a tensor subclass or a shape that fails, so a plain tensor's facts cost no more
+    # the flag is read only off a tensor subclass or a shape that fails: a plain tensor's facts cost one set lookup
+    # more (about 30 ns of 450)
     try:
-        shape = tuple(tensor.shape) if type(tensor) is _Tensor or not tensor.is_nested else _nested_shape(tensor)
+        plain = type(tensor) in _PLAIN_TENSORS or not tensor.is_nested
+        shape = tuple(tensor.shape) if plain else _nested_shape(tensor)
     except RuntimeError:
         if not tensor.is_nested:
             raise
