@@ -226,6 +226,17 @@ class ScriptWindow:
     window_closed: Optional[bool] = None  # the recorded steps were all taken
     run_to_end: Optional[bool] = None  # after them, the script ran on unrecorded (--run-to-end)
 
+    def after_steps(self, taken: int) -> "ScriptWindow":
+        """This window once the script has taken ``taken`` optimizer steps (what a dead script's journal counted:
+        :func:`dmlprof.survival.session_from_journal`)."""
+        return replace(self, optimizer_steps_taken=taken,
+                       window_closed=taken >= (self.warmup_steps or 0) + (self.steps_requested or 0))
+
+    def steps_recorded(self) -> int:
+        """The optimizer steps recorded: those taken after the warm-up, up to the steps asked for."""
+        taken, warmup = self.optimizer_steps_taken or 0, self.warmup_steps or 0
+        return min(taken, warmup + (self.steps_requested or 0)) - warmup if taken >= warmup else 0
+
 
 @dataclass(frozen=True)
 class NonfiniteLoss:

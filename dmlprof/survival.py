@@ -634,6 +634,10 @@ def session_from_journal(contents, message: str, ended: str, user_line: str, par
                    notes=tuple(header.meta.notes) + (
                        f"{ended}: this session holds the calls written down before it "
                        "(no step times nor profiler events: they are kept only when a run ends)",))
+    window = header.meta.script_window
+    if window is not None and contents.steps_taken:  # a script's steps, counted as it took them
+        window = window.after_steps(contents.steps_taken)
+        changes.update(script_window=window, steps=window.steps_recorded())
     if running is not None:
         changes.update(failed_op=running.op, failed_source=user_line or None, failed_module=running.module or None)
         on_device = any(m[0] == backend.device_type for m in running.inputs)

@@ -63,7 +63,7 @@ _BEGIN = struct.Struct("<c3xIq")  # B, the fixed part's number, the step
 _END = struct.Struct("<c3xIqqq")  # E, the fixed part's number, the begin's slot, start, elapsed
 _STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the string's number, up to 24 bytes of it
 _NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
-_WORD = struct.Struct("<c3xIq")  # F and X with an exit code; D and u alone
+_WORD = struct.Struct("<c3xIq")  # F and X with an exit code, T with a step count; D and u alone
 _SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
 _STRING_PIECE = 24
 assert _SLOT_LAYOUT.size == _SLOT == _END.size == _STRING.size
@@ -320,6 +320,11 @@ class Journal:
     def unrecorded_returned(self) -> None:
         self._put(_WORD, b"u", 0, 0)
 
+    def step_taken(self, taken: int) -> None:
+        """The script took its ``taken``-th optimizer step (warm-up and unrecorded steps counted): a salvaged
+        session says how many steps ran and which of them were recorded."""
+        self._put(_WORD, b"T", 0, int(taken))
+
     def rows_dropped(self) -> None:
         """A script's warm-up ended: the rows so far are not the recording's."""
         self._put(_WORD, b"D", 0, 0)
@@ -465,6 +470,8 @@ class JournalContents:
     finished: Optional[int] = None
     #: the code of the ``os._exit`` the scanned code ended its process with (:meth:`Journal.os_exit`), if it did
     os_exit: Optional[int] = None
+    #: the optimizer steps the script had taken (:meth:`Journal.step_taken`), if it took any
+    steps_taken: Optional[int] = None
 
 
 def last_word(path) -> "tuple[bool, Optional[int]]":
@@ -561,6 +568,9 @@ class _Reading:
         elif kind == b"H":  # a recording begins (--replace records twice): its calls are the ones that count
             contents.header = self.strings[named]
             contents.calls.clear()
+            contents.steps_taken = None
+        elif kind == b"T":
+            contents.steps_taken = first
         elif kind == b"F":
             contents.finished = first
         elif kind == b"X":

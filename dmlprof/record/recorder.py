@@ -60,12 +60,41 @@ def _device_type(device) -> str:
     return found
 
 
+#: what a nested tensor's ragged dim (one size per component, none of its own) reads as in a recorded shape
+RAGGED_DIM = -1
+#: the tensor types whose shape is read at once (a jagged nested tensor is a subclass: its flag is read first)
+_PLAIN_TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})
+
+
 def _facts(tensor) -> tuple:
     try:
         size = tensor.nbytes
     except RuntimeError:  # a sparse tensor has no nbytes: its dense size, as numel counts it
         size = tensor.numel() * tensor.element_size()
-    return (_device_type(tensor.device), tensor.dtype, tuple(tensor.shape), size)
+    # a nested tensor's shape raises (strided layout) or holds a symbol (jagged: ``j1``): it is read dim by dim;
+    # the flag is read only off a tensor subclass or a shape that fails: a plain tensor's facts cost one set lookup
+    # more (about 30 ns of 450)
+    try:
+        plain = type(tensor) in _PLAIN_TENSORS or not tensor.is_nested
+        shape = tuple(tensor.shape) if plain else _nested_shape(tensor)
+    except RuntimeError:
+        if not tensor.is_nested:
+            raise
+        shape = _nested_shape(tensor)
+    return (_device_type(tensor.device), tensor.dtype, shape, size)
+
+
+def _nested_shape(tensor) -> tuple:
+    """``(2, -1, 4)`` for the components ``[2, 4]`` and ``[3, 4]``: the number of components, then each dim's size
+    where every component has it, :data:`RAGGED_DIM` where they differ."""
+    shape = []
+    for dim in range(tensor.dim()):
+        try:
+            size = tensor.size(dim)
+        except RuntimeError:  # "Given dimension 1 is irregular and does not have a size"
+            size = RAGGED_DIM
+        shape.append(size if isinstance(size, int) else RAGGED_DIM)  # a jagged dim's size is a symbol
+    return tuple(shape)
 
 
 def _tensor_meta(values) -> tuple:

@@ -60,6 +60,8 @@ class StepWindow:
     def after_step(self, recorder) -> None:
         """Called after each optimizer step of the script (on the thread that stepped)."""
         self.taken += 1
+        if recorder.journal is not None:
+            recorder.journal.step_taken(self.taken)
         if recorder.backend.first_refusal is not None:
             # the script caught a refused call (or the emulated device's error in its place) and stepped on: on
             # DirectML its process ended there, so the script goes no further (not to its end with --run-to-end)

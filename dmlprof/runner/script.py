@@ -37,6 +37,9 @@ class ScriptRun(Run):
         # After the recorded steps the profiler stops too: a script left to run to its end
         # would otherwise pile up hours of events.
         recorder.window = StepWindow(warmup, steps, run_to_end, on_close=lambda: profiler.__exit__(None, None, None))
+        # in the journal's header too: a script that dies mid-run is salvaged with its window (and the steps the
+        # journal counted), not as a recording of its whole run
+        self.facts.set(script_window=recorder.window.describe())
         start = time.perf_counter()
 
         def run_script():

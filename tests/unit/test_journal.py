@@ -447,3 +447,34 @@ def test_a_recorder_that_dies_natively_mid_call_leaves_the_call_named_and_every_
     assert all(call.returned and call.thread for call in contents.calls)
     message = survival.crash_message("SIGSEGV", running, "")
     assert message == "the scanned process died of SIGSEGV in aten::relu (float32 [3, 4]; in Sequential.1)"
+
+
+def test_a_salvaged_scripts_session_counts_the_optimizer_steps_its_journal_saw_and_says_its_window(tmp_path):
+    """Re-probe 12 cases 16/40: a script dead after its steps read "recorded the whole run; 0 optimizer steps"."""
+    torch = pytest.importorskip("torch")
+    from dmlprof.backends import resolve_backend
+    from dmlprof.record.recorder import Recorder
+    from dmlprof.record.window import StepWindow
+    from dmlprof.render.terminal import render_text
+
+    recorder = Recorder(resolve_backend("cpu"), sync=False)
+    recorder.window = StepWindow(warmup=1, steps=2, run_to_end=True)
+    meta = {"kind": "live", "model": "train.py", "title_name": "train", "run_mode": "script", "backend": "cpu",
+            "device": "cpu", "script_window": recorder.window.describe()}
+    recorder.journal = Journal(tmp_path / "calls.journal")
+    recorder.journal.header(Session(meta=meta, ops=empty_ops_frame()).to_json())
+    weight = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    with recorder:
+        for _ in range(4):  # 1 warm-up, 2 recorded, 1 run on unrecorded (--run-to-end)
+            optimizer.zero_grad()
+            (weight * 2).sum().backward()
+            optimizer.step()
+    contents = read_journal(recorder.journal.path)
+    assert contents.steps_taken == 4
+    assert {call.step for call in contents.calls} == {0, 1}
+    session = survival.session_from_journal(contents, "died", "the scanned process died of SIGSEGV", "train.py:9")
+    assert session.meta.steps == 2
+    window = session.meta.script_window
+    assert (window.optimizer_steps_taken, window.warmup_steps, window.window_closed) == (4, 1, True)
+    assert "script mode, 4 optimizer steps taken: 2 recorded after 1 warm-up, it was stopped" in render_text(session)
