@@ -287,6 +287,36 @@ def test_views_share_their_base_storage_and_placeholders_keep_strides():
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_a_conjugate_or_negative_view_copies_once_instead_of_recursing_until_the_process_dies():
+    """Re-probe 12: a complex parameter under --target xpu (its gradient is a conjugate view) ended the
+    prediction with SIGSEGV: clone -> copy_ -> _copy_from -> the Conjugate fallback's clone -> ... for ever."""
+    import subprocess
+    import sys
+
+    probe = textwrap.dedent("""
+        import torch
+        from dmlprof.predict.device import device_name, ensure_device
+        from dmlprof.predict.standin import StandIn
+        from dmlprof.predict.targets import TargetStandIn
+        from dmlprof.tables import load_table
+        from dmlprof.targets import semantics_for
+        ensure_device()
+        real = torch.randn(3)
+        standin = StandIn(load_table("dml"), [], device_name())
+        standin.install()
+        assert torch.equal(torch._neg_view(real.to(device_name())).clone().cpu(), -real)
+        standin.remove()
+        TargetStandIn(semantics_for("xpu", environ={}), [], device_name()).install()
+        held = torch.randn(3, dtype=torch.complex64)
+        on_device = held.to(device_name())
+        assert torch.equal(on_device.conj().clone().cpu(), held.conj())
+        assert torch.equal(on_device.conj().resolve_conj().cpu(), held.conj())
+        print("ok")
+        """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
 def test_a_sparse_result_on_the_device_fails_as_on_torch_directml(tmp_path):
     path = _linear_model(tmp_path, """
                 return self.lin(x).to_sparse().to_dense().sum(1)
