@@ -287,9 +287,12 @@ def test_views_share_their_base_storage_and_placeholders_keep_strides():
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
-def test_a_conjugate_or_negative_view_copies_once_instead_of_recursing_until_the_process_dies():
-    """Re-probe 12: a complex parameter under --target xpu (its gradient is a conjugate view) ended the
-    prediction with SIGSEGV: clone -> copy_ -> _copy_from -> the Conjugate fallback's clone -> ... for ever."""
+def test_index_less_devices_and_lazy_views_copy_as_on_a_device():
+    """Re-probe 12, in one process (each costs one): on torch < 2.6 the stand-in's device guard answered
+    "meta" for an index-less device, so 2.4.1's ``h.new_tensor(2.0)`` made a meta tensor and the step failed
+    "Tensor on device meta is not on the expected device"; and a complex parameter under --target xpu (its
+    gradient a conjugate view) died of SIGSEGV: clone -> copy_ -> _copy_from -> the Conjugate fallback's
+    clone -> ... for ever."""
     import subprocess
     import sys
 
@@ -304,7 +307,10 @@ def test_a_conjugate_or_negative_view_copies_once_instead_of_recursing_until_the
         real = torch.randn(3)
         standin = StandIn(load_table("dml"), [], device_name())
         standin.install()
-        assert torch.equal(torch._neg_view(real.to(device_name())).clone().cpu(), -real)
+        on_device = real.to(device_name())
+        for made in (on_device.new_tensor(2.0), on_device.new_zeros(()), torch.tensor(2.0).to(device_name())):
+            assert made.device == torch.device(device_name(), 0), made.device
+        assert torch.equal(torch._neg_view(on_device).clone().cpu(), -real)
         standin.remove()
         TargetStandIn(semantics_for("xpu", environ={}), [], device_name()).install()
         held = torch.randn(3, dtype=torch.complex64)
