@@ -38,7 +38,23 @@ def host_device_module(module_name: str, device_type: str, device_name: str, *, 
     mod.set_rng_state = (lambda state, device=device_type: torch.set_rng_state(state)) if seeds_cpu else (
         lambda state, device=device_type: None)
     mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
+    # torch.load(map_location=<the device>) selects the device with it (torch.serialization's
+    # _privateuse1_deserialize): the one device is always the current one
+    mod.device = _OneDevice
     return mod
+
+
+class _OneDevice:
+    """``with <module>.device(index):`` on a host of one device: nothing to switch."""
+
+    def __init__(self, index=None):
+        self.index = index
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
 
 
 def backward_on_calling_thread():

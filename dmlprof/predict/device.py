@@ -116,6 +116,12 @@ def _c10_library() -> ctypes.CDLL:
 
 def guard_slots(header: Optional[Path] = None) -> tuple:
     """(getStream, getDefaultStream, methods before them) slot indices, read from torch's header."""
+    slots, count = _guard_interface(header)
+    return slots["getStream"], slots["getDefaultStream"], count
+
+
+def _guard_interface(header: Optional[Path] = None) -> tuple:
+    """``({virtual method: slot index}, slot count)`` of torch's DeviceGuardImplInterface, read from its header."""
     header = header or Path(torch.__file__).resolve().parent / "include" / "c10" / "core" / "impl" / "DeviceGuardImplInterface.h"
     if not header.exists():
         raise PredictDeviceError(f"prediction on torch {torch.__version__} needs torch's C++ headers ({header} is missing)",
@@ -131,7 +137,23 @@ def guard_slots(header: Optional[Path] = None) -> tuple:
         index += 2 if name.startswith("~") else 1  # Itanium ABI: complete + deleting destructor
     if "getStream" not in slots or "getDefaultStream" not in slots:
         raise PredictDeviceError("could not read the device guard interface from torch's header")
-    return slots["getStream"], slots["getDefaultStream"], index
+    return slots, index
+
+
+def _own_device_answers() -> dict:
+    """ctypes functions for the guard's slots that name a device: c10::DeviceType is one byte, c10::Device two
+    (type, index), both returned and passed in a register (x86-64 and arm64 C ABIs: small trivially-copyable)."""
+    own = int(torch._C._autograd.DeviceType.PrivateUse1) if hasattr(torch._C._autograd, "DeviceType") else 20
+    device = own  # c10::Device{PrivateUse1, 0}: the type byte, then index 0
+    return {
+        "type": ctypes.CFUNCTYPE(ctypes.c_uint8, ctypes.c_void_p)(lambda this: own),
+        "getDevice": ctypes.CFUNCTYPE(ctypes.c_uint16, ctypes.c_void_p)(lambda this: device),
+        "exchangeDevice": ctypes.CFUNCTYPE(ctypes.c_uint16, ctypes.c_void_p, ctypes.c_uint16)(lambda this, _: device),
+    }
+
+
+#: kept alive for as long as the guard that points at them (the process)
+_OWN_DEVICE_ANSWERS: dict = {}
 
 
 def _register_noop_guard() -> None:
@@ -140,7 +162,8 @@ def _register_noop_guard() -> None:
             f"prediction on Windows needs torch >= 2.6 (this is torch {torch.__version__})",
             remedy="run `dmlprof scan --target dml` under a newer torch, or on Linux/WSL",
         )
-    get_stream, get_default_stream, count = guard_slots()
+    named, count = _guard_interface()
+    get_stream, get_default_stream = named["getStream"], named["getDefaultStream"]
     lib = _c10_library()
     base = ctypes.addressof(ctypes.c_void_p.in_dll(lib, _REGISTRY_SYMBOL))
     meta_index = int(torch._C._autograd.DeviceType.Meta) if hasattr(torch._C._autograd, "DeviceType") else 14
@@ -152,12 +175,20 @@ def _register_noop_guard() -> None:
     if not meta_guard:
         raise PredictDeviceError("torch has no Meta device guard to build the stand-in from")
     vtable = ctypes.c_void_p.from_address(meta_guard).value
+    _OWN_DEVICE_ANSWERS.update(_own_device_answers())
     # Copy offset-to-top, type info and every virtual slot; answer
     # getDefaultStream with getStream (same signature), which the Meta guard
     # does not implement and the autograd engine calls for accumulation.
     source = (ctypes.c_void_p * (count + 2)).from_address(vtable - 2 * ctypes.sizeof(ctypes.c_void_p))
     table = (ctypes.c_void_p * (count + 2))(*source)
     table[2 + get_default_stream] = table[2 + get_stream]
+    # The Meta guard's type(), getDevice() and exchangeDevice() answer the meta device: where torch asks
+    # the guard which device an index-less "privateuseone" is (torch 2.4.1's x.new_tensor(2.0), .to() with
+    # no index), it made the tensor on meta ("Tensor on device meta is not on the expected device").
+    # Answered as the device's own guard answers: this device, index 0.
+    for name, answer in _OWN_DEVICE_ANSWERS.items():
+        if name in named:
+            table[2 + named[name]] = ctypes.cast(answer, ctypes.c_void_p).value
     instance = (ctypes.c_void_p * 1)(ctypes.addressof(table) + 2 * ctypes.sizeof(ctypes.c_void_p))
     _keep_alive.extend([table, instance])
     slots[own_index] = ctypes.addressof(instance)

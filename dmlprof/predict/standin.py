@@ -81,6 +81,13 @@ _IMPLICIT_KEY = "CompositeImplicitAutograd"
 #: torch-directml registers these too, but torch's composite kernels make the same aliases in C++:
 #: routed through Python, ``nn.Parameter(t)`` would find a Python object on the alias and refuse it.
 _LEFT_TO_TORCH = frozenset({"aten::alias", "aten::detach"})
+#: The device copies ATen calls on a backend it has no copy of its own for (``copy_impl``): a conjugate or
+#: negative view reaching one would meet the Conjugate/Negative fallback, which resolves the view with
+#: clone -> copy_ -> the same device copy, for ever (a stack overflow: a complex ``x.conj().clone()``
+#: ended the process). A device with its own copy (XPU's, MPS's copy_stub) copies such a view in one
+#: call; here the stand-in's copy gets the view with its bits, as the CPU copy it runs reads them.
+_COPIES_READING_LAZY_BITS = frozenset({"aten::_copy_from", "aten::_copy_from_and_resize"})
+_BELOW_LAZY_BITS = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Conjugate)
 #: Fallback calls whose tensors hold at most this many elements in all run on the CPU (on placeholder
 #: values) to learn the CPU kernel's output shapes; larger ones are computed on meta.
 CPU_SHAPES_MAX_ELEMENTS = 1 << 21
@@ -137,6 +144,8 @@ class StandIn:
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
                                       wanted=lambda name: name in autograd)
+        self._lazy_bits = [PerOpKernels(key, _past_lazy_bits, wanted=lambda name: name in _COPIES_READING_LAZY_BITS)
+                           for key in ("Conjugate", "Negative")]
 
     #: composites torch-directml refuses though torch's generic kernel would run them
     always_failing = ALWAYS_FAILING_COMPOSITES
@@ -166,6 +175,8 @@ class StandIn:
             warnings.simplefilter("ignore")
             self._kernels.install()
             self._autograd.install()
+            for kernels in self._lazy_bits:
+                kernels.install()
 
     def refresh(self) -> None:
         """Kernels for ops defined since install (an extension imported by the model)."""
@@ -177,6 +188,8 @@ class StandIn:
     def remove(self) -> None:
         self._kernels.remove()
         self._autograd.remove()
+        for kernels in self._lazy_bits:
+            kernels.remove()
         refuse({})
         _values.install(None)
 
@@ -422,6 +435,12 @@ def _one_element(tensor: torch.Tensor) -> torch.Tensor:
             return cpu_view(tensor).reshape(-1)[:1].reshape(()).clone()
         value = constant_of(tensor)
         return torch.full((), value if value is not None else 0, dtype=tensor.dtype)
+
+
+def _past_lazy_bits(overload):
+    """A device copy called on a conjugate or negative view, sent on to the stand-in's copy with the view's
+    bits (``_COPIES_READING_LAZY_BITS``)."""
+    return lambda keyset, *args, **kwargs: overload.redispatch(keyset & _BELOW_LAZY_BITS, *args, **kwargs)
 
 
 def _refusing_float64(run, name: str, device_type: str):

@@ -294,4 +294,10 @@ def constant_of(tensor) -> Optional[object]:
         return None
     known = _store.entry(tensor)
     constant = known.constant if known is not None else None
-    return constant[1] if constant is not None and constant[0] == tensor.dtype else None
+    if constant is None or constant[0] != tensor.dtype:
+        return None
+    value = constant[1]
+    # a conjugate or negative view of the storage reads its constant so (the storage holds the plain one)
+    if tensor.is_conj() and isinstance(value, complex):
+        value = value.conjugate()
+    return -value if tensor.is_neg() else value

@@ -14,6 +14,7 @@ from dmlprof.meta import BLOCK, SCRIPT, SWEEP, RunMeta, WarningRecord
 from dmlprof.plain import plain
 from dmlprof.report.replace import ReplaceComparison
 from dmlprof.report.sweep import SweepReport
+from dmlprof.report.targets import title
 from dmlprof.report.verdict import Verdict, coverage_tone
 from dmlprof.report.verification import Verification
 from dmlprof.schema import HOST
@@ -549,13 +550,16 @@ class Report:
         where = f" at {failed.source}" if failed.source else ""
         dtypes = f" ({failed.dtypes})" if failed.dtypes else ""
         said = (failed.explanation or failed.message).rstrip(".")
+        # the device predicted (--target mps fails on MPS), else DirectML: a scan runs it or its emulation
+        on = title(self.run.prediction.target) if self.is_prediction and self.run.prediction is not None and \
+            self.run.prediction.target else title("dml")
         if failed.calls_after is not None:  # the emulated device raised in its place, and the code went on
-            after = f"; the {failed.calls_after:,} calls recorded after it never run on DirectML" \
+            after = f"; the {failed.calls_after:,} calls recorded after it never run on {on}" \
                 if failed.calls_after else ""
             device = "the emulated device's" if failed.observed else "the prediction's"
             # "went on": the code caught it, or the thread it killed was not the one the run went on in
-            return (f"Fails on DirectML: {failed.op}{dtypes}{where}: {said}. The code went on past {device} error in "
-                    f"its place, but on DirectML the process ends at that call{after}.")
+            return (f"Fails on {on}: {failed.op}{dtypes}{where}: {said}. The code went on past {device} error in "
+                    f"its place, but on {on} the process ends at that call{after}.")
         if failed.ended_process:
             stopped = "The process ended there"
         elif failed.kind == "aborts":
@@ -563,7 +567,7 @@ class Report:
                        if failed.observed else "The prediction stops there, as the process would")
         else:
             stopped = "The run stopped there" if failed.observed else "The prediction stops there, as the run would"
-        return f"Fails on DirectML: {failed.op}{dtypes}{where}: {said}. {stopped}; the report covers the calls before it."
+        return f"Fails on {on}: {failed.op}{dtypes}{where}: {said}. {stopped}; the report covers the calls before it."
 
     @property
     def device_unused_note(self) -> Optional[str]:

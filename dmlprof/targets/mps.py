@@ -13,12 +13,15 @@ from typing import Optional
 from dmlprof.targets.base import TargetDtypeFailure, TargetSemantics
 
 #: calls that move, view or make tensors: common_mps.py's complex list names user-facing ops, and these
-#: pieces of theirs run for any dtype a tensor on the device can hold
+#: pieces of theirs run for any dtype a tensor on the device can hold. Base names (``base_name``: copy_ is
+#: "copy"). ``_copy_from`` is the stand-in's device copy where MPS copies in mps_copy_ (no op of its own),
+#: the copy common_mps.py's complex-capable clone and contiguous run on.
 _STRUCTURAL = frozenset({
-    "_to_copy", "copy_", "clone", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "view", "_unsafe_view", "as_strided", "alias", "detach", "t", "transpose", "permute", "expand", "select",
-    "slice", "unsqueeze", "squeeze", "reshape", "_reshape_alias", "fill_", "zero_", "resize_", "cat", "stack",
-    "view_as_real", "view_as_complex", "_conj", "resolve_conj", "_neg_view", "resolve_neg", "set_", "lift_fresh",
+    "_to_copy", "copy", "_copy_from", "_copy_from_and_resize", "clone", "empty", "empty_like", "empty_strided",
+    "new_empty", "new_empty_strided", "view", "_unsafe_view", "as_strided", "alias", "detach", "t", "transpose",
+    "permute", "expand", "select", "slice", "unsqueeze", "squeeze", "reshape", "_reshape_alias", "fill", "zero",
+    "resize", "cat", "stack", "view_as_real", "view_as_complex", "_conj", "resolve_conj", "_neg_view", "resolve_neg",
+    "set", "lift_fresh",
 })
 _COMPLEX_HELD = ("complex64", "complex32")
 _HELD_INSTEAD = {"float64": "float32", "complex128": "complex64"}

@@ -206,3 +206,18 @@ def test_ctrl_c_in_the_warm_up_says_nothing_was_saved(tmp_path):
     with pytest.raises(Interrupted, match="before any step was recorded: nothing was saved"):
         ContractRun(model, CpuBackend(), sync=True, profiler=False, run_mode="contract").run(
             batch_size=2, steps=1, warmup=1)
+
+
+@pytest.mark.parametrize("target, device", [("mps", "MPS"), ("xpu", "XPU"), ("dml", "DirectML")])
+def test_a_predicted_failure_names_the_target_it_was_predicted_for(target, device):
+    """Re-probe 12: every MPS and XPU prediction's headline said "Fails on DirectML"."""
+    from session_kinds import _changed, predicted
+
+    from dmlprof.report import build_report
+
+    failure = {"op": "aten::_copy_from", "kind": "raises", "message": "no", "observed": False}
+    for calls_after in (None, 3):
+        session = _changed(predicted(), target=target, device_failure=dict(failure, calls_after=calls_after))
+        note = build_report(session).device_failure_note
+        assert note.startswith(f"Fails on {device}: aten::_copy_from")
+        assert ("DirectML" in note) == (device == "DirectML")

@@ -287,6 +287,45 @@ def test_views_share_their_base_storage_and_placeholders_keep_strides():
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_index_less_devices_and_lazy_views_copy_as_on_a_device():
+    """Re-probe 12, in one process (each costs one): on torch < 2.6 the stand-in's device guard answered
+    "meta" for an index-less device, so 2.4.1's ``h.new_tensor(2.0)`` made a meta tensor and the step failed
+    "Tensor on device meta is not on the expected device"; and a complex parameter under --target xpu (its
+    gradient a conjugate view) died of SIGSEGV: clone -> copy_ -> _copy_from -> the Conjugate fallback's
+    clone -> ... for ever."""
+    import subprocess
+    import sys
+
+    probe = textwrap.dedent("""
+        import torch
+        from dmlprof.predict.device import device_name, ensure_device
+        from dmlprof.predict.standin import StandIn
+        from dmlprof.predict.targets import TargetStandIn
+        from dmlprof.tables import load_table
+        from dmlprof.targets import semantics_for
+        ensure_device()
+        real = torch.randn(3)
+        standin = StandIn(load_table("dml"), [], device_name())
+        standin.install()
+        on_device = real.to(device_name())
+        for made in (on_device.new_tensor(2.0), on_device.new_zeros(()), torch.tensor(2.0).to(device_name())):
+            assert made.device == torch.device(device_name(), 0), made.device
+        assert torch.equal(torch._neg_view(on_device).clone().cpu(), -real)
+        standin.remove()
+        TargetStandIn(semantics_for("xpu", environ={}), [], device_name()).install()
+        held = torch.randn(3, dtype=torch.complex64)
+        on_device = held.to(device_name())
+        assert torch.equal(on_device.conj().clone().cpu(), held.conj())
+        assert torch.equal(on_device.conj().resolve_conj().cpu(), held.conj())
+        constant = torch.full((3,), 1 + 2j, dtype=torch.complex64, device=device_name())
+        assert torch.equal(constant.conj().clone().cpu(), torch.full((3,), 1 - 2j))
+        assert torch.equal(torch._neg_view(constant).clone().cpu(), torch.full((3,), -1 - 2j))
+        print("ok")
+        """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
 def test_a_sparse_result_on_the_device_fails_as_on_torch_directml(tmp_path):
     path = _linear_model(tmp_path, """
                 return self.lin(x).to_sparse().to_dense().sum(1)

@@ -145,6 +145,16 @@ def test_mps_holds_no_float64_and_complex64_only_in_the_ops_common_mps_lists():
     assert mps.check_call("aten::cholesky_inverse", ("complex64",)) == RAISES
 
 
+@pytest.mark.parametrize("op", ["aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_", "aten::fill_.Scalar",
+                                "aten::zero_", "aten::resize_", "aten::set_.source_Storage", "aten::_to_copy"])
+def test_moving_filling_or_resizing_a_complex64_tensor_on_mps_is_data_movement_not_a_complex_op(op):
+    """Re-probe 12: moving a complex64 tensor to MPS raised at _copy_from (the stand-in's device copy), and the
+    in-place structural entries (copy_, fill_ ...) never matched an op's base name (copy, fill ...). MPS's
+    copy holds complex64: common_mps.py lists clone and contiguous, device copies both, as complex-capable."""
+    mps = semantics_for("mps", environ={})
+    assert mps.call_failure(op, ("complex64",)) is None
+
+
 def test_a_dtype_gap_of_common_mps_raises_for_that_dtype_only():
     mps = semantics_for("mps", environ={})
     assert mps.check_call("aten::median", ("float32",)) == RUNS

@@ -20,6 +20,7 @@
 #include <ATen/TensorUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/set_native.h>
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -784,6 +785,31 @@ std::string op_name(const c10::OperatorHandle& op) {
   return name.str();
 }
 
+// set_ with a storage (torch.save's storage copy: at::empty({0}).set_(storage), and torch.load's): the device
+// tensor takes the device storage. The CPU kernel cannot (its tensor, the CPU alias, would take a storage of
+// another device: "Attempted to set the storage of a tensor on device cpu ..."), so the fallback does it on the
+// device tensor itself, as CPU's own set_ does on a CPU one. False where it is not such a call.
+bool set_storage_on_device(const c10::OperatorHandle& op, Stack* s) {
+  const auto& schema = op.schema();
+  if (schema.name() != "aten::set_") return false;
+  const bool with_geometry = schema.overload_name() == "source_Storage_storage_offset";
+  if (!with_geometry && schema.overload_name() != "source_Storage") return false;
+  const size_t count = schema.arguments().size();
+  auto self = (*s)[s->size() - count].toTensor();
+  if (!on_device(self)) return false;
+  auto storage = (*s)[s->size() - count + 1].toStorage();
+  if (with_geometry) {
+    auto args = torch::jit::pop(*s, count);
+    at::native::set_storage_cpu_(self, storage, as_int(args[2]), int_list(args[3]), int_list(args[4]));
+  } else {
+    torch::jit::drop(*s, count);
+    const int64_t elements = static_cast<int64_t>(storage.nbytes()) / static_cast<int64_t>(self.dtype().itemsize());
+    at::native::set_storage_cpu_(self, storage, 0, {elements}, {});
+  }
+  torch::jit::push(*s, self);
+  return true;
+}
+
 void dml_fallback(const c10::OperatorHandle& op, Stack* s) {
   {
     std::lock_guard<std::mutex> lock(g_counts_mutex);
@@ -793,6 +819,7 @@ void dml_fallback(const c10::OperatorHandle& op, Stack* s) {
   TORCH_WARN_ONCE("The operator '", op.schema().operator_name(),
                   "' is not currently supported on the DML backend and will fall back to run on the CPU."
                   " This may have performance implications.");
+  if (set_storage_on_device(op, s)) return;
   at::native::cpu_fallback(op, s);
 }
 
