@@ -80,22 +80,33 @@ def _copy_between_devices(args, kwargs, _read) -> dict:
             "dtype": _name(dtype) if isinstance(dtype, torch.dtype) else None}
 
 
-def _written_view_under_autograd(args, kwargs, _read) -> dict:
+def _reported_offset(tensor: torch.Tensor) -> int:
+    return tensor.storage_offset()
+
+
+def _written_view_under_autograd(offset_of: Callable = _reported_offset) -> Callable:
     """An in-place write (``h[:, 4:] = 0`` is ``slice`` then ``fill_``) into a view that starts past its base's
     start, while autograd records it: grad mode on and the view or a written value requiring grad. Real
     torch-directml reports ``storage_offset()`` 0 for every view, and autograd's CopySlices rebuilds the written
-    slice from that offset in the backward, so the slice's gradient lands at the base's start (realdml). Judged on
-    the recording devices, whose views keep the CPU's offsets; empty (nothing kept) outside the class."""
-    written = args[0] if args else kwargs.get("self")
-    if not isinstance(written, torch.Tensor) or not torch.is_grad_enabled() or not written._is_view():
-        return {}
-    base = written._base
-    if base is None or written.storage_offset() == base.storage_offset():
-        return {}
-    values = list(args) + list(kwargs.values())
-    if not any(isinstance(v, torch.Tensor) and v.requires_grad for v in values):
-        return {}
-    return {"view_offset": written.storage_offset() - base.storage_offset(), "autograd_records": True}
+    slice from that offset in the backward, so the slice's gradient lands at the base's start (realdml).
+    ``offset_of(tensor)``: the offset a view should have (its own where the device's views keep the CPU's offsets;
+    on real torch-directml the one :class:`~dmlprof.directml.view_offsets.IntendedOffsets` kept). Empty (nothing
+    kept) outside the class."""
+    def arguments(args, kwargs, _read) -> dict:
+        written = args[0] if args else kwargs.get("self")
+        if not isinstance(written, torch.Tensor) or not torch.is_grad_enabled() or not written._is_view():
+            return {}
+        base = written._base
+        if base is None:
+            return {}
+        past_start = offset_of(written) - offset_of(base)
+        if not past_start:
+            return {}
+        values = list(args) + list(kwargs.values())
+        if not any(isinstance(v, torch.Tensor) and v.requires_grad for v in values):
+            return {}
+        return {"view_offset": past_start, "autograd_records": True}
+    return arguments
 
 #: index elements beyond which a scatter's index is not read (a sort of them would cost the run seconds)
 SCATTER_INDEX_MAX_READ = 1 << 24
@@ -145,27 +156,34 @@ def _name(dtype: torch.dtype) -> str:
 
 
 #: op -> what of its call a wrong-result class is keyed by
-ARGUMENTS = {
-    "aten::nll_loss_forward": _nll_loss(1, 3, 4),
-    "aten::nll_loss2d_forward": _nll_loss(1, 3, 4),
-    "aten::nll_loss_backward": _nll_loss(2, 4, 5),
-    "aten::nll_loss2d_backward": _nll_loss(2, 4, 5),
-    "aten::max_pool2d_with_indices": _max_pool(5),
-    "aten::max_pool2d_with_indices_backward": _max_pool(6),
-    "aten::addmm": _scaled_product,
-    "aten::baddbmm": _scaled_product,
-    "aten::_to_copy": _copy_between_devices,
-    **{op: _written_view_under_autograd for op in IN_PLACE_WRITES},
-    **dict.fromkeys(SCATTER_ACCUMULATING_OPS, _scatter_accumulating),
-    # an in-place scatter_add into a slice is judged for both classes
-    "aten::scatter_add_": _both(_written_view_under_autograd, _scatter_accumulating),
-}
+def judges_for_offsets(offset_of: Callable = _reported_offset) -> dict:
+    """What each op's arguments are read for (the classes keyed by them), the in-place writes judged by
+    ``offset_of(view)``: the view's own offset, or where the device's views do not report it the offset kept for it."""
+    written_view = _written_view_under_autograd(offset_of)
+    return {
+        "aten::nll_loss_forward": _nll_loss(1, 3, 4),
+        "aten::nll_loss2d_forward": _nll_loss(1, 3, 4),
+        "aten::nll_loss_backward": _nll_loss(2, 4, 5),
+        "aten::nll_loss2d_backward": _nll_loss(2, 4, 5),
+        "aten::max_pool2d_with_indices": _max_pool(5),
+        "aten::max_pool2d_with_indices_backward": _max_pool(6),
+        "aten::addmm": _scaled_product,
+        "aten::baddbmm": _scaled_product,
+        "aten::_to_copy": _copy_between_devices,
+        **dict.fromkeys(IN_PLACE_WRITES, written_view),
+        **dict.fromkeys(SCATTER_ACCUMULATING_OPS, _scatter_accumulating),
+        # an in-place scatter_add into a slice is judged for both classes
+        "aten::scatter_add_": _both(written_view, _scatter_accumulating),
+    }
 
 
-def call_arguments(name: str, args, kwargs, read: Callable = read_device_values) -> str:
+ARGUMENTS = judges_for_offsets()
+
+
+def call_arguments(name: str, args, kwargs, read: Callable = read_device_values, judges: dict = ARGUMENTS) -> str:
     """The JSON the frame's ``arguments`` column keeps for this call ("" for an op no class is keyed by);
-    ``read(tensor)``: its values on the CPU, or None."""
-    judge = ARGUMENTS.get(name)
+    ``read(tensor)``: its values on the CPU, or None; ``judges``: :data:`ARGUMENTS` or :func:`judges_for_offsets`'."""
+    judge = judges.get(name)
     if judge is None:
         return ""
     if _enable_record_function is not None:  # dmlprof's own reads: not the program's calls in any profiler
@@ -180,9 +198,12 @@ def call_arguments(name: str, args, kwargs, read: Callable = read_device_values)
             _enable_record_function(True)
 
 
-def arguments_judge(op_name: Callable, read: Callable = read_device_values) -> Callable:
-    """``judge(func, args, kwargs) -> str`` for the recorder: cheap (a set lookup) for every op but :data:`ARGUMENTS`'."""
+def arguments_judge(op_name: Callable, read: Callable = read_device_values, offset_of: Callable = None) -> Callable:
+    """``judge(func, args, kwargs) -> str`` for the recorder: cheap (a set lookup) for every op but :data:`ARGUMENTS`';
+    ``offset_of(view)``: the offset a view should have, where the device's views do not report it (else their own)."""
+    judges = ARGUMENTS if offset_of is None else judges_for_offsets(offset_of)
+
     def judge(func, args, kwargs) -> str:
         name = op_name(func)
-        return call_arguments(name, args, kwargs, read) if name in ARGUMENTS else ""
+        return call_arguments(name, args, kwargs, read, judges) if name in judges else ""
     return judge

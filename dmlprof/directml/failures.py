@@ -308,7 +308,10 @@ def _as_strided_beyond(args, kwargs) -> Optional[Failure]:
         return None
     offset = self.storage_offset() if offset is None else int(offset)
     needed = (offset + 1 + sum((n - 1) * step for n, step in zip(size, stride))) * self.element_size()
-    held = self.untyped_storage().nbytes()
+    try:
+        held = self.untyped_storage().nbytes()
+    except NotImplementedError:  # real torch-directml's tensors keep no storage Python can read: it checks this itself
+        return None
     if needed <= held:
         return None
     return Failure(RAISES, f"ensure_in_bounds: sizes {size}, strides {stride}, storage offset {offset}, and itemsize "
@@ -627,11 +630,33 @@ class DirectMLSemantics:
 
         return rule_for(self.device_type, self.float64_support is not False, op_name)
 
+    #: whether this device's views report the offset in their storage the CPU would give them (real
+    #: torch-directml's report 0: their offsets are then worked out from the calls that made them)
+    views_report_offsets = True
+
     def arguments_rule(self):
         from dmlprof.directml.call_arguments import arguments_judge
         from dmlprof.record.frame import op_name
 
-        return arguments_judge(op_name, self.read_values)
+        offsets = self.intended_offsets()
+        return arguments_judge(op_name, self.read_values, offsets.offset_of if offsets is not None else None)
+
+    def view_rule(self):
+        """``note(func, args, kwargs, out)`` after each recorded call, keeping the offsets of the views it made
+        where the device's views do not report them; None where they do (no work per call)."""
+        offsets = self.intended_offsets()
+        return offsets.note if offsets is not None else None
+
+    def intended_offsets(self):
+        """This backend's :class:`~dmlprof.directml.view_offsets.IntendedOffsets` (one per backend), or None."""
+        if self.views_report_offsets:
+            return None
+        if getattr(self, "_intended_offsets", None) is None:
+            from dmlprof.directml.view_offsets import IntendedOffsets
+            from dmlprof.record.frame import op_name
+
+            self._intended_offsets = IntendedOffsets(op_name)
+        return self._intended_offsets
 
     def read_values(self, tensor):
         """A device tensor's values on the CPU, or None (the prediction's stand-in reads only what it holds)."""

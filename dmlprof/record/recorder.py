@@ -171,6 +171,8 @@ class _Calls:
             rec.warnings.in_call = False
         else:
             out, failed = None, refused
+        if rec.view_noted is not None and failed is None:  # before the view is written into (a later call)
+            rec.view_noted(func, args, kwargs, out)
         outputs = _outputs_tuple(out)
         if rec.sync is not None and failed is None:
             try:
@@ -272,6 +274,9 @@ class Recorder:
         self.rule = backend.failure_rule()
         #: the device's wrong-result classes: the arguments of a call they are keyed by (None: none)
         self.arguments_of = backend.arguments_rule() if hasattr(backend, "arguments_rule") else None
+        #: ``note(func, args, kwargs, out)`` after each call, where the device's views do not report their offsets
+        #: (real torch-directml: :mod:`dmlprof.directml.view_offsets`), else None
+        self.view_noted = backend.view_rule() if hasattr(backend, "view_rule") else None
         #: ``capture(func, args, kwargs, row)`` before each recorded call (a prediction's backend asked for
         #: scan --confirm: :class:`dmlprof.confirm.signatures.SignatureCapture`), else None
         self.capture = getattr(backend, "capture", None)

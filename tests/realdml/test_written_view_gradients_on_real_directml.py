@@ -2,7 +2,8 @@
 torch-directml (re-probe 12, case 41): its views report ``storage_offset()`` 0, and autograd's CopySlices puts the
 written slice's gradient at the base's start. Judged by the real thing: every case the rule flags (as the recorder
 judges its calls, below autograd) gives a gradient other than the CPU's, every case it leaves alone (a write at
-offset 0, one autograd does not record, the out-of-place replacements the report advises) gives the CPU's."""
+offset 0, one autograd does not record, the out-of-place replacements the report advises) gives the CPU's; and the
+live recorder on DirectML itself (``scan --device dml``), whose views all report offset 0, flags the same cases."""
 from __future__ import annotations
 
 import json
@@ -54,8 +55,16 @@ def _function(name: str) -> str:
     return f"def {name}(dev):\n{body}\n"
 
 
+#: each case's gradient on the CPU and on DirectML, and the arguments the live recorder keeps for its calls on
+#: DirectML (as in ``scan --device dml``: its tap, rules and view offsets), in one process
 PROBE = "import json, torch, torch_directml\nd = torch_directml.device()\n" + "".join(map(_function, CASES)) + \
-    "print(json.dumps({n: [globals()[n]('cpu').tolist(), globals()[n](d).cpu().tolist()] for n in %r}))\n" % list(CASES)
+    "from dmlprof.backends import resolve_backend\nfrom dmlprof.record.recorder import Recorder\n" \
+    "backend = resolve_backend('dml')\n" \
+    "def live(n):\n    recorder = Recorder(backend, sync=False)\n    with recorder:\n        globals()[n](d)\n" \
+    "    return [[row[2]._schema.name + ('.' + row[2]._schema.overload_name if row[2]._schema.overload_name else ''), " \
+    "row[-1]] for row in recorder.rows if row[-1]]\n" \
+    "print(json.dumps({n: [globals()[n]('cpu').tolist(), globals()[n](d).cpu().tolist(), live(n)] for n in %r}))\n" \
+    % list(CASES)
 
 
 def _flagged_on_the_cpu(name: str) -> bool:
@@ -84,13 +93,22 @@ def _flagged_on_the_cpu(name: str) -> bool:
     return bool(flags)
 
 
+def _flagged_live(calls) -> bool:
+    """Whether the live scan on real DirectML flags one of these calls (op, arguments JSON), as its report does."""
+    from dmlprof.tables.wrong_classes import Call, classes_for
+
+    return any(classes_for(Call(op, ("float32",), ((),), "forward", json.loads(text))) for op, text in calls)
+
+
 def test_the_written_view_class_holds_exactly_where_real_directml_misplaces_the_gradient(realdml):
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=realdml, timeout=600)
     assert done.returncode == 0, done.stderr[-800:]
     grads = json.loads(done.stdout.strip().splitlines()[-1])
-    for name, (on_cpu, on_directml) in grads.items():
+    for name, (on_cpu, on_directml, live_calls) in grads.items():
         flagged = _flagged_on_the_cpu(name)
         assert flagged == (on_cpu != on_directml), (name, flagged, on_cpu, on_directml)
+        # the live recorder on DirectML, whose views all report offset 0, judges them alike
+        assert _flagged_live(live_calls) == flagged, (name, live_calls)
         if name in FIXES:
             assert on_cpu == on_directml and not flagged, name
     assert sum(_flagged_on_the_cpu(name) for name in CASES) == 5  # the class is not empty on the real thing
