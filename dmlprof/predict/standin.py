@@ -68,6 +68,7 @@ from dmlprof.predict.conversion import (
 from dmlprof.predict.husks import META_KEYS, meta_copy, refuse
 from dmlprof.predict.placeholders import FINDS_INDICES, SIZED_BY_DATA, placeholder, remember_values, sized_by_data
 from dmlprof.predict.reshape import directml_reshape
+from dmlprof.predict.rnn_cells import META_REFERENCES, UNFUSED_PATHS
 from dmlprof.predict.shape_cache import cache_key, cache_kind, cached, remember
 from dmlprof.predict.special_kernels import ANSWERED, CPU_LAYOUT, SPECIAL
 from dmlprof.predict.values import (
@@ -140,7 +141,7 @@ class StandIn:
         # torch-directml's autograd-key kernels, and contiguous() as its tensors answer it (they say they are
         # contiguous in every layout: dmlprof.directml.device_module.contiguous_as_on_directml)
         autograd = frozenset(table.registrations.get("AutogradPrivateUse1", ())) | {CONTIGUOUS_OP} | \
-            IMPLICIT_FAILING_COMPOSITES
+            IMPLICIT_FAILING_COMPOSITES | self.unfused
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
                                       wanted=lambda name: name in autograd)
@@ -149,6 +150,9 @@ class StandIn:
 
     #: composites torch-directml refuses though torch's generic kernel would run them
     always_failing = ALWAYS_FAILING_COMPOSITES
+    #: fused ops ATen calls on a PrivateUse1 device where the device predicted takes their unfused path
+    #: (``UNFUSED_PATHS``: MPS's GRU cell); torch-directml's device is a PrivateUse1 one and takes the fused call
+    unfused = frozenset()
 
     def refused_dtypes(self, float64_support: bool) -> dict:
         """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
@@ -194,7 +198,7 @@ class StandIn:
         _values.install(None)
 
     def _wanted(self, name: str) -> bool:
-        if name in self._natives or name in ANSWERED or name in self.always_failing:
+        if name in self._natives or name in ANSWERED or name in self.always_failing or name in self.unfused:
             return True
         if name in _LEFT_TO_TORCH or is_composite(name) or _has_kernel(name, "PrivateUse1"):
             return False  # torch's generic kernel runs it, or torch registered one of its own (c10d)
@@ -213,6 +217,9 @@ class StandIn:
         if name in ANSWERED:
             answer = ANSWERED[name]
             run = lambda args, kwargs: answer(self, overload, args, kwargs)  # noqa: E731
+        elif name in self.unfused:  # below autograd (inference mode): the pieces run as the device's calls
+            unfused = UNFUSED_PATHS[name]
+            return lambda keyset, *args, **kwargs: unfused(*args, **kwargs)
         elif name not in self._natives:
             run = lambda args, kwargs: self.fallback(overload, name, args, kwargs)  # noqa: E731
         elif name in SPECIAL:
@@ -235,6 +242,9 @@ class StandIn:
             return lambda keyset, *args, **kwargs: directml_reshape(*args, **kwargs)
         if op_name(overload) == CONTIGUOUS_OP:
             return lambda keyset, *args, **kwargs: contiguous_as_on_directml(*args, **kwargs)
+        if op_name(overload) in self.unfused:  # above autograd: autograd records (and differentiates) the pieces
+            unfused = UNFUSED_PATHS[op_name(overload)]
+            return lambda keyset, *args, **kwargs: unfused(*args, **kwargs)
         if op_name(overload).startswith("aten::") and op_name(overload) not in IMPLICIT_FAILING_COMPOSITES:
             return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
         below = torch._C._after_autograd_keyset
@@ -360,7 +370,9 @@ class StandIn:
         converted = Converted(self.device_type, meta_copy, "meta")
         meta_args = converted.convert(args)
         meta_kwargs = converted.convert_kwargs(kwargs)
-        out = converted.back(overload(*meta_args, **meta_kwargs))
+        # a device-only op without a Meta kernel (the GRU's fused cell, which XPU runs) is shaped by its reference
+        shaped_by = META_REFERENCES.get(op_name(overload), overload)
+        out = converted.back(shaped_by(*meta_args, **meta_kwargs))
         remember(key, out, args, kwargs, converted.target)
         return out
 

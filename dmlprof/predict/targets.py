@@ -30,6 +30,7 @@ class TargetStandIn(StandIn):
 
     def __init__(self, semantics, log: list, device_type: str, values=None):
         self.semantics = semantics  # before StandIn's __init__, which asks for the refused dtypes
+        self.unfused = frozenset(semantics.unfused)  # and chooses the autograd kernels by it
         super().__init__(semantics.table, log, device_type, True, values)
         # where ATen picks another op on the target's device than on a PrivateUse1 one (MPS convolves with
         # _mps_convolution), the stand-in's op runs as the target's own does

@@ -43,6 +43,10 @@ class TargetSemantics:
     #: ``{op the stand-in's PrivateUse1 device calls: op ATen calls there on the target's device}``, where
     #: ATen picks a kernel by the device's type (the stand-in cannot be a device of the target's type)
     counterparts: Mapping[str, str] = {}
+    #: fused ops ATen calls on a PrivateUse1 device and never on the target's, where it computes the same from
+    #: ops of its own instead (``dmlprof.predict.rnn_cells.UNFUSED_PATHS``): judged as a composite, whose
+    #: pieces are judged as calls of their own
+    unfused: frozenset = frozenset()
 
     def __init__(self, table, environ: Optional[Mapping[str, str]] = None):
         self.table = table
@@ -70,6 +74,8 @@ class TargetSemantics:
     # -- what follows from them ---------------------------------------------------------------
     def kind(self, op: str) -> Optional[str]:
         """The table's kind of ``op``, or of the op the target's device calls in its place."""
+        if op in self.unfused:
+            return "composite_implicit"  # the device runs its unfused pieces
         return self.table.kind(self.counterparts.get(op, op))
 
     def stand_in_natives(self) -> tuple:

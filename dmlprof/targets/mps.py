@@ -49,6 +49,9 @@ class Semantics(TargetSemantics):
         "aten::_thnn_fused_lstm_cell": "aten::_lstm_mps",
         "aten::_thnn_fused_lstm_cell_backward_impl": "aten::lstm_mps_backward",
     }
+    # ATen's GRU cell is fused on CUDA, XPU and PrivateUse1 inputs only (RNN.cpp's GRUCell); on MPS nn.GRU and
+    # nn.GRUCell run linear, sigmoid, tanh and pointwise arithmetic, and autograd differentiates those
+    unfused = frozenset({"aten::_thnn_fused_gru_cell"})
 
     def __init__(self, table, environ=None):
         super().__init__(table, environ)
