@@ -1,7 +1,9 @@
 """``dmlprof scan MODEL.py --target dml,xpu,mps``: one predicted step per target, one short verdict each.
 
 Each target is predicted as ``--target T`` alone predicts it (its session saved under --out); a step that
-fails on one target is that target's verdict, not the command's error. ``--json FILE`` writes every target's
+fails on one target is that target's verdict, not the command's error. A step that raised for another reason
+than a call the device refuses (the model's own error) is said so on its line, and ends the command as it
+ends ``--target T`` alone (exit 3), once every target's line is out. ``--json FILE`` writes every target's
 verdict and report in one document (format ``dmlprof-targets``).
 """
 from __future__ import annotations
@@ -11,7 +13,7 @@ import sys
 
 
 def run_side_by_side(args) -> int:
-    from dmlprof.errors import DeviceError, UsageError
+    from dmlprof.errors import DeviceError, ModelRaisedError, UsageError
     from dmlprof.output import Written, emit, save_session, write_output
     from dmlprof.predict import DML_TARGET, predict_scan
     from dmlprof.report import build_report
@@ -23,13 +25,20 @@ def run_side_by_side(args) -> int:
             raise UsageError(f"--{flag} shows one run: with several targets, run --target T --{flag} for each")
     targets = args.target.split(",")
     written, rows, saved = Written(), [], []
+    model_raised = None  # the first step that raised of its own (not a call the device refuses)
     for target in targets:
+        raised = None
         try:
             session = predict_scan(args.model, target=target, batch_size=args.batch_size, steps=args.steps,
                                    warmup=args.warmup, float64=args.adapter == "float64" and target == DML_TARGET,
                                    target_torch=args.target_torch if target != DML_TARGET else None)
         except ScanStopped as stopped:  # the step fails on this target: that is its verdict
             session = stopped.session
+            if session.meta.device_failure is None:  # it stopped for another reason than a refused call
+                if not isinstance(stopped.cause, ModelRaisedError):
+                    raise  # an interruption, or dmlprof's own error: the command's, not a verdict
+                raised = stopped.cause
+                model_raised = model_raised or stopped
         except DeviceError as failed:  # it fails before any call is recorded (a float64 model's move to MPS): so
             # is its verdict, and the other targets are still predicted (it ended the whole comparison, rc 4)
             rows.append((failed_before_the_step(target, failed.one_line()), None))
@@ -38,7 +47,7 @@ def run_side_by_side(args) -> int:
         save_session(session, args, written=written)
         saved.append(written.session_path)
         report = build_report(session)
-        rows.append((target_verdict(report), report))
+        rows.append((target_verdict(report, raised=raised.one_line() if raised is not None else None), report))
     lines = [verdict.line for verdict, _ in rows]
     if args.json:
         doc = {"format": "dmlprof-targets", "format_version": 1, "model": args.model,
@@ -55,4 +64,6 @@ def run_side_by_side(args) -> int:
     emit("\n".join(f"{target} session saved to {path}" for target, path in zip(targets, saved) if path), where)
     announce(written, where)
     written.raise_problems()
+    if model_raised is not None:
+        raise model_raised.cause
     return 0

@@ -328,3 +328,52 @@ def test_side_by_side_refuses_confirm_instead_of_dropping_it(tmp_path, capsys):
     model = _model(tmp_path, "", "return self.fc(x)")
     assert main(["scan", model, "--target", "dml,xpu", "--confirm", "--out", str(tmp_path / "r")]) == 2
     assert "--confirm" in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+_GRU_MODEL = """
+import torch
+from torch import nn
+BATCH_SIZE = 2
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru, self.cell, self.fc = nn.GRU(4, 4, batch_first=True), nn.GRUCell(4, 4), nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(self.gru(x)[0][:, -1] + self.cell(x[:, 0]))
+def build_model():
+    return Net()
+def make_batch(batch_size):
+    return torch.randn(batch_size, 3, 4), torch.randint(0, 2, (batch_size,))
+def loss_fn(out, target):
+    return nn.functional.cross_entropy(out, target)
+"""
+
+
+def test_a_gru_runs_on_mps_as_atens_unfused_cell_and_on_xpu_as_its_fused_kernel(tmp_path):
+    """ATen fuses the GRU cell on CUDA, XPU and PrivateUse1 inputs only (RNN.cpp's GRUCell): the stand-in met the
+    fused call for MPS, which lacks it, and failed a model real MPS runs (probe 13, case 24); on XPU, which has it,
+    torch's missing Meta kernel ended the step with dmlprof's own error, read as the model's (case 25)."""
+    model = tmp_path / "gru.py"
+    model.write_text(_GRU_MODEL, encoding="utf-8")
+    on_mps = predict_scan(model, target="mps")
+    mps_ops = set(on_mps.ops["op"])
+    assert not any("_thnn_fused_gru_cell" in op for op in mps_ops)  # MPS never makes the call
+    assert {"aten::sigmoid_", "aten::tanh_", "aten::sigmoid_backward"} <= mps_ops  # its pieces, and their gradients
+    on_xpu = predict_scan(model, target="xpu")
+    assert {"aten::_thnn_fused_gru_cell", "aten::_thnn_fused_gru_cell_backward"} <= set(on_xpu.ops["op"])
+    for target in ("mps", "xpu"):  # the fused call judged from the table as the device takes it
+        assert semantics_for(target).check_call("aten::_thnn_fused_gru_cell", ("float32",)) == RUNS
+
+
+def test_side_by_side_says_a_step_raised_of_its_own_as_the_target_alone_does(tmp_path, capsys):
+    """`--target dml,xpu,mps` said "no call fails" for XPU where `--target xpu` ended with the step's error
+    (exit 3): the side-by-side line read only a refused call as a failure (probe 13, case 25)."""
+    from dmlprof.cli import main
+
+    model = _model(tmp_path, "", "raise ValueError('the model raised')")
+    assert main(["scan", model, "--target", "xpu,mps", "--out", str(tmp_path / "r")]) == 3
+    captured = capsys.readouterr()
+    lines = [line.strip() for line in captured.out.splitlines() if line.startswith("  ")]
+    assert len(lines) == 2 and all("no call fails before the step raised: step 1 raised ValueError" in line
+                                   for line in lines)
+    assert "ValueError" in captured.err  # and it ends the command as `--target xpu` alone ends it
