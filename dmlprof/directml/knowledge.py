@@ -101,9 +101,9 @@ def trace(op: str) -> list:
     (name, args, kwargs) of each, on the CPU."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from dmlprof.record.tap import _overload
+    from dmlprof.record.tap import op_overload
 
-    overload = _overload(op)
+    overload = op_overload(op)
     if overload is None:
         return []
     schema = overload._schema

@@ -141,7 +141,7 @@ class StandIn:
         # torch-directml's autograd-key kernels, and contiguous() as its tensors answer it (they say they are
         # contiguous in every layout: dmlprof.directml.device_module.contiguous_as_on_directml)
         autograd = frozenset(table.registrations.get("AutogradPrivateUse1", ())) | {CONTIGUOUS_OP} | \
-            IMPLICIT_FAILING_COMPOSITES | self.unfused
+            IMPLICIT_FAILING_COMPOSITES | self.unfused | self.judged_composites
         self._kernels = PerOpKernels("PrivateUse1", self._kernel_for, wanted=self._wanted)
         self._autograd = PerOpKernels("AutogradPrivateUse1", self._autograd_kernel_for,
                                       wanted=lambda name: name in autograd)
@@ -153,6 +153,8 @@ class StandIn:
     #: fused ops ATen calls on a PrivateUse1 device where the device predicted takes their unfused path
     #: (``UNFUSED_PATHS``: MPS's GRU cell); torch-directml's device is a PrivateUse1 one and takes the fused call
     unfused = frozenset()
+    #: composites the device predicted judges by their arguments before they decompose (``judge_composite``)
+    judged_composites = frozenset()
 
     def refused_dtypes(self, float64_support: bool) -> dict:
         """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
@@ -245,10 +247,17 @@ class StandIn:
         if op_name(overload) in self.unfused:  # above autograd: autograd records (and differentiates) the pieces
             unfused = UNFUSED_PATHS[op_name(overload)]
             return lambda keyset, *args, **kwargs: unfused(*args, **kwargs)
+        if op_name(overload) in self.judged_composites:
+            name = op_name(overload)
+            return lambda keyset, *args, **kwargs: self.judge_composite(name, args, kwargs) or \
+                overload.decompose(*args, **kwargs)
         if op_name(overload).startswith("aten::") and op_name(overload) not in IMPLICIT_FAILING_COMPOSITES:
             return lambda keyset, *args, **kwargs: overload.decompose(*args, **kwargs)
         below = torch._C._after_autograd_keyset
         return lambda keyset, *args, **kwargs: overload.redispatch(keyset & below, *args, **kwargs)
+
+    def judge_composite(self, name: str, args, kwargs) -> None:
+        """Raises where the device refuses a call of ``name`` (one of ``judged_composites``) with these arguments."""
 
     # -- kernels ------------------------------------------------------------------------
     def fallback(self, overload, name: str, args, kwargs):

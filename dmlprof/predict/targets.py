@@ -15,6 +15,7 @@ from dmlprof.backends.base import Backend
 from dmlprof.predict.arguments import flat_tensors
 from dmlprof.predict.backend import PredictedDmlBackend
 from dmlprof.predict.standin import StandIn
+from dmlprof.record.tap import op_overload
 from dmlprof.targets.base import TargetFailure
 
 
@@ -30,7 +31,9 @@ class TargetStandIn(StandIn):
 
     def __init__(self, semantics, log: list, device_type: str, values=None):
         self.semantics = semantics  # before StandIn's __init__, which asks for the refused dtypes
-        self.unfused = frozenset(semantics.unfused)  # and chooses the autograd kernels by it
+        self.unfused = frozenset(semantics.unfused)  # and chooses the autograd kernels by them
+        self.judged_composites = frozenset(semantics.judged_composites)
+        self._theirs = dict(semantics.judged_composites)
         super().__init__(semantics.table, log, device_type, True, values)
         # where ATen picks another op on the target's device than on a PrivateUse1 one (MPS convolves with
         # _mps_convolution), the stand-in's op runs as the target's own does
@@ -46,11 +49,17 @@ class TargetStandIn(StandIn):
 
         def checked_run(args, kwargs):
             tensors = flat_tensors((args, tuple(kwargs.values())), [])
-            why = semantics.call_failure(name, tuple(dict.fromkeys(dtype_name(t.dtype) for t in tensors)))
+            why = semantics.call_failure(name, tuple(dict.fromkeys(dtype_name(t.dtype) for t in tensors))) or \
+                semantics.argument_failure(name, args)
             if why:
                 raise TargetFailure(why, name)
             return run(args, kwargs)
         return checked_run
+
+    def judge_composite(self, name: str, args, kwargs) -> None:
+        theirs = self._theirs[name]
+        if self.semantics.argument_failure(theirs, args):  # the call the device makes, recorded where it raises
+            op_overload(theirs)(*args, **kwargs)
 
     def fallback(self, overload, name: str, args, kwargs):
         why = self.semantics.fallback_failure(name)

@@ -50,7 +50,7 @@ class TapUnavailable(RuntimeError):
     """This torch has no free dispatch key for the tap."""
 
 
-def _overload(name: str):
+def op_overload(name: str):
     """The OpOverload for ``ns::op[.overload]``, or ``None`` when Python cannot reach it."""
     namespace, _, rest = name.partition("::")
     base, _, overload = rest.partition(".")
@@ -90,7 +90,7 @@ class PerOpKernels:
             self._seen.add(name)
             if not self.wanted(name):
                 continue
-            overload = _overload(name)
+            overload = op_overload(name)
             if overload is None:
                 continue
             namespace = name.partition("::")[0]

@@ -47,6 +47,9 @@ class TargetSemantics:
     #: ops of its own instead (``dmlprof.predict.rnn_cells.UNFUSED_PATHS``): judged as a composite, whose
     #: pieces are judged as calls of their own
     unfused: frozenset = frozenset()
+    #: ``{composite op: the kernel its device-type branch calls on the target's device}``, where that kernel
+    #: refuses some arguments (``argument_failure`` says which) and the stand-in's composite never calls it
+    judged_composites: Mapping[str, str] = {}
 
     def __init__(self, table, environ: Optional[Mapping[str, str]] = None):
         self.table = table
@@ -61,6 +64,10 @@ class TargetSemantics:
 
     def call_failure(self, op: str, dtypes) -> Optional[str]:
         """Why a call of ``op`` (registered or composite) on tensors of ``dtypes`` raises on the device, or None."""
+        return None
+
+    def argument_failure(self, op: str, args) -> Optional[str]:
+        """Why a call of the device's kernel ``op`` raises for these arguments (beyond their dtypes), or None."""
         return None
 
     def missing_message(self, op: str) -> str:

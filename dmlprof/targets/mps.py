@@ -52,6 +52,10 @@ class Semantics(TargetSemantics):
     # ATen's GRU cell is fused on CUDA, XPU and PrivateUse1 inputs only (RNN.cpp's GRUCell); on MPS nn.GRU and
     # nn.GRUCell run linear, sigmoid, tanh and pointwise arithmetic, and autograd differentiates those
     unfused = frozenset({"aten::_thnn_fused_gru_cell"})
+    # ATen's lstm (unpacked input) calls _lstm_mps for an MPS input before anything else, and _lstm_mps refuses
+    # projections (RnnOps.mm: "LSTM with projections is not currently supported with MPS."); the stand-in's
+    # lstm never calls it
+    judged_composites = {"aten::lstm.input": "aten::_lstm_mps"}
 
     def __init__(self, table, environ=None):
         super().__init__(table, environ)
@@ -61,6 +65,13 @@ class Semantics(TargetSemantics):
                                      for name in dtypes.get("complex_opinfos", ()))
         self.gaps = {base: [gap for gap in gaps if gap["list"] == _FAILING_LIST]
                      for base, gaps in (dtypes.get("gaps") or {}).items()}
+
+    def argument_failure(self, op: str, args) -> Optional[str]:
+        if op == "aten::_lstm_mps" and len(args) > 1 and len(args[1]) == 2 and \
+                args[1][0].size(-1) != args[1][1].size(-1):  # hx's hidden state narrower than its cell: proj_size
+            return ("LSTM with projections is not currently supported with MPS. (predicted: ATen's lstm runs "
+                    "_lstm_mps on MPS, which raises for an nn.LSTM with proj_size > 0)")
+        return None
 
     def refused_dtypes(self) -> dict:
         import torch

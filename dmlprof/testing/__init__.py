@@ -288,9 +288,9 @@ def _failure_rule(name: str, arguments: list):
     and keyword-only ones (``dtype=``, ``out=``) as ``kwargs``, as a Python kernel receives them.
     """
     from dmlprof.directml.failures import failure
-    from dmlprof.record.tap import _overload
+    from dmlprof.record.tap import op_overload
 
-    overload = _overload(name)
+    overload = op_overload(name)
     if overload is None:
         return None
     args, kwargs = [], {}

@@ -377,3 +377,16 @@ def test_side_by_side_says_a_step_raised_of_its_own_as_the_target_alone_does(tmp
     assert len(lines) == 2 and all("no call fails before the step raised: step 1 raised ValueError" in line
                                    for line in lines)
     assert "ValueError" in captured.err  # and it ends the command as `--target xpu` alone ends it
+
+
+def test_an_lstm_with_projections_fails_on_mps_where_atens_lstm_calls_lstm_mps(tmp_path):
+    """ATen's lstm runs _lstm_mps for an MPS input, which refuses proj_size > 0 (RnnOps.mm); the stand-in's lstm
+    never calls it and predicted the step to run (found re-checking the RNN family after probe 13's case 24)."""
+    model = tmp_path / "lstm_proj.py"
+    model.write_text(_GRU_MODEL.replace("nn.GRU(4, 4, batch_first=True)", "nn.LSTM(4, 8, proj_size=4, batch_first=True)")
+                     .replace("nn.GRUCell", "nn.RNNCell"), encoding="utf-8")
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(model, target="mps")
+    failure = stopped.value.session.meta.device_failure
+    assert failure is not None and failure.op == "aten::_lstm_mps" and "projections" in failure.message
+    assert "lstm_proj.py:10" in failure.source  # the user's line, as for any refused call
