@@ -383,8 +383,9 @@ def test_an_lstm_with_projections_fails_on_mps_where_atens_lstm_calls_lstm_mps(t
     """ATen's lstm runs _lstm_mps for an MPS input, which refuses proj_size > 0 (RnnOps.mm); the stand-in's lstm
     never calls it and predicted the step to run (found re-checking the RNN family after probe 13's case 24)."""
     model = tmp_path / "lstm_proj.py"
-    model.write_text(_GRU_MODEL.replace("nn.GRU(4, 4, batch_first=True)", "nn.LSTM(4, 8, proj_size=4, batch_first=True)")
-                     .replace("nn.GRUCell", "nn.RNNCell"), encoding="utf-8")
+    lstm = "nn.LSTM(4, 8, proj_size=4, batch_first=True)"
+    model.write_text(_GRU_MODEL.replace("nn.GRU(4, 4, batch_first=True)", lstm).replace("nn.GRUCell", "nn.RNNCell"),
+                     encoding="utf-8")
     with pytest.raises(ScanStopped) as stopped:
         predict_scan(model, target="mps")
     failure = stopped.value.session.meta.device_failure
