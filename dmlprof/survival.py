@@ -532,8 +532,8 @@ def os_exit_words(args, contents, user_line: str, status: int) -> "tuple[str, in
     caller = f"a thread of {name}" if contents.os_exit_in_thread else name
     if _contract_run(contents):
         step = contents.calls[-1].step if contents.calls else 0
-        if contents.os_exit_in_thread:
-            return f"{caller} called os._exit({code}){f' in step {step}' if step else ''}{at}", 3
+        if contents.os_exit_in_thread:  # (its step: whichever the main thread was in)
+            return f"{caller} called os._exit({code}){at}, after {len(contents.step_times_ns)} measured step(s)", 3
         return f"{f'step {step}' if step else name} called os._exit({code}){at}", 3
     after = ", after its recorded steps" if recorded_steps_done(contents) else ""
     if status == 0:

@@ -67,7 +67,7 @@ def test_os_exit_in_another_thread_is_journaled_as_the_scanned_codes_own(tmp_pat
     assert (contents.os_exit, contents.os_exit_in_thread) == (0, True)
     contents.header = '{"meta": {"run_mode": "contract"}}'
     assert survival.os_exit_words(argparse.Namespace(model="model.py"), contents, "model.py:19", 0) == (
-        "a thread of model.py called os._exit(0) at model.py:19", 3)
+        "a thread of model.py called os._exit(0) at model.py:19, after 0 measured step(s)", 3)
 
 
 def test_a_model_files_run_ended_from_a_thread_is_exit_3_and_keeps_its_measured_steps_times(tmp_path, monkeypatch):
