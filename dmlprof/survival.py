@@ -36,8 +36,9 @@ NO_SUPERVISOR_ENV = "DMLPROF_NO_SUPERVISOR"
 CRASH_LOG_ENV = "DMLPROF_CRASH_LOG"
 #: the exit code of a scan whose process died (docs/exit_codes.md)
 CRASHED_EXIT_CODE = 7
-#: how a child ended that exited without its last word (``abort()`` on Windows, a native ``exit()``, an ``os._exit`` outside
-#: the scan's run): the recording is salvaged, the exit status stands as a script's would (0, else 3; a model file's 3)
+#: how a child ended that exited without its last word (``abort()`` on Windows, a native ``exit()``, an ``os._exit``
+#: outside the scan's run): the recording is salvaged, the exit status stands as a script's would (0, else 3; a model
+#: file's is 3)
 ABRUPT = "an abrupt exit"
 
 # Windows reports a crash as the NTSTATUS of the exception that ended the process.

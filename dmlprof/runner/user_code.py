@@ -75,7 +75,8 @@ def hard_exit_trapped():
         if os.getpid() == pid and isinstance(code, int):  # (anything else: os._exit's own TypeError)
             from dmlprof import survival
 
-            if not survival.os_exit_journaled(code, in_thread=threading.current_thread() is not threading.main_thread()):
+            in_thread = threading.current_thread() is not threading.main_thread()
+            if not survival.os_exit_journaled(code, in_thread):
                 _say_the_scan_ends(code)
         real_exit(code)
 
