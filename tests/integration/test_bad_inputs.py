@@ -218,7 +218,7 @@ MODEL_CASES = [
     Case("D18-script-os_exit0", ["scan", "s.py"], 0, "", {"s.py": script("os._exit(0)")}, _report_and_complete,
          live=True),
     Case("D18-script-os_exit2", ["scan", "s.py"], 3, "exited with status 2 (os._exit) at s.py:",
-         {"s.py": script("os._exit(2)")}, partial_session(0), live=True),
+         {"s.py": script("os._exit(2)")}, partial_session(1), live=True),  # 2 steps taken, 1 after the warm-up
     Case("D18-forward-os_exit0", ["scan", "m.py", "--steps", "3"], 3, "m.py called os._exit(0) at m.py:",
          {"m.py": contract(forward="if self.calls == 3: os._exit(0)")}, partial_session(1), live=True),
     # D6: a script's os.chdir does not move dmlprof's outputs
