@@ -36,8 +36,9 @@ NO_SUPERVISOR_ENV = "DMLPROF_NO_SUPERVISOR"
 CRASH_LOG_ENV = "DMLPROF_CRASH_LOG"
 #: the exit code of a scan whose process died (docs/exit_codes.md)
 CRASHED_EXIT_CODE = 7
-#: how a child ended that exited without its last word (``os._exit()`` outside the main thread, ``abort()`` on
-#: Windows): the recording is salvaged, the exit status stands as a script's would (0, else 3)
+#: how a child ended that exited without its last word (``abort()`` on Windows, a native ``exit()``, an ``os._exit``
+#: outside the scan's run): the recording is salvaged, the exit status stands as a script's would (0, else 3; a model
+#: file's is 3)
 ABRUPT = "an abrupt exit"
 
 # Windows reports a crash as the NTSTATUS of the exception that ended the process.
@@ -141,11 +142,11 @@ def _close_crash_log() -> None:
         pass
 
 
-def os_exit_journaled(code: int) -> bool:
-    """The scanned code called ``os._exit(code)`` in the main thread of the scan's child, which ends there as under
-    plain python (nothing of the script's runs after it: no ``finally``, no handler): the journal says so and the
-    crash log gets Python's stack (the user's line), and the parent finishes the scan from them. False where no
-    parent will (a scan run unsupervised)."""
+def os_exit_journaled(code: int, in_thread: bool = False) -> bool:
+    """The scanned code called ``os._exit(code)`` in the scan's child (``in_thread``: a thread other than the main
+    one), which ends there as under plain python (nothing of the script's runs after it: no ``finally``, no
+    handler): the journal says so and the crash log gets Python's stack (the user's line), and the parent finishes
+    the scan from them. False where no parent will (a scan run unsupervised)."""
     if not _supervised:
         return False
     from dmlprof.record.journal import process_journal
@@ -160,7 +161,7 @@ def os_exit_journaled(code: int) -> bool:
             faulthandler.dump_traceback(_crash_log_fd, all_threads=False)
         except (OSError, ValueError, RuntimeError):
             pass
-    journal.os_exit(code)
+    journal.os_exit(code, in_thread)
     return True
 
 
@@ -455,13 +456,21 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         _note(f"the scanned process died of {how} on its way out, after its scan ended (a native library's exit "
               "handler); nothing was lost")
         return contents.finished
-    if contents.os_exit is not None:  # the script's own os._exit in the main thread: not a death
+    # a script that took all its recorded steps before its process ended (os._exit at its end, from an exit
+    # handler or a watchdog thread): its recording is whole, the run did not stop early (re-probe 13, 17-20)
+    steps_done = how == ABRUPT and recorded_steps_done(contents)
+    if contents.os_exit is not None:  # the scanned code's own os._exit: not a death
         message, code = os_exit_words(args, contents, user_line, status)
         ended = message
+    elif steps_done:
+        message = ended = crash_message(how, None, user_line) + ", after its recorded steps"
+        code = _exit_code(how, status)
     else:
         running = contents.running[-1] if contents.running else contents.unrecorded
         message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
         code, ended = _exit_code(how, status), f"the scanned process died of {how}"
+    if how == ABRUPT and _contract_run(contents):  # a model file's run ended, by whatever thread: never a success
+        code = 3
     if contents.header is None:
         if code == 0:  # a script that ended itself before it ran an op: nothing was lost
             _note(f"{message}, before the recording began; nothing was recorded")
@@ -476,7 +485,7 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     from dmlprof.report import build_report
 
     # a script that ended itself with os._exit(0) succeeded: its session is whole (as a sys.exit(0)'s is)
-    partial = not (contents.os_exit is not None and code == 0)
+    partial = not (contents.os_exit is not None and code == 0) and not steps_done
     session = session_from_journal(contents, message, ended, user_line, partial=partial)
     try:
         written = write_outputs(session, args)
@@ -518,21 +527,43 @@ def _gated(args, session, written) -> int:
 def os_exit_words(args, contents, user_line: str, status: int) -> "tuple[str, int]":
     """What a child that ended with the scanned code's own ``os._exit`` (journaled) is said to have done, and the
     scan's exit code (docs/exit_codes.md): a script's status 0 succeeded (0), any other failed (3); a model file's
-    function has no business ending the process (3)."""
-    import json
-
+    function has no business ending the process (3), from whatever thread."""
     code, at = contents.os_exit, f" at {user_line}" if user_line else ""
     name = Path(str(getattr(args, "model", "") or "the script")).name
-    try:
-        contract = json.loads(contents.header)["meta"].get("run_mode") == "contract"
-    except (TypeError, ValueError, KeyError, AttributeError):  # no header: it ended before the recording began
-        contract = False
-    if contract:
+    caller = f"a thread of {name}" if contents.os_exit_in_thread else name
+    if _contract_run(contents):
         step = contents.calls[-1].step if contents.calls else 0
+        if contents.os_exit_in_thread:  # (its step: whichever the main thread was in)
+            return f"{caller} called os._exit({code}){at}, after {len(contents.step_times_ns)} measured step(s)", 3
         return f"{f'step {step}' if step else name} called os._exit({code}){at}", 3
+    after = ", after its recorded steps" if recorded_steps_done(contents) else ""
     if status == 0:
-        return f"{name} ended its process with os._exit({code}){at}", 0
-    return f"{name} exited with status {code} (os._exit){at}", 3
+        return f"{caller} ended its process with os._exit({code}){at}{after}", 0
+    return f"{caller} exited with status {code} (os._exit){at}{after}", 3
+
+
+def _header_meta(contents) -> dict:
+    """The journal header's run facts (its session's ``meta``), or nothing where it ended before the recording."""
+    import json
+
+    try:
+        meta = json.loads(contents.header)["meta"]
+    except (TypeError, ValueError, KeyError):  # no header: it ended before the recording began
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _contract_run(contents) -> bool:
+    return _header_meta(contents).get("run_mode") == "contract"
+
+
+def recorded_steps_done(contents) -> bool:
+    """Whether a script had taken every step of its recorded window (warm-up and recorded steps) before its process
+    ended: its recording is whole, whatever ended the process after."""
+    window = _header_meta(contents).get("script_window")
+    if not isinstance(window, dict) or not contents.steps_taken:
+        return False
+    return contents.steps_taken >= (window.get("warmup_steps") or 0) + (window.get("steps_requested") or 0)
 
 
 def _journal_written(journal: Path) -> bool:
@@ -555,7 +586,7 @@ def crash_message(how: str, running, user_line: str, last=None) -> str:
     ``last``: the last call that returned, named where the death came between calls from nowhere the user wrote
     (a native library's damage showing later: a lost DirectML device's heap)."""
     text = (f"the scanned process died of {how}" if how != ABRUPT else
-            "the scanned process ended abruptly (os._exit() outside the main thread, or abort())")
+            "the scanned process ended abruptly (abort(), or an exit nothing journaled: a native library's exit())")
     if running is not None:
         where = ", ".join(part for part in (f"at {user_line}" if user_line else "",
                                             f"in {running.module}" if running.module else "") if part)
@@ -630,10 +661,15 @@ def session_from_journal(contents, message: str, ended: str, user_line: str, par
         rows.append(_row(running, len(evidence), len(evidence), source=user_line))
     backend = _JournaledBackend((header.meta.device.device or "cpu").split(":")[0])
     ops = rows_to_frame(rows, evidence, backend)
+    times = tuple(round(ns / 1e6, 3) for ns in contents.step_times_ns)  # a model file's measured steps
+    held = f"the calls written down before it and the times of its {len(times)} measured step(s)" if times else \
+        "the calls written down before it"
     changes = dict(partial=partial, partial_reason=message if partial else None,
                    notes=tuple(header.meta.notes) + (
-                       f"{ended}: this session holds the calls written down before it "
-                       "(no step times nor profiler events: they are kept only when a run ends)",))
+                       f"{ended}: this session holds {held} (not torch.profiler's events nor its cross-check of "
+                       "the times: they are read only when a run ends)",))
+    if times:
+        changes.update(step_times_ms=times, steps=len(times))
     window = header.meta.script_window
     if window is not None and contents.steps_taken:  # a script's steps, counted as it took them
         window = window.after_steps(contents.steps_taken)

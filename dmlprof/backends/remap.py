@@ -63,14 +63,15 @@ def _properties(backend):
 
 
 def _random_state(device: torch.device):
-    """(get, set) of the random state ``device``'s random calls draw from: its own module's where torch has one
-    (``torch.xpu``, ``torch.mps``), else the CPU's default generator (the CPU's, the emulated DirectML device's,
-    and torch-directml's: its ``manual_seed_all`` seeds that generator)."""
+    """(get, set, initial seed) of the random state ``device``'s random calls draw from: its own module's where
+    torch has one (``torch.xpu``, ``torch.mps``), else the CPU's default generator (the CPU's, the emulated DirectML
+    device's, and torch-directml's: its ``manual_seed_all`` seeds that generator)."""
     module = getattr(torch, device.type, None)
     if device.type != "cpu" and hasattr(module, "get_rng_state") and hasattr(module, "set_rng_state"):
         read, write = module.get_rng_state, module.set_rng_state  # taken now: the answers replace module functions
+        first_seed = getattr(module, "initial_seed", torch.initial_seed)  # torch.mps has none
     else:
-        read, write = torch.get_rng_state, torch.set_rng_state
+        read, write, first_seed = torch.get_rng_state, torch.set_rng_state, torch.initial_seed
 
     def get_rng_state(device=None):
         return read()
@@ -78,7 +79,7 @@ def _random_state(device: torch.device):
     def set_rng_state(state, device=None):
         write(state)
 
-    return get_rng_state, set_rng_state
+    return get_rng_state, set_rng_state, first_seed
 
 
 def _module_answers(source: str, backend) -> dict:
@@ -89,12 +90,13 @@ def _module_answers(source: str, backend) -> dict:
     def peak(device=None):
         return backend.memory().peak_bytes or 0
 
-    get_rng_state, set_rng_state = _random_state(backend.device())
+    get_rng_state, set_rng_state, initial_seed = _random_state(backend.device())
     common = {
         "synchronize": lambda device=None: backend.synchronize(),
         "empty_cache": lambda: None,
         "manual_seed": lambda seed: None,  # torch.manual_seed seeds every device already
         "manual_seed_all": lambda seed: None,
+        "seed": lambda: None,  # as manual_seed: the scanned device's generator is left as torch's seeding left it
         # a saved random state, restored (a checkpoint's; Dynamo saves and restores it around each frame it
         # compiles, once the source device is said to be there): the scanned device's
         "get_rng_state": get_rng_state,
@@ -123,6 +125,9 @@ def _module_answers(source: str, backend) -> dict:
             "mem_get_info": lambda device=None: (0, backend.memory().total_bytes or 0),
             "get_rng_state_all": lambda: [get_rng_state()],  # one device, as device_count() answers
             "set_rng_state_all": lambda states: set_rng_state(states[0]),
+            # the rest of torch.cuda.random's API (tests/unit/test_remap_compiled.py holds every name of it answered)
+            "seed_all": lambda: None,
+            "initial_seed": lambda: initial_seed(),
             **common,
         }
         return {(torch.cuda, name): fn for name, fn in answers.items()}

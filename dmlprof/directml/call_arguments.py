@@ -114,14 +114,30 @@ SCATTER_INDEX_MAX_READ = 1 << 24
 
 def _targets_repeat(index: torch.Tensor, dim: int) -> bool:
     """Whether two elements of a scatter's ``index`` write the same element of its output: equal values in one
-    line of ``index`` along ``dim`` (its other coordinates are the output's)."""
+    line of ``index`` along ``dim`` (its other coordinates are the output's). Exact, and bounded: lines equal along
+    another dim (message passing's index materialised by ``repeat``) are judged once, and a line's values are
+    counted, not sorted, where their range is no wider than the index (re-probe 13, case 9: a sort of a 1M x 16
+    index cost 1.44 s per recorded call)."""
     if index.dim() == 0 or index.numel() < 2:
         return False
     dim = dim % index.dim()
+    for other in range(index.dim()):
+        if other == dim or index.shape[other] < 2:
+            continue
+        first = index.narrow(other, 0, 1)
+        if bool(index.narrow(dim, 0, 1).eq(first.narrow(dim, 0, 1)).all()) and bool(index.eq(first).all()):
+            index = first  # (lines that differ mostly differ at their start: the whole compare is skipped)
     length = index.shape[dim]
     if length < 2:
         return False
-    ordered = index.sort(dim=dim).values
+    low, high = (int(bound) for bound in index.aminmax())
+    if low >= 0 and (high + 1) * (index.numel() // length) <= 2 * index.numel():  # int32 counts: the index's bytes
+        shape = list(index.shape)
+        shape[dim] = high + 1
+        ones = torch.ones((), dtype=torch.int32).expand(index.shape)
+        counts = torch.zeros(shape, dtype=torch.int32).scatter_add_(dim, index, ones)
+        return bool((counts > 1).any())
+    ordered = index.sort(dim=dim).values  # values spread far wider than the lines: a count would not fit
     return bool((ordered.narrow(dim, 1, length - 1) == ordered.narrow(dim, 0, length - 1)).any())
 
 

@@ -63,7 +63,8 @@ _BEGIN = struct.Struct("<c3xIq")  # B, the fixed part's number, the step
 _END = struct.Struct("<c3xIqqq")  # E, the fixed part's number, the begin's slot, start, elapsed
 _STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the string's number, up to 24 bytes of it
 _NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
-_WORD = struct.Struct("<c3xIq")  # F and X with an exit code, T with a step count; D and u alone
+_WORD = struct.Struct("<c3xIq")  # F and X with an exit code (X: 1 from a thread not the main one), T with a step
+# count, M with a measured step's time (ns); D and u alone
 _SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
 _STRING_PIECE = 24
 assert _SLOT_LAYOUT.size == _SLOT == _END.size == _STRING.size
@@ -325,15 +326,21 @@ class Journal:
         session says how many steps ran and which of them were recorded."""
         self._put(_WORD, b"T", 0, int(taken))
 
+    def step_time(self, elapsed_ns: int) -> None:
+        """A measured step of a model file took ``elapsed_ns`` (what its session's step times are): a salvaged
+        session keeps them."""
+        self._put(_WORD, b"M", 0, int(elapsed_ns))
+
     def rows_dropped(self) -> None:
         """A script's warm-up ended: the rows so far are not the recording's."""
         self._put(_WORD, b"D", 0, 0)
 
-    def os_exit(self, code: int) -> None:
-        """The scanned code called ``os._exit(code)`` in the main thread: the process ends at once, as under plain
-        python, and the parent finishes the scan from the journal, naming the call (not a death, not abrupt)."""
+    def os_exit(self, code: int, in_thread: bool = False) -> None:
+        """The scanned code called ``os._exit(code)`` (``in_thread``: in a thread other than the main one): the
+        process ends at once, as under plain python, and the parent finishes the scan from the journal, naming the
+        call (not a death, not abrupt)."""
         with self._lock:
-            self._put(_WORD, b"X", 0, int(code))
+            self._put(_WORD, b"X", int(in_thread), int(code))
 
     def finished(self, exit_code: int) -> None:
         """The child said its last word (its report, or its error line): nothing is left to salvage."""
@@ -470,8 +477,12 @@ class JournalContents:
     finished: Optional[int] = None
     #: the code of the ``os._exit`` the scanned code ended its process with (:meth:`Journal.os_exit`), if it did
     os_exit: Optional[int] = None
+    #: whether that ``os._exit`` was called in a thread other than the main one
+    os_exit_in_thread: bool = False
     #: the optimizer steps the script had taken (:meth:`Journal.step_taken`), if it took any
     steps_taken: Optional[int] = None
+    #: the measured steps' times, in ns (:meth:`Journal.step_time`; a model file's)
+    step_times_ns: list = field(default_factory=list)
 
 
 def last_word(path) -> "tuple[bool, Optional[int]]":
@@ -569,9 +580,12 @@ class _Reading:
             contents.header = self.strings[named]
             contents.calls.clear()
             contents.steps_taken = None
+            contents.step_times_ns.clear()
         elif kind == b"T":
             contents.steps_taken = first
         elif kind == b"F":
             contents.finished = first
+        elif kind == b"M":
+            contents.step_times_ns.append(first)
         elif kind == b"X":
-            contents.os_exit = first
+            contents.os_exit, contents.os_exit_in_thread = first, bool(named)

@@ -20,6 +20,7 @@ from dmlprof.backends.base import FALLBACK_WARNING
 from dmlprof.errors import DeviceError, DmlprofError, Interrupted, ModelRaisedError
 from dmlprof.meta import SteadyState
 from dmlprof.record import steady
+from dmlprof.record.journal import process_journal
 from dmlprof.record.profiler import ProfilerAlongside, numbered_ranges
 from dmlprof.record.recorder import Recorder, refusals
 from dmlprof.record.warning_capture import WarningCapture
@@ -260,6 +261,12 @@ class ContractRun(Run):
                 recorder.active = True
         self.steps_ended += 1
         if keep_time:
-            elapsed_ms = (time.perf_counter_ns() - started) / 1e6
-            (self.unrecorded_step_times_ms if keep_time == "unrecorded" else self.step_times_ms).append(elapsed_ms)
+            elapsed_ns = time.perf_counter_ns() - started
+            if keep_time != "unrecorded":
+                self.step_times_ms.append(elapsed_ns / 1e6)
+                journal = process_journal()
+                if journal is not None:  # a process the step's code ends later keeps the steps' times
+                    journal.step_time(elapsed_ns)
+            else:
+                self.unrecorded_step_times_ms.append(elapsed_ns / 1e6)
 

@@ -56,24 +56,27 @@ def exit_call(exc: BaseException) -> str:
 
 @contextmanager
 def hard_exit_trapped():
-    """``os._exit`` in the scanned main thread ends the process there, as it does under plain python: an exception
-    raised in its place ran the script's ``finally`` blocks and ``with`` exits, and a catch-all (or a ``__del__``,
-    whose errors Python ignores) let the script run on past its own end. What it recorded is not lost: the scan's
-    supervised child journals the call and its line first, and the supervisor finishes the scan from the journal
-    (:func:`dmlprof.survival.os_exit_journaled`); a scan run unsupervised says that it ends. ``os.exec*`` raises
-    :class:`ProcessReplaced` instead (forked children and other threads exec, and exit, for real)."""
+    """``os._exit`` in the scanned process ends it there, as it does under plain python: an exception raised in its
+    place ran the script's ``finally`` blocks and ``with`` exits, and a catch-all (or a ``__del__``, whose errors
+    Python ignores) let the script run on past its own end. What it recorded is not lost: the scan's supervised
+    child journals the call, its line and whether a thread other than the main one called it (a model file's
+    watchdog: exit 3 as from the main thread, re-probe 13 case 22), and the supervisor finishes the scan from the
+    journal (:func:`dmlprof.survival.os_exit_journaled`); a scan run unsupervised says that it ends. ``os.exec*`` in
+    the main thread raises :class:`ProcessReplaced` instead (forked children and other threads exec for real, and
+    forked children exit for real)."""
     real_exit, pid = os._exit, os.getpid()
     # os.execl/execlp/execvp... call these two by their module names: trapping them traps every os.exec*
     real_execs = {name: getattr(os, name) for name in ("execv", "execve") if hasattr(os, name)}
 
-    def ours() -> bool:  # a forked child or another thread ends (or execs) for real
+    def ours() -> bool:  # a forked child or another thread execs for real
         return os.getpid() == pid and threading.current_thread() is threading.main_thread()
 
     def trapped(code):
-        if ours() and isinstance(code, int):  # (anything else: os._exit's own TypeError)
+        if os.getpid() == pid and isinstance(code, int):  # (anything else: os._exit's own TypeError)
             from dmlprof import survival
 
-            if not survival.os_exit_journaled(code):
+            in_thread = threading.current_thread() is not threading.main_thread()
+            if not survival.os_exit_journaled(code, in_thread):
                 _say_the_scan_ends(code)
         real_exit(code)
 

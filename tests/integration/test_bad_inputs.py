@@ -214,13 +214,13 @@ MODEL_CASES = [
          {"m.py": contract(forward="if self.calls == 3: self.fc.weight.data.fill_(float('nan'))",
                            loss="if not torch.isfinite(output).all(): sys.exit(5)")}, partial_session(1), live=True),
     # D18: os._exit() ends the scanned process there, as under plain python; the supervisor still reports and saves
-    # what the child journaled (its calls: no step times, so no steps counted)
+    # what the child journaled (its calls, and a model file's measured steps with their times)
     Case("D18-script-os_exit0", ["scan", "s.py"], 0, "", {"s.py": script("os._exit(0)")}, _report_and_complete,
          live=True),
     Case("D18-script-os_exit2", ["scan", "s.py"], 3, "exited with status 2 (os._exit) at s.py:",
-         {"s.py": script("os._exit(2)")}, partial_session(0), live=True),
+         {"s.py": script("os._exit(2)")}, partial_session(1), live=True),  # 2 steps taken, 1 after the warm-up
     Case("D18-forward-os_exit0", ["scan", "m.py", "--steps", "3"], 3, "m.py called os._exit(0) at m.py:",
-         {"m.py": contract(forward="if self.calls == 3: os._exit(0)")}, partial_session(0), live=True),
+         {"m.py": contract(forward="if self.calls == 3: os._exit(0)")}, partial_session(1), live=True),
     # D6: a script's os.chdir does not move dmlprof's outputs
     Case("D6-script-chdir", ["scan", "s.py", "--json", "r.json"], 0, "",
          {"s.py": "import os\nos.makedirs('elsewhere', exist_ok=True)\nos.chdir('elsewhere')\n" + script()}, _chdir_kept,

@@ -50,3 +50,20 @@ def test_the_cuda_device_properties_carry_what_inductors_cache_key_reads_on_a_to
     with remapped("cuda", CpuBackend()):
         properties = torch.cuda.get_device_properties(torch.cuda.current_device())
     assert properties.gcnArchName == properties.name
+
+
+def test_every_cuda_random_call_is_answered_for_the_scanned_device():
+    # re-probe 13, case 29: torch.cuda.initial_seed() reached torch's real CUDA under --from cuda (exit 4, "scan it
+    # with --from cuda"); every name of torch.cuda.random's API is answered, none left to the real one
+    import torch.cuda.random as cuda_random
+
+    with remapped("cuda", CpuBackend()):
+        unanswered = [name for name in cuda_random.__all__
+                      if getattr(torch.cuda, name) is getattr(cuda_random, name)]
+        torch.cuda.manual_seed(3)
+        torch.cuda.manual_seed_all(3)
+        torch.cuda.seed()
+        torch.cuda.seed_all()
+        initial = torch.cuda.initial_seed()
+    assert unanswered == []
+    assert initial == torch.initial_seed()  # the scanned device (the CPU) draws from the CPU's generator

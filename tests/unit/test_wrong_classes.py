@@ -248,3 +248,53 @@ def test_an_expanded_scatter_index_is_read_one_line_at_a_time():
     found = json.loads(call_arguments("aten::scatter_add", (torch.zeros(3, 1 << 13), 0, edges, torch.ones(4, 1 << 13)),
                                       {}, reader))
     assert found == {"targets_repeat": True} and read == [(4, 1)]
+
+
+def _repeats_by_hand(index, dim):
+    """The verdict read element by element: a line along ``dim`` holding a value twice."""
+    lines = index.movedim(dim, -1).reshape(-1, index.shape[dim]).tolist()
+    return any(len(set(line)) < len(line) for line in lines)
+
+
+def test_the_scatter_index_verdict_is_exact_for_materialised_and_distinct_lines():
+    import torch
+
+    from dmlprof.directml.call_arguments import _targets_repeat
+
+    torch.manual_seed(0)
+    unique = torch.randperm(64)
+    one_repeat = torch.stack([torch.randperm(64) for _ in range(5)], 1)
+    one_repeat[7, 4] = one_repeat[30, 4]  # one repeat, in the last line only
+    cases = [
+        (unique.unsqueeze(1).repeat(1, 16), 0),  # message passing's index materialised: lines all equal
+        (torch.randint(0, 64, (64, 1)).repeat(1, 16), 0),
+        (unique.repeat(3, 1), 1),
+        (torch.stack([torch.randperm(64) for _ in range(5)], 1), 0),  # lines differ: each its own verdict
+        (one_repeat, 0),
+        (one_repeat.T.contiguous().view(5, 8, 8), 1),  # a line per row of 8: repeats in none or some
+        (torch.stack([torch.randperm(64) * (1 << 40) for _ in range(3)], 1), 0),  # values far past the lines' length
+        (torch.tensor([[1 << 40, 3], [1 << 40, 4]]), 0),
+    ]
+    for index, dim in cases:
+        assert _targets_repeat(index, dim) == _repeats_by_hand(index, dim), (index.shape, dim)
+        assert _targets_repeat(index, dim - index.dim()) == _repeats_by_hand(index, dim)
+
+
+def test_a_materialised_message_passing_index_is_not_sorted_whole(monkeypatch):
+    # re-probe 13, case 9: a 1M x 16 index made by repeat() (no stride 0 to see) was sorted whole, 1.44 s per
+    # recorded scatter_add, twice the call itself
+    import torch
+
+    from dmlprof.directml.call_arguments import _targets_repeat
+
+    index = torch.randint(0, 512, (512, 1)).repeat(1, 16)
+    sorted_elements = []
+    original_sort = torch.Tensor.sort
+
+    def sort(self, *args, **kwargs):
+        sorted_elements.append(self.numel())
+        return original_sort(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "sort", sort)
+    assert _targets_repeat(index, 0)
+    assert all(count <= 512 for count in sorted_elements)
