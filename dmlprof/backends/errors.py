@@ -127,6 +127,15 @@ KNOWN_ERRORS = (
         "write into a copy instead: y = x.clone(); y[index] = src (or y.narrow(...).copy_(src))",
     ),
     KnownError(
+        "dml_torch_compile",
+        re.compile(r"Cannot access storage of OpaqueTensorImpl"),
+        "torch.compile cannot trace torch-directml's tensors (they have no storage to make Dynamo's fake tensors "
+        "of), whatever the backend (inductor, aot_eager, eager): a compiled call that makes a device tensor fails "
+        "on DirectML, and one that only takes them runs uncompiled (measured on torch-directml 0.2.5)",
+        "do not torch.compile on DirectML (compile only when the device is CUDA), or set "
+        "torch._dynamo.config.suppress_errors = True so the compiled calls run eagerly",
+    ),
+    KnownError(
         "dml_invalid_argument",
         re.compile(r"Unknown error -2147024809"),
         "DirectML refuses this call's inputs as an invalid argument (E_INVALIDARG): measured for empty tensors in "
