@@ -111,12 +111,10 @@ def fakes_as_on_directml(device_type: str, *, emulated: bool) -> None:
     describe_tensor = describer.describe_tensor
     if getattr(describe_tensor, "fakes_as_on_directml", False):
         return
-    untraced = []
 
     def describe_tensor_as_on_directml(self, t, *args, **kwargs):
         if t.device.type == device_type and not isinstance(t, FakeTensor):
-            if not untraced:  # Dynamo is at work (imported, then: importing it costs seconds, so this waits)
-                untraced.append(_dmlprof_untraced())
+            _dmlprof_untraced()  # Dynamo is at work (imported, then: importing it costs seconds, so this waits)
             if (emulated and t.layout == torch.strided and not t.is_nested
                     and not meta_utils.is_traceable_wrapper_subclass(t)
                     and not meta_utils.is_functorch_wrapped_tensor(t) and not meta_utils.is_legacy_batchedtensor(t)):
@@ -127,13 +125,16 @@ def fakes_as_on_directml(device_type: str, *, emulated: bool) -> None:
     describer.describe_tensor = describe_tensor_as_on_directml
 
 
-def _dmlprof_untraced() -> bool:
+def _dmlprof_untraced() -> None:
     """Dynamo leaves dmlprof's own Python alone (the ``--from cuda`` remap's torch function mode, the emulated
     device's failure rules and its kernels written in Python), as it would in the script run without dmlprof: after
     a graph break, a call made eagerly inside the compiled region enters them, and Dynamo would trace them as new
     frames and fail at their DirectML tensors (measured: a compiled Linear that runs on realdml failed in a
     ``--device dml --from cuda`` scan, in remap.py's ``__torch_function__``)."""
+    from importlib.util import find_spec
+
     from torch._dynamo import trace_rules
 
-    trace_rules.add("dmlprof")
-    return True
+    package = find_spec("dmlprof").origin  # as trace_rules.add reads it: a folder's __init__.py
+    if package[:-len("__init__.py")] not in trace_rules.SKIP_DIRS:
+        trace_rules.add("dmlprof")
