@@ -130,8 +130,9 @@ KNOWN_ERRORS = (
         "dml_torch_compile",
         re.compile(r"Cannot access storage of OpaqueTensorImpl"),
         "torch.compile cannot trace torch-directml's tensors (they have no storage to make Dynamo's fake tensors "
-        "of), whatever the backend (inductor, aot_eager, eager): a compiled call that makes a device tensor fails "
-        "on DirectML, and one that only takes them runs uncompiled (measured on torch-directml 0.2.5)",
+        "of), whatever the backend (inductor, aot_eager, eager): measured on torch-directml 0.2.5 (torch 2.4.1), a "
+        "compiled call that makes a device tensor fails, and one that only takes them runs uncompiled (on later "
+        "torch, as the emulated device shows, it fails too)",
         "do not torch.compile on DirectML (compile only when the device is CUDA), or set "
         "torch._dynamo.config.suppress_errors = True so the compiled calls run eagerly",
     ),
