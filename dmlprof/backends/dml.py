@@ -135,6 +135,10 @@ class DmlBackend(DirectMLSemantics, Backend):
     def prepare(self) -> None:
         import torch_directml  # noqa: F401  (registers the privateuseone kernels)
 
+        from dmlprof.directml.device_module import fakes_as_on_directml
+
+        fakes_as_on_directml(self.device_type, emulated=False)  # torch.compile: Dynamo leaves dmlprof's code alone
+
     def device(self) -> torch.device:
         import torch_directml
 

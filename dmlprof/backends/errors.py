@@ -127,6 +127,16 @@ KNOWN_ERRORS = (
         "write into a copy instead: y = x.clone(); y[index] = src (or y.narrow(...).copy_(src))",
     ),
     KnownError(
+        "dml_torch_compile",
+        re.compile(r"Cannot access storage of OpaqueTensorImpl"),
+        "torch.compile cannot trace torch-directml's tensors (they have no storage to make Dynamo's fake tensors "
+        "of), whatever the backend (inductor, aot_eager, eager): measured on torch-directml 0.2.5 (torch 2.4.1), a "
+        "compiled call that makes a device tensor fails, and one that only takes them runs uncompiled (on later "
+        "torch, as the emulated device shows, it fails too)",
+        "do not torch.compile on DirectML (compile only when the device is CUDA), or set "
+        "torch._dynamo.config.suppress_errors = True so the compiled calls run eagerly",
+    ),
+    KnownError(
         "dml_invalid_argument",
         re.compile(r"Unknown error -2147024809"),
         "DirectML refuses this call's inputs as an invalid argument (E_INVALIDARG): measured for empty tensors in "

@@ -84,3 +84,57 @@ def contiguous_as_on_directml(tensor: torch.Tensor, memory_format=torch.contiguo
     if tensor.is_contiguous():
         return tensor
     return tensor.clone(memory_format=memory_format)
+
+
+#: torch-directml's words where anything asks for the storage of one of its tensors (an OpaqueTensorImpl)
+NO_STORAGE = "Cannot access storage of OpaqueTensorImpl"
+
+
+def fakes_as_on_directml(device_type: str, *, emulated: bool) -> None:
+    """Dynamo's fake tensors of ``device_type``'s tensors, as torch-directml's: none (re-probe 13, case 11).
+
+    torch.compile makes a fake tensor of every tensor it traces, and the fake reads the tensor's storage, which
+    torch-directml's tensors lack: measured on realdml (torch 2.4.1 + torch-directml 0.2.5), ``NotImplementedError:
+    Cannot access storage of OpaqueTensorImpl`` there, so no backend compiles for DirectML. Dynamo graph-breaks
+    where the tensor is an input of the compiled frame (a compiled Linear's forward runs eagerly) and raises
+    InternalTorchDynamoError in those words where the frame makes one (inductor, aot_eager and eager alike).
+
+    ``emulated``: the device's tensors have storage (without this Inductor would try, and fail on
+    ``privateuseone``), so the describer raises torch-directml's error where torch calls ``untyped_storage()``:
+    Dynamo meets it where it meets torch-directml's. Fake and meta tensors, and the wrapped kinds whose storage
+    torch does not read, are as they were. On either device, once Dynamo meets a device tensor, it leaves
+    dmlprof's own Python alone (:func:`_dmlprof_untraced`)."""
+    from torch._subclasses import meta_utils
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    describer = meta_utils.MetaTensorDescriber
+    describe_tensor = describer.describe_tensor
+    if getattr(describe_tensor, "fakes_as_on_directml", False):
+        return
+
+    def describe_tensor_as_on_directml(self, t, *args, **kwargs):
+        if t.device.type == device_type and not isinstance(t, FakeTensor):
+            _dmlprof_untraced()  # Dynamo is at work (imported, then: importing it costs seconds, so this waits)
+            if (emulated and t.layout == torch.strided and not t.is_nested
+                    and not meta_utils.is_traceable_wrapper_subclass(t)
+                    and not meta_utils.is_functorch_wrapped_tensor(t) and not meta_utils.is_legacy_batchedtensor(t)):
+                raise NotImplementedError(NO_STORAGE)
+        return describe_tensor(self, t, *args, **kwargs)
+
+    describe_tensor_as_on_directml.fakes_as_on_directml = True
+    describer.describe_tensor = describe_tensor_as_on_directml
+
+
+def _dmlprof_untraced() -> None:
+    """Dynamo leaves dmlprof's own Python alone (the ``--from cuda`` remap's torch function mode, the emulated
+    device's failure rules and its kernels written in Python), as it would in the script run without dmlprof: after
+    a graph break, a call made eagerly inside the compiled region enters them, and Dynamo would trace them as new
+    frames and fail at their DirectML tensors (measured: a compiled Linear that runs on realdml failed in a
+    ``--device dml --from cuda`` scan, in remap.py's ``__torch_function__``)."""
+    from importlib.util import find_spec
+
+    from torch._dynamo import trace_rules
+
+    package = find_spec("dmlprof").origin  # as trace_rules.add reads it: a folder's __init__.py
+    if package[:-len("__init__.py")] not in trace_rules.SKIP_DIRS:
+        trace_rules.add("dmlprof")

@@ -344,6 +344,9 @@ def _install(module) -> None:
     module.register_kernels(sorted(ALWAYS_FAILING_COMPOSITES), "PrivateUse1")
     module.register_kernels(sorted(IMPLICIT_FAILING_COMPOSITES), "AutogradPrivateUse1")  # below autograd, to the above
     _state["contiguous"] = _contiguous_as_on_directml()
+    from dmlprof.directml.device_module import fakes_as_on_directml
+
+    fakes_as_on_directml(DEVICE_TYPE, emulated=True)  # torch.compile then fails or runs eagerly as on torch-directml
     spec = os.environ.get(FAULT_ENV, "").strip()
     if spec:
         kind, _, op = spec.partition(":")

@@ -37,6 +37,8 @@ CASES = [
     (RuntimeError('self.has_storage() INTERNAL ASSERT FAILED at "../aten/src/ATen/native/TensorShape.cpp":3991, '
                   'please report a bug to PyTorch.'),
      "dml_needs_storage", ["storage", "slice_scatter"], ["clone"], False),
+    (RuntimeError("InternalTorchDynamoError: Cannot access storage of OpaqueTensorImpl"),  # realdml, torch.compile
+     "dml_torch_compile", ["torch.compile", "whatever the backend"], ["suppress_errors = True"], False),
     (RuntimeError("Unknown error -2147024809"), "dml_invalid_argument", ["invalid argument", "empty"], ["float"],
      False),
     (RuntimeError("Return inverse not implemented for unique operator for DirectML."), "dml_unique_outputs",
