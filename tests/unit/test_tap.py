@@ -109,12 +109,21 @@ def test_one_recording_at_a_time():
     DispatcherTap(lambda op, args, kwargs: op(*args, **kwargs)).install().remove()  # free again
 
 
+def _noting_tap(seen: list) -> DispatcherTap:
+    """A tap that notes each op it is handed in ``seen`` and runs it below itself."""
+    def handler(op, args, kwargs):
+        seen.append(str(op))
+        return tap.call(op, args, kwargs)
+
+    tap = DispatcherTap(handler)
+    return tap
+
+
 def test_a_removed_tap_sees_nothing_and_the_next_one_sees_every_call():
     # the kernels stay registered once a process (registering ~3,000 of them took 50-70 ms a recording); what a
     # removed tap's kernels do must be what no tap does, and a second tap must get every call, not the first's
     first_seen, second_seen = [], []
-    first = DispatcherTap(lambda op, args, kwargs: first_seen.append(str(op)) or first.call(op, args, kwargs))
-    second = DispatcherTap(lambda op, args, kwargs: second_seen.append(str(op)) or second.call(op, args, kwargs))
+    first, second = _noting_tap(first_seen), _noting_tap(second_seen)
     first.install()
     with first.enabled():
         torch.ones(3).add(1)
@@ -134,12 +143,7 @@ def test_a_removed_tap_sees_nothing_and_the_next_one_sees_every_call():
 
 def test_ops_defined_after_the_tap_is_installed_are_seen():
     seen = []
-
-    def handler(op, args, kwargs):
-        seen.append(str(op))
-        return tap.call(op, args, kwargs)
-
-    tap = DispatcherTap(handler).install()
+    tap = _noting_tap(seen).install()
     try:
         library = torch.library.Library("dmlprof_tap_test", "DEF")
         library.define("twice(Tensor x) -> Tensor")
@@ -214,12 +218,7 @@ def test_calls_that_make_meta_tensors_pass_unrecorded_as_calls_on_meta_tensors_d
     # re-probe 11, case 29: a shape probe under torch.device("meta") (or to("meta")) computes nothing on any device,
     # as a call on meta tensors does (unrecorded), but its factory calls were recorded as calls "on CPU tensors"
     seen = []
-
-    def handler(op, args, kwargs):
-        seen.append(str(op))
-        return tap.call(op, args, kwargs)
-
-    tap = DispatcherTap(handler).install()
+    tap = _noting_tap(seen).install()
     try:
         with tap.enabled():
             with torch.device("meta"):
