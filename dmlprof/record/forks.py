@@ -18,9 +18,6 @@ import torch
 
 from dmlprof.record.recorder import Recorder
 
-#: the real os._exit (a scan traps the scanned code's calls to it; a forked child must really leave)
-_real_exit = os._exit
-
 
 def _stop_recording_in_child() -> None:
     """At fork, in the child: its calls are not recorded, and its optimizer steps never stop it."""
@@ -67,4 +64,6 @@ def _end_child(exc: Optional[BaseException], exits) -> None:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
-    _real_exit(code)
+    from dmlprof.runner.user_code import REAL_OS_EXIT  # (not at the top: dmlprof.runner imports this module)
+
+    REAL_OS_EXIT(code)

@@ -228,3 +228,20 @@ def test_tensors_and_backward_on_the_device(backend):
     out.sum().backward()
     assert conv.weight.grad.device.type == "privateuseone" and out.shape == (1, 2, 3, 3)
     assert "aten::convolution_overrideable" in testing.real_kernel_ops()
+
+
+def test_a_float16_mean_on_the_device_is_the_cpus_mean(backend):
+    import torch
+
+    # torch 2.4's CPU mean.out for float16 re-seats its out on a float copy: run through the fallback's copy of
+    # the out, the device's mean read whatever memory held (a different value each call)
+    x = torch.randn(3, 4, 5).to(torch.float16)
+    device_x = x.to("privateuseone")
+    for dims, keepdim in [((2, 1, 0), True), ((1,), False), (None, False)]:
+        expected = x.mean(dims, keepdim=keepdim) if dims else x.mean()
+        for _ in range(3):
+            got = device_x.mean(dims, keepdim=keepdim) if dims else device_x.mean()
+            assert torch.equal(got.cpu(), expected), (dims, got.cpu(), expected)
+    out = torch.empty(0, dtype=torch.float16, device="privateuseone")
+    torch.mean(device_x, [2], out=out)
+    assert torch.equal(out.cpu(), x.mean([2]))

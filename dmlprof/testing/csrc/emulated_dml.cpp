@@ -516,7 +516,28 @@ int64_t fault_hits() { return g_fault_hits.load(); }
 // meta with the unreduced loss, so the 0-d out torch's own functional mse_loss allocates is first
 // "resized" to the input's shape, and the user saw a warning real torch-directml never prints. So the
 // CPU kernel writes into a fresh out of no elements (resized silently) and the result is copied over.
+// torch 2.4's CPU mean.out for Half and BFloat16 sums into a float copy and re-seats its out on it
+// (ReduceOps.cpp: `result_mut = result_mut.to(float)`): the out it was handed, which cpu_fallback keeps and
+// copies back, is never written, and a float16 mean on this device read whatever that memory held (the
+// transparency check's rms_norm sample: a different "mean" each run). The functional CPU kernel returns the
+// re-seated tensor, so the mean is taken by it and copied into the caller's out.
+bool mean_out_taken_functionally(const c10::OperatorHandle& op, Stack* s) {
+  if (op.schema().name() != "aten::mean" || op.schema().overload_name() != "out") return false;
+  auto args = torch::jit::pop(*s, 5);  // self, dim, keepdim, *, dtype, out
+  const std::vector<int64_t> dims = args[1].isNone() ? std::vector<int64_t>() : args[1].toIntList().vec();
+  const c10::OptionalIntArrayRef dim = args[1].isNone() ? c10::OptionalIntArrayRef() : c10::OptionalIntArrayRef(dims);
+  std::optional<at::ScalarType> dtype;
+  if (!args[3].isNone()) dtype = args[3].toScalarType();
+  const at::Tensor result = at::mean(cpu_alias(args[0].toTensor()), dim, args[2].toBool(), dtype);
+  const at::Tensor out = args[4].toTensor();
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  torch::jit::push(*s, out);
+  return true;
+}
+
 void native_kernel(const c10::OperatorHandle& op, Stack* s) {
+  if (mean_out_taken_functionally(op, s)) return;
   const auto& arguments = op.schema().arguments();
   const size_t first = s->size() - arguments.size();
   std::vector<std::pair<at::Tensor, at::Tensor>> outs;  // (the caller's, the fresh one the CPU kernel wrote)
