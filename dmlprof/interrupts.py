@@ -22,6 +22,10 @@ from dmlprof.errors import Interrupted
 ANNOUNCE_CALLS = 20_000
 #: signals that end a run as Ctrl-C does (SIGHUP does not exist on Windows)
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+#: the real ``os._exit``, taken before a scan traps the scanned code's calls to it (dmlprof.runner.user_code):
+#: dmlprof's own ways out (a hung rank's watchdog, a forked child, a scan's end past threads the script left
+#: running) must really leave, and not be taken for the script's own call
+REAL_OS_EXIT = os._exit
 
 
 #: the signals :func:`saving` held since :func:`forget_held`, in order: a finished run that a signal reached

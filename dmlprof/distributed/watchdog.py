@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from dmlprof.files import process_alive
+from dmlprof.interrupts import REAL_OS_EXIT
 from dmlprof.record.collectives import COMM_PHASE
 from dmlprof.files import write_atomic
 
@@ -190,8 +191,6 @@ def _op_name(func) -> str:
 def end_process(code: int = EXIT_HUNG) -> None:
     """Leave now, from any thread: the main thread is blocked in C++ and cannot unwind. (The real ``os._exit``: the
     scan traps the scanned code's, and this is dmlprof's own way out, not the script's.)"""
-    from dmlprof.runner.user_code import REAL_OS_EXIT
-
     sys.stdout.flush()
     sys.stderr.flush()
     REAL_OS_EXIT(code)

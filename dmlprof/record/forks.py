@@ -16,6 +16,7 @@ from typing import Optional
 
 import torch
 
+from dmlprof.interrupts import REAL_OS_EXIT
 from dmlprof.record.recorder import Recorder
 
 
@@ -64,6 +65,4 @@ def _end_child(exc: Optional[BaseException], exits) -> None:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
-    from dmlprof.runner.user_code import REAL_OS_EXIT  # (not at the top: dmlprof.runner imports this module)
-
     REAL_OS_EXIT(code)

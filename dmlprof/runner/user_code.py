@@ -16,10 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-#: the real ``os._exit``, taken before a scan traps the scanned code's calls to it: dmlprof's own ways out (a hung
-#: rank's watchdog, a forked child, the end of a scan whose script left threads running) must really leave, and
-#: not be taken for the script's own call
-REAL_OS_EXIT = os._exit
+from dmlprof.interrupts import REAL_OS_EXIT
 
 
 class HardExit(BaseException):
@@ -69,7 +66,7 @@ def hard_exit_trapped():
     journal (:func:`dmlprof.survival.os_exit_journaled`); a scan run unsupervised says that it ends. ``os.exec*`` in
     the main thread raises :class:`ProcessReplaced` instead (forked children and other threads exec for real, and
     forked children exit for real)."""
-    pid = os.getpid()
+    real_exit, pid = os._exit, os.getpid()  # (os._exit as it is now: a test may stand in for it)
     # os.execl/execlp/execvp... call these two by their module names: trapping them traps every os.exec*
     real_execs = {name: getattr(os, name) for name in ("execv", "execve") if hasattr(os, name)}
 
@@ -83,7 +80,7 @@ def hard_exit_trapped():
             in_thread = threading.current_thread() is not threading.main_thread()
             if not survival.os_exit_journaled(code, in_thread):
                 _say_the_scan_ends(code)
-        REAL_OS_EXIT(code)
+        real_exit(code)
 
     def exec_trapped(name):
         def replace_process(path, *args):
@@ -98,7 +95,7 @@ def hard_exit_trapped():
     try:
         yield
     finally:
-        os._exit = REAL_OS_EXIT
+        os._exit = real_exit
         for name, real in real_execs.items():
             setattr(os, name, real)
 
