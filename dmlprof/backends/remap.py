@@ -44,6 +44,8 @@ class _DeviceArguments(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.device and _maps(args[0] if args else kwargs.get("type"), self.source):
+            return self.target  # torch.device("cuda", 0): the type and index of the one scanned device
         if func is self._to_source and func is not None:
             non_blocking = kwargs.get("non_blocking", False)
             return args[0].to(self.target, non_blocking=non_blocking)
@@ -80,6 +82,20 @@ def _random_state(device: torch.device):
         write(state)
 
     return get_rng_state, set_rng_state, first_seed
+
+
+def _device_index(target: torch.device):
+    """torch.cuda's device-index check, taking the scanned device for CUDA device 0: with every CUDA device argument
+    mapped, ``torch.device("cuda")`` is the scanned device, which the check refused ("Expected a cuda device"). torch.load
+    validates its ``map_location`` through it (``map_location="cuda"``, a resume script's ``map_location=device``)."""
+    check = torch.cuda._utils._get_device_index  # taken now: the answer replaces it
+
+    def _get_device_index(device, optional=False, allow_cpu=False):
+        if _maps(device, "cuda") or (isinstance(device, torch.device) and device.type == target.type):
+            return 0  # the one device, as device_count() answers
+        return check(device, optional, allow_cpu)
+
+    return _get_device_index
 
 
 def _module_answers(source: str, backend) -> dict:
@@ -130,7 +146,8 @@ def _module_answers(source: str, backend) -> dict:
             "initial_seed": lambda: initial_seed(),
             **common,
         }
-        return {(torch.cuda, name): fn for name, fn in answers.items()}
+        return {**{(torch.cuda, name): fn for name, fn in answers.items()},
+                (torch.cuda._utils, "_get_device_index"): _device_index(backend.device())}
     answers = {(torch.backends.mps, "is_available"): lambda: True, (torch.backends.mps, "is_built"): lambda: True}
     mps = getattr(torch, "mps", None)
     if mps is not None:

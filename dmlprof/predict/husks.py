@@ -34,7 +34,8 @@ class _Husk(torch.Tensor):
         raise AssertionError(f"a husk tensor was dispatched ({func})")
 
 
-_OPAQUE = "_dmlprof_opaque"
+#: the attribute holding a stand-in tensor's second alias (its Python state, which torch.save must not pickle)
+OPAQUE = "_dmlprof_opaque"
 #: dtype -> the exception torch-directml's refusal of it is, for the data types the installed stand-in refuses
 _refused: dict = {}
 
@@ -67,7 +68,7 @@ def device_tensor(shape, stride, offset: int, dtype, device: torch.device) -> to
     # on the same storage, held by this one (kept while C++ holds it: PyObject preservation), keeps that
     # ownership from ever being sole, and the engine adds out of place (add, not add_), as on the device.
     # (Not a Python storage object: on newer torch one would keep its storage alive for ever.)
-    setattr(tensor, _OPAQUE, husk_alias(tensor))
+    setattr(tensor, OPAQUE, husk_alias(tensor))
     return tensor
 
 

@@ -57,7 +57,7 @@ from dmlprof.directml.failures import (
     unheld_dtype_failure,
 )
 from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
-from dmlprof.predict import values as _values
+from dmlprof.predict import checkpoints, values as _values
 from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.arguments import (
     elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, view_sources, written_only,
@@ -175,6 +175,7 @@ class StandIn:
     def install(self) -> None:
         refuse(self.refused)
         _values.install(self.values)
+        checkpoints.install(self.device_type)
         with warnings.catch_warnings():
             # Where a real PrivateUse1 backend is loaded (the emulated device in tests), ours
             # override its kernels for as long as they are installed; torch warns about each.
@@ -198,6 +199,7 @@ class StandIn:
             kernels.remove()
         refuse({})
         _values.install(None)
+        checkpoints.remove()
 
     def _wanted(self, name: str) -> bool:
         if name in self._natives or name in ANSWERED or name in self.always_failing or name in self.unfused:

@@ -1,0 +1,98 @@
+"""``torch.save`` and ``torch.load`` of the stand-in's tensors: pickled as torch pickles torch-directml's.
+
+torch-directml's tensors have no storage (an ``OpaqueTensorImpl``), and torch
+pickles such a ``PrivateUse1`` tensor by a host copy of it and the device it is
+rebuilt on (``torch._utils._rebuild_device_tensor_from_cpu_tensor``; from a
+numpy array on torch 2.4). That file loads as ordinary tensors with
+``map_location="cpu"`` and onto the device without one; written on torch 2.4
+(numpy) it does not load with ``weights_only=True``, as torch-directml's does not.
+
+The stand-in's tensors have a storage that holds no memory, so torch took its
+path for storage-backed tensors and failed reading the storage's data pointer
+("Attempted to access the data pointer on an invalid python storage"); and
+their second alias (:data:`dmlprof.predict.husks.OPAQUE`) is Python state that
+torch would pickle into the user's file. While a stand-in tensor is pickled,
+``torch._C._has_storage`` answers False for it, and the state torch reads
+(``torch._utils._get_obj_state``) leaves the alias out. Both are looked up by
+torch at the call, and restored as soon as that tensor is reduced.
+
+The host copy is the stand-in's own read back (its ``copy_`` kernel): the values
+the prediction holds, else 0, a made-up value the prediction reports as such.
+
+``torch.load(..., map_location=<the device>)`` moves every storage it reads
+there (the host copy's too, where torch pickles it as a tensor: 2.13, not 2.4's
+numpy array) and then reads its data pointer: the stand-in has no memory to
+make a storage in (torch segfaulted), so a storage bound for it stays on the host. A tensor pickled as above is then
+rebuilt on the device from it; a checkpoint of storage-backed tensors (CPU,
+CUDA) loads onto the host instead of the device.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from dmlprof.predict.husks import OPAQUE
+
+_REDUCE = torch.Tensor.__reduce_ex__
+_HAS_STORAGE = torch._C._has_storage
+_OBJ_STATE = torch._utils._get_obj_state
+#: the stand-in device's type while one is installed
+_device_type: Optional[str] = None
+#: torch.serialization's place for a device's deserializer: after the CPU's (10), before CUDA's (20)
+_LOAD_PRIORITY = 19
+_registered: list = []
+
+
+def install(device_type: str) -> None:
+    global _device_type
+    _device_type = device_type
+    torch.Tensor.__reduce_ex__ = _reduce_ex
+    if not _registered:  # torch keeps a registered deserializer for the process: it answers only while installed
+        torch.serialization.register_package(_LOAD_PRIORITY, _tags_nothing, _kept_on_the_host)
+        _registered.append(True)
+
+
+def remove() -> None:
+    global _device_type
+    _device_type = None
+    torch.Tensor.__reduce_ex__ = _REDUCE
+
+
+def _is_standin(tensor) -> bool:
+    return _device_type is not None and isinstance(tensor, torch.Tensor) and tensor.device.type == _device_type
+
+
+def _reduce_ex(self, proto):
+    if not _is_standin(self):
+        return _REDUCE(self, proto)
+    torch._C._has_storage, torch._utils._get_obj_state = _storage_less, _users_state
+    try:
+        return _REDUCE(self, proto)
+    finally:
+        torch._C._has_storage, torch._utils._get_obj_state = _HAS_STORAGE, _OBJ_STATE
+
+
+def _storage_less(tensor) -> bool:
+    return False if _is_standin(tensor) else _HAS_STORAGE(tensor)
+
+
+def _users_state(obj):
+    """The Python state torch pickles with a tensor, without the stand-in's alias."""
+    state = _OBJ_STATE(obj)
+    attributes = state[0] if isinstance(state, tuple) else state
+    if not isinstance(attributes, dict) or OPAQUE not in attributes:
+        return state
+    attributes = {name: value for name, value in attributes.items() if name != OPAQUE}
+    return (attributes,) + tuple(state[1:]) if isinstance(state, tuple) else attributes
+
+
+def _tags_nothing(storage) -> None:
+    return None  # what a storage is saved as stays torch's
+
+
+def _kept_on_the_host(storage, location: str):
+    """A storage torch.load would move onto the stand-in device, left on the host (None: not one)."""
+    if _device_type is None or location.split(":", 1)[0] != _device_type:
+        return None
+    return storage
