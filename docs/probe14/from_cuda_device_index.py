@@ -7,7 +7,8 @@ exit 3, "raised TypeError: device(): argument 'type' (position 1) must be str, n
 the script's error. Plainly (any torch, with or without CUDA) the line builds a device. dmlprof/backends/remap.py's
 _DeviceArguments mode sees torch.device itself as a torch function and swaps its "cuda" argument for the target
 torch.device, leaving the index: torch.device(torch.device("privateuseone:0"), 0) is a TypeError. The DDP / launch
-script idiom `torch.device("cuda", args.local_rank)` (and torch.device(type="cuda", index=i)) hits it on its first line.
+script idiom `torch.device("cuda", args.local_rank)` (and torch.device(type="cuda", index=i)) hits it on its first line,
+and so does `nn.DataParallel(model)`, which builds torch.device(device_type, device_ids[0]) inside torch.
 """
 import os
 
