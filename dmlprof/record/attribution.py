@@ -295,9 +295,9 @@ class ModuleTracker:
         # module's forward began was made outside it (a functional op in the parent's own forward, whose
         # output this module took in): it is the parent's, tagged when the parent's forward ends, and so
         # are its ancestors (numbered earlier still, on this thread).
-        # read below a tensor subclass's __torch_function__: the program's subclass must not see dmlprof's reads (a
-        # strict one refused them, a counting one counted them)
-        with torch._C.DisableTorchFunctionSubclass():
+        # read below __torch_function__, a tensor subclass's and a mode's: the program's must not see dmlprof's reads
+        # (a strict subclass refused them, a counting one or a logging TorchFunctionMode counted them)
+        with torch._C.DisableTorchFunction():
             pending = [t.grad_fn for t in _iter_tensors(output)] + list(reached)
         owners = self.node_owner
         older = []
