@@ -60,7 +60,7 @@ from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
 from dmlprof.predict import checkpoints, values as _values
 from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.arguments import (
-    elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, view_sources, written_only,
+    elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, view_sources, written, written_only,
 )
 from dmlprof.predict.conversion import (
     FAILED, Converted, as_fallback_hands_it, copy_back_written, forget_written, given_values, rewrapped,
@@ -72,7 +72,7 @@ from dmlprof.predict.rnn_cells import META_REFERENCES, UNFUSED_PATHS
 from dmlprof.predict.shape_cache import cache_key, cache_kind, cached, remember
 from dmlprof.predict.special_kernels import ANSWERED, CPU_LAYOUT, SPECIAL
 from dmlprof.predict.values import (
-    WHY_META, ValueStore, constant_of, cpu_view, has_values, set_constant, unknown_why,
+    WHY_EMPTY, WHY_META, ValueStore, constant_of, cpu_view, has_values, set_constant, unknown_why,
 )
 from dmlprof.record.frame import op_name
 from dmlprof.record.tap import PerOpKernels
@@ -340,8 +340,13 @@ class StandIn:
             return WHY_META
         device_tensors = [t for t in tensors if t.device.type == self.device_type]
         lacking = [tensor for tensor in device_tensors if not has_values(tensor)]
+        # a tensor fresh from torch.empty that an op overwrites in place (``empty_like(p).scatter_(0, p, ...)``, every
+        # packed sequence's inverse permutation): its bytes are as arbitrary on the device, and what the op writes
+        # does not depend on them (taken as unknown, every later call of a packed-sequence model was a guess)
+        overwritten = flat_tensors(written(overload, args, kwargs), []) if op_name(overload) in _OVERWRITING else []
         for tensor in lacking:
-            if constant_of(tensor) is None:
+            if constant_of(tensor) is None and not (any(tensor is t for t in overwritten)
+                                                    and unknown_why(tensor) == WHY_EMPTY):
                 return unknown_why(tensor)
         why = self.values.refuses_op(sum(t.numel() for t in device_tensors))
         if lacking and why is None and _CONSTANT_STAYS in _folds(overload, device_tensors, lacking):
@@ -440,6 +445,15 @@ class StandIn:
 _POINTWISE = getattr(torch.Tag, "pointwise", None)
 #: why a pointwise op on constants is not computed on values: its outputs hold a constant (``_folded``)
 _CONSTANT_STAYS = "a constant, computed once (pointwise on constants)"
+
+
+#: in-place ops whose written elements do not depend on what the tensor held (scatter_add_'s do: not here), and
+#: the out= forms an in-place call reaches where the device has only those (torch-directml's scatter_)
+_OVERWRITING = frozenset(f"aten::{name}" for name in (
+    "scatter_.src", "scatter_.value", "index_copy_", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
+    "masked_fill_.Scalar", "masked_fill_.Tensor", "masked_scatter_", "scatter.src_out", "scatter.value_out",
+    "index_copy.out", "index_fill.int_Scalar_out", "index_fill.int_Tensor_out", "masked_fill.Scalar_out",
+    "masked_fill.Tensor_out", "masked_scatter.out"))
 
 
 def _folds(overload, device_tensors, lacking) -> tuple:

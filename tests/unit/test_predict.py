@@ -531,6 +531,20 @@ def test_a_write_through_an_alias_is_seen_by_the_tensor_it_aliases(tmp_path):
     assert not session.meta.to_dict()["placeholder_ops"], session.meta.to_dict()["placeholder_ops"]
 
 
+def test_an_empty_tensor_an_op_overwrites_in_place_holds_what_it_wrote(tmp_path):
+    """``empty_like(p).scatter_(0, p, arange)`` (every packed sequence's inverse permutation, re-probe 14 case 3):
+    the written elements do not depend on torch.empty's bytes, so what is read back later is no guess."""
+    path = _linear_model(tmp_path, """
+                order = torch.argsort(x[:, 0])
+                inverse = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=x.device))
+                if int(inverse[int(order[0])]) == 0:
+                    return torch.sigmoid(self.lin(x)).sum(1)
+                return self.lin(x).sum(1)
+        """)
+    session = predict_scan(path, batch_size=3, steps=1, warmup=0)
+    assert session.meta.prediction.guess is None, session.meta.prediction.guess
+    assert "aten::sigmoid" in _ops(session)
+
 def test_values_beyond_the_budget_are_made_up_and_every_call_after_is_marked(tmp_path):
     """GIVEN a forward that reads a tensor, predicted with no room for values
     WHEN the value is made up
