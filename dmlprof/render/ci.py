@@ -40,7 +40,8 @@ def _uncounted_lines(report, result: GateResult) -> list:
 
 def _wrong_line(known) -> str:
     where = fmt_list(known.sources, 2) or fmt_list(known.modules, 1) or "no source line"
-    return f"  wrong on DirectML: {known.op} x{known.calls} at {where}: {known.consequence or known.reason}"
+    said = "may be wrong" if known.unjudged else "wrong"
+    return f"  {said} on DirectML: {known.op} x{known.calls} at {where}: {known.consequence or known.reason}"
 
 
 def _mark(check) -> str:
@@ -72,7 +73,8 @@ def github_annotations(result: GateResult) -> str:
                          _annotation_message(hotspot, result)) for hotspot in result.hotspots]
     wrong_level = "error" if any(c.name == "calls with known wrong results" and not c.passed
                                  for c in result.checks) else "warning"
-    lines += [_annotation(wrong_level, _location(known.sources), f"dmlprof: {known.op} gives wrong results on DirectML",
+    lines += [_annotation("warning" if known.unjudged else wrong_level, _location(known.sources),
+                          f"dmlprof: {known.op} {'may give' if known.unjudged else 'gives'} wrong results on DirectML",
                           _wrong_message(known)) for known in result.report.known_wrong_results]
     if not result.passed:
         lines.append(_annotation("error", None, "dmlprof check failed",

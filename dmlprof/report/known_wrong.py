@@ -53,7 +53,7 @@ def wrong_seqs(ops, table) -> dict:
         return {}
     found: dict = {}
     for (_, _, source, what), rows in _flagged_groups(ops, table).items():
-        if source == "class" and not what.wrong_in_replay:
+        if source == "class" and (not what.wrong_in_replay or what.unjudged):
             continue
         words = what.klass if source == "class" else (what or "the measured table's wrong samples")
         for row in rows:
@@ -106,7 +106,7 @@ def _result(ops, key, rows, table) -> KnownWrongResults:
     return KnownWrongResults(op, len(rows), dtypes, 0, 0, None, None, what.confirmed_by, sources, modules,
                              ZEROED_GRADIENTS_FIX if what.zeroes_gradients else what.fix, what.reason,
                              klass=what.klass,
-                             consequence=consequence, breaks_training=what.zeroes_gradients)
+                             consequence=consequence, breaks_training=what.zeroes_gradients, unjudged=what.unjudged)
 
 
 def _zeroed_gradients(ops, rows) -> tuple:

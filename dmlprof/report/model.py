@@ -387,6 +387,8 @@ class KnownWrongResults:
     consequence: str = ""
     #: training is broken by it (gradients lost): the report leads with it
     breaks_training: bool = False
+    #: wrong only where an argument the recording could not read says so: may be wrong, not counted by ``check``
+    unjudged: bool = False
 
     @property
     def confirmed(self) -> bool:

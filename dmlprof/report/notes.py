@@ -50,7 +50,8 @@ def _warnings(report) -> list:
     notes = [Note(BAD, "Fails on the device", report.device_failure_note)] if report.device_failure_note else []
     notes += [Note(WARN, "Device not used", report.device_unused_note)] if report.device_unused_note else []
     notes += [Note(BAD if k.confirmed or k.breaks_training else WARN,
-                   "Training is broken" if k.breaks_training else "Known wrong results", _known_wrong(k))
+                   "Training is broken" if k.breaks_training else "May give wrong results" if k.unjudged
+                   else "Known wrong results", _known_wrong(k))
               for k in report.known_wrong_results]
     loss = report.run.nonfinite_loss
     if loss:
@@ -71,6 +72,9 @@ def _known_wrong(known) -> str:
              else f": {known.reason}" if known.reason else "")
     tail = (f" Class: {known.klass}." if known.klass else "") + (
         f" It breaks: {known.consequence}." if known.consequence else "") + (f" Fix: {known.fix}" if known.fix else "")
+    if known.unjudged:
+        return (f"{known.op} ({known.calls} calls{where}) may give wrong results on the real torch-directml: an "
+                f"argument that decides it was not read ({status}).{tail}")
     if not known.measured_calls:
         return (f"{known.op} ({known.calls} calls{where}) gives wrong results on the real torch-directml{error} "
                 f"({status}).{tail}")

@@ -96,3 +96,26 @@ def test_an_op_wrong_in_a_few_measured_calls_only_is_not_flagged_unless_confirme
     """1 of 9 measured convolutions was wrong: an input the samples hit, not a user's every call."""
     calls = [{"op": "aten::convolution", "time_ns": 5}]
     assert build_report(make_session(calls)).known_wrong_results == ()
+
+
+def test_a_scatter_add_whose_index_was_not_read_may_be_wrong_and_does_not_fail_check():
+    """Re-probe 14 case 25: an index past the read's bound is unknown, not wrong (a permutation is exact on
+    DirectML): said as a call that may give wrong results, left out of check's count; a read repeated target
+    still fails it."""
+    from dmlprof.render.ci import github_annotations, render_check_text
+    from dmlprof.report.gate import check_limits
+
+    unread = {"op": "aten::scatter_add", "time_ns": 5, "dtypes": "float32,int64", "source": "gnn.py:9",
+              "arguments": json.dumps({"targets_read": False})}
+    report = build_report(make_session([unread]))
+    [found] = report.known_wrong_results
+    assert found.unjudged and "were not read" in found.klass
+    result = check_limits(report, None, None)
+    assert result.passed and "calls with known wrong results" not in [c.name for c in result.checks]
+    text = " ".join(render_text(report, width=200).split())
+    assert "MAY GIVE WRONG RESULTS" in text and "KNOWN WRONG RESULTS" not in text
+    assert "may be wrong on DirectML: aten::scatter_add x1 at gnn.py:9" in render_check_text(result, "gnn.py")
+    assert "::warning" in github_annotations(result) and "may give wrong results" in github_annotations(result)
+    repeated = dict(unread, arguments=json.dumps({"targets_repeat": True}))
+    failed = check_limits(build_report(make_session([unread, repeated])), None, None)
+    assert not failed.passed and [c.measured for c in failed.checks if c.name == "calls with known wrong results"] == [1]
