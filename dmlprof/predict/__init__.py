@@ -50,6 +50,7 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     """
     from dmlprof.meta import Prediction
     from dmlprof.model_file import inspect_model_file
+    from dmlprof.predict.compiled import compiled_code_runs_eagerly
     from dmlprof.runner import DEFAULT_STEPS as SCRIPT_STEPS, DEFAULT_WARMUP as SCRIPT_WARMUP, ScanStopped, scan
 
     if target not in known_targets():
@@ -79,13 +80,14 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     if capture is not None:  # scan --confirm: every recorded call's signature, read through the stand-in's values
         capture.read_values, capture.device_type = backend.read_values, backend.device_type
         backend.capture = capture
-    try:
-        session = scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
-                       warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)
-    except ScanStopped as stopped:
-        stopped.session.meta = _with_grounds(stopped.session, backend, float64)
-        raise
-    session.meta = _with_grounds(session, backend, float64)
+    with compiled_code_runs_eagerly() as compiled:  # Inductor cannot build code for a stand-in
+        try:
+            session = scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
+                           warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)
+        except ScanStopped as stopped:
+            stopped.session.meta = _with_grounds(stopped.session, backend, float64, compiled)
+            raise
+    session.meta = _with_grounds(session, backend, float64, compiled)
     return session
 
 
@@ -117,13 +119,16 @@ def _predicted_backend(target: str, float64: bool, values, target_torch: Optiona
     return PredictedTargetBackend(semantics_for(target, target_torch), values=values)
 
 
-def _with_grounds(session, backend, float64: bool):
+def _with_grounds(session, backend, float64: bool, compiled):
     """The session's metadata with what its verdicts rest on: a target's provenance and setting, or
-    DirectML's adapter note."""
+    DirectML's adapter note; and, where the model compiled anything, that it was predicted as eager calls."""
     notes = getattr(backend, "notes", None)
-    if notes is None:
-        return _with_adapter_note(session, float64)
-    return session.meta.updated(notes=tuple(notes()) + session.meta.notes)
+    meta = _with_adapter_note(session, float64) if notes is None else session.meta.updated(
+        notes=tuple(notes()) + session.meta.notes)
+    if not compiled.compiled:
+        return meta
+    device = "DirectML" if notes is None else backend.semantics.title
+    return meta.updated(notes=meta.notes + (compiled.note(device),))
 
 
 def _with_adapter_note(session, float64: bool):
