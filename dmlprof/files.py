@@ -240,3 +240,22 @@ def _windows_process_alive(pid: int) -> Optional[bool]:
         return code.value == 259  # STILL_ACTIVE
     finally:
         kernel32.CloseHandle(handle)
+
+
+_shown_cache: dict = {}
+
+
+def shown_path(filename: str) -> str:
+    """A source file as dmlprof prints it: relative under the working directory, whole elsewhere (not
+    ``../../tmp/x.py``), with forward slashes."""
+    short = _shown_cache.get(filename)
+    if short is None:
+        try:
+            short = os.path.relpath(filename)
+            if short.startswith(".."):
+                short = filename
+        except ValueError:  # another drive on Windows
+            short = filename
+        short = short.replace(os.sep, "/")
+        _shown_cache[filename] = short
+    return short

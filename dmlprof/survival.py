@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from dmlprof.files import shown_path
 from dmlprof.record.journal import JOURNAL_ENV
 
 #: the commands whose scan runs in a supervised child
@@ -628,15 +629,8 @@ def crash_location(crash_log: Path) -> str:
         path, line = match.groups()
         if any(part in path for part in skip) or path.startswith("<"):
             continue
-        return f"{_relative(path)}:{line}"
+        return f"{shown_path(path)}:{line}"  # as the recorder names a call's line
     return ""
-
-
-def _relative(path: str) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:  # another drive, on Windows
-        return path
 
 
 def session_from_journal(contents, message: str, ended: str, user_line: str, partial: bool = True):

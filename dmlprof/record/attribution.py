@@ -19,6 +19,7 @@ from typing import Optional
 
 import torch
 
+from dmlprof.files import shown_path
 from dmlprof.record.compiled_calls import CompiledCalls
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
@@ -71,7 +72,7 @@ def user_source_line(skip: int = 1) -> str:
             # is who ran the scan, not who asked for the op: the call was dmlprof's own (a contract's batch)
             if inner is not None and _is_entry_code(inner):
                 return ""
-            return f"{_short_path(code.co_filename)}:{frame.f_lineno}"
+            return f"{shown_path(code.co_filename)}:{frame.f_lineno}"
         in_dmlprof = _is_dmlprof_code(code)
         if in_dmlprof and left_dmlprof:
             return ""
@@ -105,7 +106,7 @@ def raised_at(exc: BaseException) -> str:
     user = [(code, line) for code, line in frames if _is_user_code(code)]
     own = [(code, line) for code, line in user if _INSTALLED not in os.path.realpath(code.co_filename)]
     for code, line in reversed(own or user):
-        return f"{_short_path(code.co_filename)}:{line}"
+        return f"{shown_path(code.co_filename)}:{line}"
     return ""
 
 
@@ -132,24 +133,6 @@ def _is_dmlprof_code(code) -> bool:
                     for name in (filename, resolved))
         _dmlprof_code_cache[code] = known
     return known
-
-
-_short_cache: dict = {}
-
-
-def _short_path(filename: str) -> str:
-    """Paths under the working directory print relative; others print whole."""
-    short = _short_cache.get(filename)
-    if short is None:
-        try:
-            short = os.path.relpath(filename)
-            if short.startswith(".."):
-                short = filename
-        except ValueError:  # another drive on Windows
-            short = filename
-        short = short.replace(os.sep, "/")
-        _short_cache[filename] = short
-    return short
 
 
 class ModuleTracker:

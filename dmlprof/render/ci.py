@@ -73,13 +73,18 @@ def github_annotations(result: GateResult) -> str:
                          _annotation_message(hotspot, result)) for hotspot in result.hotspots]
     wrong_level = "error" if any(c.name == "calls with known wrong results" and not c.passed
                                  for c in result.checks) else "warning"
-    lines += [_annotation("warning" if known.unjudged else wrong_level, _location(known.sources),
-                          f"dmlprof: {known.op} {'may give' if known.unjudged else 'gives'} wrong results on DirectML",
-                          _wrong_message(known)) for known in result.report.known_wrong_results]
+    lines += [_wrong_annotation(known, wrong_level) for known in result.report.known_wrong_results]
     if not result.passed:
         lines.append(_annotation("error", None, "dmlprof check failed",
                                  "; ".join(check.describe() for check in result.failed)))
     return "\n".join(lines)
+
+
+def _wrong_annotation(known, level: str) -> str:
+    """A call that may be wrong (an argument that decides it unread) is a warning whatever the check says."""
+    said = "may give" if known.unjudged else "gives"
+    return _annotation("warning" if known.unjudged else level, _location(known.sources),
+                       f"dmlprof: {known.op} {said} wrong results on DirectML", _wrong_message(known))
 
 
 def _wrong_message(known) -> str:

@@ -140,6 +140,16 @@ def test_the_crash_location_is_the_innermost_line_of_the_users_own_code_in_the_c
     assert survival.crash_location(tmp_path / "missing.log") == ""
 
 
+def test_a_crash_in_a_file_outside_the_working_folder_names_it_whole(tmp_path, monkeypatch):
+    # re-probe 14 case 33: "at ../../../tmp/probe14/o5_exit_on_error.py:16" (the recorder names such files whole)
+    user = tmp_path / "outside" / "model.py"
+    log = tmp_path / "crash.log"
+    log.write_text(FAULTHANDLER_DUMP.format(user=user), encoding="utf-8")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert survival.crash_location(log) == f"{user.as_posix()}:7"
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signal numbers")
 def test_a_child_killed_by_a_signal_died_of_it_and_one_that_exited_did_not():
     assert survival.died_of(-signal.SIGSEGV) == "SIGSEGV"
