@@ -49,10 +49,12 @@ class TargetStandIn(StandIn):
 
         def checked_run(args, kwargs):
             tensors = flat_tensors((args, tuple(kwargs.values())), [])
-            why = semantics.call_failure(name, tuple(dict.fromkeys(dtype_name(t.dtype) for t in tensors))) or \
-                semantics.argument_failure(name, args)
+            why = semantics.call_failure(name, tuple(dict.fromkeys(dtype_name(t.dtype) for t in tensors)))
             if why:
                 raise TargetFailure(why, name)
+            why = semantics.argument_failure(name, args)
+            if why:
+                raise TargetFailure(why, name, semantics.argument_remedy(name))
             return run(args, kwargs)
         return checked_run
 

@@ -70,6 +70,10 @@ class TargetSemantics:
         """Why a call of the device's kernel ``op`` raises for these arguments (beyond their dtypes), or None."""
         return None
 
+    def argument_remedy(self, op: str) -> str:
+        """What to change where :meth:`argument_failure` said ``op`` raises ("": the general remedy)."""
+        return ""
+
     def missing_message(self, op: str) -> str:
         # an op the running torch has and the table's torch does not (renamed or removed since) has no kernel
         # there either: said so, since the user's torch on the device will not have it

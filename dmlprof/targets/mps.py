@@ -73,6 +73,12 @@ class Semantics(TargetSemantics):
                     "_lstm_mps on MPS, which raises for an nn.LSTM with proj_size > 0)")
         return None
 
+    def argument_remedy(self, op: str) -> str:
+        if op == "aten::_lstm_mps":  # (not its dtype: the general remedy's "change the dtype" misled)
+            return ("build the nn.LSTM without proj_size and project its output with an nn.Linear, or run the LSTM "
+                    "on the CPU")
+        return ""
+
     def refused_dtypes(self) -> dict:
         import torch
 

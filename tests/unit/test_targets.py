@@ -391,3 +391,5 @@ def test_an_lstm_with_projections_fails_on_mps_where_atens_lstm_calls_lstm_mps(t
     failure = stopped.value.session.meta.device_failure
     assert failure is not None and failure.op == "aten::_lstm_mps" and "projections" in failure.message
     assert "lstm_proj.py:10" in failure.source  # the user's line, as for any refused call
+    # what to change is the projection, not a dtype (re-probe 14 case 5)
+    assert "proj_size" in failure.remedy and "dtype" not in failure.remedy, failure.remedy
