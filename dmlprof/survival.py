@@ -37,6 +37,8 @@ NO_SUPERVISOR_ENV = "DMLPROF_NO_SUPERVISOR"
 CRASH_LOG_ENV = "DMLPROF_CRASH_LOG"
 #: the exit code of a scan whose process died (docs/exit_codes.md)
 CRASHED_EXIT_CODE = 7
+#: the exit code of a run that ended at a call the device refused (docs/exit_codes.md: DeviceError's)
+REFUSED_EXIT_CODE = 4
 #: how a child ended that exited without its last word (``abort()`` on Windows, a native ``exit()``, an ``os._exit``
 #: outside the scan's run): the recording is salvaged, the exit status stands as a script's would (0, else 3; a model
 #: file's is 3)
@@ -200,7 +202,9 @@ def supervise(argv: list, args) -> Optional[int]:
             from dmlprof.record.journal import last_word
 
             journaled, said = last_word(journal)
-            if said is not None or not journaled:  # it ended on its own terms, or had recorded nothing
+            if said is not None:  # it ended on its own terms
+                return _said_stands(said, status)
+            if not journaled:  # it had recorded nothing
                 return status
             # it ended without its last word: os._exit() from a thread, abort() on Windows (status 3)
             how = ABRUPT
@@ -210,6 +214,18 @@ def supervise(argv: list, args) -> Optional[int]:
             if fd is not None:
                 os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _said_stands(said: int, status: int) -> int:
+    """The exit code of a child that said its last word (``said``) and then ended with ``status``: its own. Only an
+    ``os._exit`` after it (an exit handler a model file registered, ``atexit.register(os._exit, 0)``, that runs at
+    dmlprof's own exit) can make them differ, and it must not turn the scan's finding into a success (re-probe 14,
+    case 35). (A code past 255 is the status's 8 bits, as the system keeps them.)"""
+    if status in (said, said % 256):
+        return status
+    _note(f"an exit handler ended the scanned process with status {status} after its scan ended; the scan's own exit "
+          f"code, {said}, stands")
+    return said
 
 
 def _lock(fd: Optional[int]) -> bool:
@@ -472,6 +488,11 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         code, ended = _exit_code(how, status), f"the scanned process died of {how}"
     if how == ABRUPT and _contract_run(contents):  # a model file's run ended, by whatever thread: never a success
         code = 3
+    # a call the device refused came first: on DirectML the process ended there, whatever the script did after
+    # (an exit handler's os._exit(0), a catch-all's os._exit(1)); it leads, as in a run that ends through Python
+    refusal = contents.refusal if _stopped_exit_code(how) is None else None
+    if refusal is not None:
+        message, code = refusal_message(args, contents, message), REFUSED_EXIT_CODE
     if contents.header is None:
         if code == 0:  # a script that ended itself before it ran an op: nothing was lost
             _note(f"{message}, before the recording began; nothing was recorded")
@@ -486,8 +507,8 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     from dmlprof.report import build_report
 
     # a script that ended itself with os._exit(0) succeeded: its session is whole (as a sys.exit(0)'s is)
-    partial = not (contents.os_exit is not None and code == 0) and not steps_done
-    session = session_from_journal(contents, message, ended, user_line, partial=partial)
+    partial = refusal is not None or not (contents.os_exit is not None and code == 0) and not steps_done
+    session = session_from_journal(contents, message, ended, user_line, partial=partial, refusal=refusal)
     try:
         written = write_outputs(session, args)
         if not getattr(args, "quiet", False) and args.command == "scan":
@@ -541,6 +562,27 @@ def os_exit_words(args, contents, user_line: str, status: int) -> "tuple[str, in
     if status == 0:
         return f"{caller} ended its process with os._exit({code}){at}{after}", 0
     return f"{caller} exited with status {code} (os._exit){at}{after}", 3
+
+
+def refusal_message(args, contents, ended: str) -> str:
+    """The error line of a run whose call the device refused before its process ended otherwise (``ended``: how,
+    in words): the refusal first, as a run that ends through Python says it (re-probe 14, cases 35-37)."""
+    refusal = contents.refusal
+    call = _refused_call(contents)
+    where = Path(str(getattr(args, "model", "") or "the script")).name
+    if _contract_run(contents):
+        where = f"step {call.step}" if call is not None and call.step else where
+    at = ", ".join(part for part in (refusal.get("op") or (call.op if call else ""), call.source if call else "")
+                   if part)
+    text = refusal.get("explanation") or f"the device refused the call ({refusal.get('message')})"
+    remedy = f" ({refusal['remedy']})" if refusal.get("remedy") else ""
+    return f"{where}: {text}; then {ended}, but on DirectML the process ends at this call (at {at}){remedy}"
+
+
+def _refused_call(contents):
+    """The journaled call the device refused, if it is among the calls kept (not a dropped warm-up's)."""
+    number = contents.refusal.get("call") if contents.refusal else None
+    return next((call for call in contents.calls if call.number == number), None) if number is not None else None
 
 
 def _header_meta(contents) -> dict:
@@ -633,10 +675,11 @@ def crash_location(crash_log: Path) -> str:
     return ""
 
 
-def session_from_journal(contents, message: str, ended: str, user_line: str, partial: bool = True):
+def session_from_journal(contents, message: str, ended: str, user_line: str, partial: bool = True, refusal=None):
     """The partial session of a journal: its header's facts, each call that returned, and the call the process
     died in (its last row, the failed call). ``ended``: how its process ended ("the scanned process died of
-    SIGSEGV"); ``partial``: False for a script that ended itself well (``os._exit(0)``)."""
+    SIGSEGV"); ``partial``: False for a script that ended itself well (``os._exit(0)``); ``refusal``: the journal's
+    refused call (:attr:`~dmlprof.record.journal.JournalContents.refusal`), the session's finding."""
     import json
 
     from dmlprof.meta import DeviceFailure
@@ -646,15 +689,20 @@ def session_from_journal(contents, message: str, ended: str, user_line: str, par
     header = Session.from_dict(json.loads(contents.header))
     evidence: list = []
     rows = []
-    for call in contents.calls:
+    calls = list(contents.calls)
+    refused_call = _refused_call(contents) if refusal is not None else None
+    refused_row = calls.index(refused_call) if refused_call is not None else None
+    if refused_row is not None and not refusal.get("went_on"):  # refused before it ran: nothing after it ran
+        del calls[refused_row + 1:]
+    for call in calls:
         first = len(evidence)
         evidence.extend(call.fallen)
         rows.append(_row(call, first, len(evidence)))
-    running = contents.running[-1] if contents.running else None
+    running = contents.running[-1] if contents.running and refusal is None else None
     if running is not None:
         rows.append(_row(running, len(evidence), len(evidence), source=user_line))
     backend = _JournaledBackend((header.meta.device.device or "cpu").split(":")[0])
-    ops = rows_to_frame(rows, evidence, backend)
+    ops = rows_to_frame(rows, evidence, backend, refused=frozenset(() if refused_row is None else (refused_row,)))
     times = tuple(round(ns / 1e6, 3) for ns in contents.step_times_ns)  # a model file's measured steps
     held = f"the calls written down before it and the times of its {len(times)} measured step(s)" if times else \
         "the calls written down before it"
@@ -679,7 +727,25 @@ def session_from_journal(contents, message: str, ended: str, user_line: str, par
                 explanation=f"{died} in this call on the device (a native crash in the backend)",
                 remedy="move this call to the CPU (or change its arguments), then scan again", observed=True,
                 ended_process=True)
+    if refusal is not None:
+        changes.update(_refusal_finding(refusal, refused_call, len(calls) - refused_row - 1
+                                        if refused_row is not None and refusal.get("went_on") else None))
     return Session(meta=header.meta.updated(**changes), ops=ops)
+
+
+def _refusal_finding(refusal: dict, call, calls_after: Optional[int]) -> dict:
+    """The session facts of the journal's refused call (``call``: its journaled call, where it was kept), as a
+    run that ends at it through Python has them (dmlprof.runner.assembly)."""
+    from dmlprof.meta import DeviceFailure
+
+    op = refusal.get("op") or (call.op if call is not None else "a call")
+    source = call.source if call is not None else ""
+    module = call.module if call is not None else ""
+    return dict(failed_op=op, failed_source=source or None, failed_module=module or None, device_failure=DeviceFailure(
+        op=op, kind=refusal.get("kind") or "aborts", message=refusal.get("message") or "",
+        dtypes=",".join(sorted({m[1] for m in call.inputs})) if call is not None else "", source=source,
+        explanation=refusal.get("explanation") or "", remedy=refusal.get("remedy") or "",
+        observed=not refusal.get("predicted"), calls_after=calls_after))
 
 
 def _row(call, warn_lo: int, warn_hi: int, source: Optional[str] = None) -> tuple:

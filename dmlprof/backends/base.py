@@ -214,6 +214,24 @@ class Backend:
         known = self.known_error(exc)
         return known is not None and known.key.endswith("device_removed")
 
+    def refusal_words(self, error: BaseException, op: str) -> str:
+        """The finding of a refused call as the journal keeps it (JSON; dmlprof.record.journal.Journal.refusal):
+        what a salvaged session's ``device_failure`` says where the process ends after it through ``os._exit``,
+        with nothing of the device at hand in the supervisor. ``went_on``: the device raised in the call's place
+        and the code may run on, recorded (the emulated device, a prediction); else the call was refused before it
+        ran, and nothing after it runs on DirectML."""
+        import json
+
+        from dmlprof.errors import CallRefused
+
+        error = error.error if isinstance(error, CallRefused) else error
+        found = self.failure_in(error)
+        known = self.known_error(error)
+        return json.dumps({"op": op, "kind": getattr(found, "kind", "aborts"),
+                           "message": getattr(found, "message", None) or str(error),
+                           "explanation": known.explanation if known else "", "remedy": known.remedy if known else "",
+                           "went_on": bool(self.raises_for_aborts), "predicted": bool(self.predicted)})
+
     def known_error(self, exc: BaseException):
         """Map a device error to a one-line explanation, or ``None``."""
         from dmlprof.backends.errors import explain_device_error

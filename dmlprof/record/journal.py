@@ -63,6 +63,7 @@ _BEGIN = struct.Struct("<c3xIq")  # B, the fixed part's number, the step
 _END = struct.Struct("<c3xIqqq")  # E, the fixed part's number, the begin's slot, start, elapsed
 _STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the string's number, up to 24 bytes of it
 _NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
+_REFUSAL = struct.Struct("<c3xIq")  # R, its words' string, the refused call's begin slot (-1: a call nothing recorded)
 _WORD = struct.Struct("<c3xIq")  # F and X with an exit code (X: 1 from a thread not the main one), T with a step
 # count, M with a measured step's time (ns); D and u alone
 _SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
@@ -335,6 +336,15 @@ class Journal:
         """A script's warm-up ended: the rows so far are not the recording's."""
         self._put(_WORD, b"D", 0, 0)
 
+    def refusal(self, call: Optional[int], words: str) -> None:
+        """The device refused a call (one that ends torch-directml's process, refused or raised in its place):
+        ``call``, its :meth:`begin`'s number (``None`` where nothing recorded it), and ``words``, the finding's
+        facts as JSON (dmlprof.backends.base.refusal_words). A process ended after it by ``os._exit`` (an exit
+        handler's, a launch script's catch-all) is salvaged with the refusal as its finding, as a run that ends
+        through Python is (re-probe 14, cases 35-37)."""
+        with self._lock:
+            self._put(_REFUSAL, b"R", self._string(words), -1 if call is None else int(call))
+
     def os_exit(self, code: int, in_thread: bool = False) -> None:
         """The scanned code called ``os._exit(code)`` (``in_thread``: in a thread other than the main one): the
         process ends at once, as under plain python, and the parent finishes the scan from the journal, naming the
@@ -483,6 +493,9 @@ class JournalContents:
     steps_taken: Optional[int] = None
     #: the measured steps' times, in ns (:meth:`Journal.step_time`; a model file's)
     step_times_ns: list = field(default_factory=list)
+    #: the first call the device refused (:meth:`Journal.refusal`): its words, and ``call``, the refused call's
+    #: number (a :class:`JournaledCall`'s), or None where nothing recorded it
+    refusal: Optional[dict] = None
 
 
 def last_word(path) -> "tuple[bool, Optional[int]]":
@@ -581,11 +594,15 @@ class _Reading:
             contents.calls.clear()
             contents.steps_taken = None
             contents.step_times_ns.clear()
+            contents.refusal = None  # a warm-up step's, taken again recorded
         elif kind == b"T":
             contents.steps_taken = first
         elif kind == b"F":
             contents.finished = first
         elif kind == b"M":
             contents.step_times_ns.append(first)
+        elif kind == b"R" and contents.refusal is None:
+            words = json.loads(self.strings[named])
+            contents.refusal = {**words, "call": first // _SLOT if first >= 0 else None}
         elif kind == b"X":
             contents.os_exit, contents.os_exit_in_thread = first, bool(named)

@@ -204,6 +204,8 @@ class _Calls:
             # where the run ends, caught or not: a call refused in place, or an abort the device raised instead
             if (refused is not None or rec.backend.abort_raised(failed)) and rec.refused_row is None:
                 rec.refused_row = rec.failed_row
+                if journal is not None:  # an os._exit after it (an exit handler's) must not lose it (re-probe 14)
+                    _journal_refusal(journal, journaled, rec.backend, failed, func)
             if rec.device_lost_row is None and rec.backend.lost_device(failed):
                 rec.device_lost_row = rec.failed_row  # later failures are the lost device's, not their ops'
             if found is not None:
@@ -215,6 +217,15 @@ class _Calls:
             verifier.after(pending, args, kwargs, out, step=rec.step, phase=phase, module=module, source=source,
                            seq=len(rec.rows) - 1)
         return out
+
+
+def _journal_refusal(journal, journaled: Optional[int], backend, failed: BaseException, func) -> None:
+    """The refused call's finding, journaled (``journaled``: the recorded call's journal number, None for a call
+    nothing records): never an error of dmlprof's in the user's call."""
+    try:
+        journal.refusal(journaled, backend.refusal_words(failed, op_name(func)))
+    except Exception:  # the words could not be made: the salvaged session names the call as it ran, as before
+        pass
 
 
 def _touches(device_type: str, inputs) -> bool:
@@ -446,9 +457,11 @@ class _Refusals:
         in its place is kept: :meth:`~dmlprof.backends.base.Backend.abort_raised`)."""
         found = self.rule(func, args, kwargs) if self.rule is not None else None
         refused = self.backend.refusal_for(found) if found is not None else None
-        if refused is not None:
-            raise refused
         journal = self.journal
+        if refused is not None:
+            if journal is not None and refused is self.backend.first_refusal:
+                _journal_refusal(journal, None, self.backend, refused, func)
+            raise refused
         try:
             if journal is None:
                 return call_as_dispatched(func, args, kwargs)
@@ -456,7 +469,9 @@ class _Refusals:
             journal.unrecorded(func, inputs)  # the call to name if the process dies in it
             out = call_as_dispatched(func, args, kwargs)
         except Exception as exc:
-            self.backend.abort_raised(exc)
+            first = self.backend.first_refusal is None
+            if self.backend.abort_raised(exc) and first and journal is not None:
+                _journal_refusal(journal, None, self.backend, exc, func)
             raise
         journal.unrecorded_returned()
         return out

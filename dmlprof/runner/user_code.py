@@ -79,7 +79,7 @@ def hard_exit_trapped():
 
             in_thread = threading.current_thread() is not threading.main_thread()
             if not survival.os_exit_journaled(code, in_thread):
-                _say_the_scan_ends(code)
+                code = _say_the_scan_ends(code)
         real_exit(code)
 
     def exec_trapped(name):
@@ -100,15 +100,31 @@ def hard_exit_trapped():
             setattr(os, name, real)
 
 
-def _say_the_scan_ends(code) -> None:
+def _say_the_scan_ends(code: int) -> int:
     """One line where nothing will finish the scan after the script's ``os._exit`` (no supervisor): the process
-    ends as the script asked, and the report and session with it."""
+    ends as the script asked, and the report and session with it; the status it ends with. After a call the device
+    refused, which ends the process on DirectML, the status is the refusal's (4), not the script's (re-probe 14:
+    an exit handler's ``os._exit(0)`` read as a success)."""
+    from dmlprof.record.recorder import Recorder
+
+    recorder = Recorder.current or Recorder.last
+    refusal = getattr(getattr(recorder, "backend", None), "first_refusal", None)
+    unsaved = ("this scan ran unsupervised (DMLPROF_NO_SUPERVISOR, a job's rank, the Python API), so nothing it "
+               "recorded is saved")
+    if refusal is not None:
+        error = getattr(refusal, "error", refusal)
+        line = (f"dmlprof: error: the scanned code called os._exit({code}) after a call the device refused "
+                f"({str(error).splitlines()[0] if str(error) else type(error).__name__}), which ends the process on "
+                f"DirectML: exit 4; {unsaved}\n")
+        code = 4
+    else:
+        line = f"dmlprof: note: the scanned code called os._exit({code}): the process ends there, as under plain " \
+               f"python; {unsaved}\n"
     try:
-        os.write(2, (f"dmlprof: note: the scanned code called os._exit({code}): the process ends there, as under "
-                     "plain python; this scan ran unsupervised (DMLPROF_NO_SUPERVISOR, a job's rank, the Python "
-                     "API), so nothing it recorded is saved\n").encode("utf-8", "replace"))
+        os.write(2, line.encode("utf-8", "replace"))
     except OSError:
         pass
+    return code
 
 
 @contextmanager
