@@ -3,9 +3,10 @@
 The op frame keeps a call's dtypes and input shapes; some classes of wrong results also need an argument
 (max pooling's ``ceil_mode``) or a value (whether an ``nll_loss`` target holds ``ignore_index``). For the
 few ops with such a class, the recorder keeps them as JSON in the frame's ``arguments`` column
-(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. The in-place writes
-keep something only inside their class (a write into a view past its base's start while autograd records it).
-Everything else records nothing here (a set lookup).
+(:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. The in-place overloads
+(every one whose schema writes its ``self``) keep something only inside their class (a write into a view past
+its base's start while autograd records it). What an overload is judged for is worked out once, from its name
+and schema (:class:`Judges`); everything else records nothing here (a dict lookup).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Callable, Optional
 
 import torch
 
-from dmlprof.tables.wrong_classes import IN_PLACE_WRITES, SCATTER_ACCUMULATING_OPS
+from dmlprof.tables.wrong_classes import SCATTER_ACCUMULATING_OPS, in_place_by_name
 
 _enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 
@@ -85,28 +86,52 @@ def _reported_offset(tensor: torch.Tensor) -> int:
 
 
 def _written_view_under_autograd(offset_of: Callable = _reported_offset) -> Callable:
-    """An in-place write (``h[:, 4:] = 0`` is ``slice`` then ``fill_``) into a view that starts past its base's
-    start, while autograd records it: grad mode on and the view or a written value requiring grad. Real
-    torch-directml reports ``storage_offset()`` 0 for every view, and autograd's CopySlices rebuilds the written
-    slice from that offset in the backward, so the slice's gradient lands at the base's start (realdml).
+    """An in-place write (``h[:, 4:] = 0`` is ``slice`` then ``fill_``; ``nn.ReLU6(inplace=True)(h[:, 4:])``
+    ``hardtanh_``) into a view that starts past its base's start, while autograd records it: grad mode on and the
+    view or a written value requiring grad. Real torch-directml reports ``storage_offset()`` 0 for every view, and
+    autograd's CopySlices rebuilds the written slice from that offset in the backward, so the slice's gradient
+    lands at the base's start (realdml). The written tensor is ``self`` (a list of them for ``_foreach_*_``).
     ``offset_of(tensor)``: the offset a view should have (its own where the device's views keep the CPU's offsets;
     on real torch-directml the one :class:`~dmlprof.directml.view_offsets.IntendedOffsets` kept). Empty (nothing
     kept) outside the class."""
-    def arguments(args, kwargs, _read) -> dict:
-        written = args[0] if args else kwargs.get("self")
-        if not isinstance(written, torch.Tensor) or not torch.is_grad_enabled() or not written._is_view():
-            return {}
+    def past_its_start(written) -> int:
+        if not isinstance(written, torch.Tensor) or not written._is_view():
+            return 0
         base = written._base
-        if base is None:
+        return offset_of(written) - offset_of(base) if base is not None else 0
+
+    def arguments(args, kwargs, _read) -> dict:
+        if not torch.is_grad_enabled():  # first: an optimizer's in-place updates run without it
             return {}
-        past_start = offset_of(written) - offset_of(base)
-        if not past_start:
-            return {}
-        values = list(args) + list(kwargs.values())
-        if not any(isinstance(v, torch.Tensor) and v.requires_grad for v in values):
+        written = args[0] if args else kwargs.get("self")
+        if isinstance(written, (list, tuple)):
+            past_start = next(filter(None, map(past_its_start, written)), 0)
+        else:
+            past_start = past_its_start(written)
+        if not past_start or not any(map(_requires_grad, (*args, *kwargs.values()))):
             return {}
         return {"view_offset": past_start, "autograd_records": True}
     return arguments
+
+
+def _requires_grad(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, torch.Tensor) and v.requires_grad for v in value)
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+def writes_its_self(func) -> bool:
+    """Whether an overload writes its ``self`` in place (``Tensor(a!) self``, a name ending in ``_``): autograd
+    then rebuilds ``self``'s history (CopySlices where it is a view). Metadata-only in-place views (``unsqueeze_``,
+    ``t_``, tagged ``inplace_view``) write no values and get none; other written arguments (BatchNorm's running
+    stats) are not rebuilt either, and out= overloads refuse autograd."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or not schema.arguments or not in_place_by_name(schema.name):
+        return False
+    first = schema.arguments[0]
+    return first.name == "self" and first.alias_info is not None and first.alias_info.is_write and \
+        torch.Tag.inplace_view not in getattr(func, "tags", ())
+
 
 #: index elements beyond which a scatter's index is not read (a sort of them would cost the run seconds)
 SCATTER_INDEX_MAX_READ = 1 << 24
@@ -171,55 +196,99 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-#: op -> what of its call a wrong-result class is keyed by
-def judges_for_offsets(offset_of: Callable = _reported_offset) -> dict:
-    """What each op's arguments are read for (the classes keyed by them), the in-place writes judged by
-    ``offset_of(view)``: the view's own offset, or where the device's views do not report it the offset kept for it."""
-    written_view = _written_view_under_autograd(offset_of)
-    return {
-        "aten::nll_loss_forward": _nll_loss(1, 3, 4),
-        "aten::nll_loss2d_forward": _nll_loss(1, 3, 4),
-        "aten::nll_loss_backward": _nll_loss(2, 4, 5),
-        "aten::nll_loss2d_backward": _nll_loss(2, 4, 5),
-        "aten::max_pool2d_with_indices": _max_pool(5),
-        "aten::max_pool2d_with_indices_backward": _max_pool(6),
-        "aten::addmm": _scaled_product,
-        "aten::baddbmm": _scaled_product,
-        "aten::_to_copy": _copy_between_devices,
-        **dict.fromkeys(IN_PLACE_WRITES, written_view),
-        **dict.fromkeys(SCATTER_ACCUMULATING_OPS, _scatter_accumulating),
-        # an in-place scatter_add into a slice is judged for both classes
-        "aten::scatter_add_": _both(written_view, _scatter_accumulating),
-    }
+class Judges:
+    """What each overload's arguments are read for (the classes keyed by them), worked out once per overload: the
+    ops some class names, and every overload that writes its ``self`` (:func:`writes_its_self`) for the written-view
+    class, judged by ``offset_of(view)``: the view's own offset, or where the device's views do not report it the
+    offset kept for it. ``of(func)`` is one dict lookup once the overload was seen."""
+
+    def __init__(self, offset_of: Callable = _reported_offset):
+        self.written_view = _written_view_under_autograd(offset_of)
+        self.named = {
+            "aten::nll_loss_forward": _nll_loss(1, 3, 4),
+            "aten::nll_loss2d_forward": _nll_loss(1, 3, 4),
+            "aten::nll_loss_backward": _nll_loss(2, 4, 5),
+            "aten::nll_loss2d_backward": _nll_loss(2, 4, 5),
+            "aten::max_pool2d_with_indices": _max_pool(5),
+            "aten::max_pool2d_with_indices_backward": _max_pool(6),
+            "aten::addmm": _scaled_product,
+            "aten::baddbmm": _scaled_product,
+            "aten::_to_copy": _copy_between_devices,
+            **dict.fromkeys(SCATTER_ACCUMULATING_OPS, _scatter_accumulating),
+        }
+        self._of: dict = {}  # overload (or its name) -> judge, or None
+
+    def of(self, func) -> Optional[Callable]:
+        """``judge(args, kwargs, read) -> str`` (the JSON to keep, "" for none) of ``func`` (an OpOverload, or its
+        name ``aten::hardtanh_``); None where no class is keyed by its arguments."""
+        try:
+            return self._of[func]
+        except KeyError:
+            pass
+        from dmlprof.record.frame import op_name
+        from dmlprof.record.tap import op_overload
+
+        name = op_name(func)
+        named = self.named.get(name)
+        judge = _reading(named) if named is not None else None
+        if writes_its_self(op_overload(name) if isinstance(func, str) else func):
+            # an in-place scatter_add into a slice is judged for both classes; a write alone reads nothing
+            judge = _reading(_both(self.written_view, named)) if named is not None else _kept(self.written_view)
+        self._of[func] = judge
+        return judge
 
 
-ARGUMENTS = judges_for_offsets()
+def judges_for_offsets(offset_of: Callable = _reported_offset) -> Judges:
+    """The :class:`Judges` of a device whose views' offsets are ``offset_of(view)``."""
+    return Judges(offset_of)
 
 
-def call_arguments(name: str, args, kwargs, read: Callable = read_device_values, judges: dict = ARGUMENTS) -> str:
-    """The JSON the frame's ``arguments`` column keeps for this call ("" for an op no class is keyed by);
-    ``read(tensor)``: its values on the CPU, or None; ``judges``: :data:`ARGUMENTS` or :func:`judges_for_offsets`'."""
-    judge = judges.get(name)
-    if judge is None:
-        return ""
-    if _enable_record_function is not None:  # dmlprof's own reads: not the program's calls in any profiler
-        _enable_record_function(False)
-    try:
-        found = judge(args, kwargs, read)
+ARGUMENTS = Judges()
+
+
+def call_arguments(op, args, kwargs, read: Callable = read_device_values, judges: Judges = ARGUMENTS) -> str:
+    """The JSON the frame's ``arguments`` column keeps for this call ("" for an op no class is keyed by); ``op``:
+    the OpOverload or its name; ``read(tensor)``: its values on the CPU, or None; ``judges``: :data:`ARGUMENTS`
+    or :func:`judges_for_offsets`'."""
+    judge = judges.of(op)
+    return judge(args, kwargs, read) if judge is not None else ""
+
+
+def _kept(arguments: Callable) -> Callable:
+    """``arguments(args, kwargs, read) -> dict`` as the JSON kept ("" for nothing or a call it cannot read)."""
+    def judge(args, kwargs, read) -> str:
+        try:
+            found = arguments(args, kwargs, read)
+        except (TypeError, ValueError, RuntimeError, IndexError):
+            return ""
         return json.dumps(found, sort_keys=True) if found else ""
-    except (TypeError, ValueError, RuntimeError, IndexError):
-        return ""
-    finally:
-        if _enable_record_function is not None:
+    return judge
+
+
+def _reading(arguments: Callable) -> Callable:
+    """:func:`_kept`, for a judge that may read values: its reads are no calls of the program in any profiler
+    (a write's judge reads nothing, and runs on every in-place call without this)."""
+    kept = _kept(arguments)
+    if _enable_record_function is None:
+        return kept
+
+    def judge(args, kwargs, read) -> str:
+        _enable_record_function(False)
+        try:
+            return kept(args, kwargs, read)
+        finally:
             _enable_record_function(True)
+    return judge
 
 
 def arguments_judge(op_name: Callable, read: Callable = read_device_values, offset_of: Callable = None) -> Callable:
-    """``judge(func, args, kwargs) -> str`` for the recorder: cheap (a set lookup) for every op but :data:`ARGUMENTS`';
-    ``offset_of(view)``: the offset a view should have, where the device's views do not report it (else their own)."""
+    """``judge(func, args, kwargs) -> str`` for the recorder: one dict lookup for an overload no class is keyed by
+    (:class:`Judges`); ``offset_of(view)``: the offset a view should have, where the device's views do not report
+    it (else their own). ``op_name``: kept for the callers' form (the judges name overloads themselves)."""
     judges = ARGUMENTS if offset_of is None else judges_for_offsets(offset_of)
+    of = judges.of
 
     def judge(func, args, kwargs) -> str:
-        name = op_name(func)
-        return call_arguments(name, args, kwargs, read, judges) if name in judges else ""
+        found = of(func)
+        return found(args, kwargs, read) if found is not None else ""
     return judge

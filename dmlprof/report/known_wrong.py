@@ -15,7 +15,7 @@ from dmlprof.tables.wrong_classes import (
 )
 from dmlprof.replacements.catalog import advice_for_wrong_results
 from dmlprof.report.model import KnownWrongResults
-from dmlprof.schema import DEVICE
+from dmlprof.schema import DEVICE, FALLBACK
 
 #: what to do instead of a reduction whose backward loses gradients
 ZEROED_GRADIENTS_FIX = ("pool with torch.max(x, dim=x.dim() - 1).values (a non-negative dim: its backward scatters "
@@ -62,19 +62,23 @@ def wrong_seqs(ops, table) -> dict:
 
 
 def _flagged_groups(ops, table) -> dict:
-    """(op, dtypes, "table"|"class", what) -> the device calls (rows) it flags."""
-    device = ops[ops["verdict"] == DEVICE]
+    """(op, dtypes, "table"|"class", what) -> the device calls (rows) it flags. A call that fell back ran its
+    kernel on the CPU, right; but a class whose wrong values come later, from autograd's use of the call on the
+    device (``wrong_in_replay`` False: an in-place write into a device view, whose CopySlices misplaces the
+    gradient whoever wrote it: ``index_copy_`` falls back, re-probe 14 case 21), holds for it as well."""
+    device = ops[ops["verdict"].isin((DEVICE, FALLBACK))]
     groups: dict = {}
     for row in device.itertuples():
-        op, dtypes = str(row.op), str(row.dtypes)
+        op, dtypes, fell_back = str(row.op), str(row.dtypes), row.verdict == FALLBACK
         call = call_of(op, dtypes, str(row.shapes), str(row.phase), _arguments(row))
-        wrong = table.wrong_results(op, dtypes) if table is not None else None
+        wrong = table.wrong_results(op, dtypes) if table is not None and not fell_back else None
         if wrong is not None:
             applies, words = table_entry_applies(wrong.op, table.entry(op, dtypes) or {}, call)
             if applies:
                 groups.setdefault((op, dtypes, "table", words), []).append(row)
         for found in classes_for(call):
-            groups.setdefault((op, dtypes, "class", found), []).append(row)
+            if not fell_back or not found.wrong_in_replay:
+                groups.setdefault((op, dtypes, "class", found), []).append(row)
     classed = {(op, dtypes): {r.seq for r in rows} for (op, dtypes, source, _), rows in groups.items()
                if source == "class"}
     # a table entry whose calls a measured class already names (with what it breaks) is said once, by the class

@@ -28,7 +28,16 @@ CASES = {
     "buffer_written_with_grad": "v = torch.tensor([1., 2.], device=dev, requires_grad=True)\n"
                                 "b = torch.zeros(4, device=dev); b[2:] = v\n"
                                 "(b * torch.arange(4., device=dev)).sum().backward(); return v.grad",
+    # in-place ops outside the 32 names the class once listed (re-probe 14, case 21): judged by their schema
+    "relu6_inplace": "x = torch.arange(1., 9., device=dev).requires_grad_(); z = (x * 1).view(2, 4)\n"
+                     "torch.nn.ReLU6(inplace=True)(z[:, 2:])\n"
+                     "(z * torch.arange(8., device=dev).view(2, 4)).sum().backward(); return x.grad",
+    "sqrt_inplace": "x = torch.arange(1., 9., device=dev).requires_grad_(); z = (x * 1).view(2, 4); z[:, 2:].sqrt_()\n"
+                    "(z * torch.arange(8., device=dev).view(2, 4)).sum().backward(); return x.grad",
     # neighbours outside the class
+    "relu6_prefix": "x = torch.arange(1., 9., device=dev).requires_grad_(); z = (x * 1).view(2, 4)\n"
+                    "torch.nn.ReLU6(inplace=True)(z[:, :2])\n"
+                    "(z * torch.arange(8., device=dev).view(2, 4)).sum().backward(); return x.grad",
     "select_first_fill": "x = torch.ones(2, device=dev, requires_grad=True); z = x * 1; z[0] = 0\n"
                          "z.sum().backward(); return x.grad",
     "prefix_fill": "x = torch.arange(8., device=dev).requires_grad_(); z = (x * 1).view(2, 4); z[:, :2] = 0\n"
@@ -111,4 +120,4 @@ def test_the_written_view_class_holds_exactly_where_real_directml_misplaces_the_
         assert _flagged_live(live_calls) == flagged, (name, live_calls)
         if name in FIXES:
             assert on_cpu == on_directml and not flagged, name
-    assert sum(_flagged_on_the_cpu(name) for name in CASES) == 5  # the class is not empty on the real thing
+    assert sum(_flagged_on_the_cpu(name) for name in CASES) == 7  # the class is not empty on the real thing

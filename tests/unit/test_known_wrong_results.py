@@ -71,6 +71,17 @@ def test_a_call_that_fell_back_ran_on_the_cpu_and_is_not_flagged():
     assert build_report(make_session(calls)).known_wrong_results == ()
 
 
+def test_an_in_place_write_that_fell_back_still_misplaces_its_gradient_in_autograd():
+    # re-probe 14, case 21: index_copy_ falls back on DirectML, but the slice it wrote is a device view, and
+    # autograd's CopySlices (on the device) misplaces its gradient all the same
+    written = '{"autograd_records": true, "view_offset": 4}'
+    calls = [{"op": "aten::index_copy_", "time_ns": 5_000, "verdict": "fallback", "arguments": written,
+              "source": "net.py:34"}]
+    found = build_report(make_session(calls)).known_wrong_results
+    assert [k.op for k in found] == ["aten::index_copy_"] and "starts past its base's start" in found[0].klass
+    assert found[0].sources == ("net.py:34",)
+
+
 def test_every_renderer_says_it_with_its_provenance():
     report = build_report(make_session(CALLS))
     text = " ".join(render_text(report, width=200).split())  # the note wraps in its column

@@ -55,6 +55,11 @@ def test_a_write_past_the_bases_start_is_flagged_though_every_view_reports_offse
         z = torch.ones(2, 8, requires_grad=True) * 1
         z[:, 4:] = 0.0  # h[:, 4:] = 0: flagged
     assert len(mode.flagged) == 1 and mode.flagged[0].startswith(("aten::fill_", "aten::copy_"))
+    with _AsOnDirectML() as mode:  # any in-place op, by its schema (re-probe 14, case 21)
+        z = torch.ones(2, 8, requires_grad=True) * 1
+        torch.nn.ReLU6(inplace=True)(z[:, 4:])
+        torch._foreach_mul_([z[1:]], 2.0)
+    assert mode.flagged == ["aten::hardtanh_", "aten::_foreach_mul_.Scalar"]
     with _AsOnDirectML() as mode:
         z = torch.ones(2, 8, requires_grad=True) * 1
         z[:, :4] = 0.0  # offset 0: right on realdml

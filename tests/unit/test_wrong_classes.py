@@ -174,6 +174,94 @@ def test_an_in_place_write_into_a_view_past_its_bases_start_is_flagged_while_aut
     assert not _written_view_flagged("aten::copy_", torch.zeros(2, 4)[0], value)
 
 
+def _flagged_as_recorded(step) -> list:
+    """The ops of ``step()``'s calls the written-view class flags, judged as the recorder judges them: below
+    autograd, by the overload (:func:`arguments_judge`), on the CPU's views (which keep their offsets)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from dmlprof.directml.call_arguments import arguments_judge
+    from dmlprof.record.frame import op_name
+
+    judge, flagged = arguments_judge(op_name), []
+
+    class Recorded(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            text = judge(func, args, kwargs or {})
+            if text and classes_for(Call(op_name(func), ("float32",), ((),), "forward", json.loads(text))):
+                flagged.append(op_name(func))
+            return func(*args, **(kwargs or {}))
+
+    with Recorded():
+        step()
+    return flagged
+
+
+def test_every_in_place_op_writing_an_offset_view_under_autograd_is_flagged_not_only_a_list():
+    # re-probe 14, case 21: on realdml each of these misplaces the slice's gradient (CopySlices, as for mul_)
+    import torch
+    import torch.nn as nn
+
+    def written(op):
+        def step():
+            h = (torch.arange(1., 9., requires_grad=True) * 1).view(2, 4)
+            op(h)
+        return step
+
+    cases = {
+        "aten::hardtanh_": lambda h: nn.ReLU6(inplace=True)(h[:, 2:]),
+        "aten::silu_": lambda h: nn.SiLU(inplace=True)(h[:, 2:]),
+        "aten::threshold_": lambda h: nn.Threshold(0.1, 0.0, inplace=True)(h[:, 2:]),
+        "aten::sqrt_": lambda h: h[:, 2:].sqrt_(),
+        "aten::masked_scatter_": lambda h: h[:, 2:].masked_scatter_(h[:, 2:] > 4, torch.zeros(4)),
+        "aten::index_copy_": lambda h: h[1:].index_copy_(1, torch.tensor([0]), torch.zeros(1, 1)),
+        "aten::_foreach_mul_.Scalar": lambda h: torch._foreach_mul_([h[1:]], 2.0),
+        "aten::mul_.Tensor": lambda h: h[:, 2:].mul_(3),  # one of the list it replaces
+    }
+    for op, case in cases.items():
+        assert op in _flagged_as_recorded(written(case)), op
+    assert _written_view_flagged("aten::hardtanh_", torch.ones(2, 8, requires_grad=True).mul(1)[:, 4:], 0.0, 6.0)
+    # the same writes where autograd records no CopySlices (or the slice starts at its base's): right on realdml
+    at_the_start = (lambda h: nn.ReLU6(inplace=True)(h[:, :2]), lambda h: h[:1].sqrt_(),
+                    lambda h: torch._foreach_mul_([h[:1]], 2.0))
+    for case in at_the_start:
+        assert not _flagged_as_recorded(written(case))
+    for case in cases.values():
+        with torch.no_grad():
+            assert not _flagged_as_recorded(written(case))
+        with torch.inference_mode():
+            assert not _flagged_as_recorded(written(case))
+        assert not _flagged_as_recorded(written(lambda h: case(h.detach())))
+
+
+def test_in_place_writes_that_autograd_does_not_rebuild_from_the_view_are_not_flagged():
+    # re-probe 13's neighbours: optimizer updates, running stats, metadata-only in-place views
+    import torch
+    import torch.nn as nn
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
+    stats = torch.cat([torch.zeros(8), torch.ones(8)])  # running stats as slices of one buffer: written in place,
+    model[1].running_mean, model[1].running_var = stats[:8], stats[8:]  # the variance at an offset
+
+    def train_step(optimizer):
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    for optimizer in (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True),
+                      torch.optim.Adam(model.parameters(), foreach=True),
+                      torch.optim.AdamW(model.parameters(), foreach=False)):
+        assert not _flagged_as_recorded(lambda: train_step(optimizer))
+
+    def metadata_only():
+        h = (torch.arange(8., requires_grad=True) * 1).view(2, 4)[1:]
+        h.unsqueeze_(0)
+        h.squeeze_(0)
+        h.t_()
+    assert not _flagged_as_recorded(metadata_only)
+
+
 @pytest.mark.live
 def test_a_predicted_slice_assignment_is_a_known_wrong_result_at_its_line_with_the_out_of_place_fix():
     from dmlprof.predict import predict_scan
