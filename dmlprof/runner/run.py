@@ -216,6 +216,10 @@ class Run:
             hint = remap_hint(self.path)
             if hint and hint.split()[-1] != self.backend.name:
                 remedy = f"if the script fails for want of {hint.split()[-1]}, scan it with {hint}"
+        elif self.run_mode == "script":
+            from dmlprof.backends.remap import unmapped_note
+
+            remedy = unmapped_note(exc, self.facts.remapped_from)
         return ModelRaisedError(f"{what} raised {describe_exception(exc)}" + (f" (at {at})" if at else ""), remedy=remedy)
 
     def _guarded(self, body, *, finish=None):
