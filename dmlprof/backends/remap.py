@@ -10,12 +10,17 @@ changes no dispatcher path, unlike a dispatch mode), and the ``torch.cuda``
 count and name, synchronize, memory readings, seeds) by functions that answer
 for the scanned device. Autocast and gradient scaling for the source device
 become the scanned device's. Pinning host memory, which only a CUDA host can
-do, is skipped (it changes where a batch waits, not what is computed).
+do, is skipped (it changes where a batch waits, not what is computed). CUDA
+generators, device contexts, NVTX ranges and ``nn.DataParallel``'s scatter
+are answered for the one scanned device; what is left to torch (events,
+streams) fails in a line that says ``--from`` does not map it
+(:func:`unmapped_note`).
 
 All of it is undone when the script ends.
 """
 from __future__ import annotations
 
+import importlib
 import types
 from contextlib import ExitStack, contextmanager
 
@@ -227,10 +232,14 @@ def _module_answers(source: str, backend) -> dict:
             **common,
         }
         target = backend.device()
+        # (torch.nn.parallel.data_parallel is the function of that name: the module is imported by its path)
         return {**{(torch.cuda, name): fn for name, fn in answers.items()}, **_nvtx_answers(),
                 (torch.cuda._utils, "_get_device_index"): _device_index(target),
                 (torch, "Generator"): _generator_class(target),
-                (torch.nn.DataParallel, "scatter"): _one_device_scatter(target)}
+                (torch.nn.DataParallel, "scatter"): _one_device_scatter(target),
+                # its check that the devices are alike divides by their memory, which a device of host memory (the
+                # emulated one) does not report: one device is alike itself
+                (importlib.import_module("torch.nn.parallel.data_parallel"), "_check_balance"): lambda device_ids: None}
     answers = {(torch.backends.mps, "is_available"): lambda: True, (torch.backends.mps, "is_built"): lambda: True}
     mps = getattr(torch, "mps", None)
     if mps is not None:

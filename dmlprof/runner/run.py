@@ -216,7 +216,7 @@ class Run:
             hint = remap_hint(self.path)
             if hint and hint.split()[-1] != self.backend.name:
                 remedy = f"if the script fails for want of {hint.split()[-1]}, scan it with {hint}"
-        elif self.run_mode == "script":
+        elif self.facts.remapped_from:  # a failure inside torch.cuda itself: what --from cuda leaves to torch
             from dmlprof.backends.remap import unmapped_note
 
             remedy = unmapped_note(exc, self.facts.remapped_from)

@@ -73,5 +73,7 @@ def test_on_the_emulated_device_a_cuda_generator_draws_what_the_devices_random_c
         generator = torch.Generator(device="cuda").manual_seed(1)
         drawn = torch.randn(3, generator=generator, device="cuda")
         on_device = (drawn.is_cuda, torch.nn.Linear(2, 2).cuda().weight.is_cuda, torch.ones(1).is_cuda)
+        parallel = torch.nn.DataParallel(torch.nn.Linear(3, 1))  # its balance check divided by the device's memory
+        assert parallel(torch.ones(2, 3)).device == emulated_dml_backend.device()
     assert torch.equal(drawn.cpu(), torch.randn(3, generator=torch.Generator().manual_seed(1)))
     assert on_device == (True, True, False)
