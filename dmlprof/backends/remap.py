@@ -309,21 +309,32 @@ def _no_pinning():
 
 def unmapped_note(exc: BaseException, source: str):
     """Where a script under ``--from source`` failed inside ``torch.<source>`` itself (an event, a stream: what the
-    remap leaves to torch, which has no such device here), a remedy naming it, so the one line does not read as the
-    script's own error; None for any other failure."""
+    remap leaves to torch, which has no such device here), a remedy naming what the script called there, so the one
+    line does not read as the script's own error; None for any other failure (one raised deeper, by an op, is not
+    torch.cuda's own even where a torch.cuda frame called it)."""
     package = f"torch.{source}"
+
+    def in_package(frame) -> bool:
+        module = frame.f_globals.get("__name__", "")
+        return module == package or module.startswith(package + ".")
+
+    frames = []
     tb = exc.__traceback__
     while tb is not None:
-        frame = tb.tb_frame
-        module = frame.f_globals.get("__name__", "")
-        if module == package or module.startswith(package + "."):
-            name = _called_name(frame)
-            public = getattr(getattr(torch, source, None), name.split(".")[0], None)  # torch.cuda.Event, re-exported
-            shown = package if public is not None and public is frame.f_globals.get(name.split(".")[0]) else module
-            return (f"--from {source} does not map {shown}.{name}: it runs as torch's own, which has no "
-                    f"{source} device here (docs/scripts.md lists what --from {source} answers)")
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    return None
+    # the innermost frame, past torch's stand-in classes for what a build lacks (torch._utils' dummy types raise
+    # "Tried to instantiate dummy base class Event")
+    raised = [frame for frame in frames if frame.f_globals.get("__name__") != "torch._utils"]
+    if not raised or not in_package(raised[-1]):
+        return None
+    entered = next(frame for frame in frames if in_package(frame))  # the script's call into torch.cuda
+    name = _called_name(entered)
+    public = getattr(getattr(torch, source, None), name.split(".")[0], None)  # torch.cuda.Event, re-exported
+    module = entered.f_globals["__name__"]
+    shown = package if public is not None and public is entered.f_globals.get(name.split(".")[0]) else module
+    return (f"--from {source} does not map {shown}.{name}: it runs as torch's own, which has no "
+            f"{source} device here (docs/scripts.md lists what --from {source} answers)")
 
 
 def _called_name(frame) -> str:

@@ -64,6 +64,17 @@ def test_an_unmapped_cuda_name_says_so_where_the_script_fails():
         note = unmapped_note(failed.value, "cuda")
     assert note is not None and "--from cuda" in note and "torch.cuda.Event" in note
     assert unmapped_note(ValueError("the script's own"), "cuda") is None
+    # a failure raised deeper than torch.cuda (an op a torch.cuda frame called: the autocast refusal in torch.amp under
+    # torch.cuda.amp.autocast) is not torch.cuda's own: a module of that name calls the script's function
+    in_torch_cuda = {"__name__": "torch.cuda.calling"}
+    exec("def call(fn):\n    return fn()\n", in_torch_cuda)  # noqa: S102 - a literal of this test
+
+    def raises():
+        raise RuntimeError("an op's own")
+
+    with pytest.raises(RuntimeError) as deeper:
+        in_torch_cuda["call"](raises)
+    assert unmapped_note(deeper.value, "cuda") is None
 
 
 def test_on_the_emulated_device_a_cuda_generator_draws_what_the_devices_random_calls_draw(emulated_dml_backend):
