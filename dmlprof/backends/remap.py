@@ -10,12 +10,17 @@ changes no dispatcher path, unlike a dispatch mode), and the ``torch.cuda``
 count and name, synchronize, memory readings, seeds) by functions that answer
 for the scanned device. Autocast and gradient scaling for the source device
 become the scanned device's. Pinning host memory, which only a CUDA host can
-do, is skipped (it changes where a batch waits, not what is computed).
+do, is skipped (it changes where a batch waits, not what is computed). CUDA
+generators, device contexts, NVTX ranges and ``nn.DataParallel``'s scatter
+are answered for the one scanned device; what is left to torch (events,
+streams) fails in a line that says ``--from`` does not map it
+(:func:`unmapped_note`).
 
 All of it is undone when the script ends.
 """
 from __future__ import annotations
 
+import importlib
 import types
 from contextlib import ExitStack, contextmanager
 
@@ -40,7 +45,9 @@ class _DeviceArguments(TorchFunctionMode):
         super().__init__()
         self.source, self.target = source, target
         self._to_source = getattr(torch.Tensor, source, None)  # Tensor.cuda
-        self._is_source = getattr(torch.Tensor, f"is_{source}").__get__  # Tensor.is_cuda
+        # Tensor.is_cuda's descriptor: the mode is handed its __get__, a method-wrapper made anew at each access
+        # (so never ``is`` one kept here), whose __self__ is the one descriptor
+        self._is_source = getattr(torch.Tensor, f"is_{source}")
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -49,8 +56,10 @@ class _DeviceArguments(TorchFunctionMode):
         if func is self._to_source and func is not None:
             non_blocking = kwargs.get("non_blocking", False)
             return args[0].to(self.target, non_blocking=non_blocking)
-        if func is self._is_source:
+        if getattr(func, "__self__", None) is self._is_source:
             return args[0].device.type == self.target.type
+        if kwargs.get("pin_memory"):  # torch.empty(..., pin_memory=True): only a CUDA host pins memory
+            kwargs = {**kwargs, "pin_memory": False}
         if any(_maps(a, self.source) for a in args) or any(_maps(v, self.source) for v in kwargs.values()):
             args = tuple(self.target if _maps(a, self.source) else a for a in args)
             kwargs = {k: self.target if _maps(v, self.source) else v for k, v in kwargs.items()}
@@ -96,6 +105,78 @@ def _device_index(target: torch.device):
         return check(device, optional, allow_cpu)
 
     return _get_device_index
+
+
+def _generator_class(target: torch.device):
+    """``torch.Generator`` whose ``device="cuda"`` is a generator of the kind the scanned device's random calls draw
+    from: the device's own where torch builds one (XPU, MPS), else the CPU's (the emulated DirectML device's random
+    calls are the CPU's, and a PrivateUse1 device has no generator torch can make). Every generator is still an
+    instance of it (``isinstance(g, torch.Generator)``), and what it makes is torch's own class."""
+    make = torch._C.Generator
+    mapped = target if target.type in ("xpu", "mps") else torch.device("cpu")
+
+    class _AnyGenerator(type(make)):
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, make)
+
+        def __subclasscheck__(cls, subclass):
+            return issubclass(subclass, make)
+
+    class Generator(make, metaclass=_AnyGenerator):
+        def __new__(cls, device="cpu"):
+            # torch.device("cuda") reaches here as the scanned device already (the mode's answer)
+            named = _maps(device, "cuda") or (isinstance(device, torch.device) and device.type == target.type)
+            return make(device=mapped if named else device)
+
+    return Generator
+
+
+def _one_device_scatter(target: torch.device):
+    """``nn.DataParallel``'s scatter onto the one device ``device_count()`` answers: the inputs moved there, whole (one
+    chunk), as CUDA's scatter does for one device; torch's scatter is CUDA's own (``torch._C._scatter``)."""
+    from torch.utils._pytree import tree_map
+
+    def on_device(value):
+        return value.to(target) if isinstance(value, torch.Tensor) else value
+
+    def scatter(self, inputs, kwargs, device_ids):
+        return (tree_map(on_device, tuple(inputs)),), (tree_map(on_device, dict(kwargs or {})),)
+
+    return scatter
+
+
+def _memory_answers(backend) -> dict:
+    """``memory_stats()`` with the keys scripts read (CUDA's allocator's names), and a ``memory_summary()`` made of
+    them: torch's own summary reads keys only CUDA's allocator fills."""
+    def memory_stats(device=None):
+        reading = backend.memory()
+        current, peak = reading.allocated_bytes or 0, reading.peak_bytes or 0
+        return {f"{kind}_bytes.all.{which}": value for kind in ("allocated", "reserved", "active")
+                for which, value in (("current", current), ("peak", peak))}
+
+    def memory_summary(device=None, abbreviated=False):
+        stats = memory_stats()
+        return (f"{backend.device_name()} (dmlprof --from cuda: the scanned device's readings)\n"
+                f"allocated: {stats['allocated_bytes.all.current']} bytes, peak {stats['allocated_bytes.all.peak']} bytes")
+
+    return {"memory_stats": memory_stats, "memory_summary": memory_summary}
+
+
+def _nvtx_answers() -> dict:
+    """NVTX ranges (profiler annotations for NVIDIA's tools): nothing to annotate here; the depths are as NVTX counts."""
+    depth = [0]
+
+    def range_push(msg):
+        depth[0] += 1
+        return depth[0] - 1
+
+    def range_pop():
+        depth[0] = max(depth[0] - 1, 0)
+        return depth[0]
+
+    nvtx = torch.cuda.nvtx
+    return {(nvtx, "range_push"): range_push, (nvtx, "range_pop"): range_pop, (nvtx, "mark"): lambda msg: None,
+            (nvtx, "range_start"): lambda msg: 0, (nvtx, "range_end"): lambda range_id: None}
 
 
 def _module_answers(source: str, backend) -> dict:
@@ -144,10 +225,21 @@ def _module_answers(source: str, backend) -> dict:
             # the rest of torch.cuda.random's API (tests/unit/test_remap_compiled.py holds every name of it answered)
             "seed_all": lambda: None,
             "initial_seed": lambda: initial_seed(),
+            # `with torch.cuda.device(i):` / `device_of(t)` switch to the one device: the previous is it too
+            "_exchange_device": lambda device: -1 if device < 0 else 0,
+            "_maybe_exchange_device": lambda device: -1 if device < 0 else 0,
+            **_memory_answers(backend),
             **common,
         }
-        return {**{(torch.cuda, name): fn for name, fn in answers.items()},
-                (torch.cuda._utils, "_get_device_index"): _device_index(backend.device())}
+        target = backend.device()
+        # (torch.nn.parallel.data_parallel is the function of that name: the module is imported by its path)
+        return {**{(torch.cuda, name): fn for name, fn in answers.items()}, **_nvtx_answers(),
+                (torch.cuda._utils, "_get_device_index"): _device_index(target),
+                (torch, "Generator"): _generator_class(target),
+                (torch.nn.DataParallel, "scatter"): _one_device_scatter(target),
+                # its check that the devices are alike divides by their memory, which a device of host memory (the
+                # emulated one) does not report: one device is alike itself
+                (importlib.import_module("torch.nn.parallel.data_parallel"), "_check_balance"): lambda device_ids: None}
     answers = {(torch.backends.mps, "is_available"): lambda: True, (torch.backends.mps, "is_built"): lambda: True}
     mps = getattr(torch, "mps", None)
     if mps is not None:
@@ -213,3 +305,44 @@ def _no_pinning():
         yield
     finally:
         del torch.Tensor.pin_memory
+
+
+def unmapped_note(exc: BaseException, source: str):
+    """Where a script under ``--from source`` failed inside ``torch.<source>`` itself (an event, a stream: what the
+    remap leaves to torch, which has no such device here), a remedy naming what the script called there, so the one
+    line does not read as the script's own error; None for any other failure (one raised deeper, by an op, is not
+    torch.cuda's own even where a torch.cuda frame called it)."""
+    package = f"torch.{source}"
+
+    def in_package(frame) -> bool:
+        module = frame.f_globals.get("__name__", "")
+        return module == package or module.startswith(package + ".")
+
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    # the innermost frame, past torch's stand-in classes for what a build lacks (torch._utils' dummy types raise
+    # "Tried to instantiate dummy base class Event")
+    raised = [frame for frame in frames if frame.f_globals.get("__name__") != "torch._utils"]
+    if not raised or not in_package(raised[-1]):
+        return None
+    entered = next(frame for frame in frames if in_package(frame))  # the script's call into torch.cuda
+    name = _called_name(entered)
+    public = getattr(getattr(torch, source, None), name.split(".")[0], None)  # torch.cuda.Event, re-exported
+    module = entered.f_globals["__name__"]
+    shown = package if public is not None and public is entered.f_globals.get(name.split(".")[0]) else module
+    return (f"--from {source} does not map {shown}.{name}: it runs as torch's own, which has no "
+            f"{source} device here (docs/scripts.md lists what --from {source} answers)")
+
+
+def _called_name(frame) -> str:
+    """What the script called, read from the frame it entered: ``Event`` for ``Event.__new__``, ``Event.record``."""
+    code = frame.f_code
+    qualname = getattr(code, "co_qualname", None)  # Python 3.11+
+    if qualname is None:
+        owner = frame.f_locals.get("cls") or (type(frame.f_locals["self"]) if "self" in frame.f_locals else None)
+        qualname = f"{owner.__name__}.{code.co_name}" if isinstance(owner, type) else code.co_name
+    parts = qualname.split(".")
+    return parts[0] if len(parts) > 1 and parts[-1] in ("__new__", "__init__") else qualname

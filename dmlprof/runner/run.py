@@ -207,9 +207,17 @@ class Run:
     def _explain(self, exc: BaseException, what: str) -> DmlprofError:
         known = self.backend.known_error(exc)
         at = raised_at(exc)  # the user's line, so nobody has to run the script again without dmlprof to find it
-        if known is not None:  # explained, and located as an unknown error is (the autocast refusal named no line)
+        # a failure inside torch.cuda itself under --from cuda (an event, a stream: left to torch) is named so; the
+        # known "asks for CUDA" error (a CUDA build without a driver) would advise the --from cuda already given
+        unmapped = None
+        if self.facts.remapped_from:
+            from dmlprof.backends.remap import unmapped_note
+
+            unmapped = unmapped_note(exc, self.facts.remapped_from)
+        if known is not None and unmapped is None:  # explained, and located as an unknown error is (the autocast
+            # refusal named no line)
             return DeviceError(f"{what}: {known.explanation}" + (f" (at {at})" if at else ""), remedy=known.remedy)
-        remedy = None
+        remedy = unmapped
         if self.run_mode == "script" and not self.facts.remapped_from:
             # A script that checks for its own device ("assert torch.cuda.is_available()") fails in
             # its own words; where it names a device this scan does not have, say how to scan it.
