@@ -56,6 +56,8 @@ def compiled_code_runs_eagerly():
             before.append(torch._dynamo.config.disable)
         torch._dynamo.config.disable = True
         seen.compiled = True
+        # nothing compiles while Dynamo is off: fullgraph=True would raise "found no compiled frames" (torch 2.13)
+        kwargs.pop("fullgraph", None)
         return original(*args, **kwargs)
 
     torch.compile = compile_as_eager
@@ -65,3 +67,22 @@ def compiled_code_runs_eagerly():
         torch.compile = original
         if before:
             torch._dynamo.config.disable = before[0]
+            _forget_what_dynamo_skipped()
+
+
+def _forget_what_dynamo_skipped() -> None:
+    """Dynamo's caches, and the mark it left on each code object it met while off ("skip it"): kept, a later
+    compile in this process (the Python API, a notebook) silently compiled none of those frames (measured:
+    ``nn.Sequential`` compiled 0 frames after a prediction; ``fullgraph=True`` raised). ``reset()`` clears the caches
+    (torch 2.13: enough); torch 2.4 keeps the mark on the code object itself, cleared function by function."""
+    import gc
+    import types
+
+    torch._dynamo.reset()
+    reset_code = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    reset_code = getattr(reset_code, "reset_code", None)
+    if reset_code is None:
+        return
+    for found in gc.get_objects():
+        if isinstance(found, types.FunctionType):
+            reset_code(found.__code__)

@@ -51,3 +51,33 @@ def test_a_compiled_model_and_function_are_predicted_as_their_eager_calls_with_a
     assert torch.compile is compile_before  # the process's torch.compile is its own again
     if "torch._dynamo" in __import__("sys").modules:
         assert not torch._dynamo.config.disable  # and Dynamo traces again outside the prediction
+
+
+
+SEQUENTIAL_MODEL = """
+import torch
+from torch import nn
+
+def build_model():
+    return torch.compile(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2)), fullgraph=True)
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 6), torch.randint(0, 2, (batch_size,))
+"""
+
+
+def test_fullgraph_is_predicted_and_dynamo_compiles_again_after_the_prediction(tmp_path):
+    """Re-probe 15: ``fullgraph=True`` raised "found no compiled frames" under the prediction (torch 2.13), and the
+    frames Dynamo met while it was off stayed skipped (torch 2.4: marked on their code objects): a later compile of
+    the same classes in the process compiled none of them (plainly: one frame)."""
+    import torch._dynamo.testing
+    from torch import nn
+
+    path = tmp_path / "fullgraph_model.py"
+    path.write_text(textwrap.dedent(SEQUENTIAL_MODEL), encoding="utf-8")
+    session = predict_scan(path, batch_size=2, target="xpu")
+    assert "aten::addmm" in set(session.ops["op"])
+    counter = torch._dynamo.testing.CompileCounter()
+    fresh = torch.compile(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2)), backend=counter)
+    fresh(torch.ones(2, 6))
+    assert counter.frame_count == 1
