@@ -238,18 +238,13 @@ class Judges:
         return judge
 
 
-def judges_for_offsets(offset_of: Callable = _reported_offset) -> Judges:
-    """The :class:`Judges` of a device whose views' offsets are ``offset_of(view)``."""
-    return Judges(offset_of)
-
-
 ARGUMENTS = Judges()
 
 
 def call_arguments(op, args, kwargs, read: Callable = read_device_values, judges: Judges = ARGUMENTS) -> str:
     """The JSON the frame's ``arguments`` column keeps for this call ("" for an op no class is keyed by); ``op``:
     the OpOverload or its name; ``read(tensor)``: its values on the CPU, or None; ``judges``: :data:`ARGUMENTS`
-    or :func:`judges_for_offsets`'."""
+    or a device's own (``Judges(offset_of)``)."""
     judge = judges.of(op)
     return judge(args, kwargs, read) if judge is not None else ""
 
@@ -281,11 +276,11 @@ def _reading(arguments: Callable) -> Callable:
     return judge
 
 
-def arguments_judge(op_name: Callable, read: Callable = read_device_values, offset_of: Callable = None) -> Callable:
+def arguments_judge(read: Callable = read_device_values, offset_of: Callable = None) -> Callable:
     """``judge(func, args, kwargs) -> str`` for the recorder: one dict lookup for an overload no class is keyed by
     (:class:`Judges`); ``offset_of(view)``: the offset a view should have, where the device's views do not report
-    it (else their own). ``op_name``: kept for the callers' form (the judges name overloads themselves)."""
-    judges = ARGUMENTS if offset_of is None else judges_for_offsets(offset_of)
+    it (else their own)."""
+    judges = ARGUMENTS if offset_of is None else Judges(offset_of)
     of = judges.of
 
     def judge(func, args, kwargs) -> str:

@@ -636,10 +636,9 @@ class DirectMLSemantics:
 
     def arguments_rule(self):
         from dmlprof.directml.call_arguments import arguments_judge
-        from dmlprof.record.frame import op_name
 
         offsets = self.intended_offsets()
-        return arguments_judge(op_name, self.read_values, offsets.offset_of if offsets is not None else None)
+        return arguments_judge(self.read_values, offsets.offset_of if offsets is not None else None)
 
     def view_rule(self):
         """``note(func, args, kwargs, out)`` after each recorded call, keeping the offsets of the views it made

@@ -21,7 +21,7 @@ class _AsOnDirectML(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.offsets = IntendedOffsets(op_name, reported=lambda tensor: 0)  # every view reports 0, as on DirectML
-        self.judge = arguments_judge(op_name, offset_of=self.offsets.offset_of)
+        self.judge = arguments_judge(offset_of=self.offsets.offset_of)
         self.flagged = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

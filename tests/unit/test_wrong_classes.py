@@ -183,7 +183,7 @@ def _flagged_as_recorded(step) -> list:
     from dmlprof.directml.call_arguments import arguments_judge
     from dmlprof.record.frame import op_name
 
-    judge, flagged = arguments_judge(op_name), []
+    judge, flagged = arguments_judge(), []
 
     class Recorded(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
