@@ -60,7 +60,7 @@ from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
 from dmlprof.predict import checkpoints, values as _values
 from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.arguments import (
-    elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, view_sources, written, written_only,
+    elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, view_sources, written_only,
 )
 from dmlprof.predict.conversion import (
     FAILED, Converted, as_fallback_hands_it, copy_back_written, forget_written, given_values, rewrapped,
@@ -340,13 +340,12 @@ class StandIn:
             return WHY_META
         device_tensors = [t for t in tensors if t.device.type == self.device_type]
         lacking = [tensor for tensor in device_tensors if not has_values(tensor)]
-        # a tensor fresh from torch.empty that an op overwrites in place (``empty_like(p).scatter_(0, p, ...)``, every
-        # packed sequence's inverse permutation): its bytes are as arbitrary on the device, and what the op writes
-        # does not depend on them (taken as unknown, every later call of a packed-sequence model was a guess)
-        overwritten = flat_tensors(written(overload, args, kwargs), []) if op_name(overload) in _OVERWRITING else []
+        # a tensor fresh from torch.empty that an op overwrites whole (``empty_like(p).scatter_(0, p, arange)``, every
+        # packed sequence's inverse permutation): what it held does not matter (taken as unknown, every later call of
+        # a packed-sequence model was a guess); one written in part still holds arbitrary bytes where it was not
+        overwritten = _overwritten_whole(overload, args)
         for tensor in lacking:
-            if constant_of(tensor) is None and not (any(tensor is t for t in overwritten)
-                                                    and unknown_why(tensor) == WHY_EMPTY):
+            if constant_of(tensor) is None and not (tensor is overwritten and unknown_why(tensor) == WHY_EMPTY):
                 return unknown_why(tensor)
         why = self.values.refuses_op(sum(t.numel() for t in device_tensors))
         if lacking and why is None and _CONSTANT_STAYS in _folds(overload, device_tensors, lacking):
@@ -447,13 +446,39 @@ _POINTWISE = getattr(torch.Tag, "pointwise", None)
 _CONSTANT_STAYS = "a constant, computed once (pointwise on constants)"
 
 
-#: in-place ops whose written elements do not depend on what the tensor held (scatter_add_'s do: not here), and
-#: the out= forms an in-place call reaches where the device has only those (torch-directml's scatter_)
-_OVERWRITING = frozenset(f"aten::{name}" for name in (
-    "scatter_.src", "scatter_.value", "index_copy_", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
-    "masked_fill_.Scalar", "masked_fill_.Tensor", "masked_scatter_", "scatter.src_out", "scatter.value_out",
-    "index_copy.out", "index_fill.int_Scalar_out", "index_fill.int_Tensor_out", "masked_fill.Scalar_out",
-    "masked_fill.Tensor_out", "masked_scatter.out"))
+#: ops writing ``self`` (``args[0]``) by an index along ``args[1]`` whatever it held (scatter_add_'s depend on it: not
+#: here), with the out= forms an in-place call reaches where the device has only those (torch-directml's scatter_):
+#: whether the index (``args[2]``) names every element is read from its values
+_WRITE_BY_INDEX = frozenset(f"aten::{name}" for name in (
+    "scatter_.src", "scatter_.value", "scatter.src_out", "scatter.value_out", "index_copy_", "index_copy.out"))
+
+
+def _overwritten_whole(overload, args):
+    """The tensor an op writes in place, where it writes every element of it whatever it held; else None. Known
+    for a scatter whose index has ``self``'s shape and holds each position of every line along ``dim``, and an
+    index_copy whose index names every slice (the index's values on the host: the prediction's, or a CPU index)."""
+    if op_name(overload) not in _WRITE_BY_INDEX or len(args) < 3 or not isinstance(args[2], torch.Tensor):
+        return None
+    target, dim, index = args[0], args[1], args[2]
+    if not isinstance(target, torch.Tensor) or not isinstance(dim, int) or target.dim() == 0:
+        return None
+    if index.device.type != "cpu":
+        if not has_values(index):
+            return None
+        index = cpu_view(index)
+    dim = dim % target.dim()
+    with torch._C._DisableTorchDispatch():
+        positions = torch.arange(target.size(dim))
+        if op_name(overload).startswith("aten::scatter"):
+            if tuple(index.shape) != tuple(target.shape):
+                return None
+            shape = [1] * index.dim()
+            shape[dim] = -1
+            whole = bool((index.sort(dim=dim).values == positions.view(shape)).all())
+        else:
+            whole = index.dim() <= 1 and index.numel() == target.size(dim) and \
+                bool((index.reshape(-1).sort().values == positions).all())
+    return target if whole else None
 
 
 def _folds(overload, device_tensors, lacking) -> tuple:

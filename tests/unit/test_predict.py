@@ -545,6 +545,20 @@ def test_an_empty_tensor_an_op_overwrites_in_place_holds_what_it_wrote(tmp_path)
     assert session.meta.prediction.guess is None, session.meta.prediction.guess
     assert "aten::sigmoid" in _ops(session)
 
+
+def test_an_empty_tensor_written_in_part_still_holds_made_up_values(tmp_path):
+    """Re-probe 15 (case 26): a scatter_ naming only some elements of a fresh torch.empty leaves the rest arbitrary
+    on the device too: reading them is a guess."""
+    path = _linear_model(tmp_path, """
+                part = torch.empty(6, dtype=torch.long, device=x.device)
+                part.scatter_(0, torch.tensor([0, 1], device=x.device), torch.tensor([5, 7], device=x.device))
+                if int(part[4]) == 0:
+                    return torch.sigmoid(self.lin(x)).sum(1)
+                return self.lin(x).sum(1)
+        """)
+    guess = predict_scan(path, batch_size=3, steps=1, warmup=0).meta.prediction.guess
+    assert guess is not None and "torch.empty" in guess.why, guess
+
 def test_values_beyond_the_budget_are_made_up_and_every_call_after_is_marked(tmp_path):
     """GIVEN a forward that reads a tensor, predicted with no room for values
     WHEN the value is made up
