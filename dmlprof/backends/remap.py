@@ -93,6 +93,12 @@ def _random_state(device: torch.device):
     return get_rng_state, set_rng_state, first_seed
 
 
+def _names_the_device(device, target: torch.device) -> bool:
+    """A CUDA device argument (``"cuda"``, ``"cuda:0"``), or the scanned device it is mapped to already (the
+    mode answers ``torch.device("cuda")`` with it)."""
+    return _maps(device, "cuda") or (isinstance(device, torch.device) and device.type == target.type)
+
+
 def _device_index(target: torch.device):
     """torch.cuda's device-index check, taking the scanned device for CUDA device 0: with every CUDA device argument
     mapped, ``torch.device("cuda")`` is the scanned device, which the check refused ("Expected a cuda device"). torch.load
@@ -100,7 +106,7 @@ def _device_index(target: torch.device):
     check = torch.cuda._utils._get_device_index  # taken now: the answer replaces it
 
     def _get_device_index(device, optional=False, allow_cpu=False):
-        if _maps(device, "cuda") or (isinstance(device, torch.device) and device.type == target.type):
+        if _names_the_device(device, target):
             return 0  # the one device, as device_count() answers
         return check(device, optional, allow_cpu)
 
@@ -125,8 +131,7 @@ def _generator_class(target: torch.device):
     class Generator(make, metaclass=_AnyGenerator):
         def __new__(cls, device="cpu"):
             # torch.device("cuda") reaches here as the scanned device already (the mode's answer)
-            named = _maps(device, "cuda") or (isinstance(device, torch.device) and device.type == target.type)
-            return make(device=mapped if named else device)
+            return make(device=mapped if _names_the_device(device, target) else device)
 
     return Generator
 
