@@ -507,7 +507,8 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     from dmlprof.report import build_report
 
     # a script that ended itself with os._exit(0) succeeded: its session is whole (as a sys.exit(0)'s is)
-    partial = refusal is not None or not (contents.os_exit is not None and code == 0) and not steps_done
+    ended_well = (contents.os_exit is not None and code == 0) or steps_done
+    partial = refusal is not None or not ended_well
     session = session_from_journal(contents, message, ended, user_line, partial=partial, refusal=refusal)
     try:
         written = write_outputs(session, args)
