@@ -3,9 +3,9 @@
 A scan's child journals each call twice (before it runs and after it returned: dmlprof/record/journal.py) so a
 native crash keeps the recording; the figure is the journal in the folder a scan puts it in (dmlprof.survival).
 Target: a recorded step costs at most 3 % more with the journal than without (issue 31). Both variants run in
-one process, interleaved in rounds (the order alternating), as ``dmlprof scan`` records its steps (the dispatcher
-tap, a sync after each call on an accelerator); the figure is the median over rounds of each round's ratio
-(with / without, each a median of its steps).
+one process, interleaved step by step in rounds (the order alternating), as ``dmlprof scan`` records its steps
+(the dispatcher tap, a sync after each call on an accelerator); the figure is the median over rounds of each round's
+ratio (with / without, each a median of its steps), with the quartiles of those ratios (how settled it is).
 
     python benchmarks/journal_cost.py [--device auto] [--rounds 24] [--steps 3] [--threads N] [--clock wall|thread]
                                       [--breakdown]
@@ -166,9 +166,15 @@ def measure_model(model: Path, backend, rounds: int, steps: int, folders: dict, 
         recorded_steps(training, backend, writer, 1)
     times: dict = {name: [] for name in variants}  # each round's median step, by variant
     for round_index in range(rounds):
+        # the variants take turns step by step (the order alternating by round), so the steps a round compares
+        # ran next to each other: a GPU's clock or a neighbour's load drifts over a variant's whole turn, not a step
         order = list(variants) if round_index % 2 == 0 else list(variants)[::-1]
-        for name in order:
-            times[name].append(statistics.median(recorded_steps(training, backend, variants[name], steps, clock)))
+        steps_taken: dict = {name: [] for name in variants}
+        for _ in range(steps):
+            for name in order:
+                steps_taken[name] += recorded_steps(training, backend, variants[name], 1, clock)
+        for name in variants:
+            times[name].append(statistics.median(steps_taken[name]))
     written = journals["journal"].written
     for journal in journals.values():
         journal.close()
@@ -178,12 +184,14 @@ def measure_model(model: Path, backend, rounds: int, steps: int, folders: dict, 
         training.run(recorder)
     # the figure: the median over rounds of each round's ratio (the variants of a round ran back to back, so a
     # stretch where the machine was slow, or the GPU's clock low, divides out)
-    ratios = {name: round(statistics.median(with_ / without for with_, without in
-                                            zip(times[name], times["without_journal"])), 4)
-              for name in journals}
+    round_ratios = {name: [with_ / without for with_, without in zip(times[name], times["without_journal"])]
+                    for name in journals}
+    ratios = {name: round(statistics.median(values), 4) for name, values in round_ratios.items()}
+    journal_quartiles = statistics.quantiles(round_ratios["journal"], n=4) if rounds > 1 else [ratios["journal"]] * 3
     return {"model": model.name, "batch_size": training.batch_size, "op_calls_per_step": len(recorder.rows),
             "median_recorded_step_ms": {name: round(value, 3) for name, value in median.items()},
             "with_vs_without": ratios["journal"], "meets_target": ratios["journal"] <= TARGET,
+            "with_vs_without_quartiles": [round(journal_quartiles[0], 4), round(journal_quartiles[2], 4)],
             "by_folder_vs_without": ratios,
             "journal_bytes_per_call": round(written / max(1, rounds * steps + 1)
                                             / max(1, len(recorder.rows)), 1)}
