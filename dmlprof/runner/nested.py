@@ -79,7 +79,7 @@ def _what_was_left_out(mark: _Mark) -> Optional[str]:
     recorder = mark.recorder
     if recorder is None:
         return ("the recording active in this process records no calls where this block ran (only the device's "
-                "refusals are watched there: a warm-up step or a step past the recorded ones of a scanned script)")
+                "refusals are watched there: a warm-up step, or a step past the recorded ones)")
     if recorder.drops != mark.drops:
         return ("the enclosing scan dropped its warm-up calls while this block ran: the block's calls before its "
                 "warm-up ended are not here")
