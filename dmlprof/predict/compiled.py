@@ -13,13 +13,21 @@ so in a note. The compiled object stays what ``torch.compile`` returned (an ``Op
 
 ``torch.compile`` itself is wrapped for the prediction rather than Dynamo's configuration set beforehand: importing
 ``torch._dynamo`` takes seconds, and a model that compiles nothing should not pay them; the wrapper also tells whether
-anything was compiled, which is when the note is due.
+anything was compiled, which is when the note is due. ``torch._dynamo.optimize`` (the spelling before
+``torch.compile``, still in older repositories) never calls ``torch.compile`` (re-probe 15, case 24: "InductorError:
+KeyError: 'privateuseone'"), so it is wrapped the same way: now, where Dynamo is imported already, else as Dynamo is
+imported (an import hook on ``torch._dynamo`` alone, removed when the prediction ends).
 """
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
+from importlib.abc import MetaPathFinder
 
 import torch
+
+#: Dynamo's module, whose ``optimize`` a prediction wraps as it wraps ``torch.compile``
+DYNAMO = "torch._dynamo"
 
 
 class CompiledAsEager:
@@ -44,30 +52,106 @@ class CompiledAsEager:
 
 @contextmanager
 def compiled_code_runs_eagerly():
-    """While it lasts, whatever is ``torch.compile``'d runs eagerly (Dynamo off); yields a :class:`CompiledAsEager`."""
+    """While it lasts, whatever is compiled (``torch.compile``, ``torch._dynamo.optimize``) runs eagerly (Dynamo
+    off); yields a :class:`CompiledAsEager`."""
     seen = CompiledAsEager()
-    original = torch.compile
     before: list = []  # Dynamo's ``disable`` as it was, once the first compile imported Dynamo
 
-    def compile_as_eager(*args, **kwargs):
+    def dynamo_off() -> None:
         import torch._dynamo
 
         if not before:
             before.append(torch._dynamo.config.disable)
         torch._dynamo.config.disable = True
         seen.compiled = True
-        # nothing compiles while Dynamo is off: fullgraph=True would raise "found no compiled frames" (torch 2.13)
-        kwargs.pop("fullgraph", None)
-        return original(*args, **kwargs)
 
-    torch.compile = compile_as_eager
+    compile_original = torch.compile
+    torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph")
+    optimize = _DynamoOptimizeWrapped(dynamo_off)
     try:
         yield seen
     finally:
-        torch.compile = original
+        torch.compile = compile_original
+        optimize.undo()
         if before:
             torch._dynamo.config.disable = before[0]
             _forget_what_dynamo_skipped()
+
+
+def _as_eager(compiler, dynamo_off, whole_graph: str):
+    """``compiler`` (``torch.compile``, ``torch._dynamo.optimize``) with Dynamo off first; its ``whole_graph``
+    keyword dropped: nothing compiles while Dynamo is off, and ``fullgraph=True`` (``nopython=True``) would raise
+    "found no compiled frames" (torch 2.13)."""
+    def compile_as_eager(*args, **kwargs):
+        dynamo_off()
+        kwargs.pop(whole_graph, None)
+        return compiler(*args, **kwargs)
+
+    compile_as_eager.__wrapped__ = compiler
+    return compile_as_eager
+
+
+class _DynamoOptimizeWrapped:
+    """``torch._dynamo.optimize`` wrapped by :func:`_as_eager` for as long as it lasts: at once where Dynamo is
+    imported, else when it is (the model file's ``import torch._dynamo``); importing it here would cost every
+    prediction seconds (torch 2.13: 2.3 s)."""
+
+    def __init__(self, dynamo_off):
+        self.dynamo_off = dynamo_off
+        self.module = self.original = None
+        self.finder = None
+        if DYNAMO in sys.modules:
+            self.wrap(sys.modules[DYNAMO])
+        else:
+            self.finder = _WhenImported(DYNAMO, self.wrap)
+            sys.meta_path.insert(0, self.finder)
+
+    def wrap(self, module) -> None:
+        original = getattr(module, "optimize", None)
+        if original is None or self.module is not None:
+            return
+        self.module, self.original = module, original
+        module.optimize = _as_eager(original, self.dynamo_off, "nopython")
+
+    def undo(self) -> None:
+        if self.finder is not None and self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
+        if self.module is not None:
+            self.module.optimize = self.original
+
+
+class _WhenImported(MetaPathFinder):
+    """Calls ``then(module)`` once the module ``name`` is imported (its own code run); finds nothing itself."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        spec = _spec_from_the_other_finders(self, fullname, path, target)
+        loader = getattr(spec, "loader", None)
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+
+        def exec_then(module):
+            exec_module(module)
+            self.then(module)
+
+        loader.exec_module = exec_then  # this module's own loader (one is made for each spec found)
+        return spec
+
+
+def _spec_from_the_other_finders(finder, fullname, path, target):
+    for other in list(sys.meta_path):
+        find_spec = getattr(other, "find_spec", None)
+        if other is finder or find_spec is None:
+            continue
+        spec = find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
 
 
 def _forget_what_dynamo_skipped() -> None:
@@ -84,5 +168,6 @@ def _forget_what_dynamo_skipped() -> None:
     if reset_code is None:
         return
     for found in gc.get_objects():
-        if isinstance(found, types.FunctionType):
+        # type(), not isinstance(): a dead weakref.proxy among them raises ReferenceError for its __class__
+        if type(found) is types.FunctionType:
             reset_code(found.__code__)

@@ -19,6 +19,7 @@ from dmlprof.errors import DmlprofError, ModelRaisedError, UsageError
 from dmlprof.model_file import describe_exception, inspect_model_file
 from dmlprof.record.profiler import ProfilerAlongside
 from dmlprof.record.recorder import Recorder
+from dmlprof.runner import nested
 from dmlprof.runner.contract import ContractRun
 from dmlprof.runner.run import Recording, Run, ScanStopped
 from dmlprof.runner.script import ScriptRun
@@ -103,6 +104,10 @@ class Profiled:
     #: the device the block is recorded on: move the model and tensors there (``x.to(run.device)``), or nothing
     #: runs on it (a block's calls on CPU tensors are only counted)
     device = None
+    #: None for a block recorded on its own; for a block run inside a recording already active in this process (a
+    #: scanned script's own ``dmlprof.profile`` block), whose recording holds its calls, in words
+    #: (:mod:`dmlprof.runner.nested`)
+    recorded_by: Optional[str] = None
 
     def __init__(self, device=None):
         self.device = device
@@ -134,8 +139,15 @@ def profile(device: str = "auto", *, sync: bool = True, profiler: bool = True, n
     Phases are inferred (module forwards, autograd's backward, optimizer
     steps). An exception in the block still leaves the partial session in
     ``run.session`` (marked partial) before it propagates.
+
+    Inside a recording already active in this process (the script is being scanned), the block runs as it
+    does unscanned and its session is that recording's calls of the block (``run.recorded_by`` says so).
     """
     backend = backend or resolve_backend(device)
+    if nested.recording_active():  # one recording a process: a second would change what the program does
+        with nested.block_of_the_active_recording(Profiled(device=backend.device()), name) as result:
+            yield result
+        return
     run = Run(Path(name), backend, sync=sync, profiler=profiler, run_mode="block")
     run.facts.set(steps=0, batch_size=None)
     run.facts.set_recording(description="every call of the block through the dispatcher")

@@ -81,3 +81,78 @@ def test_fullgraph_is_predicted_and_dynamo_compiles_again_after_the_prediction(t
     fresh = torch.compile(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2)), backend=counter)
     fresh(torch.ones(2, 6))
     assert counter.frame_count == 1
+
+
+OPTIMIZED_MODEL = """
+import torch, torch.nn as nn, torch._dynamo
+
+def build_model():
+    return torch._dynamo.optimize("inductor")(nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.Linear(32, 3)))
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 10), torch.randint(0, 3, (batch_size,))
+"""
+
+
+def _predicted_calls_and_notes(path) -> tuple:
+    session = predict_scan(path, batch_size=2)
+    return set(session.ops["op"]), [note for note in session.meta.notes if note.startswith("torch.compile:")]
+
+
+def test_a_model_compiled_through_dynamo_optimize_is_predicted_as_its_eager_calls(tmp_path):
+    """Re-probe 15 case 24: ``torch._dynamo.optimize("inductor")`` never calls ``torch.compile``; Inductor lowered
+    for the stand-in ("InductorError: KeyError: 'privateuseone'"; torch 2.4.1: "BackendCompilerFailed"), exit 3.
+    Here Dynamo is imported already: its ``optimize`` is wrapped at once, and is its own again afterwards."""
+    import sys
+
+    import torch._dynamo
+
+    path = tmp_path / "optimized_model.py"
+    path.write_text(textwrap.dedent(OPTIMIZED_MODEL), encoding="utf-8")
+    optimize_before = torch._dynamo.optimize
+    ops, notes = _predicted_calls_and_notes(path)
+    assert {"aten::addmm", "aten::gelu"} <= ops and len(notes) == 1
+    assert torch._dynamo.optimize is optimize_before
+    assert not [finder for finder in sys.meta_path if type(finder).__module__ == "dmlprof.predict.compiled"]
+    assert not torch._dynamo.config.disable
+
+
+def test_dynamo_optimize_is_wrapped_when_the_model_file_imports_dynamo_first(tmp_path):
+    """The case as a user meets it: nothing imported Dynamo before the model file did (a fresh process)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "optimized_model.py"
+    path.write_text(textwrap.dedent(OPTIMIZED_MODEL), encoding="utf-8")
+    code = ("import sys; from pathlib import Path; from dmlprof.predict import predict_scan\n"
+            "assert 'torch._dynamo' not in sys.modules\n"
+            f"session = predict_scan(Path({str(path)!r}), batch_size=2)\n"
+            "import torch._dynamo\n"
+            "print('addmm' if 'aten::addmm' in set(session.ops['op']) else 'no addmm',\n"
+            "      sum(note.startswith('torch.compile:') for note in session.meta.notes),\n"
+            "      getattr(torch._dynamo.optimize, '__wrapped__', None) is None, torch._dynamo.config.disable)\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(root),
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["addmm", "1", "True", "False"]
+
+
+def test_forgetting_dynamos_skip_marks_passes_over_a_dead_weak_proxy():
+    """Found with case 24's test: ``isinstance`` on a dead ``weakref.proxy`` among the garbage collector's objects
+    raised ReferenceError as the prediction ended (whatever the model, once Dynamo was used)."""
+    import weakref
+
+    import torch._dynamo
+
+    from dmlprof.predict.compiled import _forget_what_dynamo_skipped
+
+    class Held:
+        pass
+
+    held = Held()
+    proxies = [weakref.proxy(held)]
+    del held
+    _forget_what_dynamo_skipped()
+    assert len(proxies) == 1
