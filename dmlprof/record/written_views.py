@@ -112,7 +112,10 @@ class WrittenViews:
             if after is current:  # the backward is in it now (a root the engine started with): too late to hook
                 written_row.backpropagated()
             else:
-                after.register_prehook(written_row.hook)
+                try:
+                    after.register_prehook(written_row.hook)
+                except (RuntimeError, AttributeError, TypeError):  # a torch without node pre-hooks: unwatched,
+                    pass  # never an error in the user's call
 
     def forget(self) -> None:
         """The recording ended: nothing more is watched (no base or node is held past it)."""
