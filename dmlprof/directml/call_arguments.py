@@ -5,7 +5,7 @@ The op frame keeps a call's dtypes and input shapes; some classes of wrong resul
 few ops with such a class, the recorder keeps them as JSON in the frame's ``arguments`` column
 (:func:`arguments_judge`), and :mod:`dmlprof.tables.wrong_classes` reads them back. The in-place overloads
 (every one whose schema writes its ``self``) keep something only inside their class (a write into a view past
-its base's start while autograd records it). What an overload is judged for is worked out once, from its name
+its base's start whose gradient a backward takes). What an overload is judged for is worked out once, from its name
 and schema (:class:`Judges`); everything else records nothing here (a dict lookup).
 """
 from __future__ import annotations
@@ -93,7 +93,12 @@ def _written_view_under_autograd(offset_of: Callable = _reported_offset) -> Call
     lands at the base's start (realdml). The written tensor is ``self`` (a list of them for ``_foreach_*_``).
     ``offset_of(tensor)``: the offset a view should have (its own where the device's views keep the CPU's offsets;
     on real torch-directml the one :class:`~dmlprof.directml.view_offsets.IntendedOffsets` kept). Empty (nothing
-    kept) outside the class."""
+    kept) outside the class.
+
+    With grad mode off, a view that itself requires grad is kept without ``autograd_records``: an
+    ``autograd.Function``'s forward runs so, and its ``ctx.mark_dirty`` gives the view's base a CopySlices when
+    ``apply`` returns (re-probe 15, case 8); the recorder tells that from a ``no_grad`` write
+    (:mod:`dmlprof.record.written_views`), and only a backward through the CopySlices makes the finding."""
     def past_its_start(written) -> int:
         if not isinstance(written, torch.Tensor) or not written._is_view():
             return 0
@@ -101,9 +106,12 @@ def _written_view_under_autograd(offset_of: Callable = _reported_offset) -> Call
         return offset_of(written) - offset_of(base) if base is not None else 0
 
     def arguments(args, kwargs, _read) -> dict:
-        if not torch.is_grad_enabled():  # first: an optimizer's in-place updates run without it
-            return {}
         written = args[0] if args else kwargs.get("self")
+        if not torch.is_grad_enabled():  # an optimizer's in-place updates run so: their params are no views
+            if isinstance(written, torch.Tensor) and written.requires_grad:
+                past_start = past_its_start(written)
+                return {"view_offset": past_start} if past_start else {}
+            return {}
         if isinstance(written, (list, tuple)):
             past_start = next(filter(None, map(past_its_start, written)), 0)
         else:

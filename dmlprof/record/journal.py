@@ -39,6 +39,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
+from dmlprof.tables.wrong_classes import written_view_backpropagated
+
 #: the environment variable that tells a scan's child process where to journal
 JOURNAL_ENV = "DMLPROF_JOURNAL"
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
@@ -65,7 +67,7 @@ _STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the strin
 _NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
 _REFUSAL = struct.Struct("<c3xIq")  # R, its words' string, the refused call's begin slot (-1: a call nothing recorded)
 _WORD = struct.Struct("<c3xIq")  # F and X with an exit code (X: 1 from a thread not the main one), T with a step
-# count, M with a measured step's time (ns); D and u alone
+# count, M with a measured step's time (ns), G with a written call's begin slot; D and u alone
 _SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
 _STRING_PIECE = 24
 assert _SLOT_LAYOUT.size == _SLOT == _END.size == _STRING.size
@@ -336,6 +338,11 @@ class Journal:
         """A script's warm-up ended: the rows so far are not the recording's."""
         self._put(_WORD, b"D", 0, 0)
 
+    def backpropagated(self, call: int) -> None:
+        """A backward ran through the CopySlices node of the write ``call`` (its :meth:`begin`'s number) into a
+        view past its base's start: the written-view class holds for it (dmlprof.record.written_views)."""
+        self._put(_WORD, b"G", 0, int(call))
+
     def refusal(self, call: Optional[int], words: str) -> None:
         """The device refused a call (one that ends torch-directml's process, refused or raised in its place):
         ``call``, its :meth:`begin`'s number (``None`` where nothing recorded it), and ``words``, the finding's
@@ -555,6 +562,7 @@ class _Reading:
         self.strings: dict = {}
         self.tails: dict = {}
         self.begun: dict = {}
+        self.returned: dict = {}  # begin slot -> its call, for a later G
 
     def tail(self, number: int) -> list:
         found = self.tails.get(number)
@@ -581,6 +589,11 @@ class _Reading:
             call.source, call.outputs = source, _parse_meta(outputs)
             call.fallen, call.arguments, call.returned = tuple(fallen), arguments, True
             contents.calls.append(call)
+            if arguments:
+                self.returned[call.number] = call
+        elif kind == b"G":
+            call = self.returned[first // _SLOT]
+            call.arguments = written_view_backpropagated(call.arguments)
         elif kind == b"U":
             op, _, _, inputs = self.tail(named)
             contents.unrecorded = JournaledCall(number=-1, op=op, step=0, phase="", module="",

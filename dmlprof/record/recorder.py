@@ -23,6 +23,7 @@ from dmlprof.record.frame import leaves_device, op_name, rows_to_frame
 from dmlprof.record.profiler import mark_rows_dropped
 from dmlprof.record.tap import DispatcherTap, call_as_dispatched
 from dmlprof.record.warning_capture import WarningCapture
+from dmlprof.record.written_views import WRITTEN_VIEW_MARK, WrittenViews, not_backpropagated
 
 #: the most op calls one recording holds (about 2 KB each until the session is saved: ~2 GB at most,
 #: benchmarks/results/recording_bound.json); past it the calls run unrecorded, and the session says so
@@ -128,6 +129,8 @@ class _Calls:
     def __call__(self, func, args, kwargs):
         rec = self.recorder
         with rec.tap.paused():  # what runs here, the op's nested calls included, is not the user's call
+            if rec.written_views.pending:  # autograd has rebuilt the history of the views written before this call
+                rec.written_views.settle()
             if func.namespace in _SKIP_NAMESPACES or not rec.active or rec.full:
                 refuse_or_call = rec.refusals.refuse_or_call if rec.refusals is not None else None
                 # unrecorded, but the process must not end here either
@@ -189,10 +192,14 @@ class _Calls:
             # wrong-result class is keyed by (an in-place write is in one only by them: not every one is looked up).
             source = user_source_line(2) or source
         thread = _thread_id()
-        rec.rows.append(
-            (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
-             module, source, thread, arguments)
-        )
+        written_view = WRITTEN_VIEW_MARK in arguments  # its finding waits for a backward through its CopySlices
+        if written_view:
+            arguments = not_backpropagated(arguments)
+        row = (rec.step, phase, func, inputs, out_meta, start, elapsed, warned_before, warned_after,
+               module, source, thread, arguments)
+        rec.rows.append(row)
+        if written_view and failed is None:
+            rec.written_views.watch(args, kwargs, row, len(rec.rows) - 1, journaled)
         if journal is not None:
             fallen = rec.fallen_in(warned_before, warned_after) if warned_after != warned_before else ()
             journal.end(journaled, out_meta, start, elapsed, thread, source, fallen, arguments)
@@ -288,6 +295,8 @@ class Recorder:
         #: ``note(func, args, kwargs, out)`` after each call, where the device's views do not report their offsets
         #: (real torch-directml: :mod:`dmlprof.directml.view_offsets`), else None
         self.view_noted = backend.view_rule() if hasattr(backend, "view_rule") else None
+        #: the writes into views past their base's start, made findings where a backward runs through them
+        self.written_views = WrittenViews(self)
         #: ``capture(func, args, kwargs, row)`` before each recorded call (a prediction's backend asked for
         #: scan --confirm: :class:`dmlprof.confirm.signatures.SignatureCapture`), else None
         self.capture = getattr(backend, "capture", None)
@@ -435,6 +444,7 @@ class Recorder:
             self.modules.remove()
             self.warnings.__exit__(*exc)
             self.tap.remove()
+            self.written_views.forget()
         return False
 
 

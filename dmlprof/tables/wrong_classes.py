@@ -7,8 +7,8 @@ the recording kept them, its scalar arguments) against them. Three sources of cl
 
 - classes measured on real torch-directml outside dmlprof (:data:`CLASSES`): integer operands with a
   broadcast input, ``nll_loss`` over more than 100 classes ignoring ``ignore_index=-100``, the bool mask
-  multiply of ``amax``'s backward, an in-place write into a view past its base's start while autograd records
-  it (views report offset 0 there: the written slice's gradient is misplaced);
+  multiply of ``amax``'s backward, an in-place write into a view past its base's start whose gradient a
+  backward takes (views report offset 0 there: the written slice's gradient is misplaced);
 - the table entry's own ``wrong_class`` (what the generator measured the wrong samples to share; the
   field's form is :func:`entry_class_matches`'s);
 - corrections of the shipped table's entries whose wrong samples were not wrong in anything a program
@@ -19,6 +19,7 @@ Torch-free: the report reads it.
 from __future__ import annotations
 
 import ast
+import json
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple
 
@@ -147,7 +148,26 @@ def _copy_off_the_device_to_another_dtype(call: Call) -> bool:
 
 
 def _write_into_offset_view_under_autograd(call: Call) -> bool:
-    return (call.arguments or {}).get("autograd_records") is True
+    """Recorded under autograd, and a backward ran through the CopySlices node it left: only that backward is
+    wrong, the write's values are right (re-probe 15, cases 1 and 2: eval() inference without no_grad, a loss kept
+    in ``losses[i]``). A session recorded before the recorder watched the backward has no ``backward_runs``."""
+    arguments = call.arguments or {}
+    return arguments.get("autograd_records") is True and arguments.get("backward_runs", True) is True
+
+
+#: the key of a written view's arguments (dmlprof.directml.call_arguments): the recorder watches its backward
+WRITTEN_VIEW_KEY = "view_offset"
+
+
+def written_view_backpropagated(arguments: str, runs: bool = True) -> str:
+    """A written view's arguments (JSON text) saying whether a backward ran through the CopySlices node its write
+    left (``runs``; one that did was recorded by autograd, also where grad mode was off at the write: an
+    ``autograd.Function``'s forward, whose ``ctx.mark_dirty`` makes the CopySlices when ``apply`` returns)."""
+    found = json.loads(arguments)
+    found["backward_runs"] = runs
+    if runs:
+        found["autograd_records"] = True
+    return json.dumps(found, sort_keys=True)
 
 
 def in_place_by_name(op: str) -> bool:
@@ -248,7 +268,8 @@ CLASSES: Tuple[WrongClass, ...] = (
                fix="convert, then copy (x.to(torch.int32).cpu()), or copy, then convert (x.cpu().to(torch.int32)): "
                    "both right on realdml"),
     WrongClass((), "an in-place write into a view that starts past its base's start (h[:, 4:] = 0, "
-               "z[1] = 0, x[1:].mul_(2), nn.ReLU6(inplace=True)(h[:, 4:])) while autograd records it",
+               "z[1] = 0, x[1:].mul_(2), nn.ReLU6(inplace=True)(h[:, 4:]), an autograd.Function writing "
+               "z[:, 2:] with ctx.mark_dirty) whose gradient a backward takes",
                "the view reports storage_offset() 0 on DirectML, so autograd's CopySlices puts the written slice's "
                "gradient at the base's start: z = x * 1; z[1] = 0 gives x.grad [0, 1], the CPU [1, 0]; the forward "
                "values are right", REALDML + " (issue 33: re-probe 12, case 41)",
