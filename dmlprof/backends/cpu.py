@@ -5,6 +5,7 @@ from dmlprof.backends.base import Backend, MemoryReading, peak_rss_bytes, total_
 class CpuBackend(Backend):
     name = "cpu"
     device_type = "cpu"
+    memory_is_host = True
 
     def memory(self) -> MemoryReading:
         # The CPU's "device memory" is the machine's RAM: a budget is a share of it.

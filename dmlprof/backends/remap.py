@@ -31,6 +31,8 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dmlprof.backends import host_memory
+
 SOURCES = ("cuda", "mps")
 
 
@@ -174,10 +176,39 @@ def _is_initialized(requests: _Requests):
 
 
 def _properties(backend):
-    reading = backend.memory()
+    total, _ = _total_and_free_bytes(backend)
     # gcnArchName: what torch._inductor's cache key reads for the device's name on a torch built without CUDA
-    return types.SimpleNamespace(name=backend.device_name(), total_memory=reading.total_bytes or 0,
-                                 major=0, minor=0, multi_processor_count=1, gcnArchName=backend.device_name())
+    return types.SimpleNamespace(name=backend.device_name(), total_memory=total, major=0, minor=0,
+                                 multi_processor_count=1, gcnArchName=backend.device_name())
+
+
+def _total_and_free_bytes(backend) -> tuple:
+    """(total, free) as ``torch.cuda.mem_get_info()`` answers, read from the device; for a device of host memory (the
+    CPU, the emulated DirectML device: its tensors are the host's) the host's, where a CUDA card's own would say 0
+    and a script dividing by it, or sizing its batch by it, would fail or shrink."""
+    reading = backend.memory()
+    total = reading.total_bytes
+    if backend.memory_is_host:
+        total = total or host_memory.total_physical_memory_bytes()
+        free = host_memory.available_physical_memory_bytes()
+    else:
+        free = max(total - (reading.allocated_bytes or 0), 0) if total else None
+    return int(total or 0), int(free or 0)
+
+
+def _allocated_bytes(backend) -> int:
+    """What ``torch.cuda.memory_allocated()`` answers: the device's own count where it keeps one; for a device of host
+    memory that keeps none, the process's resident memory now (its peak is the process's peak, so the two agree)."""
+    allocated = backend.memory().allocated_bytes
+    if allocated is None and backend.memory_is_host:
+        allocated = host_memory.resident_bytes()
+    return int(allocated or 0)
+
+
+def _peak_bytes(backend) -> int:
+    """What ``torch.cuda.max_memory_allocated()`` answers: the device's peak, never below what it holds now (the
+    kernel updates a process's peak resident memory only now and then)."""
+    return max(backend.memory().peak_bytes or 0, _allocated_bytes(backend))
 
 
 def _random_state(device: torch.device):
@@ -261,8 +292,7 @@ def _memory_answers(backend) -> dict:
     """``memory_stats()`` with the keys scripts read (CUDA's allocator's names), and a ``memory_summary()`` made of
     them: torch's own summary reads keys only CUDA's allocator fills."""
     def memory_stats(device=None):
-        reading = backend.memory()
-        current, peak = reading.allocated_bytes or 0, reading.peak_bytes or 0
+        current, peak = _allocated_bytes(backend), _peak_bytes(backend)
         return {f"{kind}_bytes.all.{which}": value for kind in ("allocated", "reserved", "active")
                 for which, value in (("current", current), ("peak", peak))}
 
@@ -294,10 +324,10 @@ def _nvtx_answers() -> dict:
 def _module_answers(source: str, backend, requests: _Requests, legacy_types: dict) -> dict:
     """(module, attribute) -> the stand-in for the source device's queries."""
     def allocated(device=None):
-        return backend.memory().allocated_bytes or 0
+        return _allocated_bytes(backend)
 
     def peak(device=None):
-        return backend.memory().peak_bytes or 0
+        return _peak_bytes(backend)
 
     get_rng_state, set_rng_state, initial_seed = _random_state(backend.device())
     common = {
@@ -331,7 +361,7 @@ def _module_answers(source: str, backend, requests: _Requests, legacy_types: dic
             "max_memory_reserved": peak,
             "reset_peak_memory_stats": lambda device=None: backend.reset_peak_memory(),
             "reset_max_memory_allocated": lambda device=None: backend.reset_peak_memory(),
-            "mem_get_info": lambda device=None: (0, backend.memory().total_bytes or 0),
+            "mem_get_info": lambda device=None: _total_and_free_bytes(backend)[::-1],  # (free, total)
             "get_rng_state_all": lambda: [get_rng_state()],  # one device, as device_count() answers
             "set_rng_state_all": lambda states: set_rng_state(states[0]),
             # the rest of torch.cuda.random's API (tests/unit/test_remap_compiled.py holds every name of it answered)
