@@ -103,7 +103,7 @@ class _DeviceArguments(TorchFunctionMode):
 
 #: torch.cuda's legacy typed tensors, each the scanned device's tensor of the dtype its name says (the CPU's class of
 #: the same name, ``torch.FloatTensor``, builds one from data)
-LEGACY_TYPES = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
+_LEGACY_TYPES = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
                 "CharTensor", "ByteTensor", "BoolTensor")
 
 
@@ -111,7 +111,7 @@ def _legacy_types(source: str, target: torch.device, requests: _Requests) -> dic
     """name -> a stand-in for ``torch.<source>.<name>``, for those this torch has."""
     module = getattr(torch, source, None)
     return {name: _legacy_type(source, name, getattr(module, name).dtype, target, requests)
-            for name in LEGACY_TYPES if hasattr(module, name) and hasattr(torch, name)}
+            for name in _LEGACY_TYPES if hasattr(module, name) and hasattr(torch, name)}
 
 
 def _are_sizes(args) -> bool:
