@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from dmlprof.backends.host_memory import peak_rss_bytes, total_physical_memory_bytes  # noqa: F401 (their home was here)
+from dmlprof.backends.host_memory import peak_rss_bytes
 from dmlprof.facts import BackendFacts
 from dmlprof.meta import Device
 # the boxed CPU fallback's warning, every backend's (its words live in the schema, a leaf the warning capture imports)

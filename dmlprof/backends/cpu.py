@@ -1,5 +1,6 @@
 """The CPU as the scan's device: every call runs natively on it."""
-from dmlprof.backends.base import Backend, MemoryReading, peak_rss_bytes, total_physical_memory_bytes
+from dmlprof.backends.base import Backend, MemoryReading
+from dmlprof.backends.host_memory import peak_rss_bytes, total_physical_memory_bytes
 
 
 class CpuBackend(Backend):
