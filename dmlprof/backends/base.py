@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 
+from dmlprof.backends.host_memory import peak_rss_bytes
 from dmlprof.facts import BackendFacts
 from dmlprof.meta import Device
 # the boxed CPU fallback's warning, every backend's (its words live in the schema, a leaf the warning capture imports)
@@ -97,6 +97,10 @@ class Backend:
 
     def memory(self) -> MemoryReading:
         return MemoryReading(peak_bytes=peak_rss_bytes(), source="process peak RSS")
+
+    #: the device's tensors live in this machine's memory (the CPU, the emulated DirectML device): the host's total
+    #: and free memory are the device's, and the process's resident memory the nearest reading of what it holds
+    memory_is_host: bool = False
 
     # -- fallback evidence -------------------------------------------------
     def fallback_ops_in(self, message: str) -> Optional[str]:
@@ -273,77 +277,6 @@ def refused_in_place(error: BaseException, backend: Backend) -> BaseException:
     if backend.first_refusal is None:
         backend.first_refusal = refusal
     return refusal
-
-
-def peak_rss_bytes() -> Optional[int]:
-    """Peak resident set size of this process, portable where it can be."""
-    try:
-        import resource  # POSIX only
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        # Linux reports KiB, macOS bytes.
-        return int(peak if sys.platform == "darwin" else peak * 1024)
-    except ImportError:
-        pass
-    try:  # Windows
-        import ctypes
-        from ctypes import wintypes
-
-        class _Counters(ctypes.Structure):
-            _fields_ = [
-                ("cb", wintypes.DWORD),
-                ("PageFaultCount", wintypes.DWORD),
-                ("PeakWorkingSetSize", ctypes.c_size_t),
-                ("WorkingSetSize", ctypes.c_size_t),
-                ("QuotaPeakPagedPoolUsage", ctypes.c_size_t),
-                ("QuotaPagedPoolUsage", ctypes.c_size_t),
-                ("QuotaPeakNonPagedPoolUsage", ctypes.c_size_t),
-                ("QuotaNonPagedPoolUsage", ctypes.c_size_t),
-                ("PagefileUsage", ctypes.c_size_t),
-                ("PeakPagefileUsage", ctypes.c_size_t),
-            ]
-
-        counters = _Counters()
-        counters.cb = ctypes.sizeof(_Counters)
-        handle = ctypes.windll.kernel32.GetCurrentProcess()
-        if ctypes.windll.psapi.GetProcessMemoryInfo(handle, ctypes.byref(counters), counters.cb):
-            return int(counters.PeakWorkingSetSize)
-    except Exception:
-        pass
-    return None
-
-
-def total_physical_memory_bytes() -> Optional[int]:
-    """Physical memory of this machine: os.sysconf on POSIX, GlobalMemoryStatusEx on Windows."""
-    try:
-        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        if pages > 0 and page_size > 0:
-            return int(pages * page_size)
-    except (AttributeError, ValueError, OSError):
-        pass
-    try:  # Windows
-        import ctypes
-
-        class _MemoryStatusEx(ctypes.Structure):
-            _fields_ = [
-                ("dwLength", ctypes.c_ulong),
-                ("dwMemoryLoad", ctypes.c_ulong),
-                ("ullTotalPhys", ctypes.c_ulonglong),
-                ("ullAvailPhys", ctypes.c_ulonglong),
-                ("ullTotalPageFile", ctypes.c_ulonglong),
-                ("ullAvailPageFile", ctypes.c_ulonglong),
-                ("ullTotalVirtual", ctypes.c_ulonglong),
-                ("ullAvailVirtual", ctypes.c_ulonglong),
-                ("ullAvailExtendedVirtual", ctypes.c_ulonglong),
-            ]
-
-        status = _MemoryStatusEx()
-        status.dwLength = ctypes.sizeof(_MemoryStatusEx)
-        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
-            return int(status.ullTotalPhys)
-    except Exception:
-        pass
-    return None
 
 
 def _or_default(fn, default):

@@ -23,6 +23,8 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     fallback_warning_name = "DML"
     has_cpu_fallback = True
     stands_in_for_directml = True
+    #: its allocator is malloc: what a CUDA script asks of its memory is answered with the host's
+    memory_is_host = True
     #: its kernels raise "torch-directml ends the process here" where the real one dies; a script's
     #: ``except RuntimeError`` can catch that, so the run keeps it and ends with it (R29)
     raises_for_aborts = True

@@ -12,7 +12,9 @@ for the scanned device. Autocast and gradient scaling for the source device
 become the scanned device's. Pinning host memory, which only a CUDA host can
 do, is skipped (it changes where a batch waits, not what is computed). CUDA
 generators, device contexts, NVTX ranges and ``nn.DataParallel``'s scatter
-are answered for the one scanned device; what is left to torch (events,
+are answered for the one scanned device, and the legacy typed tensors of older
+scripts (``torch.cuda.FloatTensor(n, 1)``, ``x.type(torch.cuda.FloatTensor)``)
+are the scanned device's of that dtype; what is left to torch (events,
 streams) fails in a line that says ``--from`` does not map it
 (:func:`unmapped_note`).
 
@@ -21,11 +23,15 @@ All of it is undone when the script ends.
 from __future__ import annotations
 
 import importlib
+import re
+import sys
 import types
 from contextlib import ExitStack, contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from dmlprof.backends import host_memory
 
 SOURCES = ("cuda", "mps")
 
@@ -38,12 +44,21 @@ def _maps(value, source: str) -> bool:
     return False
 
 
-class _DeviceArguments(TorchFunctionMode):
-    """Device arguments naming ``source`` become ``target``."""
+class _Requests:
+    """Whether the script has asked for the source device yet: what ``torch.cuda.is_initialized()`` answers (CUDA
+    initialises at a script's first CUDA tensor)."""
 
-    def __init__(self, source: str, target: torch.device):
+    made = False
+
+
+class _DeviceArguments(TorchFunctionMode):
+    """Device arguments naming ``source`` become ``target``; ``Tensor.type`` of a legacy typed tensor of ``source``
+    (``x.type(torch.cuda.FloatTensor)``) converts to the target's tensor of its dtype."""
+
+    def __init__(self, source: str, target: torch.device, requests: _Requests, legacy_types: dict):
         super().__init__()
         self.source, self.target = source, target
+        self.requests, self.legacy_types = requests, legacy_types
         self._to_source = getattr(torch.Tensor, source, None)  # Tensor.cuda
         # Tensor.is_cuda's descriptor: the mode is handed its __get__, a method-wrapper made anew at each access
         # (so never ``is`` one kept here), whose __self__ is the one descriptor
@@ -54,23 +69,146 @@ class _DeviceArguments(TorchFunctionMode):
         if func is torch.device and _maps(args[0] if args else kwargs.get("type"), self.source):
             return self.target  # torch.device("cuda", 0): the type and index of the one scanned device
         if func is self._to_source and func is not None:
+            self.requests.made = True
             non_blocking = kwargs.get("non_blocking", False)
             return args[0].to(self.target, non_blocking=non_blocking)
         if getattr(func, "__self__", None) is self._is_source:
             return args[0].device.type == self.target.type
+        if func is torch.Tensor.type:
+            return self._tensor_type(*args, **kwargs)
         if kwargs.get("pin_memory"):  # torch.empty(..., pin_memory=True): only a CUDA host pins memory
             kwargs = {**kwargs, "pin_memory": False}
         if any(_maps(a, self.source) for a in args) or any(_maps(v, self.source) for v in kwargs.values()):
+            self.requests.made = True
             args = tuple(self.target if _maps(a, self.source) else a for a in args)
             kwargs = {k: self.target if _maps(v, self.source) else v for k, v in kwargs.items()}
         return func(*args, **kwargs)
 
+    def _tensor_type(self, tensor, dtype=None, non_blocking=False, **kwargs):
+        """``x.type()`` and ``x.type(T)``, where ``T`` may be a legacy type of the source (the class or its name)."""
+        if dtype is None:
+            name = torch._C.TensorBase.type(tensor)  # "torch.privateuseone.FloatTensor"
+            if tensor.device.type == self.target.type and self.target.type != "cpu":
+                # what the script's CUDA tensor answers; on the CPU as the scanned device, the script's own CPU
+                # tensors are there too, so the CPU's name stays
+                return f"torch.{self.source}.{name.rsplit('.', 1)[-1]}"
+            return name
+        wanted = self.legacy_types.get(dtype.rsplit(".", 1)[-1]) if isinstance(dtype, str) and \
+            dtype.startswith(f"torch.{self.source}.") else dtype
+        if wanted in self.legacy_types.values():
+            self.requests.made = True
+            return tensor.to(self.target, dtype=wanted.dtype, non_blocking=non_blocking or kwargs.get("async", False))
+        return torch._C.TensorBase.type(tensor, dtype, non_blocking, **kwargs)
+
+
+#: torch.cuda's legacy typed tensors, each the scanned device's tensor of the dtype its name says (the CPU's class of
+#: the same name, ``torch.FloatTensor``, builds one from data)
+_LEGACY_TYPES = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
+                "CharTensor", "ByteTensor", "BoolTensor")
+
+
+def _legacy_types(source: str, target: torch.device, requests: _Requests) -> dict:
+    """name -> a stand-in for ``torch.<source>.<name>``, for those this torch has."""
+    module = getattr(torch, source, None)
+    return {name: _legacy_type(source, name, getattr(module, name).dtype, target, requests)
+            for name in _LEGACY_TYPES if hasattr(module, name) and hasattr(torch, name)}
+
+
+def _are_sizes(args) -> bool:
+    """``FloatTensor(2, 3)`` or ``FloatTensor(torch.Size(...))``: sizes of an uninitialised tensor (a tuple or list
+    is data, as for torch's legacy constructors)."""
+    if len(args) == 1 and isinstance(args[0], torch.Size):
+        return True
+    return all(isinstance(a, int) and not isinstance(a, bool) for a in args)
+
+
+def _legacy_type(source: str, name: str, dtype: torch.dtype, target: torch.device, requests: _Requests) -> type:
+    """``torch.cuda.FloatTensor`` as the scanned device's float tensors: called, it makes one (sizes: uninitialised,
+    as torch's legacy constructor; data: copied there); ``isinstance`` holds for the scanned device's tensors of its
+    dtype, as ``is_cuda`` does."""
+    class _LegacyType(type):
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, torch.Tensor) and instance.dtype == dtype and instance.device.type == target.type
+
+        def __repr__(cls):
+            return f"<class 'torch.{source}.{name}'>"
+
+    def __new__(cls, *args, **kwargs):
+        requests.made = True
+        kwargs.pop("device", None)  # the one device
+        if _are_sizes(args) and not kwargs:
+            sizes = args[0] if len(args) == 1 and isinstance(args[0], torch.Size) else args
+            return torch.empty(tuple(sizes) or (0,), dtype=dtype, device=target)
+        return getattr(torch, name)(*args, **kwargs).to(target)
+
+    return _LegacyType(name, (), {"__new__": __new__, "__module__": f"torch.{source}", "dtype": dtype, "is_cuda": True,
+                                  "is_sparse": False})
+
+
+def _default_tensor_type(legacy_types: dict, source: str):
+    """``torch.set_default_tensor_type(torch.cuda.FloatTensor)`` is not mapped (it would set a default device that
+    outlives the script): torch's own refusal is raised, in its words, which :func:`unmapped_note` names."""
+    original = torch.set_default_tensor_type
+    spelled = {f"torch.{source}.{name}": name for name in legacy_types}
+
+    def set_default_tensor_type(t):
+        name = spelled.get(t) if isinstance(t, str) else next((n for n, cls in legacy_types.items() if cls is t), None)
+        if name is not None:
+            raise TypeError(f"type torch.{source}.{name} not available. Torch not compiled with CUDA enabled.")
+        return original(t)
+
+    return set_default_tensor_type
+
+
+def _is_initialized(requests: _Requests):
+    """``torch.cuda.is_initialized()``: True once the script has asked for CUDA. torch.cuda's own lazy
+    initialisation asks the same function; it keeps torch's answer (no CUDA here), so that what the remap leaves to
+    torch still fails where torch fails it."""
+    original = torch.cuda.is_initialized
+
+    def is_initialized():
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "torch.cuda" or caller.startswith("torch.cuda."):
+            return original()
+        return requests.made
+
+    return is_initialized
+
 
 def _properties(backend):
-    reading = backend.memory()
+    total, _ = _total_and_free_bytes(backend)
     # gcnArchName: what torch._inductor's cache key reads for the device's name on a torch built without CUDA
-    return types.SimpleNamespace(name=backend.device_name(), total_memory=reading.total_bytes or 0,
-                                 major=0, minor=0, multi_processor_count=1, gcnArchName=backend.device_name())
+    return types.SimpleNamespace(name=backend.device_name(), total_memory=total, major=0, minor=0,
+                                 multi_processor_count=1, gcnArchName=backend.device_name())
+
+
+def _total_and_free_bytes(backend) -> tuple:
+    """(total, free) as ``torch.cuda.mem_get_info()`` answers, read from the device; for a device of host memory (the
+    CPU, the emulated DirectML device: its tensors are the host's) the host's, where a CUDA card's own would say 0
+    and a script dividing by it, or sizing its batch by it, would fail or shrink."""
+    reading = backend.memory()
+    total = reading.total_bytes
+    if backend.memory_is_host:
+        total = total or host_memory.total_physical_memory_bytes()
+        free = host_memory.available_physical_memory_bytes()
+    else:
+        free = max(total - (reading.allocated_bytes or 0), 0) if total else None
+    return int(total or 0), int(free or 0)
+
+
+def _allocated_bytes(backend) -> int:
+    """What ``torch.cuda.memory_allocated()`` answers: the device's own count where it keeps one; for a device of host
+    memory that keeps none, the process's resident memory now (its peak is the process's peak, so the two agree)."""
+    allocated = backend.memory().allocated_bytes
+    if allocated is None and backend.memory_is_host:
+        allocated = host_memory.resident_bytes()
+    return int(allocated or 0)
+
+
+def _peak_bytes(backend) -> int:
+    """What ``torch.cuda.max_memory_allocated()`` answers: the device's peak, never below what it holds now (the
+    kernel updates a process's peak resident memory only now and then)."""
+    return max(backend.memory().peak_bytes or 0, _allocated_bytes(backend))
 
 
 def _random_state(device: torch.device):
@@ -154,8 +292,7 @@ def _memory_answers(backend) -> dict:
     """``memory_stats()`` with the keys scripts read (CUDA's allocator's names), and a ``memory_summary()`` made of
     them: torch's own summary reads keys only CUDA's allocator fills."""
     def memory_stats(device=None):
-        reading = backend.memory()
-        current, peak = reading.allocated_bytes or 0, reading.peak_bytes or 0
+        current, peak = _allocated_bytes(backend), _peak_bytes(backend)
         return {f"{kind}_bytes.all.{which}": value for kind in ("allocated", "reserved", "active")
                 for which, value in (("current", current), ("peak", peak))}
 
@@ -184,13 +321,13 @@ def _nvtx_answers() -> dict:
             (nvtx, "range_start"): lambda msg: 0, (nvtx, "range_end"): lambda range_id: None}
 
 
-def _module_answers(source: str, backend) -> dict:
+def _module_answers(source: str, backend, requests: _Requests, legacy_types: dict) -> dict:
     """(module, attribute) -> the stand-in for the source device's queries."""
     def allocated(device=None):
-        return backend.memory().allocated_bytes or 0
+        return _allocated_bytes(backend)
 
     def peak(device=None):
-        return backend.memory().peak_bytes or 0
+        return _peak_bytes(backend)
 
     get_rng_state, set_rng_state, initial_seed = _random_state(backend.device())
     common = {
@@ -224,7 +361,7 @@ def _module_answers(source: str, backend) -> dict:
             "max_memory_reserved": peak,
             "reset_peak_memory_stats": lambda device=None: backend.reset_peak_memory(),
             "reset_max_memory_allocated": lambda device=None: backend.reset_peak_memory(),
-            "mem_get_info": lambda device=None: (0, backend.memory().total_bytes or 0),
+            "mem_get_info": lambda device=None: _total_and_free_bytes(backend)[::-1],  # (free, total)
             "get_rng_state_all": lambda: [get_rng_state()],  # one device, as device_count() answers
             "set_rng_state_all": lambda states: set_rng_state(states[0]),
             # the rest of torch.cuda.random's API (tests/unit/test_remap_compiled.py holds every name of it answered)
@@ -233,6 +370,9 @@ def _module_answers(source: str, backend) -> dict:
             # `with torch.cuda.device(i):` / `device_of(t)` switch to the one device: the previous is it too
             "_exchange_device": lambda device: -1 if device < 0 else 0,
             "_maybe_exchange_device": lambda device: -1 if device < 0 else 0,
+            "is_initialized": _is_initialized(requests),
+            "init": lambda: setattr(requests, "made", True),
+            **legacy_types,  # torch.cuda.FloatTensor, ...
             **_memory_answers(backend),
             **common,
         }
@@ -241,6 +381,7 @@ def _module_answers(source: str, backend) -> dict:
         return {**{(torch.cuda, name): fn for name, fn in answers.items()}, **_nvtx_answers(),
                 (torch.cuda._utils, "_get_device_index"): _device_index(target),
                 (torch, "Generator"): _generator_class(target),
+                (torch, "set_default_tensor_type"): _default_tensor_type(legacy_types, source),
                 (torch.nn.DataParallel, "scatter"): _one_device_scatter(target),
                 # its check that the devices are alike divides by their memory, which a device of host memory (the
                 # emulated one) does not report: one device is alike itself
@@ -294,11 +435,13 @@ def remapped(source: str, backend):
 
         raise UsageError(f"--from takes one of {', '.join(SOURCES)}, not {source!r}")
     target = backend.device()
+    requests = _Requests()
+    legacy_types = _legacy_types(source, target, requests) if source == "cuda" else {}
     with ExitStack() as stack:
-        stack.enter_context(_patched(_module_answers(source, backend)))
+        stack.enter_context(_patched(_module_answers(source, backend, requests, legacy_types)))
         stack.enter_context(_autocast_on(source, target))
         stack.enter_context(_no_pinning())
-        stack.enter_context(_DeviceArguments(source, target))
+        stack.enter_context(_DeviceArguments(source, target, requests, legacy_types))
         yield
 
 
@@ -312,12 +455,22 @@ def _no_pinning():
         del torch.Tensor.pin_memory
 
 
+#: torch's words for "this build (or machine) has no CUDA", from its C++ as from its Python
+_NO_SOURCE_HERE = {"cuda": re.compile(r"Torch not compiled with CUDA enabled|Cannot initialize CUDA without ATen_cuda"
+                                      r"|Found no NVIDIA driver on your system")}
+
+
 def unmapped_note(exc: BaseException, source: str):
     """Where a script under ``--from source`` failed inside ``torch.<source>`` itself (an event, a stream: what the
     remap leaves to torch, which has no such device here), a remedy naming what the script called there, so the one
-    line does not read as the script's own error; None for any other failure (one raised deeper, by an op, is not
-    torch.cuda's own even where a torch.cuda frame called it)."""
+    line does not read as the script's own error; where torch's C++ refused for want of the device (a use of it the
+    remap does not see), a remedy saying so, not the advice to pass ``--from`` already given; None for any other
+    failure (one raised deeper, by an op, is not torch.cuda's own even where a torch.cuda frame called it)."""
     package = f"torch.{source}"
+    no_source_here = _NO_SOURCE_HERE.get(source)
+    if no_source_here is not None and no_source_here.search(str(exc)) and _innermost_package(exc) != package:
+        return (f"--from {source} does not map this use of {source}: torch ran it as its own, which has no "
+                f"{source} device here (docs/scripts.md lists what --from {source} answers)")
 
     def in_package(frame) -> bool:
         module = frame.f_globals.get("__name__", "")
@@ -340,6 +493,16 @@ def unmapped_note(exc: BaseException, source: str):
     shown = package if public is not None and public is entered.f_globals.get(name.split(".")[0]) else module
     return (f"--from {source} does not map {shown}.{name}: it runs as torch's own, which has no "
             f"{source} device here (docs/scripts.md lists what --from {source} answers)")
+
+
+def _innermost_package(exc: BaseException) -> str:
+    """``torch.cuda`` where the innermost frame of ``exc``'s traceback is torch.cuda's (a submodule's too), else its
+    module's name."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    return ".".join(module.split(".")[:2]) if module.startswith("torch.") else module
 
 
 def _called_name(frame) -> str:

@@ -1,0 +1,64 @@
+"""``--from cuda``: a CUDA script's memory arithmetic (re-probe 15, case 34). The emulated DirectML device answered
+``get_device_properties(0).total_memory`` 0 and ``mem_get_info()`` (0, 0) (a script's share raised
+ZeroDivisionError); the CPU answered 0 bytes free (a batch rule picked its smallest batch) and ``memory_allocated()``
+0 beside a peak of hundreds of MB. Both devices' tensors live in host memory: the host's figures answer."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dmlprof.backends import host_memory
+from dmlprof.backends.base import Backend, MemoryReading
+from dmlprof.backends.cpu import CpuBackend
+from dmlprof.backends.remap import remapped
+
+pytestmark = [pytest.mark.live,  # torch-version-sensitive: torch.cuda's stubs without CUDA
+              pytest.mark.skipif(torch.cuda.is_available(), reason="the remapping's target here is the CPU, with no CUDA")]
+
+
+def _memory_arithmetic():
+    """What the probe's script computes: the share of the card in use, the free share, and a batch by what is free."""
+    free, total = torch.cuda.mem_get_info()
+    allocated, peak = torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
+    share = allocated / torch.cuda.get_device_properties(0).total_memory
+    stats = torch.cuda.memory_stats()
+    return {"free": free, "total": total, "allocated": allocated, "peak": peak, "share": share, "free_share": free / total,
+            "stats_current": stats["allocated_bytes.all.current"], "stats_peak": stats["allocated_bytes.all.peak"]}
+
+
+def _assert_host_figures(seen):
+    host_total = host_memory.total_physical_memory_bytes()
+    assert seen["total"] == host_total > 0
+    assert 0 < seen["free"] <= seen["total"] and 0 < seen["free_share"] <= 1
+    assert 0 < seen["allocated"] <= seen["peak"] and 0 < seen["share"] < 1
+    assert 0 < seen["stats_current"] <= seen["stats_peak"]
+
+
+def test_on_the_cpu_a_cuda_scripts_memory_readings_are_the_hosts():
+    with remapped("cuda", CpuBackend()):
+        torch.ones(256, 256, device="cuda")
+        seen = _memory_arithmetic()
+    _assert_host_figures(seen)
+
+
+def test_on_the_emulated_device_a_cuda_scripts_memory_arithmetic_divides_by_the_hosts_memory(emulated_dml_backend):
+    with remapped("cuda", emulated_dml_backend):
+        torch.ones(256, 256, device="cuda")
+        seen = _memory_arithmetic()
+    _assert_host_figures(seen)
+
+
+def test_a_device_of_its_own_memory_answers_free_as_its_total_less_what_it_holds():
+    class _CardOfHundredBytes(Backend):
+        def memory(self):
+            return MemoryReading(allocated_bytes=30, peak_bytes=40, total_bytes=100)
+
+    with remapped("cuda", _CardOfHundredBytes()):
+        readings = (torch.cuda.mem_get_info(), torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+    assert readings == ((70, 100), 30, 40)
+
+
+def test_the_host_memory_readers_agree_with_each_other():
+    total, available = host_memory.total_physical_memory_bytes(), host_memory.available_physical_memory_bytes()
+    resident = host_memory.resident_bytes()
+    assert 0 < available <= total and 0 < resident < total
