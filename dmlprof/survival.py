@@ -488,9 +488,9 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         code, ended = _exit_code(how, status), f"the scanned process died of {how}"
     if how == ABRUPT and _contract_run(contents):  # a model file's run ended, by whatever thread: never a success
         code = 3
-    # a call the device refused came first: on DirectML the process ended there, whatever the script did after
-    # (an exit handler's os._exit(0), a catch-all's os._exit(1)); it leads, as in a run that ends through Python
-    refusal = contents.refusal if _stopped_exit_code(how) is None else None
+    # a call the device refused came first: on DirectML the process ended there, whatever came after (an exit
+    # handler's os._exit(0), a catch-all's os._exit(1), a scheduler's SIGTERM); it leads, as where Python ends a run
+    refusal = contents.refusal
     if refusal is not None:
         message, code = refusal_message(args, contents, message), REFUSED_EXIT_CODE
     if contents.header is None:

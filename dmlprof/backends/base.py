@@ -188,17 +188,36 @@ class Backend:
         raises for aborts (:attr:`raises_for_aborts`) keeps one."""
         return None
 
-    def notice_unrecorded_aborts(self, raised: Optional[BaseException] = None) -> None:
+    def notice_unrecorded_aborts(self, raised: Optional[BaseException] = None,
+                                 run_thread: Optional[int] = None) -> None:
         """Read the device's note of the aborts it raised since the last look, wherever nothing recorded them (a
         warm-up step, past the recorded steps, another thread, a forked worker): the first counts as
-        :meth:`abort_raised` counts a recorded one, unless one was kept already. ``raised``: the error the step
-        ended with, which is itself the abort when it was one."""
+        :meth:`abort_raised` counts a recorded one, unless one was kept already, and is journaled (a scan's child):
+        a process that then ends without the run's end (``os._exit``, a crash) is salvaged with it as its finding.
+        ``raised``: the error the step ended with, which is itself the abort when it was one; ``run_thread``: the
+        native id of the run's thread, where another thread reads the note (the run's own, by default)."""
         note = self.take_abort_note()  # taken first: an abort already kept is not kept again later
         if note is None or self.first_refusal is not None:
             return
-        if isinstance(raised, Exception) and self.abort_raised(raised):  # the step ended with the abort itself
+        if not (isinstance(raised, Exception) and self.abort_raised(raised)):  # the step ended with the abort itself
+            raised = UnrecordedAbort(note, run_thread)
+            self.abort_raised(raised)
+        self._journal_unrecorded(raised)
+
+    def _journal_unrecorded(self, abort: BaseException) -> None:
+        """The first refusal, read from the device's note, in the process's journal (where a scan's child keeps one):
+        the recorder journals the calls it saw refused itself, and nothing else would journal this one."""
+        from dmlprof.record.journal import process_journal
+
+        journal = process_journal()
+        if journal is None or self.first_refusal is None:
             return
-        self.abort_raised(UnrecordedAbort(note))
+        op = getattr(abort, "op", "a call")
+        where = getattr(abort, "where", "")
+        try:
+            journal.refusal(None, self.refusal_words(abort, f"{op}, {where}" if where else op))
+        except Exception:  # the words could not be made: the run's own end still says it
+            pass
 
     def forget_noted_aborts(self) -> None:
         """A run begins: the device's note of earlier aborts (an earlier run's, a test's) is not this run's."""
@@ -248,22 +267,23 @@ class UnrecordedAbort(RuntimeError):
     (:meth:`Backend.take_abort_note`): the device's words (so it is judged as a recorded one is), the op, and where
     it was raised (:attr:`where`)."""
 
-    def __init__(self, note):
+    def __init__(self, note, run_thread: Optional[int] = None):
         from dmlprof.directml.failures import ABORT_PREFIX
 
         super().__init__(note.message or f"{ABORT_PREFIX} (SIGABRT): a call the device aborts")
         self.op = note.op or "a call"
-        self.where = _unrecorded_where(note)
+        self.where = _unrecorded_where(note, run_thread)
 
 
-def _unrecorded_where(note) -> str:
-    """Where nothing recorded the call, in words: another process (a forked DataLoader worker), another thread,
-    or this one (a step nothing records: a warm-up step, one past the recorded steps)."""
+def _unrecorded_where(note, run_thread: Optional[int] = None) -> str:
+    """Where nothing recorded the call, in words: another process (a forked DataLoader worker), another thread
+    than the run's (``run_thread``, a native id: the reading thread's by default), or the run's (a step nothing
+    records: a warm-up step, one past the recorded steps)."""
     import threading
 
     if note.pid and note.pid != os.getpid():
         return f"in forked process {note.pid}, a DataLoader worker say, which nothing records"
-    if note.thread and note.thread != threading.get_native_id():  # read on the run's thread
+    if note.thread and note.thread != (run_thread or threading.get_native_id()):
         return "in another thread than the run's, which nothing records"
     return "in a step nothing recorded, a warm-up step or one past the recorded ones"
 

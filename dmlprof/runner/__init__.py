@@ -75,7 +75,7 @@ def scan(
         run.facts.set(notes=model_file.notes)
     if module:
         run.facts.set(model_name=module)  # a package's __main__.py is named by its package
-    with backend.run_context(), cwd_kept(), streams_kept(), hard_exit_trapped():
+    with backend.run_context(), cwd_kept(), streams_kept(), hard_exit_trapped(backend):
         if model_file.mode == "contract":
             return run.run(batch_size=batch_size, steps=steps, warmup=warmup, prepare=prepare)
         if batch_size is not None:

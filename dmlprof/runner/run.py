@@ -17,7 +17,7 @@ import torch
 
 from dmlprof import interrupts, progress
 from dmlprof.backends import Backend
-from dmlprof.errors import CallRefused, DeviceError, DmlprofError, Interrupted, ModelRaisedError
+from dmlprof.errors import CallRefused, DeviceError, DmlprofError, ModelRaisedError
 from dmlprof.facts import RunFacts, run_facts
 from dmlprof.model_file import describe_exception, printable
 from dmlprof.record.attribution import raised_at
@@ -229,7 +229,7 @@ class Run:
     def _guarded(self, body, *, finish=None):
         """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""
         where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
-        completed = False
+        completed, stopped_by = False, None
         try:
             self._noticing_aborts(body)
         except CallRefused as refusal:  # a call that would end the process on the device: the run ends here
@@ -238,6 +238,7 @@ class Run:
             cause: DmlprofError = self._explain(refusal.error, where)
         except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (dmlprof.interrupts)
             user_code.cut_short = "stopped"  # a `kill` of the scan must not then wait on the script's threads
+            stopped_by = str(interrupts.cause_of(stop))  # "interrupted", "stopped by SIGTERM"
             # with nothing to finish (a warm-up step) no session is written: the line says so
             cause = interrupts.cause_of(stop, "interrupted" if finish is not None else
                                         "interrupted before any step was recorded: nothing was saved")
@@ -261,11 +262,13 @@ class Run:
                 return
             completed = True
             cause = self._caught_refusal(where)
-        if self.backend.first_refusal is not None and not isinstance(cause, Interrupted) \
-                and self.raised is not self.backend.first_refusal.error:
-            # the user's code caught a refusal (``except BaseException``) and went on, to fail or not: on the
-            # device the process had ended at the refused call, so that is how this run ends
+        if self.backend.first_refusal is not None and self.raised is not self.backend.first_refusal.error:
+            # the user's code caught a refusal (``except BaseException``) and went on, to fail, to be stopped by a
+            # signal (a scheduler's SIGTERM, re-probe 15 case 17) or not: on the device the process had ended at
+            # the refused call, so that is how this run ends
             cause = self._caught_refusal(where)
+            if stopped_by is not None:
+                self.facts.note(f"{stopped_by} after the refused call: on DirectML the process had ended at it")
         self.backend.first_refusal = None  # said: the run ends here (a failed warm-up step is taken again, recorded)
         if finish is None:  # warming up, or nothing recorded yet: nothing to keep
             raise cause
@@ -273,7 +276,7 @@ class Run:
         # whole, not partial, its finding the call where DirectML's process ends (DeviceFailure.calls_after)
         whole = completed and self.backend.raises_for_aborts
         self.facts.set(partial=not whole, partial_reason=str(cause.one_line()))
-        if isinstance(cause, Interrupted):
+        if stopped_by is not None:
             # Ctrl-C: saving a long recording takes a while; say so, and let no second Ctrl-C lose it
             self.interrupted = True
             with interrupts.saving():

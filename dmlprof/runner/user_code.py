@@ -57,7 +57,7 @@ def exit_call(exc: BaseException) -> str:
 
 
 @contextmanager
-def hard_exit_trapped():
+def hard_exit_trapped(backend=None):
     """``os._exit`` in the scanned process ends it there, as it does under plain python: an exception raised in its
     place ran the script's ``finally`` blocks and ``with`` exits, and a catch-all (or a ``__del__``, whose errors
     Python ignores) let the script run on past its own end. What it recorded is not lost: the scan's supervised
@@ -65,8 +65,11 @@ def hard_exit_trapped():
     watchdog: exit 3 as from the main thread, re-probe 13 case 22), and the supervisor finishes the scan from the
     journal (:func:`dmlprof.survival.os_exit_journaled`); a scan run unsupervised says that it ends. ``os.exec*`` in
     the main thread raises :class:`ProcessReplaced` instead (forked children and other threads exec for real, and
-    forked children exit for real)."""
+    forked children exit for real). ``backend``: the scanned device, whose note of the aborts it raised where
+    nothing recorded them (another thread, a forked worker, past the recorded steps) is read before the process
+    ends: on DirectML it had ended at that call (re-probe 15, cases 11-16)."""
     real_exit, pid = os._exit, os.getpid()  # (os._exit as it is now: a test may stand in for it)
+    run_thread = threading.get_native_id()  # the run's: an abort noted on another thread is said to be there
     # os.execl/execlp/execvp... call these two by their module names: trapping them traps every os.exec*
     real_execs = {name: getattr(os, name) for name in ("execv", "execve") if hasattr(os, name)}
 
@@ -78,8 +81,10 @@ def hard_exit_trapped():
             from dmlprof import survival
 
             in_thread = threading.current_thread() is not threading.main_thread()
+            scanned = _scanned_backend(backend)
+            _notice_unrecorded_aborts(scanned, run_thread)
             if not survival.os_exit_journaled(code, in_thread):
-                code = _say_the_scan_ends(code)
+                code = _say_the_scan_ends(code, scanned)
         real_exit(code)
 
     def exec_trapped(name):
@@ -100,15 +105,31 @@ def hard_exit_trapped():
             setattr(os, name, real)
 
 
-def _say_the_scan_ends(code: int) -> int:
+def _scanned_backend(backend):
+    """The scan's backend: the one given, else the recorder's (a test's trap names none)."""
+    if backend is not None:
+        return backend
+    from dmlprof.record.recorder import Recorder
+
+    return getattr(Recorder.current or Recorder.last, "backend", None)
+
+
+def _notice_unrecorded_aborts(backend, run_thread: int) -> None:
+    """The device's aborts nothing recorded, kept as the run's refusal and journaled before the process ends
+    (:meth:`~dmlprof.backends.base.Backend.notice_unrecorded_aborts`); never an error of dmlprof's in the
+    script's ``os._exit``."""
+    try:
+        backend.notice_unrecorded_aborts(run_thread=run_thread)
+    except Exception:  # no backend (a test's stand-in), or its note could not be read: the exit goes on
+        pass
+
+
+def _say_the_scan_ends(code: int, backend=None) -> int:
     """One line where nothing will finish the scan after the script's ``os._exit`` (no supervisor): the process
     ends as the script asked, and the report and session with it; the status it ends with. After a call the device
     refused, which ends the process on DirectML, the status is the refusal's (4), not the script's (re-probe 14:
     an exit handler's ``os._exit(0)`` read as a success)."""
-    from dmlprof.record.recorder import Recorder
-
-    recorder = Recorder.current or Recorder.last
-    refusal = getattr(getattr(recorder, "backend", None), "first_refusal", None)
+    refusal = getattr(backend, "first_refusal", None)
     unsaved = ("this scan ran unsupervised (DMLPROF_NO_SUPERVISOR, a job's rank, the Python API), so nothing it "
                "recorded is saved")
     if refusal is not None:
