@@ -81,10 +81,10 @@ def hard_exit_trapped(backend=None):
             from dmlprof import survival
 
             in_thread = threading.current_thread() is not threading.main_thread()
-            scanned = _scanned_backend(backend)
-            _notice_unrecorded_aborts(scanned, run_thread)
+            if backend is not None:
+                _notice_unrecorded_aborts(backend, run_thread)
             if not survival.os_exit_journaled(code, in_thread):
-                code = _say_the_scan_ends(code, scanned)
+                code = _say_the_scan_ends(code, backend)
         real_exit(code)
 
     def exec_trapped(name):
@@ -105,22 +105,13 @@ def hard_exit_trapped(backend=None):
             setattr(os, name, real)
 
 
-def _scanned_backend(backend):
-    """The scan's backend: the one given, else the recorder's (a test's trap names none)."""
-    if backend is not None:
-        return backend
-    from dmlprof.record.recorder import Recorder
-
-    return getattr(Recorder.current or Recorder.last, "backend", None)
-
-
 def _notice_unrecorded_aborts(backend, run_thread: int) -> None:
     """The device's aborts nothing recorded, kept as the run's refusal and journaled before the process ends
     (:meth:`~dmlprof.backends.base.Backend.notice_unrecorded_aborts`); never an error of dmlprof's in the
     script's ``os._exit``."""
     try:
         backend.notice_unrecorded_aborts(run_thread=run_thread)
-    except Exception:  # no backend (a test's stand-in), or its note could not be read: the exit goes on
+    except Exception:  # its note could not be read: the exit goes on, as the script asked
         pass
 
 
@@ -128,7 +119,11 @@ def _say_the_scan_ends(code: int, backend=None) -> int:
     """One line where nothing will finish the scan after the script's ``os._exit`` (no supervisor): the process
     ends as the script asked, and the report and session with it; the status it ends with. After a call the device
     refused, which ends the process on DirectML, the status is the refusal's (4), not the script's (re-probe 14:
-    an exit handler's ``os._exit(0)`` read as a success)."""
+    an exit handler's ``os._exit(0)`` read as a success). ``backend``: the scan's, else the recorder's."""
+    if backend is None:
+        from dmlprof.record.recorder import Recorder
+
+        backend = getattr(Recorder.current or Recorder.last, "backend", None)
     refusal = getattr(backend, "first_refusal", None)
     unsaved = ("this scan ran unsupervised (DMLPROF_NO_SUPERVISOR, a job's rank, the Python API), so nothing it "
                "recorded is saved")

@@ -15,16 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from dmlprof import survival
-from dmlprof.interrupts import REAL_OS_EXIT
 from dmlprof.record import journal as journal_module
 from dmlprof.record.journal import Journal, read_journal
-from dmlprof.runner import user_code
 
 POSIX = sys.platform != "win32"
 pytestmark = [
@@ -34,29 +31,109 @@ pytestmark = [
 _REPO = Path(__file__).resolve().parents[2]
 
 
-def _caught_abort(device) -> None:
-    import torch
+SCRIPT = """\
+import os, sys, threading, torch
+from torch.utils.data import DataLoader, Dataset
+device = torch.device("privateuseone", 0)
+model = torch.nn.Linear(8, 8).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
+def spectral(x, exit_here=False):  # "a CPU fallback": on torch-directml the process has already ended at the FFT
     try:
-        torch.fft.rfft(torch.randn(4, 8, device=device))
-    except RuntimeError:  # "a CPU fallback": on torch-directml the process has already ended
-        pass
+        return torch.fft.rfft(x).abs().repeat(1, 2)[..., :8]
+    except RuntimeError:
+        if exit_here:
+            os._exit(0)
+        return x
 
+class Spectra(Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return spectral(torch.randn(8, device=device)).cpu()
 
-def _in_a_thread(target, *args) -> None:
-    worker = threading.Thread(target=target, args=args)
+for n in range(3):  # the recorded steps (2), then one more (--run-to-end)
+    model(torch.randn(2, 8, device=device)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+x = torch.randn(2, 8, device=device)
+where = sys.argv[1]
+if where == "thread":  # case 11: the thread's handler ends the process
+    worker = threading.Thread(target=spectral, args=(x, True))
+elif where == "thread, exit in main":  # case 12
+    worker = threading.Thread(target=spectral, args=(x,))
+if where.startswith("thread"):
     worker.start()
     worker.join()
+elif where == "forked worker":  # case 16
+    for batch in DataLoader(Spectra(), batch_size=2, num_workers=1, multiprocessing_context="fork"):
+        model(batch.to(device)).sum()
+else:  # case 15: past the recorded steps, on the run's thread
+    spectral(x)
+os._exit(0)
+"""
+
+_WHERE = {"thread": "in another thread", "thread, exit in main": "in another thread",
+          "forked worker": "in forked process", "past the recorded steps": "in a step nothing recorded"}
 
 
-def _in_a_forked_worker(device) -> None:
-    pid = os.fork()
-    if pid == 0:  # a DataLoader worker's way out: no exit handler of the parent's runs
-        try:
-            _caught_abort(device)
-        finally:
-            REAL_OS_EXIT(0)
-    os.waitpid(pid, 0)
+def _scan_ending_in_os_exit(tmp_path, monkeypatch, backend, where: str) -> list:
+    """The script scanned in this process up to its ``os._exit(0)`` (the first one the scan traps ends it; the
+    stand-in for the real one returns, so the run ends through Python after it); the statuses the real
+    ``os._exit`` was called with."""
+    from dmlprof import runner
+    from dmlprof.interrupts import REAL_OS_EXIT
+
+    ours, ended = os.getpid(), []
+
+    def real_exit(code):  # a forked DataLoader worker's own end is real: it must never go back into pytest
+        if os.getpid() != ours:
+            REAL_OS_EXIT(code)
+        ended.append(code)
+
+    monkeypatch.setattr(os, "_exit", real_exit)  # the real one the trap calls
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    with pytest.raises(runner.ScanStopped):  # past the os._exit it went on, to its end and the refusal's exit 4
+        runner.scan(script, backend=backend, profiler=False, warmup=0, steps=2, run_to_end=True, script_args=[where])
+    return ended
+
+
+@pytest.mark.parametrize("where", [pytest.param(where, marks=pytest.mark.skipif(
+    where == "forked worker" and not (POSIX and hasattr(os, "fork")), reason="fork is POSIX")) for where in _WHERE])
+def test_an_unrecorded_abort_then_os_exit_is_journaled_and_salvaged_with_exit_4(tmp_path, monkeypatch, capsys,
+                                                                                emulated_dml_backend, where):
+    # cases 11, 12, 15, 16: "note: ... ended its process with os._exit(0)", "check ... passed", exit 0
+    from dmlprof.cli import build_parser
+
+    journal = Journal(tmp_path / "calls.journal")
+    monkeypatch.setattr(survival, "_supervised", True)
+    monkeypatch.setattr(survival, "_crash_log_fd", None)
+    monkeypatch.setattr(journal_module, "_process_journal", journal)
+    assert _scan_ending_in_os_exit(tmp_path, monkeypatch, emulated_dml_backend, where)[0] == 0  # the script's
+    journal.close()
+    contents = read_journal(journal.path)
+    assert contents.os_exit == 0 and contents.refusal is not None, contents.refusal
+    assert contents.refusal["op"].startswith("aten::_fft_r2c, " + _WHERE[where]), contents.refusal
+    assert contents.refusal["kind"] == "aborts" and contents.refusal["explanation"]
+    capsys.readouterr()
+    # the supervisor's salvage of the child that ended there (what `dmlprof check` prints and exits with)
+    monkeypatch.chdir(tmp_path)
+    args, _ = build_parser().parse_known_args(["check", "train.py", "--quiet", "--target", "dml"])
+    code = survival.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, 0)
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 4, line
+    assert line.startswith("dmlprof: error: train.py: ") and "os._exit(0)" in line and _WHERE[where] in line
+    meta = json.loads(next((tmp_path / "reports").glob("*.session.json")).read_text(encoding="utf-8"))["meta"]
+    assert meta["device_failure"]["op"].startswith("aten::_fft_r2c, " + _WHERE[where])
+
+
+def test_an_unsupervised_scans_os_exit_after_an_abort_in_another_thread_ends_with_exit_4(tmp_path, monkeypatch,
+                                                                                       capfd, emulated_dml_backend):
+    # case 13: DMLPROF_NO_SUPERVISOR=1, the thread caught the abort and called os._exit(0): exit 0
+    monkeypatch.setattr(survival, "_supervised", False)
+    assert _scan_ending_in_os_exit(tmp_path, monkeypatch, emulated_dml_backend, "thread")[0] == 4
+    assert "os._exit(0) after a call the device refused" in capfd.readouterr().err
 
 
 def _journal_with_header(tmp_path) -> Journal:
@@ -70,77 +147,6 @@ def _journal_with_header(tmp_path) -> Journal:
     dml = ("privateuseone", "float32", (4, 8), 128)
     journal.end(journal.begin("aten::addmm", 1, "forward", "", [dml]), [dml], 0, 5, 1, "train.py:9")
     return journal
-
-
-def _fresh(backend, monkeypatch) -> None:
-    monkeypatch.setattr(backend, "first_refusal", None)
-    backend.forget_noted_aborts()  # earlier tests' aborts
-
-
-def _trapped_exit(backend, monkeypatch, abort_where: str) -> list:
-    """The script's abort, caught ``abort_where``, then its ``os._exit(0)`` (in the thread that caught it, for
-    "thread"), under the scan's trap; the statuses the real ``os._exit`` was called with."""
-    import types
-
-    from dmlprof.record.recorder import Recorder
-
-    ended: list = []
-    monkeypatch.setattr(os, "_exit", ended.append)  # the real one the trap calls
-    monkeypatch.setattr(Recorder, "current", types.SimpleNamespace(backend=backend))  # the scan's (past its window)
-    device = backend.device()
-    with user_code.hard_exit_trapped():
-        if abort_where == "thread":  # case 11: the thread's handler ends the process
-            _in_a_thread(lambda: (_caught_abort(device), os._exit(0)))
-        else:
-            if abort_where == "thread, exit in main":  # case 12
-                _in_a_thread(_caught_abort, device)
-            elif abort_where == "forked worker":  # case 16
-                _in_a_forked_worker(device)
-            else:  # case 15: on the run's thread, past the recorded steps
-                _caught_abort(device)
-            os._exit(0)
-    return ended
-
-
-_WHERE = {"thread": "in another thread", "thread, exit in main": "in another thread",
-          "forked worker": "in forked process", "past the recorded steps": "in a step nothing recorded"}
-
-
-@pytest.mark.parametrize("abort_where", [pytest.param(where, marks=pytest.mark.skipif(
-    where == "forked worker" and not (POSIX and hasattr(os, "fork")), reason="fork is POSIX")) for where in _WHERE])
-def test_an_unrecorded_abort_then_os_exit_is_journaled_and_salvaged_with_exit_4(tmp_path, monkeypatch, capsys,
-                                                                                emulated_dml_backend, abort_where):
-    # cases 11, 12, 15, 16: "note: ... ended its process with os._exit(0)", "check ... passed", exit 0
-    from dmlprof.cli import build_parser
-
-    _fresh(emulated_dml_backend, monkeypatch)
-    journal = _journal_with_header(tmp_path)
-    monkeypatch.setattr(survival, "_supervised", True)
-    monkeypatch.setattr(survival, "_crash_log_fd", None)
-    monkeypatch.setattr(journal_module, "_process_journal", journal)
-    assert _trapped_exit(emulated_dml_backend, monkeypatch, abort_where) == [0]  # the status the script gave
-    journal.close()
-    contents = read_journal(journal.path)
-    assert contents.os_exit == 0 and contents.refusal is not None, contents
-    assert contents.refusal["op"].startswith("aten::_fft_r2c, " + _WHERE[abort_where]), contents.refusal
-    assert contents.refusal["kind"] == "aborts" and contents.refusal["explanation"]
-    monkeypatch.chdir(tmp_path)
-    args, _ = build_parser().parse_known_args(["check", "train.py", "--quiet", "--target", "dml"])
-    code = survival.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, 0)
-    line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert code == 4, line
-    assert line.startswith("dmlprof: error: train.py: ") and "os._exit(0)" in line and _WHERE[abort_where] in line
-    meta = json.loads(next((tmp_path / "reports").glob("*.session.json")).read_text(encoding="utf-8"))["meta"]
-    assert meta["device_failure"]["op"].startswith("aten::_fft_r2c, " + _WHERE[abort_where])
-
-
-def test_an_unsupervised_scans_os_exit_after_an_abort_in_another_thread_ends_with_exit_4(monkeypatch, capfd,
-                                                                                       emulated_dml_backend):
-    # case 13: DMLPROF_NO_SUPERVISOR=1, the thread caught the abort, then os._exit(0): exit 0
-    _fresh(emulated_dml_backend, monkeypatch)
-    monkeypatch.setattr(survival, "_supervised", False)
-    assert _trapped_exit(emulated_dml_backend, monkeypatch, "thread") == [4]
-    assert "after a call the device refused" in capfd.readouterr().err
 
 
 def test_a_journaled_refusal_leads_over_a_stop_signal_that_killed_the_child(tmp_path, monkeypatch, capsys):
@@ -179,12 +185,10 @@ os.kill(os.getpid(), signal.SIGTERM)  # the scheduler's
 
 
 @pytest.mark.skipif(not POSIX, reason="a SIGTERM to oneself ends a Windows process outright")
-def test_a_sigterm_after_an_unrecorded_abort_ends_the_run_with_the_refusal(tmp_path, emulated_dml_backend,
-                                                                           monkeypatch):
+def test_a_sigterm_after_an_unrecorded_abort_ends_the_run_with_the_refusal(tmp_path, emulated_dml_backend):
     # case 17: "stopped by SIGTERM", exit 143; neither the line nor the saved session named the refusal
     from dmlprof import interrupts, runner
 
-    _fresh(emulated_dml_backend, monkeypatch)
     script = tmp_path / "train.py"
     script.write_text(SIGTERM_AFTER_AN_UNRECORDED_ABORT, encoding="utf-8")
     with interrupts.stopping(), pytest.raises(runner.ScanStopped) as stopped:
