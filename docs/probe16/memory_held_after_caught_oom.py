@@ -10,7 +10,9 @@ DMLPROF_NO_SUPERVISOR=1: the same), and prints each run's chosen batch and exit 
 --from cuda: "batch 16384", then exit 4 "the process ran out of host memory allocating 4.0 MiB"); the
 resident memory at each later failure grows 2.46 -> 2.72 -> 2.86 GB, where plain python's is freed. Dropping a
 tensor after a caught error is freed under dmlprof in simpler cases (a failed op, a failed module forward, a
-failed backward): the hold is specific to this forward+backward attempt.
+failed backward) once `gc.collect()` runs: the hold is a reference cycle, and with a `gc.collect()` after
+each attempt the scan picks plain python's batch. The cycle seems to be dmlprof/record/recorder.py's `raise
+failed` (the frame holding the exception and the call's arguments is in the exception's traceback).
 """
 import resource
 import subprocess
