@@ -219,7 +219,14 @@ class _Calls:
                 rec.backend.note_failure(failed, found)
             if found is not None or rec.backend.failure_in(failed, _touches(rec.backend.device_type, inputs)):
                 rec.refused_rows.add(rec.failed_row)  # sent to the device, never run there: no device call
-            raise failed
+            # Raised while a local of this frame names it, the error's traceback holds this frame and the frame the
+            # error: a cycle that keeps the call's arguments and, through the traceback, the user's frames and their
+            # activations until the cycle collector runs, long after the script caught the error and let it go
+            # (re-probe 16, case 11: a batch-size finder catching out-of-memory errors picked a 16x smaller batch).
+            try:
+                raise failed
+            finally:
+                failed = refused = None
         if pending is not None:
             verifier.after(pending, args, kwargs, out, step=rec.step, phase=phase, module=module, source=source,
                            seq=len(rec.rows) - 1)
@@ -471,7 +478,10 @@ class _Refusals:
         if refused is not None:
             if journal is not None and refused is self.backend.first_refusal:
                 _journal_refusal(journal, None, self.backend, refused, func)
-            raise refused
+            try:
+                raise refused
+            finally:  # no cycle through this frame (see _Calls._record)
+                refused = None
         try:
             if journal is None:
                 return call_as_dispatched(func, args, kwargs)
