@@ -226,8 +226,9 @@ class Run:
                 remedy = f"if the script fails for want of {hint.split()[-1]}, scan it with {hint}"
         return ModelRaisedError(f"{what} raised {describe_exception(exc)}" + (f" (at {at})" if at else ""), remedy=remedy)
 
-    def _guarded(self, body, *, finish=None):
-        """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given."""
+    def _guarded(self, body, *, finish=None, recorded_whole=None):
+        """Run ``body``; on Ctrl-C or an error raise one line, with ``finish()``'s partial session if given
+        (``recorded_whole()``: whether every recorded step was taken, so that a stop after them keeps a whole one)."""
         where = f"step {len(self.step_times_ms) + 1}" if self.run_mode == "contract" else self.path.name
         completed, stopped_by = False, None
         try:
@@ -275,6 +276,11 @@ class Run:
         # a device that raised in place of the process's end, caught by the code, recorded the run to its end:
         # whole, not partial, its finding the call where DirectML's process ends (DeviceFailure.calls_after)
         whole = completed and self.backend.raises_for_aborts
+        if stopped_by is not None and recorded_whole is not None and recorded_whole():
+            # a scheduler's SIGTERM or a `kill` past the recorded steps (a --run-to-end script): the recording is
+            # whole, only the script's end is not (re-probe 16, case 30)
+            whole = True
+            self.facts.note(f"{stopped_by} after its recorded steps")
         self.facts.set(partial=not whole, partial_reason=str(cause.one_line()))
         if stopped_by is not None:
             # Ctrl-C: saving a long recording takes a while; say so, and let no second Ctrl-C lose it

@@ -87,7 +87,8 @@ class ScriptRun(Run):
                 # the calls of the step under way (a warm-up step beyond the first runs unrecorded: none counted)
                 recorder.window.step_calls = self._follow_calls(bar, StepCalls(lambda: len(recorder.rows)),
                                                                 steps_ended=lambda: recorder.window.taken)
-                self._guarded(run_script, finish=finish)
+                self._guarded(run_script, finish=finish,
+                              recorded_whole=lambda: recorder.window.taken >= warmup + steps)
             self.facts.set(duration_s=round(time.perf_counter() - start, 3))
             session = finish()  # inside: stopping the profiler is part of the processing shown
         if session.ops.empty and recorder.window.taken:  # it ran ops, all in steps left unrecorded
