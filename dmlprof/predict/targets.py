@@ -8,11 +8,13 @@ the CPU. Nothing here names a target.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 from types import SimpleNamespace
 
 from dmlprof.backends.base import Backend
 from dmlprof.predict.arguments import flat_tensors
+from dmlprof.predict.autocast import TargetAutocast, target_device_type_autocasts
 from dmlprof.predict.backend import PredictedDmlBackend
 from dmlprof.predict.standin import StandIn
 from dmlprof.record.tap import op_overload
@@ -38,6 +40,23 @@ class TargetStandIn(StandIn):
         # where ATen picks another op on the target's device than on a PrivateUse1 one (MPS convolves with
         # _mps_convolution), the stand-in's op runs as the target's own does
         self._natives = self._natives | frozenset(semantics.stand_in_natives())
+        # the target's autocast, where it has one (torch-directml has none: --target dml's refusal stays)
+        self._autocast = TargetAutocast(semantics.autocast_key, device_type) if semantics.autocast_key else None
+
+    def install(self) -> None:
+        super().install()
+        if self._autocast is not None:
+            self._autocast.install()
+
+    def refresh(self) -> None:
+        super().refresh()
+        if self._autocast is not None:
+            self._autocast.refresh()
+
+    def remove(self) -> None:
+        if self._autocast is not None:
+            self._autocast.remove()
+        super().remove()
 
     def refused_dtypes(self, float64_support: bool) -> dict:
         return self.semantics.refused_dtypes()
@@ -80,6 +99,12 @@ class PredictedTargetBackend(PredictedDmlBackend):
         super().__init__(index, table=semantics.table, float64_support=True, values=values)
         self.semantics = semantics
         self.name = semantics.table.backend
+
+    @contextmanager
+    def run_context(self):
+        """The stand-in's run, where ``torch.autocast("<target>")`` autocasts on the stand-in."""
+        with super().run_context(), target_device_type_autocasts(self.name, self.device_type):
+            yield
 
     def _new_standin(self):
         return TargetStandIn(self.semantics, self.fallback_log, self.device_type, self.values)
