@@ -60,3 +60,11 @@ def test_autocast_named_by_the_target_casts_on_the_stand_in_and_is_restored(tmp_
     session = predict_scan(_autocast_model(tmp_path, repr(target), dtype), target=target)
     assert session.meta.device_failure is None
     assert torch.amp.autocast_mode.autocast.__init__ is original
+
+
+def test_directml_still_refuses_autocast_as_torch_directml_registers_no_autocast_kernels(tmp_path):
+    from dmlprof.runner import ScanStopped
+
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(_autocast_model(tmp_path, "x.device.type"), target="dml")
+    assert "registers no autocast kernels" in str(stopped.value)
