@@ -149,7 +149,7 @@ class PredictedTargetBackend(PredictedDmlBackend):
         return (self.semantics.provenance(),)
 
 
-#: a line comparing a device's type with something (``x.device.type == "mps"``, ``"cuda" != dev.type``,
+#: a line comparing a device's type with something (``x.device.type == "cuda"``, ``"cpu" != dev.type``,
 #: ``device.type in (...)``): code that takes another branch on the stand-in, whose type reads "privateuseone"
 _DEVICE_TYPE_TEST = re.compile(r"\.type\s*(?:==|!=|\bin\b|\bnot\s+in\b)|(?:==|!=)\s*[\w.\[\]()]*\.type\b")
 
