@@ -50,6 +50,9 @@ class TargetSemantics:
     #: ``{composite op: the kernel its device-type branch calls on the target's device}``, where that kernel
     #: refuses some arguments (``argument_failure`` says which) and the stand-in's composite never calls it
     judged_composites: Mapping[str, str] = {}
+    #: the dispatch key of the target's own autocast kernels ("AutocastMPS"), which the stand-in mirrors on
+    #: AutocastPrivateUse1 (dmlprof.predict.autocast); None: the device has no autocast
+    autocast_key: Optional[str] = None
 
     def __init__(self, table, environ: Optional[Mapping[str, str]] = None):
         self.table = table

@@ -40,6 +40,8 @@ def base_name(op: str) -> str:
 class Semantics(TargetSemantics):
     title = "MPS"
     fallback_env = "PYTORCH_ENABLE_MPS_FALLBACK"
+    # torch.autocast("mps") casts to float16 (bfloat16 too on macOS 14+), by ATen's AutocastMPS kernels
+    autocast_key = "AutocastMPS"
     assumes = "assumed macOS 15 or later (common_mps.py's lists for older macOS not applied)"
     # ATen's own device-type branches: convolution (select_conv_backend: ConvBackend::Mps) and the LSTM
     # (_lstm_mps when the input is on MPS) take MPS kernels where a PrivateUse1 device takes these

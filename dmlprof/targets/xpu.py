@@ -13,6 +13,8 @@ from dmlprof.targets.base import TargetSemantics
 class Semantics(TargetSemantics):
     title = "XPU"
     fallback_env = "PYTORCH_ENABLE_XPU_FALLBACK"
+    # torch.autocast("xpu") casts to bfloat16 (its default) or float16, by ATen's AutocastXPU kernels
+    autocast_key = "AutocastXPU"
     # Data-centre GPUs (Max) run float64; Arc and integrated GPUs have no float64 hardware, and no wheel says
     # which one a user has: the prediction assumes the device runs every dtype its kernels are built for.
     assumes = "assumed a GPU that runs float64 (Intel Arc and integrated GPUs do not)"
