@@ -18,13 +18,17 @@ are the scanned device's of that dtype; what is left to torch (events,
 streams) fails in a line that says ``--from`` does not map it
 (:func:`unmapped_note`).
 
-All of it is undone when the script ends.
+The threads the script starts while it runs (a prefetcher, a thread pool's workers, an evaluator) each enter the
+same mapping, as the script's main thread has it: a ``TorchFunctionMode`` is thread-local.
+
+All of it is undone when the script ends (a thread of the script's that outlives it maps no more).
 """
 from __future__ import annotations
 
 import importlib
 import re
 import sys
+import threading
 import types
 from contextlib import ExitStack, contextmanager
 
@@ -49,6 +53,7 @@ class _Requests:
     initialises at a script's first CUDA tensor)."""
 
     made = False
+    ended = False  # the script has ended: a thread of its that outlives it maps no more
 
 
 class _DeviceArguments(TorchFunctionMode):
@@ -66,6 +71,8 @@ class _DeviceArguments(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.requests.ended:
+            return func(*args, **kwargs)
         if func is torch.device and _maps(args[0] if args else kwargs.get("type"), self.source):
             return self.target  # torch.device("cuda", 0): the type and index of the one scanned device
         if func is self._to_source and func is not None:
@@ -441,8 +448,34 @@ def remapped(source: str, backend):
         stack.enter_context(_patched(_module_answers(source, backend, requests, legacy_types)))
         stack.enter_context(_autocast_on(source, target))
         stack.enter_context(_no_pinning())
-        stack.enter_context(_DeviceArguments(source, target, requests, legacy_types))
+        def device_arguments():
+            return _DeviceArguments(source, target, requests, legacy_types)
+
+        stack.callback(setattr, requests, "ended", True)
+        stack.enter_context(_in_new_threads(device_arguments))
+        stack.enter_context(device_arguments())
         yield
+
+
+@contextmanager
+def _in_new_threads(make_mode):
+    """Every thread started in the block runs in a mode of its own from ``make_mode`` (a mode's state is the thread's:
+    one instance is not pushed on two threads' stacks). ``Thread._bootstrap_inner`` is what every thread runs, a
+    subclass's own ``run`` and a thread pool's workers too; threads running before the block are left as they are."""
+    bootstrap = getattr(threading.Thread, "_bootstrap_inner", None)
+    if bootstrap is None:  # not this Python's threading: the main thread alone is mapped, as before
+        yield
+        return
+
+    def _bootstrap_inner(self):
+        with make_mode():
+            bootstrap(self)
+
+    threading.Thread._bootstrap_inner = _bootstrap_inner
+    try:
+        yield
+    finally:
+        threading.Thread._bootstrap_inner = bootstrap
 
 
 @contextmanager
