@@ -76,7 +76,7 @@ def test_a_data_loaders_pin_memory_thread_hands_its_batches_on():
 def test_a_thread_started_after_the_scan_is_left_alone():
     with remapped("cuda", CpuBackend()):
         pass
-    with pytest.raises((AssertionError, RuntimeError), match="CUDA"):
+    with pytest.raises((AssertionError, RuntimeError), match="CUDA|NVIDIA"):  # a build without CUDA; one without a driver
         _in_a_thread(lambda: torch.ones(1).to("cuda"))
 
 
