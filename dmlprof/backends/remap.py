@@ -499,6 +499,10 @@ def unmapped_note(exc: BaseException, source: str):
     line does not read as the script's own error; where torch's C++ refused for want of the device (a use of it the
     remap does not see), a remedy saying so, not the advice to pass ``--from`` already given; None for any other
     failure (one raised deeper, by an op, is not torch.cuda's own even where a torch.cuda frame called it)."""
+    if source == "cuda" and _refused_by_lightning(exc):
+        return ("--from cuda does not carry Lightning's GPU accelerator: it checks that its device is CUDA's own, "
+                "which the scanned device is not; scan the LightningModule's step as a model file (build_model, "
+                "make_batch: docs/model_contract.md)")
     package = f"torch.{source}"
     no_source_here = _NO_SOURCE_HERE.get(source)
     if no_source_here is not None and no_source_here.search(str(exc)) and _innermost_package(exc) != package:
@@ -526,6 +530,22 @@ def unmapped_note(exc: BaseException, source: str):
     shown = package if public is not None and public is entered.f_globals.get(name.split(".")[0]) else module
     return (f"--from {source} does not map {shown}.{name}: it runs as torch's own, which has no "
             f"{source} device here (docs/scripts.md lists what --from {source} answers)")
+
+
+#: Lightning's packages (the unified one, and the older names): its CUDA accelerator, picked because
+#: ``torch.cuda.is_available()`` answers True, refuses a device that is not ``cuda`` ("Device should be GPU, got
+#: privateuseone:0 instead")
+_LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")
+_NAMES_A_DEVICE = re.compile(r"GPU|CUDA|cuda|privateuseone|got cpu")
+
+
+def _refused_by_lightning(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside Lightning, about the device it was given."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    return module.split(".")[0] in _LIGHTNING and bool(_NAMES_A_DEVICE.search(str(exc)))
 
 
 def _innermost_package(exc: BaseException) -> str:
