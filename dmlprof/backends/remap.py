@@ -311,6 +311,24 @@ def _memory_answers(backend) -> dict:
     return {"memory_stats": memory_stats, "memory_summary": memory_summary}
 
 
+def _memory_fraction() -> dict:
+    """``set_per_process_memory_fraction(0.5)``, a shared-GPU script's first line: it caps CUDA's caching allocator,
+    which the scanned device has none of, and changes nothing computed; so it is checked as torch checks it and kept,
+    for ``get_per_process_memory_fraction()`` to answer, but caps nothing (the scan does not fail at the cap where
+    CUDA would)."""
+    fraction = [1.0]
+
+    def set_per_process_memory_fraction(value, device=None):
+        if not isinstance(value, float):
+            raise TypeError("Invalid type for fraction argument, must be `float`")
+        if value < 0 or value > 1:
+            raise ValueError(f"Invalid fraction value: {value}. Allowed range: 0~1")
+        fraction[0] = value
+
+    return {"set_per_process_memory_fraction": set_per_process_memory_fraction,
+            "get_per_process_memory_fraction": lambda device=None: fraction[0]}
+
+
 def _nvtx_answers() -> dict:
     """NVTX ranges (profiler annotations for NVIDIA's tools): nothing to annotate here; the depths are as NVTX counts."""
     depth = [0]
@@ -381,6 +399,7 @@ def _module_answers(source: str, backend, requests: _Requests, legacy_types: dic
             "init": lambda: setattr(requests, "made", True),
             **legacy_types,  # torch.cuda.FloatTensor, ...
             **_memory_answers(backend),
+            **_memory_fraction(),
             **common,
         }
         target = backend.device()
