@@ -18,13 +18,17 @@ are the scanned device's of that dtype; what is left to torch (events,
 streams) fails in a line that says ``--from`` does not map it
 (:func:`unmapped_note`).
 
-All of it is undone when the script ends.
+The threads the script starts while it runs (a prefetcher, a thread pool's workers, an evaluator) each enter the
+same mapping, as the script's main thread has it: a ``TorchFunctionMode`` is thread-local.
+
+All of it is undone when the script ends (a thread of the script's that outlives it maps no more).
 """
 from __future__ import annotations
 
 import importlib
 import re
 import sys
+import threading
 import types
 from contextlib import ExitStack, contextmanager
 
@@ -49,6 +53,7 @@ class _Requests:
     initialises at a script's first CUDA tensor)."""
 
     made = False
+    ended = False  # the script has ended: a thread of its that outlives it maps no more
 
 
 class _DeviceArguments(TorchFunctionMode):
@@ -66,6 +71,8 @@ class _DeviceArguments(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.requests.ended:
+            return func(*args, **kwargs)
         if func is torch.device and _maps(args[0] if args else kwargs.get("type"), self.source):
             return self.target  # torch.device("cuda", 0): the type and index of the one scanned device
         if func is self._to_source and func is not None:
@@ -304,6 +311,24 @@ def _memory_answers(backend) -> dict:
     return {"memory_stats": memory_stats, "memory_summary": memory_summary}
 
 
+def _memory_fraction() -> dict:
+    """``set_per_process_memory_fraction(0.5)``, a shared-GPU script's first line: it caps CUDA's caching allocator,
+    which the scanned device has none of, and changes nothing computed; so it is checked as torch checks it and kept,
+    for ``get_per_process_memory_fraction()`` to answer, but caps nothing (the scan does not fail at the cap where
+    CUDA would)."""
+    fraction = [1.0]
+
+    def set_per_process_memory_fraction(value, device=None):
+        if not isinstance(value, float):
+            raise TypeError("Invalid type for fraction argument, must be `float`")
+        if value < 0 or value > 1:
+            raise ValueError(f"Invalid fraction value: {value}. Allowed range: 0~1")
+        fraction[0] = value
+
+    return {"set_per_process_memory_fraction": set_per_process_memory_fraction,
+            "get_per_process_memory_fraction": lambda device=None: fraction[0]}
+
+
 def _nvtx_answers() -> dict:
     """NVTX ranges (profiler annotations for NVIDIA's tools): nothing to annotate here; the depths are as NVTX counts."""
     depth = [0]
@@ -374,6 +399,7 @@ def _module_answers(source: str, backend, requests: _Requests, legacy_types: dic
             "init": lambda: setattr(requests, "made", True),
             **legacy_types,  # torch.cuda.FloatTensor, ...
             **_memory_answers(backend),
+            **_memory_fraction(),
             **common,
         }
         target = backend.device()
@@ -441,8 +467,34 @@ def remapped(source: str, backend):
         stack.enter_context(_patched(_module_answers(source, backend, requests, legacy_types)))
         stack.enter_context(_autocast_on(source, target))
         stack.enter_context(_no_pinning())
-        stack.enter_context(_DeviceArguments(source, target, requests, legacy_types))
+        def device_arguments():
+            return _DeviceArguments(source, target, requests, legacy_types)
+
+        stack.callback(setattr, requests, "ended", True)
+        stack.enter_context(_in_new_threads(device_arguments))
+        stack.enter_context(device_arguments())
         yield
+
+
+@contextmanager
+def _in_new_threads(make_mode):
+    """Every thread started in the block runs in a mode of its own from ``make_mode`` (a mode's state is the thread's:
+    one instance is not pushed on two threads' stacks). ``Thread._bootstrap_inner`` is what every thread runs, a
+    subclass's own ``run`` and a thread pool's workers too; threads running before the block are left as they are."""
+    bootstrap = getattr(threading.Thread, "_bootstrap_inner", None)
+    if bootstrap is None:  # not this Python's threading: the main thread alone is mapped, as before
+        yield
+        return
+
+    def _bootstrap_inner(self):
+        with make_mode():
+            bootstrap(self)
+
+    threading.Thread._bootstrap_inner = _bootstrap_inner
+    try:
+        yield
+    finally:
+        threading.Thread._bootstrap_inner = bootstrap
 
 
 @contextmanager
@@ -466,6 +518,10 @@ def unmapped_note(exc: BaseException, source: str):
     line does not read as the script's own error; where torch's C++ refused for want of the device (a use of it the
     remap does not see), a remedy saying so, not the advice to pass ``--from`` already given; None for any other
     failure (one raised deeper, by an op, is not torch.cuda's own even where a torch.cuda frame called it)."""
+    if source == "cuda" and _refused_by_lightning(exc):
+        return ("--from cuda does not carry Lightning's GPU accelerator: it checks that its device is CUDA's own, "
+                "which the scanned device is not; scan the LightningModule's step as a model file (build_model, "
+                "make_batch: docs/model_contract.md)")
     package = f"torch.{source}"
     no_source_here = _NO_SOURCE_HERE.get(source)
     if no_source_here is not None and no_source_here.search(str(exc)) and _innermost_package(exc) != package:
@@ -493,6 +549,22 @@ def unmapped_note(exc: BaseException, source: str):
     shown = package if public is not None and public is entered.f_globals.get(name.split(".")[0]) else module
     return (f"--from {source} does not map {shown}.{name}: it runs as torch's own, which has no "
             f"{source} device here (docs/scripts.md lists what --from {source} answers)")
+
+
+#: Lightning's packages (the unified one, and the older names): its CUDA accelerator, picked because
+#: ``torch.cuda.is_available()`` answers True, refuses a device that is not ``cuda`` ("Device should be GPU, got
+#: privateuseone:0 instead")
+_LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")
+_NAMES_A_DEVICE = re.compile(r"GPU|CUDA|cuda|privateuseone|got cpu")
+
+
+def _refused_by_lightning(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside Lightning, about the device it was given."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    return module.split(".")[0] in _LIGHTNING and bool(_NAMES_A_DEVICE.search(str(exc)))
 
 
 def _innermost_package(exc: BaseException) -> str:

@@ -88,3 +88,14 @@ def test_on_the_emulated_device_a_cuda_generator_draws_what_the_devices_random_c
         assert parallel(torch.ones(2, 3)).device == emulated_dml_backend.device()
     assert torch.equal(drawn.cpu(), torch.randn(3, generator=torch.Generator().manual_seed(1)))
     assert on_device == (True, True, False)
+
+
+def test_lightnings_gpu_accelerator_is_named_as_not_carried(emulated_dml_backend):
+    """Re-probe 16, case 18: Lightning picks its CUDA accelerator (``torch.cuda.is_available()`` answers True), whose
+    check of its device refused the scanned one, read as the script's own error."""
+    accelerators = pytest.importorskip("lightning.pytorch.accelerators")
+    with remapped("cuda", emulated_dml_backend):
+        with pytest.raises(Exception, match="Device should be GPU") as refused:
+            accelerators.CUDAAccelerator().setup_device(torch.device("cuda"))
+        note = unmapped_note(refused.value, "cuda")
+    assert note is not None and "Lightning's GPU accelerator" in note and "model file" in note

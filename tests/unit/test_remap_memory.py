@@ -62,3 +62,15 @@ def test_the_host_memory_readers_agree_with_each_other():
     total, available = host_memory.total_physical_memory_bytes(), host_memory.available_physical_memory_bytes()
     resident = host_memory.resident_bytes()
     assert 0 < available <= total and 0 < resident < total
+
+
+def test_a_memory_fraction_is_kept_and_caps_nothing():
+    """Re-probe 16, case 28: a shared-GPU script's ``set_per_process_memory_fraction(0.5, 0)`` failed the scan; it caps
+    CUDA's caching allocator only, which the scanned device has none of."""
+    with remapped("cuda", CpuBackend()):
+        torch.cuda.set_per_process_memory_fraction(0.5, 0)
+        kept = torch.cuda.get_per_process_memory_fraction()
+        big = torch.ones(1 << 20, device="cuda")  # no cap on what the script allocates
+        with pytest.raises(ValueError, match="Allowed range"):
+            torch.cuda.set_per_process_memory_fraction(1.5)
+    assert kept == 0.5 and big.numel() == 1 << 20
