@@ -24,7 +24,8 @@ from dmlprof.predict.arguments import flat_tensors
 from dmlprof.predict.conversion import FAILED, given_values
 from dmlprof.predict.husks import META, META_KEYS, device_tensor
 from dmlprof.predict.placeholders import MATCHES_NOTHING, value_of
-from dmlprof.predict.values import WHY_EMPTY, WHY_META, constant_of, cpu_view, has_values, set_constant, unknown_why
+from dmlprof.predict.values import (
+    WHY_EMPTY, WHY_META, constant_of, cpu_view, forget, has_values, set_constant, unknown_why)
 from dmlprof.record.frame import op_name
 
 
@@ -208,6 +209,28 @@ def _convolution_backward_overrideable(standin, overload, args, kwargs):
     return standin.with_cpu_layout(*call)
 
 
+def _native_dropout_mask_as_directml(standin, overload, args, kwargs):
+    """torch-directml's native_dropout returns its mask in the input's dtype (0 and 1), where the CPU's and Meta's
+    kernels return a bool one: measured on realdml (torch-directml 0.2.5, torch 2.4.1; float32 and float16, train
+    or not; re-probe 16, 15). Autograd hands the mask to native_dropout_backward, so a real step's backward is
+    (float32, float32), never (bool, float32)."""
+    out, mask = standin.compute(overload, args, kwargs)
+    dtype = args[0].dtype
+    if mask.dtype == dtype:
+        return out, mask
+    cast = device_tensor(mask.shape, mask.stride(), 0, dtype, mask.device)
+    if has_values(mask):
+        with torch._C._DisableTorchDispatch():
+            values = torch.empty_strided(tuple(mask.shape), tuple(mask.stride()), dtype=dtype)
+            values.copy_(cpu_view(mask))
+        standin.values.keep(cast, values)
+    elif constant_of(mask) is not None:
+        set_constant(cast, float(constant_of(mask)), unknown_why(mask))
+    else:
+        forget(cast, unknown_why(mask))
+    return out, cast
+
+
 SPECIAL = {
     "aten::empty.memory_format": _empty,
     "aten::empty_strided": _empty,
@@ -236,3 +259,6 @@ ANSWERED = {"aten::allclose": _allclose}
 #: device's results follow (what later calls do depends on it: a view or a copy, a gradient accumulated
 #: in place or copied to the parameter's layout).
 CPU_LAYOUT = frozenset({"aten::native_layer_norm_backward"})
+#: Kernels of torch-directml's that return other dtypes than the CPU's: the DirectML stand-in's only (the other
+#: targets' devices return the CPU's bool dropout mask).
+DIRECTML_DTYPES = {"aten::native_dropout": _native_dropout_mask_as_directml}

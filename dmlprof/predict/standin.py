@@ -70,7 +70,7 @@ from dmlprof.predict.placeholders import FINDS_INDICES, SIZED_BY_DATA, placehold
 from dmlprof.predict.reshape import directml_reshape
 from dmlprof.predict.rnn_cells import META_REFERENCES, UNFUSED_PATHS
 from dmlprof.predict.shape_cache import cache_key, cache_kind, cached, remember
-from dmlprof.predict.special_kernels import ANSWERED, CPU_LAYOUT, SPECIAL
+from dmlprof.predict.special_kernels import ANSWERED, CPU_LAYOUT, DIRECTML_DTYPES, SPECIAL
 from dmlprof.predict.values import (
     WHY_EMPTY, WHY_META, ValueStore, constant_of, cpu_view, has_values, set_constant, unknown_why,
 )
@@ -155,6 +155,8 @@ class StandIn:
     unfused = frozenset()
     #: composites the device predicted judges by their arguments before they decompose (``judge_composite``)
     judged_composites = frozenset()
+    #: kernels whose outputs' dtypes are the device's own, not the CPU's (torch-directml's dropout mask)
+    own_dtypes = DIRECTML_DTYPES
 
     def refused_dtypes(self, float64_support: bool) -> dict:
         """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
@@ -226,8 +228,8 @@ class StandIn:
             return lambda keyset, *args, **kwargs: unfused(*args, **kwargs)
         elif name not in self._natives:
             run = lambda args, kwargs: self.fallback(overload, name, args, kwargs)  # noqa: E731
-        elif name in SPECIAL:
-            special = SPECIAL[name]
+        elif name in SPECIAL or name in self.own_dtypes:
+            special = self.own_dtypes.get(name) or SPECIAL[name]
             run = lambda args, kwargs: special(self, overload, args, kwargs)  # noqa: E731
         elif view_sources(overload):
             run = lambda args, kwargs: self.view(overload, args, kwargs)  # noqa: E731

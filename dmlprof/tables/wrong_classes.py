@@ -6,7 +6,7 @@ to: this module holds the classes, and matches a recorded call (op, dtypes, inpu
 the recording kept them, its scalar arguments) against them. Three sources of classes:
 
 - classes measured on real torch-directml outside dmlprof (:data:`CLASSES`): integer operands with a
-  broadcast input, ``nll_loss`` over more than 100 classes ignoring ``ignore_index=-100``, the bool mask
+  broadcast input of another rank, ``nll_loss`` over more than 100 classes ignoring ``ignore_index=-100``, the bool mask
   multiply of ``amax``'s backward, an in-place write into a view past its base's start whose gradient a
   backward takes (views report offset 0 there: the written slice's gradient is misplaced);
 - the table entry's own ``wrong_class`` (what the generator measured the wrong samples to share; the
@@ -85,12 +85,27 @@ def parse_shapes(text: str) -> Tuple[Tuple[int, ...], ...]:
 
 
 def _broadcast_integer_operands(call: Call) -> bool:
-    """Two tensor operands of different shapes, both with a dimension (a 0-d scalar operand is not a broadcast
-    input: unmeasured), and an integer dtype among the call's: measured (5,1) with (5,) wrong, equal shapes right."""
+    """Two tensor operands of different ranks, the lower-ranked one of more than one element, and an integer
+    dtype among the call's. Measured on realdml (re-probe 16, 21): wrong where an integer operand is broadcast by
+    leading dimensions it lacks ((5, 1) with (5,); (4, 16) with (16,); (4, 10, 16) with (10, 1)), right where the
+    ranks are equal, whichever sizes broadcast ((4, 16) with (4, 1), the masked mean pooling; (1, 5) with (5, 1)),
+    and right for a lower-ranked operand of one element ((4, 16) with (1,)). The recording keeps the call's dtypes
+    as a set, not per operand, so a float operand of lower rank beside an integer one is flagged too (measured
+    right: float (16,) by int64 (4, 16)). A 0-d operand is a scalar, not a broadcast input: unmeasured."""
     if len(call.shapes) < 2 or not any(d in _INTEGER for d in call.dtypes):
         return False
     first, second = call.shapes[0], call.shapes[1]
-    return bool(first) and bool(second) and first != second
+    if not first or not second or len(first) == len(second):
+        return False
+    lower = first if len(first) < len(second) else second
+    return _elements(lower) > 1
+
+
+def _elements(shape: Tuple[int, ...]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def _float_times_int64_broadcast(call: Call) -> bool:
@@ -235,11 +250,12 @@ _INTEGER_BROADCAST_OPS = tuple(f"aten::{name}" for name in (
     "floor_divide", "floor_divide_.Tensor", "atan2", "atan2_", "pow.Tensor_Tensor", "pow_.Tensor"))
 
 CLASSES: Tuple[WrongClass, ...] = (
-    WrongClass(_INTEGER_BROADCAST_OPS, "integer operands with a broadcast input (e.g. (5, 1) with (5,))",
+    WrongClass(_INTEGER_BROADCAST_OPS, "integer operands of different ranks (e.g. (5, 1) with (5,))",
                "values differ: torch.remainder(randint((5,1)), randint((5,))) 13 of 25 elements wrong; equal "
                "shapes are right", REALDML, _broadcast_integer_operands,
-               "the result is wrong wherever an operand is broadcast", fix="expand both operands to one shape first"),
-    WrongClass(("aten::mul.Tensor", "aten::mul_.Tensor"), "a float tensor times an int64 tensor, one broadcast",
+               "the result is wrong wherever an operand is broadcast", fix="give both operands the same number of dimensions "
+               "first (x[None] or keepdim=True)"),
+    WrongClass(("aten::mul.Tensor", "aten::mul_.Tensor"), "a float tensor times an int64 tensor of another rank",
                "values differ: randn(5,1) * randint((5,)) 20 of 25 elements wrong", REALDML,
                _float_times_int64_broadcast, fix="cast the int64 operand to the float dtype first"),
     WrongClass(("aten::addmm", "aten::baddbmm"), "integer addmm/baddbmm with a fractional alpha or beta",

@@ -71,3 +71,13 @@ def test_cross_entropy_ignore_index_is_wrong_over_100_classes_on_both_sides_and_
     assert {r["op"] for r in nll} == {"aten::nll_loss_forward", "aten::nll_loss_backward"}
     assert all(r["real_wrong"] is wrong and r["predicted_wrong"] is wrong for r in nll), nll
     assert done.returncode == 0 and not _contradicted(document), _contradicted(document)
+
+
+@pytest.mark.parametrize("model", ["confirm_dropout_false_contradiction.py", "wrong_class_one_sided_integer_broadcast.py"])
+def test_dropout_and_masked_mean_pooling_are_confirmed_right(realdml, tmp_path, model):
+    """Re-probe 16, 15 and 20/21: the prediction's dropout mask was the CPU's bool (real DirectML's is float32),
+    and its integer-broadcast class took float (4, 16) / int64 (4, 1) for wrong (real DirectML: 0 of 64 wrong):
+    both were contradicted, exit 5."""
+    done, document = _confirm(realdml, tmp_path, REPO / "docs" / "probe16" / model)
+    assert done.returncode == 0 and not _contradicted(document), _contradicted(document)
+    assert not any(r["predicted_wrong"] or r["real_wrong"] for r in document["rows"])

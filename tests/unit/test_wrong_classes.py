@@ -36,6 +36,21 @@ def test_integer_operands_are_flagged_with_a_broadcast_input_only():
     assert not classes_for(call_of("aten::mul.Tensor", "float32", "[[5, 1], [5]]"))
 
 
+def test_integer_operands_of_equal_rank_are_not_flagged_whichever_sizes_broadcast():
+    """Re-probe 16, 21, measured on realdml (torch-directml 0.2.5, torch 2.4.1): float (4, 16) / int64 (4, 1) 0 of
+    64 wrong, float (4, 16) * int64 (4, 1) 0, int64 (4, 16) % int64 (4, 1) 0, int64 (1, 5) / (5, 1) 0 of 25;
+    float (5, 1) / int64 (5,) 18 of 25 wrong, float (4, 16) / int64 (16,) 52 of 64, (4, 16) with (1,) 0 of 64."""
+    pooled = call_of("aten::div.Tensor", "float32,int64", "[[4, 16], [4, 1]]")  # h.sum(1) / mask.sum(1, keepdim=True)
+    assert not classes_for(pooled)
+    assert not classes_for(call_of("aten::mul.Tensor", "float32,int64", "[[4, 10, 16], [4, 10, 1]]"))
+    assert not classes_for(call_of("aten::remainder.Tensor", "int64", "[[4, 16], [4, 1]]"))
+    assert not classes_for(call_of("aten::div.Tensor", "int64", "[[1, 5], [5, 1]]"))
+    assert not classes_for(call_of("aten::div.Tensor", "float32,int64", "[[4, 16], [1]]"))
+    assert classes_for(call_of("aten::div.Tensor", "float32,int64", "[[5, 1], [5]]"))
+    assert classes_for(call_of("aten::div.Tensor", "float32,int64", "[[4, 16], [16]]"))
+    assert classes_for(call_of("aten::mul.Tensor", "float32,int64", "[[4, 10, 16], [10, 1]]"))
+
+
 def test_nll_losss_total_weight_is_no_wrong_result_and_max_pool_needs_ceil_mode():
     table = load_measured("dml")
     entry = table.entry("aten::nll_loss_forward", "float32,int64")
