@@ -59,9 +59,14 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     if contents.os_exit is not None:  # the scanned code's own os._exit: not a death
         message, code = os_exit_words(args, contents, user_line, status)
         ended = message
+        if contents.stopped is not None:
+            message += ", " + stop_words(contents)
     elif steps_done:
         message = ended = crash_message(how, None, user_line) + ", after its recorded steps"
         code = _exit_code(how, status)
+    elif contents.stopped is not None:  # what ran after the journal stopped is unknown: no call is named as the death's
+        message = crash_message(how, None, "") + (f" at {user_line}" if user_line else "") + ", " + stop_words(contents)
+        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
     else:
         running = contents.running[-1] if contents.running else contents.unrecorded
         message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
@@ -88,7 +93,7 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
 
     # a script that ended itself with os._exit(0) succeeded: its session is whole (as a sys.exit(0)'s is)
     ended_well = (contents.os_exit is not None and code == 0) or steps_done
-    partial = refusal is not None or not ended_well
+    partial = refusal is not None or not ended_well or contents.stopped is not None
     session = session_from_journal(contents, message, ended, user_line, partial=partial, refusal=refusal)
     try:
         written = write_outputs(session, args)
@@ -217,6 +222,21 @@ def crash_message(how: str, running, user_line: str, last=None) -> str:
     return text
 
 
+def stop_words(contents) -> str:
+    """``after its journal stopped at call 2310 (step 18) ...; last journaled: aten::gelu_backward (...)``: the
+    journal's folder filled (:attr:`~dmlprof.record.journal.JournalContents.stopped`), so the last call written is
+    not where the process ended, and the steps counted are those up to the stop."""
+    stop = contents.stopped
+    taken = f", {stop.steps_taken} optimizer step(s) journaled" if stop.steps_taken else ""
+    text = (f"after its journal stopped at call {stop.calls} (step {stop.step}{taken}): its folder was full, and "
+            "nothing after that was journaled")
+    last = max((*contents.calls, *contents.running), key=lambda call: call.number, default=None)
+    if last is not None:
+        text += f"; last journaled: {last.op}" + _in_brackets(_call_words(last), f"in {last.module}" if last.module
+                                                               else "")
+    return text
+
+
 def _in_brackets(*parts: str) -> str:
     """`` (float32 [4]; in fc)`` of the parts that say something: a call of no tensor inputs (``aten::empty_strided``)
     has no dtypes nor shapes, and read "(; in OptimizedModule)"."""
@@ -273,7 +293,8 @@ def session_from_journal(contents, message: str, ended: str, user_line: str, par
         first = len(evidence)
         evidence.extend(call.fallen)
         rows.append(_row(call, first, len(evidence)))
-    running = contents.running[-1] if contents.running and refusal is None else None
+    # (where the journal stopped, the calls still running there are not where the process ended)
+    running = contents.running[-1] if contents.running and refusal is None and contents.stopped is None else None
     if running is not None:
         rows.append(_row(running, len(evidence), len(evidence), source=user_line))
     backend = _JournaledBackend((header.meta.device.device or "cpu").split(":")[0])
@@ -284,7 +305,10 @@ def session_from_journal(contents, message: str, ended: str, user_line: str, par
     changes = dict(partial=partial, partial_reason=message if partial else None,
                    notes=tuple(header.meta.notes) + (
                        f"{ended}: this session holds {held} (not torch.profiler's events nor its cross-check of "
-                       "the times: they are read only when a run ends)",))
+                       "the times: they are read only when a run ends)",) + ((
+                           f"its journal stopped at call {contents.stopped.calls} (step {contents.stopped.step}): "
+                           "its folder was full; the calls and steps after it are not in this session",)
+                       if contents.stopped is not None else ()))
     if times:
         changes.update(step_times_ms=times, steps=len(times))
     window = header.meta.script_window
