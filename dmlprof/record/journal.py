@@ -126,8 +126,9 @@ class Journal:
     def __init__(self, path):
         self.path = str(path)
         self._map: Optional[mmap.mmap] = None
-        #: bytes the file holds (reserved) now; the view maps all but the room kept for the stop and the last word (:data:`_LAST_WORD_ROOM`),
-        #: so a record past the view fails to pack, and only then is the file grown: no check on a call's path
+        #: bytes the file holds (reserved) now; the view maps all but the room kept for the stop and the last word
+        #: (:data:`_LAST_WORD_ROOM`), so a record past the view fails to pack, and only then is the file grown: no
+        #: check on a call's path
         self._size = 0
         #: where writing stopped (a growth failed: a full disk), else None
         self._stopped_at: Optional[int] = None
