@@ -228,7 +228,7 @@ class ScriptWindow:
 
     def after_steps(self, taken: int) -> "ScriptWindow":
         """This window once the script has taken ``taken`` optimizer steps (what a dead script's journal counted:
-        :func:`dmlprof.survival.session_from_journal`)."""
+        :func:`dmlprof.salvage.session_from_journal`)."""
         return replace(self, optimizer_steps_taken=taken,
                        window_closed=taken >= (self.warmup_steps or 0) + (self.steps_requested or 0))
 

@@ -53,9 +53,10 @@ _SMALL_FIRST_CHUNK = 64 << 10
 _TAILS_MAX = 50_000
 #: every record's size: a slot's offset is its number times this
 _SLOT = 32
-#: bytes every reservation keeps free for the last word (``F``, one slot), so a journal that could not grow still
-#: says it
-_LAST_WORD_ROOM = _SLOT
+#: bytes every reservation keeps free past the view: a slot for the stop (``W``: writing stopped here, the folder
+#: full) and a slot for the last word (``F``, or ``X``), so a journal that could not grow still says both (a
+#: salvage must not take the last call written for the call the process died in)
+_LAST_WORD_ROOM = 2 * _SLOT
 #: a file system that cannot allocate ahead (the file is then extended sparse)
 _NO_FALLOCATE = (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOSYS", errno.EINVAL))
 
@@ -67,7 +68,8 @@ _STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the strin
 _NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
 _REFUSAL = struct.Struct("<c3xIq")  # R, its words' string, the refused call's begin slot (-1: a call nothing recorded)
 _WORD = struct.Struct("<c3xIq")  # F and X with an exit code (X: 1 from a thread not the main one), T with a step
-# count, M with a measured step's time (ns), G with a written call's begin slot; D and u alone
+# count, M with a measured step's time (ns), G with a written call's begin slot, W with the slot number where writing
+# stopped for want of room; D and u alone
 _SLOT_LAYOUT = struct.Struct("<cBBxIqqq")
 _STRING_PIECE = 24
 assert _SLOT_LAYOUT.size == _SLOT == _END.size == _STRING.size
@@ -124,8 +126,9 @@ class Journal:
     def __init__(self, path):
         self.path = str(path)
         self._map: Optional[mmap.mmap] = None
-        #: bytes the file holds (reserved) now; the view maps all but the last word's room (:data:`_LAST_WORD_ROOM`),
-        #: so a record past the view fails to pack, and only then is the file grown: no check on a call's path
+        #: bytes the file holds (reserved) now; the view maps all but the room kept for the stop and the last word
+        #: (:data:`_LAST_WORD_ROOM`), so a record past the view fails to pack, and only then is the file grown: no
+        #: check on a call's path
         self._size = 0
         #: where writing stopped (a growth failed: a full disk), else None
         self._stopped_at: Optional[int] = None
@@ -246,6 +249,7 @@ class Journal:
                 except (OSError, ValueError):
                     self._stop_writing()  # a full disk must not stop the user's program: the journal only
                     self._stopped_at = self._size - _LAST_WORD_ROOM  # guards against its death
+                    self._in_the_room(_word(b"W", 0, self._stopped_at // _SLOT))  # and says where it stopped
                     return
             try:
                 layout.pack_into(self._map, offset, *values)
@@ -356,21 +360,25 @@ class Journal:
         """The scanned code called ``os._exit(code)`` (``in_thread``: in a thread other than the main one): the
         process ends at once, as under plain python, and the parent finishes the scan from the journal, naming the
         call (not a death, not abrupt)."""
-        with self._lock:
-            self._put(_WORD, b"X", int(in_thread), int(code))
+        self._last_word(b"X", int(in_thread), int(code))
 
     def finished(self, exit_code: int) -> None:
         """The child said its last word (its report, or its error line): nothing is left to salvage."""
-        with self._lock:
-            if self._map is None and self._open:  # writing stopped where the file could not grow (a full disk)
-                self._last_word_past_a_stop(_WORD.pack(b"F", 0, int(exit_code)).ljust(_SLOT, b"\0"))
-            else:
-                self._put(_WORD, b"F", 0, int(exit_code))
+        self._last_word(b"F", 0, int(exit_code))
         self.close()
 
-    def _last_word_past_a_stop(self, data: bytes) -> None:
-        """Write the last word into the room every reservation keeps for it (:data:`_LAST_WORD_ROOM`, allocated
-        already): a child that finished is not salvaged as dead because its journal had filled the disk."""
+    def _last_word(self, kind: bytes, small: int, code: int) -> None:
+        """``F`` or ``X``: in the next slot, or, where writing stopped (a full disk), in the room kept for it: a child
+        that finished (or called os._exit) is not salvaged as dead because its journal had filled the disk."""
+        with self._lock:
+            if self._map is None and self._open:
+                self._in_the_room(_word(kind, small, code))
+            else:
+                self._put(_WORD, kind, small, code)
+
+    def _in_the_room(self, data: bytes) -> None:
+        """Write ``data`` (one slot) past where writing stopped, into the room every reservation keeps
+        (:data:`_LAST_WORD_ROOM`, allocated already): the stop's ``W``, then the last word."""
         written = self.written
         if written + len(data) > self._size:
             return
@@ -415,6 +423,11 @@ class Journal:
         self._map = None  # the child's view goes with the child; the parent's stays whole
         self._lock = threading.RLock()  # another thread may have held it at the fork
         self._open = False  # the file is the parent's to cut
+
+
+def _word(kind: bytes, small: int, number: int) -> bytes:
+    """A word slot's bytes, written by :meth:`Journal._in_the_room` (no mapping left to pack into)."""
+    return _WORD.pack(kind, small, number).ljust(_SLOT, b"\0")
 
 
 def _text(value) -> str:
@@ -480,6 +493,16 @@ class JournaledCall:
     returned: bool = False
 
 
+@dataclass(frozen=True)
+class JournalStop:
+    """Where a journal stopped for want of room: after ``calls`` calls of the recording (those begun), in the
+    recorded step ``step`` (the last call's), with ``steps_taken`` optimizer steps journaled (None: none)."""
+
+    calls: int
+    step: int
+    steps_taken: Optional[int]
+
+
 @dataclass
 class JournalContents:
     """What a dead child left: its facts, its calls in the order they returned, and the calls still running."""
@@ -500,6 +523,9 @@ class JournalContents:
     steps_taken: Optional[int] = None
     #: the measured steps' times, in ns (:meth:`Journal.step_time`; a model file's)
     step_times_ns: list = field(default_factory=list)
+    #: where writing stopped for want of room (the journal's folder full, :class:`JournalStop`): what ran after it
+    #: is not journaled, so the last call journaled is not where the process ended
+    stopped: "Optional[JournalStop]" = None
     #: the first call the device refused (:meth:`Journal.refusal`): its words, and ``call``, the refused call's
     #: number (a :class:`JournaledCall`'s), or None where nothing recorded it
     refusal: Optional[dict] = None
@@ -563,6 +589,7 @@ class _Reading:
         self.tails: dict = {}
         self.begun: dict = {}
         self.returned: dict = {}  # begin slot -> its call, for a later G
+        self.last_step = 0  # the step of the last call begun (where a W says writing stopped)
 
     def tail(self, number: int) -> list:
         found = self.tails.get(number)
@@ -582,6 +609,7 @@ class _Reading:
             op, phase, module, inputs = self.tail(named)
             self.begun[number] = JournaledCall(number=number, step=first, op=op, phase=phase, module=module,
                                                inputs=_parse_meta(inputs))
+            self.last_step = first
         elif kind == b"E":
             source, outputs, fallen, arguments, thread = self.tail(named)
             call = self.begun.pop(first // _SLOT)  # the begin's offset
@@ -617,5 +645,8 @@ class _Reading:
         elif kind == b"R" and contents.refusal is None:
             words = json.loads(self.strings[named])
             contents.refusal = {**words, "call": first // _SLOT if first >= 0 else None}
+        elif kind == b"W":
+            contents.stopped = JournalStop(calls=len(contents.calls) + len(self.begun), step=self.last_step,
+                                           steps_taken=contents.steps_taken)
         elif kind == b"X":
             contents.os_exit, contents.os_exit_in_thread = first, bool(named)

@@ -28,7 +28,7 @@ LAYERS = (
     ("capture", ("dmlprof.directml", "dmlprof.targets", "dmlprof.backends", "dmlprof.record", "dmlprof.verify", "dmlprof.testing")),
     ("orchestration", ("dmlprof.model_file", "dmlprof.runner", "dmlprof.replaced_scan", "dmlprof.predict",
                        "dmlprof.sweep", "dmlprof.doctor", "dmlprof.distributed", "dmlprof.job", "dmlprof.output",
-                       "dmlprof.survival", "dmlprof.confirm")),
+                       "dmlprof.survival", "dmlprof.salvage", "dmlprof.confirm")),
     ("interface", ("dmlprof.cli", "dmlprof.__main__", "dmlprof")),
 )
 # Narrower rules on top of the order.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dmlprof import survival
+from dmlprof import salvage, survival
 from dmlprof.record import journal as journal_module
 from dmlprof.record.journal import Journal, last_word, read_journal
 from dmlprof.schema import empty_ops_frame
@@ -93,9 +93,9 @@ def test_the_partial_session_of_a_dead_child_holds_every_returned_call_and_names
     journal.end(number, [], 20, 5, 1, "", fallen=("aten::lerp.Scalar_out",))
     journal.begin("aten::flip", 1, "forward", "body", [("privateuseone", F32, (16, 4), 256)])
     contents = read_journal(journal.path)
-    message = survival.crash_message("SIGSEGV", contents.running[-1], "net.py:12")
+    message = salvage.crash_message("SIGSEGV", contents.running[-1], "net.py:12")
     assert message == "the scanned process died of SIGSEGV in aten::flip (float32 [16, 4]; at net.py:12, in body)"
-    session = survival.session_from_journal(contents, message, "the scanned process died of SIGSEGV", "net.py:12")
+    session = salvage.session_from_journal(contents, message, "the scanned process died of SIGSEGV", "net.py:12")
     ops = session.ops
     assert list(ops["op"]) == ["aten::addmm", "aten::lerp_.Scalar", "aten::flip"]
     assert list(ops["verdict"]) == ["device", "fallback", "device"]
@@ -113,9 +113,9 @@ def test_a_crash_between_op_calls_is_the_users_line_and_no_call_is_blamed(tmp_pa
     journal = _journal(tmp_path)
     journal.end(journal.begin("aten::relu", 1, "forward", "", [("cpu", F32, (2,), 8)]), [], 0, 1, 1, "")
     contents = read_journal(journal.path)
-    message = survival.crash_message("SIGSEGV", None, "train.py:30")
+    message = salvage.crash_message("SIGSEGV", None, "train.py:30")
     assert message == "the scanned process died of SIGSEGV at train.py:30, between op calls (native code the script called)"
-    session = survival.session_from_journal(contents, message, "the scanned process died of SIGSEGV", "train.py:30")
+    session = salvage.session_from_journal(contents, message, "the scanned process died of SIGSEGV", "train.py:30")
     assert session.meta.failed_op is None and session.meta.device_failure is None
 
 
@@ -136,8 +136,8 @@ def test_the_crash_location_is_the_innermost_line_of_the_users_own_code_in_the_c
     user = tmp_path / "model.py"
     log = tmp_path / "crash.log"
     log.write_text(FAULTHANDLER_DUMP.format(user=user), encoding="utf-8")
-    assert survival.crash_location(log).endswith("model.py:7")
-    assert survival.crash_location(tmp_path / "missing.log") == ""
+    assert salvage.crash_location(log).endswith("model.py:7")
+    assert salvage.crash_location(tmp_path / "missing.log") == ""
 
 
 def test_a_crash_in_a_file_outside_the_working_folder_names_it_whole(tmp_path, monkeypatch):
@@ -147,7 +147,7 @@ def test_a_crash_in_a_file_outside_the_working_folder_names_it_whole(tmp_path, m
     log.write_text(FAULTHANDLER_DUMP.format(user=user), encoding="utf-8")
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    assert survival.crash_location(log) == f"{user.as_posix()}:7"
+    assert salvage.crash_location(log) == f"{user.as_posix()}:7"
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signal numbers")
@@ -203,10 +203,10 @@ def test_a_death_between_calls_outside_the_users_code_names_the_last_call_that_r
     number = journal.begin("aten::native_layer_norm_backward", 1, "backward", "norm", [("privateuseone", F32, (4, 8), 128)])
     journal.end(number, [("privateuseone", F32, (4, 8), 128)], 0, 1, 1, "")
     contents = read_journal(journal.path)
-    message = survival.crash_message("SIGABRT", None, "", contents.calls[-1])
+    message = salvage.crash_message("SIGABRT", None, "", contents.calls[-1])
     assert message == ("the scanned process died of SIGABRT between op calls, after its last recorded call "
                        "aten::native_layer_norm_backward (float32 [4, 8]; in norm)")
-    assert survival.crash_message("SIGABRT", None, "", None) == "the scanned process died of SIGABRT"
+    assert salvage.crash_message("SIGABRT", None, "", None) == "the scanned process died of SIGABRT"
 
 
 @pytest.mark.skipif(os.name != "posix", reason="descriptors a script closes and reopens: POSIX numbering")
@@ -249,11 +249,11 @@ def test_a_child_that_could_not_journal_is_not_said_to_have_died_before_its_reco
     folder = tmp_path / "dmlprof-journal-x"
     folder.mkdir()
     args = SimpleNamespace(command="scan", quiet=True, junit=None)
-    assert survival.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11) == 7
+    assert salvage.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11) == 7
     err = capsys.readouterr().err
     assert "before the recording began" not in err and "could not be kept in" in err and str(tmp_path) in err
     (folder / "calls.journal").write_bytes(b"\0" * 64)  # opened (reserved), no recording yet: that is still said
-    survival.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11)
+    salvage.salvage(args, folder / "calls.journal", folder / "crash.log", "SIGSEGV", -11)
     assert "before the recording began" in capsys.readouterr().err
 
 
@@ -269,11 +269,11 @@ def test_a_crash_in_the_scripts_own_code_after_its_scan_ended_is_a_crash_and_a_n
     args = SimpleNamespace(command="scan", quiet=True, junit=None)
     log = tmp_path / "crash.log"
     log.write_text(FAULTHANDLER_DUMP.format(user=tmp_path / "train.py"), encoding="utf-8")
-    assert survival.salvage(args, journal.path, log, "SIGSEGV", -11) == survival.CRASHED_EXIT_CODE
+    assert salvage.salvage(args, journal.path, log, "SIGSEGV", -11) == survival.CRASHED_EXIT_CODE
     err = capsys.readouterr().err
     assert err.startswith("dmlprof: error: ") and "train.py:7" in err and "after its scan ended" in err
     log.write_text(FAULTHANDLER_DUMP.format(user="/venv/lib/python3.11/site-packages/torch_directml/x.py"))
-    assert survival.salvage(args, journal.path, log, "SIGSEGV", -11) == 0  # no line of the user's: as before
+    assert salvage.salvage(args, journal.path, log, "SIGSEGV", -11) == 0  # no line of the user's: as before
     assert "nothing was lost" in capsys.readouterr().err
 
 
@@ -455,7 +455,7 @@ def test_a_recorder_that_dies_natively_mid_call_leaves_the_call_named_and_every_
     assert "aten::addmm" in ops and ops.count("aten::relu") == 1 and "aten::threshold_backward" in ops
     assert ops[-1] == "aten::addmm" and contents.calls[-1].outputs == (("cpu", F32, (3, 4), 48),)
     assert all(call.returned and call.thread for call in contents.calls)
-    message = survival.crash_message("SIGSEGV", running, "")
+    message = salvage.crash_message("SIGSEGV", running, "")
     assert message == "the scanned process died of SIGSEGV in aten::relu (float32 [3, 4]; in Sequential.1)"
 
 
@@ -483,7 +483,7 @@ def test_a_salvaged_scripts_session_counts_the_optimizer_steps_its_journal_saw_a
     contents = read_journal(recorder.journal.path)
     assert contents.steps_taken == 4
     assert {call.step for call in contents.calls} == {0, 1}
-    session = survival.session_from_journal(contents, "died", "the scanned process died of SIGSEGV", "train.py:9")
+    session = salvage.session_from_journal(contents, "died", "the scanned process died of SIGSEGV", "train.py:9")
     assert session.meta.steps == 2
     window = session.meta.script_window
     assert (window.optimizer_steps_taken, window.warmup_steps, window.window_closed) == (4, 1, True)

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from dmlprof import interrupts, survival
+from dmlprof import interrupts, salvage, survival
 from dmlprof.record import journal as journal_module
 from dmlprof.record.journal import Journal, read_journal
 from dmlprof.runner import user_code
@@ -62,13 +62,13 @@ def test_a_supervised_childs_os_exit_is_journaled_and_said_as_the_scripts_own_en
     assert contents.os_exit == 2 and contents.finished is None  # not a last word: the parent finishes the scan
     assert __file__.rsplit(os.sep, 1)[-1] in crash_log.read_text(encoding="utf-8")  # the stack names the line
     args = argparse.Namespace(model="train.py")
-    assert survival.os_exit_words(args, contents, "train.py:9", 2) == (
+    assert salvage.os_exit_words(args, contents, "train.py:9", 2) == (
         "train.py exited with status 2 (os._exit) at train.py:9", 3)
     contents.os_exit = 0
-    assert survival.os_exit_words(args, contents, "train.py:9", 0) == (
+    assert salvage.os_exit_words(args, contents, "train.py:9", 0) == (
         "train.py ended its process with os._exit(0) at train.py:9", 0)
     contents.header = '{"meta": {"run_mode": "contract"}}'  # a model file's function has no business ending it
-    assert survival.os_exit_words(args, contents, "", 0) == ("train.py called os._exit(0)", 3)
+    assert salvage.os_exit_words(args, contents, "", 0) == ("train.py called os._exit(0)", 3)
 
 
 def test_the_supervised_mark_is_taken_out_of_the_environment_so_a_scan_the_script_starts_supervises_its_own(
@@ -122,11 +122,11 @@ def test_a_death_after_a_call_of_no_tensor_inputs_is_said_without_an_empty_part(
     # re-probe 11 case 33: "after its last recorded call aten::empty_strided (; in OptimizedModule)"
     call = journal_module.JournaledCall(number=0, op="aten::empty_strided", step=0, phase="forward",
                                         module="OptimizedModule", inputs=())
-    assert survival.crash_message("SIGKILL", None, "", call) == (
+    assert salvage.crash_message("SIGKILL", None, "", call) == (
         "the scanned process died of SIGKILL between op calls, after its last recorded call aten::empty_strided "
         "(in OptimizedModule)")
     call.module = ""
-    assert survival.crash_message("SIGKILL", call, "", None) == \
+    assert salvage.crash_message("SIGKILL", call, "", None) == \
         "the scanned process died of SIGKILL in aten::empty_strided"
 
 
@@ -147,7 +147,7 @@ def test_a_check_of_a_script_that_ended_with_os_exit_0_is_still_held_to_its_limi
     journal.os_exit(0)
     journal.close()
     args, _ = build_parser().parse_known_args(["check", "train.py", "--device", "dml", "--junit", "j.xml"])
-    code = survival.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, 0)
+    code = salvage.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, 0)
     err = capsys.readouterr().err
     assert code == 6 and "ops that fell back 1 (limit 0)" in err, err
     assert 'failures="1"' in (tmp_path / "j.xml").read_text(encoding="utf-8")

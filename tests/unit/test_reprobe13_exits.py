@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from dmlprof import survival
+from dmlprof import salvage, survival
 from dmlprof.record import journal as journal_module
 from dmlprof.record.journal import Journal, read_journal
 from dmlprof.runner import user_code
@@ -44,7 +44,7 @@ def _salvaged(tmp_path, monkeypatch, journal: Journal, status: int = 0) -> "tupl
     journal.close()
     monkeypatch.chdir(tmp_path)
     args, _ = build_parser().parse_known_args(["scan", "train.py", "--quiet"])
-    code = survival.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, status)
+    code = salvage.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, status)
     saved = sorted((tmp_path / "reports").glob("*.session.json"))
     return code, json.loads(saved[-1].read_text(encoding="utf-8"))["meta"] if saved else {}
 
@@ -66,7 +66,7 @@ def test_os_exit_in_another_thread_is_journaled_as_the_scanned_codes_own(tmp_pat
     assert ended == [0]
     assert (contents.os_exit, contents.os_exit_in_thread) == (0, True)
     contents.header = '{"meta": {"run_mode": "contract"}}'
-    assert survival.os_exit_words(argparse.Namespace(model="model.py"), contents, "model.py:19", 0) == (
+    assert salvage.os_exit_words(argparse.Namespace(model="model.py"), contents, "model.py:19", 0) == (
         "a thread of model.py called os._exit(0) at model.py:19, after 0 measured step(s)", 3)
 
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from dmlprof import survival
+from dmlprof import salvage, survival
 from dmlprof.record.journal import Journal, read_journal
 
 pytestmark = pytest.mark.live  # the runner's exit paths, on torch 2.4.1 too
@@ -46,7 +46,7 @@ def _salvaged(tmp_path, monkeypatch, journal: Journal, status: int, command: str
     journal.close()
     monkeypatch.chdir(tmp_path)
     args, _ = build_parser().parse_known_args([command, "train.py", "--quiet", "--target", "dml"])
-    code = survival.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, status)
+    code = salvage.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, status)
     saved = sorted((tmp_path / "reports").glob("*.session.json"))
     return code, json.loads(saved[-1].read_text(encoding="utf-8")) if saved else {}
 

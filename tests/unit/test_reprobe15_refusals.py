@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dmlprof import survival
+from dmlprof import salvage, survival
 from dmlprof.record import journal as journal_module
 from dmlprof.record.journal import Journal, read_journal
 
@@ -120,7 +120,7 @@ def test_an_unrecorded_abort_then_os_exit_is_journaled_and_salvaged_with_exit_4(
     # the supervisor's salvage of the child that ended there (what `dmlprof check` prints and exits with)
     monkeypatch.chdir(tmp_path)
     args, _ = build_parser().parse_known_args(["check", "train.py", "--quiet", "--target", "dml"])
-    code = survival.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, 0)
+    code = salvage.salvage(args, journal.path, tmp_path / "crash.log", survival.ABRUPT, 0)
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 4, line
     assert line.startswith("dmlprof: error: train.py: ") and "os._exit(0)" in line and _WHERE[where] in line
@@ -160,7 +160,7 @@ def test_a_journaled_refusal_leads_over_a_stop_signal_that_killed_the_child(tmp_
     journal.close()
     monkeypatch.chdir(tmp_path)
     args, _ = build_parser().parse_known_args(["scan", "train.py", "--quiet", "--target", "dml"])
-    code = survival.salvage(args, journal.path, tmp_path / "crash.log", "SIGTERM", -signal.SIGTERM)
+    code = salvage.salvage(args, journal.path, tmp_path / "crash.log", "SIGTERM", -signal.SIGTERM)
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 4 and "complex tensors abort torch-directml" in line and "SIGTERM" in line, line
 
