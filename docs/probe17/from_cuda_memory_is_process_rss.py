@@ -2,7 +2,8 @@
 process's resident memory, so the arithmetic a CUDA script does with them goes wrong: a leak check across steps
 fails, a peak after reset_peak_memory_stats() is the whole process's peak, and freeing a 4 MiB tensor frees 4 KiB.
 
-    PYTHONPATH=. python -m dmlprof scan docs/probe17/from_cuda_memory_is_process_rss.py --device emulated-dml --from cuda
+    PYTHONPATH=. python -m dmlprof scan docs/probe17/from_cuda_memory_is_process_rss.py --device emulated-dml --from cuda \
+        --run-to-end
 
 Got (torch 2.13): "grown < 1 MiB: False 17924096", "peak after reset >= 4 MiB and < 64 MiB: False 406548480",
 "del frees: True 4096". On a CUDA device: True, True, 4194304 (the caching allocator's figures are the tensors'). With
