@@ -6,9 +6,12 @@ rank, which real torch-directml computes wrong.
 "check ... passed", exit 0; plainly (CPU) "loss 0.04587 / 0.04855 / 0.05019". Under realdml (torch 2.4.1 +
 torch-directml 0.2.5, `source ~/.cache/realdml/env.sh`; `-- dml` runs it on `torch_directml.device()`):
 "loss 0.04153 / 0.03056 / 0.03152"; with `pos.float()` in place of `pos` (`-- dml float`) the CPU's numbers again.
-Measured directly on realdml: float32 (4, 12) + int64 (12,) wrong in 40 of 48 elements, float32 (4, 12) / int64 (12,)
-40 of 48; int64 + int64 and any 0-dim integer operand right. The integer-broadcast class (keyed on differing ranks
-since re-probe 16) covers div, mul, remainder and floor_divide, not add and sub.
+Measured directly on realdml (a float32 or float16 (4, 12) with an int64 or int32 (12,), either order): add, sub,
+rsub, mul, div, maximum 44 of 48 elements wrong (pow 47); lt 1, eq and fmod 0; the same with int64 (4, 1) or (1, 12)
+(equal ranks) 0; int64 with int64 and any 0-dim integer operand right. The integer-broadcast classes (keyed on
+differing ranks since re-probe 16) cover div, remainder, floor_divide, atan2, pow, and mul with int64 only: add, sub,
+rsub, maximum, and mul by int32, are not flagged (`a * i32`, `torch.maximum(a, i64)`, `a + i64`, `i64 - a`: `check`
+passes them too).
 """
 import sys
 
