@@ -25,7 +25,17 @@ CASES = [
     ("div", "float32", "int64", [5, 1], [5]), ("mul", "float32", "int64", [5, 1], [5]),
     ("div", "float32", "int64", [4, 16], [16]), ("mul", "float32", "int64", [4, 10, 16], [10, 1]),
     ("remainder", "int64", "int64", [5], [5, 1]), ("div", "int64", "int64", [2, 3, 4, 5], [4, 5]),
+    # re-probe 17, 9/32: a float with an integer of lower rank (an ALiBi bias, scores - arange(T)) in the
+    # arithmetic ops too, int32 as int64; integer with integer, and equal ranks, right
+    ("sub", "float32", "int64", [4, 12], [12]), ("add", "float32", "int32", [4, 12], [12]),
+    ("rsub", "float32", "int64", [4, 12], [12]), ("mul", "float32", "int32", [4, 12], [12]),
+    ("maximum", "float32", "int64", [4, 12], [12]), ("minimum", "float32", "int64", [4, 12], [12]),
+    ("add", "float32", "int64", [2, 4, 12], [4, 12]), ("sub", "float32", "int64", [4, 12], [4, 1]),
+    ("add", "int64", "int64", [4, 12], [12]), ("mul", "int64", "int64", [4, 12], [12]),
 ]
+
+#: the dispatcher's overload each op's call records as
+OVERLOADS = {"maximum": "aten::maximum", "minimum": "aten::minimum"}
 
 PROBE = '''
 import json, sys, torch, torch_directml
@@ -34,7 +44,7 @@ torch.manual_seed(0)
 found = []
 for op, first, second, a_shape, b_shape in json.loads(sys.argv[1]):
     a = torch.randn(a_shape) * 10 if first == "float32" else torch.randint(-20, 20, a_shape)
-    b = torch.randint(1, 9, b_shape)
+    b = torch.randint(1, 9, b_shape, dtype=getattr(torch, second))
     got, want = getattr(torch, op)(a.to(d), b.to(d)).cpu(), getattr(torch, op)(a, b)
     found.append(int((~torch.isclose(got.double(), want.double(), rtol=1e-5, atol=1e-5)).sum()))
 print(json.dumps(found))
@@ -48,6 +58,7 @@ def test_the_integer_broadcast_classes_hold_exactly_where_real_directml_computes
     wrong = json.loads(done.stdout.strip().splitlines()[-1])
     for (op, first, second, a_shape, b_shape), count in zip(CASES, wrong):
         dtypes = tuple(sorted({first, second}))
-        flagged = bool(classes_for(Call(f"aten::{op}.Tensor", dtypes, (tuple(a_shape), tuple(b_shape)), "forward")))
-        assert flagged == (count > 0), (op, a_shape, b_shape, count)
+        overload = OVERLOADS.get(op, f"aten::{op}.Tensor")
+        flagged = bool(classes_for(Call(overload, dtypes, (tuple(a_shape), tuple(b_shape)), "forward")))
+        assert flagged == (count > 0), (op, first, second, a_shape, b_shape, count)
     assert sum(count > 0 for count in wrong) >= 4  # the classes are not empty on the real thing
