@@ -92,12 +92,12 @@ class WrittenViews:
             with self._lock:
                 self.pending.extend((thread, base, before, written_row) for base, before in found)
 
-    def settle(self, everyone: bool = False) -> None:
-        """Read the nodes of the writes this thread made (every thread's in a backward, or ``everyone``)."""
+    def settle(self) -> None:
+        """Read the nodes of the writes this thread made (every thread's in a backward)."""
         current = _current_node()
         thread = _thread_id()
         with self._lock:
-            if everyone or current is not None:
+            if current is not None:
                 taken, self.pending = self.pending, []
             else:
                 taken = [entry for entry in self.pending if entry[0] == thread]
