@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,46 @@ def cli(tmp_path):
         return run_cli(*args, **kwargs)
 
     return _run
+
+
+_LINEAR_MODEL_FILE = """
+import torch
+from torch import nn
+
+BATCH_SIZE = 2
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init}
+    def forward(self, x):
+{forward}
+
+def build_model():
+    return Net()
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 4), torch.randn(batch_size, 4)
+
+def loss_fn(out, batch):
+    return ((out - batch[1]) ** 2).mean()
+{extra}
+"""
+
+
+@pytest.fixture
+def linear_model_file(tmp_path):
+    """``write(forward, init=..., extra=..., name=...)``: the path of a model file whose ``Net`` takes (N, 4) to
+    (N, 4) by ``forward`` (its body, unindented), with ``self.fc = nn.Linear(4, 4)`` unless ``init`` says otherwise,
+    a squared-error loss, and ``extra`` code at its end."""
+    def write(forward: str, init: str = "self.fc = nn.Linear(4, 4)", extra: str = "", name: str = "net.py") -> str:
+        path = tmp_path / name
+        path.write_text(_LINEAR_MODEL_FILE.format(init=textwrap.indent(textwrap.dedent(init).strip(), " " * 8),
+                                                  forward=textwrap.indent(textwrap.dedent(forward).strip(), " " * 8),
+                                                  extra=textwrap.dedent(extra)), encoding="utf-8")
+        return str(path)
+
+    return write
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 stand-in's tensors read "privateuseone", so a failure predicted there says the branch may differ on the device."""
 from __future__ import annotations
 
-import textwrap
 
 import pytest
 
@@ -12,37 +11,16 @@ from dmlprof.runner import ScanStopped
 pytestmark = pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
 
 
-def _model(tmp_path, dtype_line: str) -> str:
-    path = tmp_path / "unet.py"
-    path.write_text(textwrap.dedent(f"""
-        import torch
-        from torch import nn
-
-        BATCH_SIZE = 2
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = nn.Linear(4, 4)
-            def forward(self, x):
-                {dtype_line}
-                t = torch.tensor([10], dtype=dtype, device=x.device)
-                return self.fc(x) + t.float()
-
-        def build_model():
-            return Net()
-
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 4), torch.randn(batch_size, 4)
-
-        def loss_fn(out, batch):
-            return ((out - batch[1]) ** 2).mean()
-    """))
-    return str(path)
+def _model(write_model, dtype_line: str) -> str:
+    return write_model(f"""
+        {dtype_line}
+        t = torch.tensor([10], dtype=dtype, device=x.device)
+        return self.fc(x) + t.float()
+    """, name="unet.py")
 
 
-def test_a_failure_under_a_device_type_branch_says_the_model_saw_privateuseone(tmp_path):
-    model = _model(tmp_path, 'dtype = torch.float32 if x.device.type == "mps" else torch.float64')
+def test_a_failure_under_a_device_type_branch_says_the_model_saw_privateuseone(linear_model_file):
+    model = _model(linear_model_file, 'dtype = torch.float32 if x.device.type == "mps" else torch.float64')
     with pytest.raises(ScanStopped) as stopped:
         predict_scan(model, target="mps")
     said = str(stopped.value)
@@ -50,8 +28,8 @@ def test_a_failure_under_a_device_type_branch_says_the_model_saw_privateuseone(t
     assert any("unet.py:12" in note and "privateuseone" in note for note in stopped.value.session.meta.notes)
 
 
-def test_a_failure_in_code_that_asks_no_device_type_has_no_such_note(tmp_path):
+def test_a_failure_in_code_that_asks_no_device_type_has_no_such_note(linear_model_file):
     with pytest.raises(ScanStopped) as stopped:
-        predict_scan(_model(tmp_path, "dtype = torch.float64"), target="mps")
+        predict_scan(_model(linear_model_file, "dtype = torch.float64"), target="mps")
     assert "privateuseone" not in str(stopped.value)
     assert not any("privateuseone" in note for note in stopped.value.session.meta.notes)

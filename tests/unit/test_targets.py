@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import types
 from pathlib import Path
 
@@ -26,34 +25,6 @@ from dmlprof.targets.base import FALLS_BACK, RAISES, RUNS
 pytestmark = pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _model(tmp_path, body: str, forward: str) -> str:
-    path = tmp_path / "net.py"
-    path.write_text(textwrap.dedent(f"""
-        import torch
-        from torch import nn
-
-        BATCH_SIZE = 2
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = nn.Linear(4, 4)
-            def forward(self, x):
-        {textwrap.indent(textwrap.dedent(forward), ' ' * 8)}
-
-        def build_model():
-            return Net()
-
-        def make_batch(batch_size):
-            return torch.randn(batch_size, 4), torch.randn(batch_size, 4)
-
-        def loss_fn(out, batch):
-            return ((out - batch[1]) ** 2).mean()
-        {body}
-    """))
-    return str(path)
 
 
 # -- the tables ---------------------------------------------------------------------------------------
@@ -86,8 +57,8 @@ def test_the_xpu_table_of_torch_2_13_reads_intels_own_yaml_where_the_wheel_names
     assert older.kind("aten::cholesky") == "fallback" and newer.kind("aten::cholesky") is None
 
 
-def test_target_torch_picks_the_table_and_the_session_says_which(tmp_path):
-    model = _model(tmp_path, "", "return self.fc(x)")
+def test_target_torch_picks_the_table_and_the_session_says_which(tmp_path, linear_model_file):
+    model = linear_model_file("return self.fc(x)")
     session = predict_scan(model, target="xpu", target_torch="2.13.0")
     assert session.meta.prediction.table_torch_version == "2.13.0"
     assert "torch 2.13.0" in session.meta.notes[0]
@@ -168,8 +139,8 @@ def test_mps_s_always_on_fallbacks_fall_back_without_the_variable():
 
 
 # -- predictions of a step ------------------------------------------------------------------------------
-def test_a_float64_step_fails_on_mps_at_the_users_line(tmp_path):
-    model = _model(tmp_path, "", "return self.fc(x.double().float())")
+def test_a_float64_step_fails_on_mps_at_the_users_line(tmp_path, linear_model_file):
+    model = linear_model_file("return self.fc(x.double().float())")
     with pytest.raises(ScanStopped) as stopped:
         predict_scan(model, target="mps")
     failure = stopped.value.session.meta.device_failure
@@ -178,15 +149,15 @@ def test_a_float64_step_fails_on_mps_at_the_users_line(tmp_path):
     assert not failure.observed  # predicted, not measured
 
 
-def test_an_xpu_fallback_listed_op_falls_back_and_a_missing_one_raises_unless_enabled(tmp_path, monkeypatch):
-    listed = _model(tmp_path, "", "return self.fc(x) + torch.cholesky_inverse(torch.eye(4, device=x.device)).sum()")
+def test_an_xpu_fallback_listed_op_falls_back_and_a_missing_one_raises_unless_enabled(linear_model_file, monkeypatch):
+    listed = linear_model_file("return self.fc(x) + torch.cholesky_inverse(torch.eye(4, device=x.device)).sum()")
     session = predict_scan(listed, target="xpu")
     assert "aten::cholesky_inverse" in " ".join(session.ops["fallback_ops"])
     assert session.meta.prediction.target == "xpu" and session.meta.prediction.table_torch_version
     assert any("not measured" in note and "PYTORCH_ENABLE_XPU_FALLBACK unset" in note for note in session.meta.notes)
 
     # (_add_relu has no derivative: called on a detached tensor, as a model's own fused op would be)
-    missing = _model(tmp_path, "", "return self.fc(x) + torch.ops.aten._add_relu.Tensor(self.fc(x).detach(), x)")
+    missing = linear_model_file("return self.fc(x) + torch.ops.aten._add_relu.Tensor(self.fc(x).detach(), x)")
     with pytest.raises(ScanStopped) as stopped:
         predict_scan(missing, target="xpu")
     failure = stopped.value.session.meta.device_failure
@@ -247,10 +218,10 @@ def test_only_a_targets_own_module_and_table_name_it():
 
 
 # -- side by side --------------------------------------------------------------------------------------
-def test_side_by_side_gives_one_verdict_per_target_and_one_json_document(tmp_path, capsys):
+def test_side_by_side_gives_one_verdict_per_target_and_one_json_document(tmp_path, linear_model_file, capsys):
     from dmlprof.cli import main
 
-    model = _model(tmp_path, "", "return self.fc(x).double().float()")  # float64: MPS fails, XPU runs
+    model = linear_model_file("return self.fc(x).double().float()")  # float64: MPS fails, XPU runs
     out = tmp_path / "all.json"
     assert main(["scan", model, "--target", "xpu,mps", "--out", str(tmp_path / "r"), "--json", str(out)]) == 0
     lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
@@ -272,10 +243,10 @@ def test_a_bad_target_list_is_a_one_line_usage_error(capsys):
         assert ended.value.code == 2 and said in capsys.readouterr().err
 
 
-def test_check_gates_one_target_and_names_its_torch(tmp_path, capsys):
+def test_check_gates_one_target_and_names_its_torch(tmp_path, linear_model_file, capsys):
     from dmlprof.cli import main
 
-    model = _model(tmp_path, "", "return self.fc(x)")
+    model = linear_model_file("return self.fc(x)")
     assert main(["check", model, "--target", "xpu,mps", "--out", str(tmp_path / "r")]) == 2
     assert "one target at a time" in capsys.readouterr().err
     assert main(["check", model, "--target", "mps", "--target-torch", "2.13.0", "--out", str(tmp_path / "r")]) == 0
@@ -322,10 +293,10 @@ def test_side_by_side_gives_a_verdict_for_a_target_that_fails_before_the_step_an
     assert len(list((tmp_path / "r").glob("*.session.json"))) == 1
 
 
-def test_side_by_side_refuses_confirm_instead_of_dropping_it(tmp_path, capsys):
+def test_side_by_side_refuses_confirm_instead_of_dropping_it(tmp_path, linear_model_file, capsys):
     from dmlprof.cli import main
 
-    model = _model(tmp_path, "", "return self.fc(x)")
+    model = linear_model_file("return self.fc(x)")
     assert main(["scan", model, "--target", "dml,xpu", "--confirm", "--out", str(tmp_path / "r")]) == 2
     assert "--confirm" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
@@ -365,12 +336,12 @@ def test_a_gru_runs_on_mps_as_atens_unfused_cell_and_on_xpu_as_its_fused_kernel(
         assert semantics_for(target).check_call("aten::_thnn_fused_gru_cell", ("float32",)) == RUNS
 
 
-def test_side_by_side_says_a_step_raised_of_its_own_as_the_target_alone_does(tmp_path, capsys):
+def test_side_by_side_says_a_step_raised_of_its_own_as_the_target_alone_does(tmp_path, linear_model_file, capsys):
     """`--target dml,xpu,mps` said "no call fails" for XPU where `--target xpu` ended with the step's error
     (exit 3): the side-by-side line read only a refused call as a failure (probe 13, case 25)."""
     from dmlprof.cli import main
 
-    model = _model(tmp_path, "", "raise ValueError('the model raised')")
+    model = linear_model_file("raise ValueError('the model raised')")
     assert main(["scan", model, "--target", "xpu,mps", "--out", str(tmp_path / "r")]) == 3
     captured = capsys.readouterr()
     lines = [line.strip() for line in captured.out.splitlines() if line.startswith("  ")]
