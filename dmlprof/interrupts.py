@@ -44,7 +44,13 @@ def held_stop():
     return KeyboardInterrupt() if _held[0] == signal.SIGINT else Stopped(_held[0])
 
 
-class Stopped(KeyboardInterrupt):
+class SignalStop(KeyboardInterrupt):
+    """A stop one of dmlprof's own signal handlers raised in the main thread (:class:`Stopped`, and a distributed
+    rank's ``LauncherStop``): code that runs the script's own handlers lets it through, where it would print and
+    ignore the script's KeyboardInterrupt."""
+
+
+class Stopped(SignalStop):
     """SIGTERM or SIGHUP, raised in the main thread: the run ends as on Ctrl-C, keeping what it recorded."""
 
     def __init__(self, signum: int):

@@ -30,6 +30,7 @@ from dmlprof.facts import RunFacts
 
 from dmlprof.distributed.env import PARENT_ENV, RUN_DIR_ENV, RankInfo, run_dir, session_path
 from dmlprof.errors import DmlprofError, Interrupted, UsageError
+from dmlprof.interrupts import SignalStop
 from dmlprof.job import refuse_single_scan_options
 
 #: how long rank 0 waits for the other ranks' sessions before merging what it has
@@ -41,7 +42,7 @@ DEFAULT_COMM_TIMEOUT_S = 600.0
 ERROR_NAME = "rank{rank}.error.json"
 
 
-class LauncherStop(KeyboardInterrupt):
+class LauncherStop(SignalStop):
     """SIGTERM: the launcher stops this rank (torchrun does so to every rank once one fails).
 
     ``recorder`` is the recorder that was recording when the signal came: when

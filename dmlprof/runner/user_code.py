@@ -251,10 +251,10 @@ def exit_handlers_run_at_its_end():
 
 
 def _a_stop(error: BaseException) -> bool:
-    """SIGTERM or SIGHUP, raised as a KeyboardInterrupt by dmlprof's handler (:class:`dmlprof.interrupts.Stopped`)."""
-    from dmlprof.interrupts import Stopped
+    """SIGTERM or SIGHUP, raised as a KeyboardInterrupt by one of dmlprof's handlers (a single scan's, a rank's)."""
+    from dmlprof.interrupts import SignalStop
 
-    return isinstance(error, Stopped)
+    return isinstance(error, SignalStop)
 
 
 def its_excepthook(error: BaseException) -> None:

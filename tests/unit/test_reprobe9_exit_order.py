@@ -57,3 +57,17 @@ def test_a_script_that_did_not_end_well_is_not_held_by_its_thread_that_never_end
         assert time.monotonic() - started < 5
     finally:
         release.set()
+
+
+def test_a_launcher_stop_that_lands_in_a_handler_ends_the_rank_and_is_not_printed_as_ignored(capsys):
+    # CI, torch 2.4.1: torchrun's SIGTERM to the surviving rank arrived while Dynamo's exit handler ran; printed as
+    # "Exception ignored in atexit callback" with its traceback, the rank's one error line became 44 lines
+    from dmlprof.job.rank import LauncherStop
+
+    def stopped_while_running():
+        raise LauncherStop()
+
+    with pytest.raises(LauncherStop):
+        with exit_handlers_run_at_its_end():
+            atexit.register(stopped_while_running)
+    assert "Exception ignored" not in capsys.readouterr().err
