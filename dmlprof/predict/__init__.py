@@ -85,10 +85,9 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
             session = scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
                            warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)
         except ScanStopped as stopped:
-            stopped.session.meta = _with_grounds(stopped.session, backend, float64, compiled, path, str(stopped))
-            _say_device_type_branches(stopped, backend, path)
+            stopped.session.meta = _with_grounds(stopped.session, backend, float64, compiled)
             raise
-    session.meta = _with_grounds(session, backend, float64, compiled, path)
+    session.meta = _with_grounds(session, backend, float64, compiled)
     return session
 
 
@@ -120,36 +119,16 @@ def _predicted_backend(target: str, float64: bool, values, target_torch: Optiona
     return PredictedTargetBackend(semantics_for(target, target_torch), values=values)
 
 
-def _with_grounds(session, backend, float64: bool, compiled, path=None, stopped_by: str = ""):
-    """The session's metadata with what its verdicts rest on: a target's provenance and setting (and, where a
-    failure is predicted in code that branches on a device's type, that the model saw "privateuseone"), or
-    DirectML's adapter note; and, where the model compiled anything, that it was predicted as eager calls."""
+def _with_grounds(session, backend, float64: bool, compiled):
+    """The session's metadata with what its verdicts rest on: a target's provenance and setting, or DirectML's
+    adapter note; and, where the model compiled anything, that it was predicted as eager calls."""
     notes = getattr(backend, "notes", None)
     meta = _with_adapter_note(session, float64) if notes is None else session.meta.updated(
-        notes=tuple(notes()) + _device_type_notes(backend, path, session.meta, stopped_by) + session.meta.notes)
+        notes=tuple(notes()) + session.meta.notes)
     if not compiled.compiled:
         return meta
     device = "DirectML" if notes is None else backend.semantics.title
     return meta.updated(notes=meta.notes + (compiled.note(device),))
-
-
-def _device_type_notes(backend, path, meta, stopped_by: str = "") -> tuple:
-    """A target's note where a failure is predicted in code that branches on a device's type (none for DirectML,
-    whose real device reads "privateuseone" too)."""
-    from dmlprof.predict.targets import device_type_note, failing_line_of
-
-    failed = stopped_by or meta.failed_op or meta.device_failure is not None
-    if not path or not failed or not hasattr(backend, "semantics"):
-        return ()
-    note = device_type_note(backend.semantics.title, path, meta.failed_source or failing_line_of(stopped_by))
-    return (note,) if note else ()
-
-
-def _say_device_type_branches(stopped, backend, path) -> None:
-    """The error line of a stopped prediction says it too: the note is what makes its line doubtful."""
-    notes = _device_type_notes(backend, path, stopped.session.meta, str(stopped))
-    if notes:
-        stopped.args = (f"{stopped}; note: {notes[0]}",)
 
 
 def _with_adapter_note(session, float64: bool):

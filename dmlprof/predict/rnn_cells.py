@@ -7,7 +7,7 @@ PrivateUse1 device, so it always meets the fused call:
 
 - where the target has the fused kernel (XPU), the call runs as a kernel of the device's, but torch has no
   Meta (nor CPU) kernel to give its outputs' shapes (the LSTM's fused cell has one):
-  :data:`META_REFERENCES` gives them, as the CUDA and XPU kernels lay them out;
+  :mod:`dmlprof.predict.references` gives them, as the CUDA and XPU kernels lay them out;
 - where the target's ATen takes the unfused path (MPS), :func:`unfused_gru_cell` is that path, run on the
   device tensors so that each of its calls is dispatched, recorded and judged as the target's own.
 """
@@ -37,13 +37,6 @@ def fused_gru_cell_backward_shapes(grad_hy, workspace, has_bias):
     return (grad_input_gates, grad_hidden_gates, grad_hx) + biases
 
 
-#: ``{op: function of its meta arguments}`` for device-only ops whose outputs torch has no Meta kernel to shape
-META_REFERENCES = {
-    FUSED_GRU_CELL: fused_gru_cell_shapes,
-    "aten::_thnn_fused_gru_cell_backward": fused_gru_cell_backward_shapes,
-}
-
-
 def unfused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
     """ATen's GRU cell off CUDA, XPU and PrivateUse1, from the gates the stand-in's ATen already multiplied out
     (``matmul(input, w_ih.t())``: the unfused path's ``linear`` adds the bias in the same call, here after it).
@@ -69,4 +62,4 @@ def unfused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias
 UNFUSED_PATHS = {FUSED_GRU_CELL: unfused_gru_cell}
 
 
-__all__ = ["META_REFERENCES", "UNFUSED_PATHS", "unfused_gru_cell"]
+__all__ = ["UNFUSED_PATHS", "fused_gru_cell_backward_shapes", "fused_gru_cell_shapes", "unfused_gru_cell"]

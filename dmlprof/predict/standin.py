@@ -68,7 +68,8 @@ from dmlprof.predict.conversion import (
 from dmlprof.predict.husks import META_KEYS, meta_copy, refuse
 from dmlprof.predict.placeholders import FINDS_INDICES, SIZED_BY_DATA, placeholder, remember_values, sized_by_data
 from dmlprof.predict.reshape import directml_reshape
-from dmlprof.predict.rnn_cells import META_REFERENCES, UNFUSED_PATHS
+from dmlprof.predict.references import META_REFERENCES, VALUE_REFERENCES
+from dmlprof.predict.rnn_cells import UNFUSED_PATHS
 from dmlprof.predict.shape_cache import cache_key, cache_kind, cached, remember
 from dmlprof.predict.special_kernels import ANSWERED, CPU_LAYOUT, DIRECTML_DTYPES, SPECIAL
 from dmlprof.predict.values import (
@@ -412,7 +413,7 @@ class StandIn:
         cpu_kwargs = converted.convert_kwargs(kwargs)
         started = time.perf_counter()
         try:
-            out = run_sizing_outs_after(overload, cpu_args, cpu_kwargs)
+            out = run_sizing_outs_after(VALUE_REFERENCES.get(op_name(overload), overload), cpu_args, cpu_kwargs)
         except Exception:
             return FAILED
         finally:

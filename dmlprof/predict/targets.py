@@ -8,18 +8,15 @@ the CPU. Nothing here names a target.
 """
 from __future__ import annotations
 
-import ast
-import re
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
-from typing import Optional
 
 from dmlprof.backends.base import Backend
 from dmlprof.predict.arguments import flat_tensors
 from dmlprof.predict.autocast import TargetAutocast, target_device_type_autocasts
 from dmlprof.predict.backend import PredictedDmlBackend
+from dmlprof.predict.device_type import device_reads_as_target
 from dmlprof.predict.standin import StandIn
 from dmlprof.record.tap import op_overload
 from dmlprof.targets.base import TargetFailure
@@ -107,8 +104,10 @@ class PredictedTargetBackend(PredictedDmlBackend):
 
     @contextmanager
     def run_context(self):
-        """The stand-in's run, where ``torch.autocast("<target>")`` autocasts on the stand-in."""
-        with super().run_context(), target_device_type_autocasts(self.name, self.device_type):
+        """The stand-in's run, where ``torch.autocast("<target>")`` autocasts on the stand-in and the model's
+        tensors read as the target's device (its ``x.device.type``)."""
+        with super().run_context(), target_device_type_autocasts(self.name, self.device_type), \
+                device_reads_as_target(self.name, self.device()):
             yield
 
     def _new_standin(self):
@@ -148,61 +147,3 @@ class PredictedTargetBackend(PredictedDmlBackend):
     def notes(self) -> tuple:
         """What the session says of this prediction's grounds (its provenance and assumed setting)."""
         return (self.semantics.provenance(),)
-
-
-#: a line comparing a device's type with something (``x.device.type == "cuda"``, ``"cpu" != dev.type``,
-#: ``device.type in (...)``): code that takes another branch on the stand-in, whose type reads "privateuseone"
-_DEVICE_TYPE_TEST = re.compile(r"\.type\s*(?:==|!=|\bin\b|\bnot\s+in\b)|(?:==|!=)\s*[\w.\[\]()]*\.type\b")
-
-
-def failing_line_of(message: str) -> str:
-    """``net.py:33`` from an error line's "(at net.py:33)" ("" where it names no line)."""
-    found = re.search(r"\(at (?:[\w:.]+, )?([^(),]+\.py:\d+)", message or "")
-    return found.group(1) if found else ""
-
-
-def device_type_branches(paths) -> list:
-    """``["net.py:31", ...]``: the lines of these source files that compare a device's type (unreadable files
-    are skipped: a note is the most this feeds)."""
-    found = []
-    for path in dict.fromkeys(Path(p) for p in paths):
-        try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        prose = _docstring_lines("\n".join(lines))
-        found += [f"{path.name}:{number}" for number, line in enumerate(lines, 1)
-                  if number not in prose and _DEVICE_TYPE_TEST.search(line.split("#", 1)[0])]
-    return found
-
-
-def _docstring_lines(source: str) -> set:
-    """The line numbers of a module's bare string statements (docstrings: prose that may quote such code)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set()
-    return {number for node in ast.walk(tree)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-            for number in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
-
-
-def device_type_note(title: str, model_path, failed_source: Optional[str]) -> Optional[str]:
-    """Where a failure is predicted and the model's code (its file, and the file of the failing line) branches
-    on a device's type (``failed_source``: the failing call's line, "" where none was found; None: no failure):
-    that on the stand-in ``device.type`` reads "privateuseone", not the target's type, so
-    the failing line may be one the real device never runs (re-probe 16's 17). None where neither holds."""
-    if failed_source is None:
-        return None
-    model_path = Path(model_path)
-    paths = [model_path]
-    source_file = failed_source.split(":", 1)[0].strip()
-    if source_file:
-        paths.append(source_file if Path(source_file).is_absolute() else model_path.parent / source_file)
-    lines = device_type_branches(paths)
-    if not lines:
-        return None
-    shown = ", ".join(lines[:6]) + (f" and {len(lines) - 6} more" if len(lines) > 6 else "")
-    return (f"the model's code compares a device's type ({shown}): in the prediction every tensor's device.type "
-            f"reads \"privateuseone\", never \"{title.lower()}\", so code under such a branch ran as off the "
-            f"{title} device, and the predicted failure may be on a line the {title} device never runs")

@@ -1,0 +1,69 @@
+"""Under ``--target mps`` (or ``xpu``) the model's code sees a device of the target's type.
+
+The stand-in is a PrivateUse1 device (torch routes its tensors by that type), so without this a model's
+``if x.device.type == "mps":`` reads "privateuseone" and takes the branch the real device never runs: diffusers'
+timestep guard builds float64 timesteps off MPS, and the prediction reported a float64 failure at a line MPS never
+reaches (re-probe 16's 17). For the prediction's length a ``TorchFunctionMode`` (Python-level only: it changes no
+dispatcher path) answers, for the stand-in's tensors:
+
+- ``x.device`` with the target's type and the same index, and ``x.is_mps`` / ``x.is_xpu`` with True;
+- a device argument naming the target's type (``torch.zeros(n, device=x.device)``, ``.to("mps")``) with the
+  stand-in, where the tensor is really made.
+
+dmlprof's own code (the stand-in's kernels, the recorder) reads the real device: an access from one of its frames
+is answered as without the mode. torch's own Python code called by the model sees the target's type, as on the
+device (an optimizer choosing its implementation by ``p.device.type``).
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+
+def _names_type(value, device_type: str) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == device_type
+    if isinstance(value, str):
+        return value.split(":", 1)[0] == device_type
+    return False
+
+
+def _called_from_dmlprof() -> bool:
+    """Whether the access that reached the mode came from dmlprof's code (the frame above ``__torch_function__``:
+    a property's getter is C and adds none)."""
+    return sys._getframe(2).f_globals.get("__name__", "").partition(".")[0] == "dmlprof"
+
+
+class _ReadsAsTarget(TorchFunctionMode):
+    def __init__(self, target_type: str, stand_in: torch.device):
+        super().__init__()
+        self.target_type, self.stand_in = target_type, stand_in
+        # the getters' descriptors: the mode is handed their __get__, whose __self__ is the descriptor
+        self._device = torch._C.TensorBase.device
+        self._is_target = getattr(torch._C.TensorBase, f"is_{target_type}", None)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        getter = getattr(func, "__self__", None)
+        if getter is self._device:
+            device = func(*args, **kwargs)
+            if device.type == self.stand_in.type and not _called_from_dmlprof():
+                return torch.device(self.target_type, device.index)
+            return device
+        if getter is self._is_target and self._is_target is not None:
+            return args[0].device.type == self.stand_in.type or func(*args, **kwargs)
+        if any(_names_type(a, self.target_type) for a in args) or \
+                any(_names_type(v, self.target_type) for v in kwargs.values()):
+            args = tuple(self.stand_in if _names_type(a, self.target_type) else a for a in args)
+            kwargs = {k: self.stand_in if _names_type(v, self.target_type) else v for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def device_reads_as_target(target_type: str, stand_in: torch.device):
+    """For the block, the stand-in's tensors read as on a device of ``target_type`` (see the module)."""
+    with _ReadsAsTarget(target_type, stand_in):
+        yield
