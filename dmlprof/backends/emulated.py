@@ -77,6 +77,8 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     def run_meta(self) -> BackendFacts:
         return replace(super().run_meta(), timing=self.TIMING)
 
+    MEMORY_SOURCE = "the emulated device's allocator (bytes its tensors hold)"
+
     def memory(self) -> MemoryReading:
         """The bytes the device's storages hold and their peak since the last reset, as its allocator counts them:
         what a CUDA script's ``torch.cuda.memory_allocated()`` reads (CUDA's arithmetic: a steady loop grows by 0,
@@ -85,8 +87,6 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
 
         return MemoryReading(allocated_bytes=testing.memory_allocated(), peak_bytes=testing.max_memory_allocated(),
                              source=self.MEMORY_SOURCE)
-
-    MEMORY_SOURCE = "the emulated device's allocator (bytes its tensors hold)"
 
     def reset_peak_memory(self) -> None:
         from dmlprof import testing

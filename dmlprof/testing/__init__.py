@@ -311,9 +311,8 @@ def _float64_rule(name: str, values: list, outputs: bool) -> bool:
 
 
 def _install(module) -> None:
-    from dmlprof.tables import load_table
-
     from dmlprof.directml.output_dtypes import OUTPUT_IN_INPUT_DTYPE
+    from dmlprof.tables import load_table
 
     table = load_table("dml")
     module.set_outputs_in_input_dtype(OUTPUT_IN_INPUT_DTYPE)  # read as the kernels are registered: first
