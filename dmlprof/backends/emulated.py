@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from dmlprof.backends.base import Availability, Backend
+from dmlprof.backends.base import Availability, Backend, MemoryReading
 from dmlprof.directml.failures import DirectMLSemantics
 from dmlprof.facts import BackendFacts
 
@@ -23,7 +23,8 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
     fallback_warning_name = "DML"
     has_cpu_fallback = True
     stands_in_for_directml = True
-    #: its allocator is malloc: what a CUDA script asks of its memory is answered with the host's
+    #: its allocator is malloc: the host's total and free memory are the device's (its own allocator counts the bytes
+    #: its storages hold: ``memory()``)
     memory_is_host = True
     #: its kernels raise "torch-directml ends the process here" where the real one dies; a script's
     #: ``except RuntimeError`` can catch that, so the run keeps it and ends with it (R29)
@@ -75,6 +76,22 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
 
     def run_meta(self) -> BackendFacts:
         return replace(super().run_meta(), timing=self.TIMING)
+
+    MEMORY_SOURCE = "the emulated device's allocator (bytes its tensors hold)"
+
+    def memory(self) -> MemoryReading:
+        """The bytes the device's storages hold and their peak since the last reset, as its allocator counts them:
+        what a CUDA script's ``torch.cuda.memory_allocated()`` reads (CUDA's arithmetic: a steady loop grows by 0,
+        ``del`` frees the tensor's bytes), where the process's resident memory only grows."""
+        from dmlprof import testing
+
+        return MemoryReading(allocated_bytes=testing.memory_allocated(), peak_bytes=testing.max_memory_allocated(),
+                             source=self.MEMORY_SOURCE)
+
+    def reset_peak_memory(self) -> None:
+        from dmlprof import testing
+
+        testing.reset_peak_memory()
 
     def synchronize(self, outputs=None) -> None:
         """Nothing to wait for: kernels run synchronously in host memory."""

@@ -203,19 +203,35 @@ def _total_and_free_bytes(backend) -> tuple:
     return int(total or 0), int(free or 0)
 
 
-def _allocated_bytes(backend) -> int:
-    """What ``torch.cuda.memory_allocated()`` answers: the device's own count where it keeps one; for a device of host
-    memory that keeps none, the process's resident memory now (its peak is the process's peak, so the two agree)."""
-    allocated = backend.memory().allocated_bytes
-    if allocated is None and backend.memory_is_host:
-        allocated = host_memory.resident_bytes()
-    return int(allocated or 0)
+class _MemoryFigures:
+    """What ``torch.cuda.memory_allocated()`` and ``max_memory_allocated()`` answer, and what resets the peak.
 
+    Where the device counts its tensors' bytes (CUDA's allocator, the emulated DirectML device's, XPU's, MPS's,
+    torch-directml's ``gpu_memory``), its count and peak: CUDA's arithmetic. The CPU counts none, and the process's
+    resident memory is no stand-in (re-probe 17, 17): it only grows, with Python's, torch's and dmlprof's own
+    memory, so a script's leak check failed on a loop that holds nothing more (17 MB over 20 steps), and a reset
+    reset nothing. There the figure is the process's resident memory when the script began, held: the right scale
+    for a share of the card, and a steady loop's growth is 0 as on CUDA, but ``del`` frees nothing and a real leak
+    grows nothing either (docs/scripts.md)."""
 
-def _peak_bytes(backend) -> int:
-    """What ``torch.cuda.max_memory_allocated()`` answers: the device's peak, never below what it holds now (the
-    kernel updates a process's peak resident memory only now and then)."""
-    return max(backend.memory().peak_bytes or 0, _allocated_bytes(backend))
+    def __init__(self, backend):
+        self.backend = backend
+        self.uncounted = backend.memory_is_host and backend.memory().allocated_bytes is None
+        self.held = (host_memory.resident_bytes() or 0) if self.uncounted else 0
+
+    def allocated(self) -> int:
+        if self.uncounted:
+            return int(self.held)
+        return int(self.backend.memory().allocated_bytes or 0)
+
+    def peak(self) -> int:
+        """The device's peak, never below what it holds now."""
+        if self.uncounted:
+            return int(self.held)
+        return max(int(self.backend.memory().peak_bytes or 0), self.allocated())
+
+    def reset_peak(self, device=None) -> None:
+        self.backend.reset_peak_memory()
 
 
 def _random_state(device: torch.device):
@@ -295,11 +311,11 @@ def _one_device_scatter(target: torch.device):
     return scatter
 
 
-def _memory_answers(backend) -> dict:
+def _memory_answers(backend, figures: _MemoryFigures) -> dict:
     """``memory_stats()`` with the keys scripts read (CUDA's allocator's names), and a ``memory_summary()`` made of
     them: torch's own summary reads keys only CUDA's allocator fills."""
     def memory_stats(device=None):
-        current, peak = _allocated_bytes(backend), _peak_bytes(backend)
+        current, peak = figures.allocated(), figures.peak()
         return {f"{kind}_bytes.all.{which}": value for kind in ("allocated", "reserved", "active")
                 for which, value in (("current", current), ("peak", peak))}
 
@@ -348,11 +364,13 @@ def _nvtx_answers() -> dict:
 
 def _module_answers(source: str, backend, requests: _Requests, legacy_types: dict) -> dict:
     """(module, attribute) -> the stand-in for the source device's queries."""
+    figures = _MemoryFigures(backend)
+
     def allocated(device=None):
-        return _allocated_bytes(backend)
+        return figures.allocated()
 
     def peak(device=None):
-        return _peak_bytes(backend)
+        return figures.peak()
 
     get_rng_state, set_rng_state, initial_seed = _random_state(backend.device())
     common = {
@@ -384,8 +402,8 @@ def _module_answers(source: str, backend, requests: _Requests, legacy_types: dic
             "max_memory_allocated": peak,
             "memory_reserved": allocated,
             "max_memory_reserved": peak,
-            "reset_peak_memory_stats": lambda device=None: backend.reset_peak_memory(),
-            "reset_max_memory_allocated": lambda device=None: backend.reset_peak_memory(),
+            "reset_peak_memory_stats": figures.reset_peak,
+            "reset_max_memory_allocated": figures.reset_peak,
             "mem_get_info": lambda device=None: _total_and_free_bytes(backend)[::-1],  # (free, total)
             "get_rng_state_all": lambda: [get_rng_state()],  # one device, as device_count() answers
             "set_rng_state_all": lambda states: set_rng_state(states[0]),
@@ -398,7 +416,7 @@ def _module_answers(source: str, backend, requests: _Requests, legacy_types: dic
             "is_initialized": _is_initialized(requests),
             "init": lambda: setattr(requests, "made", True),
             **legacy_types,  # torch.cuda.FloatTensor, ...
-            **_memory_answers(backend),
+            **_memory_answers(backend, figures),
             **_memory_fraction(),
             **common,
         }

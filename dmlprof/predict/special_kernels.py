@@ -20,6 +20,7 @@ from typing import Optional
 
 import torch
 
+from dmlprof.directml.output_dtypes import OUTPUT_IN_INPUT_DTYPE
 from dmlprof.predict.arguments import flat_tensors
 from dmlprof.predict.conversion import FAILED, given_values
 from dmlprof.predict.husks import META, META_KEYS, device_tensor
@@ -209,26 +210,28 @@ def _convolution_backward_overrideable(standin, overload, args, kwargs):
     return standin.with_cpu_layout(*call)
 
 
-def _native_dropout_mask_as_directml(standin, overload, args, kwargs):
-    """torch-directml's native_dropout returns its mask in the input's dtype (0 and 1), where the CPU's and Meta's
-    kernels return a bool one: measured on realdml (torch-directml 0.2.5, torch 2.4.1; float32 and float16, train
-    or not; re-probe 16, 15). Autograd hands the mask to native_dropout_backward, so a real step's backward is
-    (float32, float32), never (bool, float32)."""
-    out, mask = standin.compute(overload, args, kwargs)
-    dtype = args[0].dtype
-    if mask.dtype == dtype:
-        return out, mask
-    cast = device_tensor(mask.shape, mask.stride(), 0, dtype, mask.device)
-    if has_values(mask):
+def _output_in_input_dtype(standin, overload, args, kwargs):
+    """An output torch-directml returns in its first argument's dtype where the CPU's and Meta's kernels return
+    another (native_dropout's mask: float 0 and 1, not bool): :data:`dmlprof.directml.output_dtypes.
+    OUTPUT_IN_INPUT_DTYPE`, the definition the emulated device's kernel reads too. Autograd hands the mask to
+    native_dropout_backward, so a real step's backward is (float32, float32), never (bool, float32)."""
+    outputs = list(standin.compute(overload, args, kwargs))
+    index, dtype = OUTPUT_IN_INPUT_DTYPE[op_name(overload)], args[0].dtype
+    made = outputs[index]
+    if made.dtype == dtype:
+        return tuple(outputs)
+    cast = device_tensor(made.shape, made.stride(), 0, dtype, made.device)
+    if has_values(made):
         with torch._C._DisableTorchDispatch():
-            values = torch.empty_strided(tuple(mask.shape), tuple(mask.stride()), dtype=dtype)
-            values.copy_(cpu_view(mask))
+            values = torch.empty_strided(tuple(made.shape), tuple(made.stride()), dtype=dtype)
+            values.copy_(cpu_view(made))
         standin.values.keep(cast, values)
-    elif constant_of(mask) is not None:
-        set_constant(cast, float(constant_of(mask)), unknown_why(mask))
+    elif constant_of(made) is not None:
+        set_constant(cast, float(constant_of(made)), unknown_why(made))
     else:
-        forget(cast, unknown_why(mask))
-    return out, cast
+        forget(cast, unknown_why(made))
+    outputs[index] = cast
+    return tuple(outputs)
 
 
 SPECIAL = {
@@ -261,4 +264,4 @@ ANSWERED = {"aten::allclose": _allclose}
 CPU_LAYOUT = frozenset({"aten::native_layer_norm_backward"})
 #: Kernels of torch-directml's that return other dtypes than the CPU's: the DirectML stand-in's only (the other
 #: targets' devices return the CPU's bool dropout mask).
-DIRECTML_DTYPES = {"aten::native_dropout": _native_dropout_mask_as_directml}
+DIRECTML_DTYPES = dict.fromkeys(OUTPUT_IN_INPUT_DTYPE, _output_in_input_dtype)

@@ -311,9 +311,11 @@ def _float64_rule(name: str, values: list, outputs: bool) -> bool:
 
 
 def _install(module) -> None:
+    from dmlprof.directml.output_dtypes import OUTPUT_IN_INPUT_DTYPE
     from dmlprof.tables import load_table
 
     table = load_table("dml")
+    module.set_outputs_in_input_dtype(OUTPUT_IN_INPUT_DTYPE)  # read as the kernels are registered: first
     skipped = module.register_kernels(table.registrations["PrivateUse1"], "PrivateUse1")
     # torch-directml also puts reshape on AutogradPrivateUse1 (so autograd does not decompose it)
     # and torchvision::nms (without it, nms on the device has no autograd kernel on torch 2.4.1 and
@@ -441,6 +443,22 @@ def reset_fallback_counts() -> None:
     load().reset_fallback_counts()
 
 
+def memory_allocated() -> int:
+    """Bytes the device's storages hold now (its allocator counts them; 0 before the device is loaded)."""
+    return int(_state["module"].memory_allocated()) if is_loaded() else 0
+
+
+def max_memory_allocated() -> int:
+    """The most bytes the device's storages held since :func:`reset_peak_memory` (or the device's loading)."""
+    return int(_state["module"].max_memory_allocated()) if is_loaded() else 0
+
+
+def reset_peak_memory() -> None:
+    """The peak becomes what the device holds now, as ``torch.cuda.reset_peak_memory_stats()`` does CUDA's."""
+    if is_loaded():
+        _state["module"].reset_peak_memory()
+
+
 def device() -> torch.device:
     load()
     return torch.device(DEVICE_TYPE, 0)
@@ -477,5 +495,5 @@ __all__ = [
     "ACCUMULATES_IN_PLACE", "as_on_directml",
     "FLOAT64_ENV", "float64_support", "set_float64_support",
     "EmulatedDeviceError", "FAULT_ENV", "clear_fault", "current_fault", "fault_hits", "set_fault", "build_problem", "build_directory", "device", "fallback_counts", "is_loaded",
-    "load", "real_kernel_ops", "reset_fallback_counts", "skipped_ops", "AbortNote", "abort_count", "take_abort_note",
+    "load", "max_memory_allocated", "memory_allocated", "real_kernel_ops", "reset_peak_memory", "reset_fallback_counts", "skipped_ops", "AbortNote", "abort_count", "take_abort_note",
 ]

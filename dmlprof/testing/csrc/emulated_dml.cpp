@@ -46,6 +46,7 @@ extern "C" __declspec(dllimport) unsigned long __stdcall GetCurrentThreadId(void
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
@@ -63,12 +64,40 @@ namespace {
 constexpr c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
 
 // ---------------------------------------------------------------- memory
-void host_delete(void* ptr) { std::free(ptr); }
+// The bytes the device's storages hold now and at most since the last reset: what torch.cuda.memory_allocated()
+// and max_memory_allocated() answer for a CUDA script scanned here (--from cuda), CUDA's caching allocator's
+// arithmetic (a steady loop grows by 0, `del` frees the tensor's bytes), where the process's resident memory
+// never goes down. Each block carries its size in a header ahead of the data, so a free knows what it gives back
+// without a table (malloc's alignment is kept: the header is a multiple of it).
+std::atomic<int64_t> g_live_bytes{0};
+std::atomic<int64_t> g_peak_bytes{0};
+constexpr size_t kHeader = alignof(std::max_align_t) > 16 ? alignof(std::max_align_t) : 16;
+
+void count_allocated(int64_t nbytes) {
+  const int64_t now = g_live_bytes.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+void host_delete(void* data) {
+  if (data == nullptr) return;
+  char* block = static_cast<char*>(data) - kHeader;
+  int64_t nbytes;
+  std::memcpy(&nbytes, block, sizeof(nbytes));
+  g_live_bytes.fetch_sub(nbytes, std::memory_order_relaxed);
+  std::free(block);
+}
 
 struct HostAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
-    void* data = nbytes ? std::malloc(nbytes) : nullptr;
-    TORCH_CHECK(!nbytes || data, "emulated DML device: could not allocate ", nbytes, " bytes");
+    if (nbytes == 0) return {nullptr, nullptr, &host_delete, c10::Device(kDevice, 0)};
+    char* block = static_cast<char*>(std::malloc(nbytes + kHeader));
+    TORCH_CHECK(block, "emulated DML device: could not allocate ", nbytes, " bytes");
+    const int64_t size = static_cast<int64_t>(nbytes);
+    std::memcpy(block, &size, sizeof(size));
+    count_allocated(size);
+    void* data = block + kHeader;
     return {data, data, &host_delete, c10::Device(kDevice, 0)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &host_delete; }
@@ -76,6 +105,10 @@ struct HostAllocator final : public c10::Allocator {
     std::memcpy(dest, src, count);
   }
 };
+
+int64_t memory_allocated() { return g_live_bytes.load(); }
+int64_t max_memory_allocated() { return g_peak_bytes.load(); }
+void reset_peak_memory() { g_peak_bytes.store(g_live_bytes.load()); }
 
 HostAllocator g_allocator;
 REGISTER_ALLOCATOR(kDevice, &g_allocator);
@@ -561,6 +594,34 @@ void native_kernel(const c10::OperatorHandle& op, Stack* s) {
   }
 }
 
+// ---------------------------------------------------------------- outputs in torch-directml's dtypes
+// Outputs torch-directml returns in its first argument's dtype where the CPU kernel returns another: native_dropout's
+// mask is float (0 and 1), not bool. Set by the loader from dmlprof.directml.output_dtypes, the one definition the
+// prediction's stand-in reads too, before the kernels are registered.
+auto& g_in_input_dtype = *new std::map<std::string, int64_t>();  // "aten::native_dropout" -> 1 (never destroyed)
+
+void set_outputs_in_input_dtype(const std::map<std::string, int64_t>& outputs) { g_in_input_dtype = outputs; }
+
+std::string op_name(const c10::OperatorHandle& op);
+
+// The CPU kernel's work, then the output recast on the host aliases (no device call a recorder would see).
+void k_output_in_input_dtype(const c10::OperatorHandle& op, Stack* s) {
+  const size_t first = s->size() - op.schema().arguments().size();
+  const c10::IValue& input = (*s)[first];
+  const bool known = input.isTensor() && input.toTensor().defined();
+  const c10::ScalarType dtype = known ? input.toTensor().scalar_type() : c10::ScalarType::Undefined;
+  native_kernel(op, s);
+  const auto found = g_in_input_dtype.find(op_name(op));
+  const size_t returns = op.schema().returns().size();
+  if (!known || found == g_in_input_dtype.end() || found->second >= static_cast<int64_t>(returns)) return;
+  c10::IValue& output = (*s)[s->size() - returns + static_cast<size_t>(found->second)];
+  if (!output.isTensor() || output.toTensor().scalar_type() == dtype || !on_device(output.toTensor())) return;
+  const at::Tensor made = output.toTensor();
+  at::Tensor cast = empty_device(made.sizes(), made.strides(), dtype);
+  cpu_alias(cast).copy_(cpu_alias(made));
+  output = cast;
+}
+
 // ---------------------------------------------------------------- data types DirectML refuses
 // Most DirectML adapters have no float64; none takes bfloat16. Every kernel of the
 // device, the fallback's copies back included, refuses a device tensor of either,
@@ -888,6 +949,7 @@ torch::CppFunction boxed(BoxedFn fn) {
   if (fn == &k_reshape) return checked_kernel<&k_reshape>();
   if (fn == &k_convolution) return checked_kernel<&k_convolution>();
   if (fn == &k_convolution_backward) return checked_kernel<&k_convolution_backward>();
+  if (fn == &k_output_in_input_dtype) return checked_kernel<&k_output_in_input_dtype>();
   return checked_kernel<&native_kernel>();
 }
 
@@ -916,7 +978,8 @@ std::vector<std::string> register_kernels(const std::vector<std::string>& names,
     if (key == c10::DispatchKey::AutogradPrivateUse1 && real == real_kernels().end()) {
       library_for(ns, key).impl(rest.c_str(), torch::CppFunction::makeFromBoxedFunction<&below_autograd>());
     } else {
-      BoxedFn fn = real == real_kernels().end() ? &native_kernel : real->second;
+      BoxedFn fn = real != real_kernels().end() ? real->second
+                   : g_in_input_dtype.count(full) ? &k_output_in_input_dtype : &native_kernel;
       library_for(ns, key).impl(rest.c_str(), boxed(fn));
     }
     g_registered.push_back(key_name + ":" + full);
@@ -1000,4 +1063,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(aborts raised since the last take, by any thread or forked child; the first one's op, message, pid, thread)");
   m.def("abort_count", &abort_count, "every abort the device raised in a call's place, ever (forked children's too)");
   m.def("register_hooks", &register_hooks, "register PrivateUse1 hooks (torch >= 2.6); false when not needed");
+  m.def("memory_allocated", &memory_allocated, "bytes the device's storages hold now");
+  m.def("max_memory_allocated", &max_memory_allocated, "the most bytes they held since the last reset");
+  m.def("reset_peak_memory", &reset_peak_memory, "the peak becomes what is held now");
+  m.def("set_outputs_in_input_dtype", &set_outputs_in_input_dtype,
+        "{op: output index} returned in the first argument's dtype (torch-directml's dropout mask); before registering");
 }
