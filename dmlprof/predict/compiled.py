@@ -28,6 +28,8 @@ import torch
 
 #: Dynamo's module, whose ``optimize`` a prediction wraps as it wraps ``torch.compile``
 DYNAMO = "torch._dynamo"
+#: the backend both compile with where none is named, the one that compiles kernels of its own
+INDUCTOR = "inductor"
 
 
 class CompiledAsEager:
@@ -35,6 +37,8 @@ class CompiledAsEager:
 
     def __init__(self):
         self.compiled = False
+        #: the backends it compiled with, by name ("inductor", "aot_eager"; a callable of the script's: its name)
+        self.backends: set = set()
 
     def note(self, device: str) -> str:
         """The session's note, for a prediction of ``device`` (its title: DirectML, XPU, MPS)."""
@@ -45,9 +49,21 @@ class CompiledAsEager:
                        "InternalTorchDynamoError there instead (compile only on CUDA, or set "
                        "torch._dynamo.config.suppress_errors = True)")
         else:
-            happens = (f"as it runs uncompiled: on {device} Inductor compiles it into kernels of its own, whose "
-                       f"calls are not those listed (the prediction cannot build {device} code)")
+            happens = "as it runs uncompiled: " + "; ".join(self._what_backends_run(device))
         return f"torch.compile: the compiled code was predicted as its eager calls, {happens}"
+
+    def _what_backends_run(self, device: str) -> list:
+        """For each kind of backend compiled with, whether the calls listed are those it runs on ``device``."""
+        said = []
+        if INDUCTOR in self.backends:
+            said.append(f"on {device} Inductor compiles it into kernels of its own, whose calls are not those "
+                        f"listed (the prediction cannot build {device} code)")
+        others = sorted(self.backends - {INDUCTOR})
+        if others:
+            names = ", ".join(others) + (" backends run" if len(others) > 1 else " backend runs")
+            said.append(f"the {names} ATen's calls, as listed (where a backend is the script's own, what it runs "
+                        "is its own)")
+        return said
 
 
 @contextmanager
@@ -57,16 +73,17 @@ def compiled_code_runs_eagerly():
     seen = CompiledAsEager()
     before: list = []  # Dynamo's ``disable`` as it was, once the first compile imported Dynamo
 
-    def dynamo_off() -> None:
+    def dynamo_off(backend) -> None:
         import torch._dynamo
 
         if not before:
             before.append(torch._dynamo.config.disable)
         torch._dynamo.config.disable = True
         seen.compiled = True
+        seen.backends.add(_backend_name(backend))
 
     compile_original = torch.compile
-    torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph")
+    torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph", backend_at=None)
     optimize = _DynamoOptimizeWrapped(dynamo_off)
     try:
         yield seen
@@ -78,12 +95,22 @@ def compiled_code_runs_eagerly():
             _forget_what_dynamo_skipped()
 
 
-def _as_eager(compiler, dynamo_off, whole_graph: str):
-    """``compiler`` (``torch.compile``, ``torch._dynamo.optimize``) with Dynamo off first; its ``whole_graph``
-    keyword dropped: nothing compiles while Dynamo is off, and ``fullgraph=True`` (``nopython=True``) would raise
-    "found no compiled frames" (torch 2.13)."""
+def _backend_name(backend) -> str:
+    """"inductor", "aot_eager", or a callable backend's name; ``torch.compile`` hands ``optimize`` its backend
+    wrapped (``_TorchCompileWrapper``), which keeps the name it was given."""
+    if isinstance(backend, str):
+        return backend
+    return str(getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__))
+
+
+def _as_eager(compiler, dynamo_off, whole_graph: str, backend_at):
+    """``compiler`` (``torch.compile``, ``torch._dynamo.optimize``) with Dynamo off first, told the backend named
+    (keyword ``backend``, or the positional argument ``backend_at``); its ``whole_graph`` keyword dropped: nothing
+    compiles while Dynamo is off, and ``fullgraph=True`` (``nopython=True``) would raise "found no compiled frames"
+    (torch 2.13)."""
     def compile_as_eager(*args, **kwargs):
-        dynamo_off()
+        positional = args[backend_at] if backend_at is not None and len(args) > backend_at else INDUCTOR
+        dynamo_off(kwargs.get("backend", positional))
         kwargs.pop(whole_graph, None)
         return compiler(*args, **kwargs)
 
@@ -111,7 +138,7 @@ class _DynamoOptimizeWrapped:
         if original is None or self.module is not None:
             return
         self.module, self.original = module, original
-        module.optimize = _as_eager(original, self.dynamo_off, "nopython")
+        module.optimize = _as_eager(original, self.dynamo_off, "nopython", backend_at=0)
 
     def undo(self) -> None:
         if self.finder is not None and self.finder in sys.meta_path:

@@ -156,3 +156,22 @@ def test_forgetting_dynamos_skip_marks_passes_over_a_dead_weak_proxy():
     del held
     _forget_what_dynamo_skipped()
     assert len(proxies) == 1
+
+
+def test_the_note_says_inductor_only_where_inductor_was_the_backend():
+    """Re-probe 17, 23: under --target xpu the note said "Inductor compiles it into kernels of its own" for
+    ``backend="aot_eager"`` and a custom backend too, which run the eager calls listed."""
+    from dmlprof.predict.compiled import compiled_code_runs_eagerly
+
+    def my_backend(graph_module, example_inputs):
+        return graph_module.forward
+
+    with compiled_code_runs_eagerly() as seen:
+        torch.compile(lambda x: x + 1, backend="aot_eager", fullgraph=True)
+        torch.compile(lambda x: x * 2, backend=my_backend)
+    note = seen.note("XPU")
+    assert seen.backends == {"aot_eager", "my_backend"}
+    assert "Inductor" not in note and "aot_eager, my_backend backends run ATen's calls" in note
+    with compiled_code_runs_eagerly() as seen:
+        torch.compile(lambda x: x + 1)
+    assert seen.backends == {"inductor"} and "Inductor compiles it into kernels of its own" in seen.note("XPU")
