@@ -1,0 +1,125 @@
+"""The writes into views made in threads the recorder does not record (re-probe 17, case 6).
+
+The recorder records the thread it runs on (and autograd's threads in that thread's backward): its tap's key is
+in that thread's include set alone. A write into a view past its base's start made in another thread (a threaded
+forward: a hand-rolled data-parallel, a pipeline stage) and backpropagated by the main thread trains on a wrong
+gradient on DirectML all the same, and went unjudged: ``check`` passed. So every thread started while a recording
+is on gets a second key in its include set, whose Python kernels exist only for the in-place overloads (the writes
+the written-view class covers; every other op passes the key by a fallthrough, at no cost). Such a kernel asks the
+watcher (:class:`dmlprof.record.recorder.OtherThreadWrites`) whether the write is one of the class; only where it is
+does the watch keep anything, and its row joins the recording only where a backward runs through the write.
+
+The key is ``TESTING_ONLY_GenericMode``: a functionality key no tensor carries and torch registers nothing on (torch
+2.4 to 2.13), above autograd, so a kernel there sees the user's call before autograd records it and, once the call
+returned, the CopySlices node autograd left on the view's base. The kernels stay registered once made (as the tap's
+do); a thread that outlives the recording drops the key from its include set at its next in-place call.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Optional
+
+import torch
+
+from dmlprof.record.tap import PerOpKernels, call_as_dispatched, tap_key
+from dmlprof.tables.wrong_classes import in_place_by_name
+
+#: the dispatch key of the threads whose writes are watched (see the module docstring)
+WATCH_KEY_NAME = "TESTING_ONLY_GenericMode"
+_META, _PYTHON = torch._C.DispatchKey.Meta, torch._C.DispatchKey.Python
+_profiler_enabled = getattr(torch._C._autograd, "_profiler_enabled", lambda: False)
+_enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
+
+#: the watcher of other threads' writes while a recording is on (``before_write``, ``after_write``), else None
+_watcher = None
+_fallthrough = None
+_kernels: Optional[PerOpKernels] = None
+
+
+def watch_key():
+    return torch._C._parse_dispatch_key(WATCH_KEY_NAME)
+
+
+@contextmanager
+def other_threads_watched(watcher):
+    """Every thread started in the block has its in-place writes shown to ``watcher`` (``before_write(func, args,
+    kwargs)`` -> a token or None, then ``after_write(token, out)`` once the write returned); where this torch has
+    no room for the key, the block runs as before, those writes unjudged."""
+    global _watcher
+    bootstrap = getattr(threading.Thread, "_bootstrap_inner", None)
+    if bootstrap is None or not _register_kernels():
+        yield
+        return
+    key = watch_key()
+
+    def _bootstrap_inner(self):
+        if _watcher is None:  # started past the recording (a restored method kept by another patch's)
+            return bootstrap(self)
+        with torch._C._IncludeDispatchKeyGuard(key):
+            return bootstrap(self)
+
+    _watcher = watcher
+    threading.Thread._bootstrap_inner = _bootstrap_inner
+    try:
+        yield
+    finally:
+        _watcher = None
+        if threading.Thread._bootstrap_inner is _bootstrap_inner:  # else a later patch wraps ours: left, inert
+            threading.Thread._bootstrap_inner = bootstrap
+
+
+def refresh() -> None:
+    """Cover in-place ops defined since the kernels were registered (an extension imported later)."""
+    if _kernels is not None:
+        _kernels.refresh()
+
+
+def _register_kernels() -> bool:
+    """The key's kernels, registered once a process; False where the key is taken in this torch."""
+    global _fallthrough, _kernels
+    if _kernels is None:
+        try:
+            key = watch_key()
+            if torch._C._dispatch_has_backend_fallback(key):
+                return False
+            _fallthrough = torch.library.Library("_", "IMPL")
+            _fallthrough.m.fallback_fallthrough(WATCH_KEY_NAME)
+        except (RuntimeError, AttributeError):
+            return False
+        _kernels = PerOpKernels(WATCH_KEY_NAME, _watching_kernel, wanted=in_place_by_name)
+    _kernels.refresh()
+    return True
+
+
+def _watching_kernel(overload):
+    """The key's kernel for one in-place op: the write shown to the watcher, run as the thread would run it."""
+    key = watch_key()
+    watch, tap = torch._C.DispatchKeySet(key), tap_key()
+
+    def kernel(keyset, *args, **kwargs):
+        watcher = _watcher
+        token = None
+        if watcher is None:  # the recording ended: this thread is watched no more
+            torch._C._dispatch_tls_set_dispatch_key_included(key, False)
+        elif not (keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack()
+                  or torch._C._dispatch_tls_is_dispatch_key_included(tap)):  # tracing, or a thread the tap records
+            token = watcher.before_write(overload, args, kwargs)
+        with torch._C._ExcludeDispatchKeyGuard(watch):
+            out = _call_unseen_by_profilers(overload, args, kwargs)
+        if token is not None:
+            watcher.after_write(token, out)
+        return out
+    return kernel
+
+
+def _call_unseen_by_profilers(overload, args, kwargs):
+    """The call, as the dispatcher would have made it; under a profiler, without a second event nested in the
+    user's call (the recorder takes such nested pairs for its own rows' calls: dmlprof.record.profiler)."""
+    if _enable_record_function is None or not _profiler_enabled():
+        return call_as_dispatched(overload, args, kwargs)
+    _enable_record_function(False)
+    try:
+        return call_as_dispatched(overload, args, kwargs)
+    finally:
+        _enable_record_function(True)
