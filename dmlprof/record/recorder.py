@@ -572,9 +572,6 @@ class _Refusals:
         self.tap.install()
         self._enabled = self.tap.enabled()
         self._enabled.__enter__()
-        if self.other_threads is not None:
-            self._threads_watched = other_threads_watched(self.other_threads)
-            self._threads_watched.__enter__()
         return self
 
     def __exit__(self, *exc):
