@@ -102,8 +102,9 @@ def _watching_kernel(overload):
         token = None
         if watcher is None:  # the recording ended: this thread is watched no more
             torch._C._dispatch_tls_set_dispatch_key_included(key, False)
-        elif not (keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack()
-                  or torch._C._dispatch_tls_is_dispatch_key_included(tap)):  # tracing, or a thread the tap records
+        elif _into_a_view(args) and not (
+                keyset.has(_META) or keyset.has(_PYTHON) or torch._C._len_torch_dispatch_stack()
+                or torch._C._dispatch_tls_is_dispatch_key_included(tap)):  # tracing, or a thread the tap records
             token = watcher.before_write(overload, args, kwargs)
         with torch._C._ExcludeDispatchKeyGuard(watch):
             out = _call_unseen_by_profilers(overload, args, kwargs)
@@ -111,6 +112,13 @@ def _watching_kernel(overload):
             watcher.after_write(token, out)
         return out
     return kernel
+
+
+def _into_a_view(args) -> bool:
+    """Whether a write may be into a view (only those are judged): most in-place calls (an activation's, an update
+    of a whole tensor) are let through on this one look."""
+    written = args[0] if args else None
+    return not isinstance(written, torch.Tensor) or written._is_view()
 
 
 def _call_unseen_by_profilers(overload, args, kwargs):
