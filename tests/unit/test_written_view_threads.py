@@ -128,3 +128,53 @@ def test_the_watch_costs_other_threads_only_their_in_place_calls_and_ends_with_t
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     assert has_kernel("aten::copy_", WATCH_KEY_NAME) and has_kernel("aten::add_.Tensor", WATCH_KEY_NAME)
     assert not has_kernel("aten::addmm", WATCH_KEY_NAME) and not has_kernel("aten::slice.Tensor", WATCH_KEY_NAME)
+
+
+THREADED_MODEL = '''
+import threading
+import torch
+from torch import nn
+
+BATCH_SIZE = 4
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x):
+        box = {}
+
+        def stage():  # a pipeline stage in a thread of its own
+            hidden = self.fc(x).clone()
+            hidden[:, 4:] = 0.0
+            box["hidden"] = hidden
+        worker = threading.Thread(target=stage)
+        worker.start()
+        worker.join()
+        return self.out(box["hidden"])
+
+
+def build_model():
+    torch.manual_seed(0)
+    return Net()
+
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))
+'''
+
+
+@pytest.mark.live
+def test_the_prediction_judges_a_write_in_a_models_thread_too(tmp_path):
+    from dmlprof.predict import predict_scan
+    from dmlprof.report import build_report
+
+    path = tmp_path / "net.py"
+    path.write_text(THREADED_MODEL)
+    report = build_report(predict_scan(path, batch_size=4))
+    found = [k for k in report.known_wrong_results if "starts past its base's start" in k.klass]
+    assert [(k.op, [source.rsplit("/", 1)[-1] for source in k.sources]) for k in found] == [
+        ("aten::copy_", ["net.py:20"])], report.known_wrong_results
