@@ -264,6 +264,13 @@ class OtherThreadWrites:
         except Exception:
             return None
 
+    def view_made(self, func, args, kwargs, out) -> None:
+        """A view made in such a thread, on a device whose views do not report their offsets: its offset kept."""
+        try:
+            self.recorder.view_noted(func, args, kwargs, out)
+        except Exception:
+            pass
+
     def after_write(self, kept, out) -> None:
         """The write returned: its views' bases watched, its row kept for a backward through it."""
         try:
@@ -492,7 +499,7 @@ class Recorder:
         self._enabled = self.tap.enabled()
         self._enabled.__enter__()
         if self.other_threads is not None:
-            self._threads_watched = other_threads_watched(self.other_threads)
+            self._threads_watched = other_threads_watched(self.other_threads, views=self.view_noted is not None)
             self._threads_watched.__enter__()
         return self
 

@@ -22,7 +22,7 @@ from typing import Optional
 
 import torch
 
-from dmlprof.record.tap import PerOpKernels, call_as_dispatched, tap_key
+from dmlprof.record.tap import UNSEEN_OPS, PerOpKernels, call_as_dispatched, tap_key
 from dmlprof.tables.wrong_classes import in_place_by_name
 
 #: the dispatch key of the threads whose writes are watched (see the module docstring)
@@ -35,6 +35,8 @@ _enable_record_function = getattr(torch._C._autograd, "_enable_record_function",
 _watcher = None
 _fallthrough = None
 _kernels: Optional[PerOpKernels] = None
+#: the view ops' kernels, made once a recording on a device whose views do not report their offsets watched
+_view_kernels: Optional[PerOpKernels] = None
 
 
 def watch_key():
@@ -42,13 +44,14 @@ def watch_key():
 
 
 @contextmanager
-def other_threads_watched(watcher):
+def other_threads_watched(watcher, views: bool = False):
     """Every thread started in the block has its in-place writes shown to ``watcher`` (``before_write(func, args,
-    kwargs)`` -> a token or None, then ``after_write(token, out)`` once the write returned); where this torch has
-    no room for the key, the block runs as before, those writes unjudged."""
+    kwargs)`` -> a token or None, then ``after_write(token, out)`` once the write returned), and with ``views`` the
+    views it makes (``view_made(func, args, kwargs, out)``: a device whose views do not report their offsets, real
+    torch-directml's); where this torch has no room for the key, the block runs as before, those writes unjudged."""
     global _watcher
     bootstrap = getattr(threading.Thread, "_bootstrap_inner", None)
-    if bootstrap is None or not _register_kernels():
+    if bootstrap is None or not _register_kernels(views):
         yield
         return
     key = watch_key()
@@ -71,12 +74,25 @@ def other_threads_watched(watcher):
 
 def refresh() -> None:
     """Cover in-place ops defined since the kernels were registered (an extension imported later)."""
-    if _kernels is not None:
-        _kernels.refresh()
+    for kernels in (_kernels, _view_kernels):
+        if kernels is not None:
+            kernels.refresh()
 
 
-def _register_kernels() -> bool:
-    """The key's kernels, registered once a process; False where the key is taken in this torch."""
+def _register_kernels(views: bool) -> bool:
+    """The key's kernels (with ``views``, the view ops' too), registered once a process; False where the key is
+    taken in this torch."""
+    global _view_kernels
+    if not _register_write_kernels():
+        return False
+    if views and _view_kernels is None:
+        _view_kernels = PerOpKernels(WATCH_KEY_NAME, _noting_kernel, wanted=_makes_a_view)
+    if _view_kernels is not None:
+        _view_kernels.refresh()
+    return True
+
+
+def _register_write_kernels() -> bool:
     global _fallthrough, _kernels
     if _kernels is None:
         try:
@@ -110,6 +126,44 @@ def _watching_kernel(overload):
             out = _call_unseen_by_profilers(overload, args, kwargs)
         if token is not None:
             watcher.after_write(token, out)
+        return out
+    return kernel
+
+
+#: aliases no Python kernel may hand back (a tensor made of them gets a Python object of its own class: the tap's
+#: UNSEEN_OPS), and ``torch.tensor``'s ``lift_fresh`` (the new tensor itself)
+_NOT_NOTED = UNSEEN_OPS | {"aten::lift_fresh"}
+
+
+def _makes_a_view(name: str) -> bool:
+    """Whether an aten op returns a view of its input (its first return aliases an argument, unwritten) by a kernel
+    of its own: a composite one (``reshape``, ``narrow``, ``to``) makes its view by the ops it calls, seen there."""
+    if name in _NOT_NOTED or in_place_by_name(name) or not name.startswith("aten::") or \
+            torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
+        return False
+    base, _, overload = name.partition(".")
+    try:
+        returns = torch._C._get_schema(base, overload).returns
+    except (RuntimeError, AttributeError):
+        return False
+    alias = returns[0].alias_info if returns else None
+    return alias is not None and not alias.is_write
+
+
+def _noting_kernel(overload):
+    """The key's kernel for one view op: the view made, shown to the watcher (it keeps the offset the device's view
+    does not report), all below the key (the watcher's own view calls on meta twins are not seen again)."""
+    key = watch_key()
+    watch = torch._C.DispatchKeySet(key)
+
+    def kernel(keyset, *args, **kwargs):
+        watcher = _watcher
+        if watcher is None:
+            torch._C._dispatch_tls_set_dispatch_key_included(key, False)
+        with torch._C._ExcludeDispatchKeyGuard(watch):
+            out = _call_unseen_by_profilers(overload, args, kwargs)
+            if watcher is not None and not (keyset.has(_META) or keyset.has(_PYTHON)):
+                watcher.view_made(overload, args, kwargs, out)
         return out
     return kernel
 
