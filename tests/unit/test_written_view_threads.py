@@ -82,6 +82,18 @@ def test_a_worker_threads_write_no_backward_runs_through_makes_no_row(emulated_d
 
 
 @pytest.mark.live
+def test_a_worker_threads_write_in_a_step_left_unrecorded_makes_no_row(emulated_dml_backend):
+    from dmlprof.record.window import _set_recording
+
+    recorder = Recorder(emulated_dml_backend, sync=False)
+    with recorder:
+        _set_recording(recorder, False)  # a warm-up step beyond the first: no thread's calls are the recording's
+        grad = _threaded_forward(emulated_dml_backend.device())
+        _set_recording(recorder, True)
+    assert recorder.rows == [] and grad == _threaded_forward("cpu")
+
+
+@pytest.mark.live
 def test_a_worker_threads_backpropagated_write_reaches_the_journal(emulated_dml_backend, tmp_path):
     from dmlprof.record.journal import Journal, read_journal
 
