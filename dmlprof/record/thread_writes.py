@@ -7,12 +7,15 @@ gradient on DirectML all the same, and went unjudged: ``check`` passed. So every
 is on gets a second key in its include set, whose Python kernels exist only for the in-place overloads (the writes
 the written-view class covers; every other op passes the key by a fallthrough, at no cost). Such a kernel asks the
 watcher (:class:`dmlprof.record.recorder.OtherThreadWrites`) whether the write is one of the class; only where it is
-does the watch keep anything, and its row joins the recording only where a backward runs through the write.
+does the watch keep anything, and its row joins the recording only where a backward runs through the write. On a
+device whose views report offset 0 (real torch-directml) the key has kernels on the view ops too, whose offsets the
+watcher keeps as the recorder keeps its own thread's (dmlprof.directml.view_offsets): else a thread's write could
+not be told to be past its base's start there.
 
 The key is ``TESTING_ONLY_GenericMode``: a functionality key no tensor carries and torch registers nothing on (torch
 2.4 to 2.13), above autograd, so a kernel there sees the user's call before autograd records it and, once the call
 returned, the CopySlices node autograd left on the view's base. The kernels stay registered once made (as the tap's
-do); a thread that outlives the recording drops the key from its include set at its next in-place call.
+do); a thread that outlives the recording drops the key from its include set at its next call that has one.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from dmlprof.backends import resolve_backend
 from dmlprof.record.recorder import Recorder
 
 
-def step(dev, threaded=True):
+def step(dev):
     torch.manual_seed(0)
     lin = torch.nn.Linear(8, 8).to(dev)
     x = torch.arange(16.).view(2, 8).to(dev).requires_grad_()
