@@ -295,3 +295,18 @@ def arguments_judge(read: Callable = read_device_values, offset_of: Callable = N
         found = of(func)
         return found(args, kwargs, read) if found is not None else ""
     return judge
+
+
+def written_view_judge(offset_of: Callable = None) -> Callable:
+    """``judge(func, args, kwargs) -> str`` for the written-view class alone: "" for an overload that does not write
+    its ``self`` (:func:`writes_its_self`, worked out once per overload) or a write outside the class; it reads no
+    values (the threads the recorder does not record: dmlprof.record.thread_writes)."""
+    kept = _kept(_written_view_under_autograd(offset_of or _reported_offset))
+    writes: dict = {}
+
+    def judge(func, args, kwargs) -> str:
+        found = writes.get(func)
+        if found is None:
+            found = writes[func] = writes_its_self(func)
+        return kept(args, kwargs, None) if found else ""
+    return judge

@@ -640,6 +640,14 @@ class DirectMLSemantics:
         offsets = self.intended_offsets()
         return arguments_judge(self.read_values, offsets.offset_of if offsets is not None else None)
 
+    def written_view_rule(self):
+        """``judge(func, args, kwargs) -> str`` for the written-view class alone (an in-place write into a view
+        past its base's start): what the threads the recorder does not record are judged for (it reads no values)."""
+        from dmlprof.directml.call_arguments import written_view_judge
+
+        offsets = self.intended_offsets()
+        return written_view_judge(offsets.offset_of if offsets is not None else None)
+
     def view_rule(self):
         """``note(func, args, kwargs, out)`` after each recorded call, keeping the offsets of the views it made
         where the device's views do not report them; None where they do (no work per call)."""

@@ -22,8 +22,10 @@ from dmlprof.record.journal import process_journal
 from dmlprof.record.frame import leaves_device, op_name, rows_to_frame
 from dmlprof.record.profiler import mark_rows_dropped
 from dmlprof.record.tap import DispatcherTap, call_as_dispatched
+from dmlprof.record.thread_writes import other_threads_watched, refresh as refresh_thread_writes
 from dmlprof.record.warning_capture import WarningCapture
-from dmlprof.record.written_views import WRITTEN_VIEW_MARK, WrittenViews, not_backpropagated
+from dmlprof.record.written_views import WRITTEN_VIEW_MARK, WrittenViews, not_backpropagated, written_bases
+from dmlprof.tables.wrong_classes import written_view_backpropagated
 
 #: the most op calls one recording holds (about 2 KB each until the session is saved: ~2 GB at most,
 #: benchmarks/results/recording_bound.json); past it the calls run unrecorded, and the session says so
@@ -233,6 +235,58 @@ class _Calls:
         return out
 
 
+class OtherThreadWrites:
+    """The written-view class in the threads the recorder does not record (:mod:`dmlprof.record.thread_writes`
+    shows it their in-place writes): a write into a view past its base's start, made while the recorder records,
+    is watched, not recorded; a backward through it makes its row (:mod:`dmlprof.record.written_views`). Neither
+    method raises into the user's call: a write it cannot judge stays unjudged, as before."""
+
+    def __init__(self, rec: "Recorder", judge):
+        self.recorder = rec
+        #: ``judge(func, args, kwargs) -> str``: the written-view class's arguments alone (it reads no values)
+        self.judge = judge
+
+    def before_write(self, func, args, kwargs):
+        """What to keep of a write about to run (its arguments read before it overwrites them), or None."""
+        try:
+            rec = self.recorder
+            if not rec.records_now:
+                return None
+            views = rec.written_views
+            if views.pending:  # this thread's earlier writes (a Function's forward) have their nodes by now
+                views.settle()
+            arguments = self.judge(func, args, kwargs)
+            if WRITTEN_VIEW_MARK not in arguments:
+                return None
+            found = written_bases(args, kwargs)
+            inputs = _tensor_meta(args) + (_tensor_meta(kwargs.values()) if kwargs else ())
+            return (func, found, inputs, arguments, rec.step, _perf_ns()) if found else None
+        except Exception:
+            return None
+
+    def view_made(self, func, args, kwargs, out) -> None:
+        """A view made in such a thread, on a device whose views do not report their offsets: its offset kept."""
+        try:
+            self.recorder.view_noted(func, args, kwargs, out)
+        except Exception:
+            pass
+
+    def after_write(self, kept, out) -> None:
+        """The write returned: its views' bases watched, its row kept for a backward through it."""
+        try:
+            func, found, inputs, arguments, step, start = kept
+            elapsed = _perf_ns() - start
+            rec = self.recorder
+            phase = rec.infer_phase()
+            module, source = rec.modules.owner(phase, rec.optimizer_name)
+            warned = len(rec.evidence)
+            row = (step, phase, func, inputs, _tensor_meta(_outputs_tuple(out)), start, elapsed, warned, warned,
+                   module, user_source_line() or source, _thread_id(), written_view_backpropagated(arguments))
+            rec.written_views.watch_unrecorded(found, row)
+        except Exception:
+            pass
+
+
 def _journal_refusal(journal, journaled: Optional[int], backend, failed: BaseException, func) -> None:
     """The refused call's finding, journaled (``journaled``: the recorded call's journal number, None for a call
     nothing records): never an error of dmlprof's in the user's call."""
@@ -304,6 +358,12 @@ class Recorder:
         self.view_noted = backend.view_rule() if hasattr(backend, "view_rule") else None
         #: the writes into views past their base's start, made findings where a backward runs through them
         self.written_views = WrittenViews(self)
+        #: the same writes in the threads started while recording (None: a device with no such class)
+        judge = backend.written_view_rule() if self.arguments_of is not None and hasattr(
+            backend, "written_view_rule") else None
+        self.other_threads = OtherThreadWrites(self, judge) if judge is not None else None
+        #: steps the script's window leaves unrecorded run now (dmlprof.record.window): read by other threads
+        self.unrecorded_steps = False
         #: ``capture(func, args, kwargs, row)`` before each recorded call (a prediction's backend asked for
         #: scan --confirm: :class:`dmlprof.confirm.signatures.SignatureCapture`), else None
         self.capture = getattr(backend, "capture", None)
@@ -325,7 +385,13 @@ class Recorder:
         self.next_limit = self.max_calls
         self.next_bytes = self.max_bytes
         self._enabled = None
+        self._threads_watched = None
         self._hook_handles: list = []
+
+    @property
+    def records_now(self) -> bool:
+        """Whether calls are recorded now (the recording thread's include set says it; other threads read this)."""
+        return self.active and not self.full and not self.unrecorded_steps
 
     def frame(self):
         """The op frame of the calls recorded so far, each judged (:func:`~dmlprof.record.frame.rows_to_frame`):
@@ -401,7 +467,8 @@ class Recorder:
 
     def _refresh_tap(self) -> None:
         # Ops an extension defined since the run began (torchvision imported by the model).
-        self.tap.refresh()
+        if self.tap.refresh():  # (each look lists torch's ~3,600 ops: 2 ms, at every root forward)
+            refresh_thread_writes()
         self.backend.refresh()
 
     def fallen_in(self, first: int, last: int) -> tuple:
@@ -431,6 +498,9 @@ class Recorder:
             self.verifier.attach(self)
         self._enabled = self.tap.enabled()
         self._enabled.__enter__()
+        if self.other_threads is not None:
+            self._threads_watched = other_threads_watched(self.other_threads, views=self.view_noted is not None)
+            self._threads_watched.__enter__()
         return self
 
     def __exit__(self, *exc):
@@ -444,6 +514,9 @@ class Recorder:
         try:
             enabled.__exit__(None, None, None)
         finally:
+            watched, self._threads_watched = self._threads_watched, None
+            if watched is not None:
+                watched.__exit__(None, None, None)
             for handle in self._hook_handles:
                 handle.remove()
             if self.verifier is not None:

@@ -135,10 +135,9 @@ class DispatcherTap:
             DispatcherTap._installed = self
         return self
 
-    def refresh(self) -> None:
-        """Cover ops defined since install."""
-        if _process_kernels is not None:
-            _process_kernels.refresh()
+    def refresh(self) -> int:
+        """Cover ops defined since install; returns how many were added."""
+        return _process_kernels.refresh() if _process_kernels is not None else 0
 
     def remove(self) -> None:
         with DispatcherTap._lock:

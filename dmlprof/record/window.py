@@ -99,3 +99,4 @@ class StepWindow:
 
 def _set_recording(recorder, on: bool) -> None:
     torch._C._dispatch_tls_set_dispatch_key_included(recorder.tap.key, on)
+    recorder.unrecorded_steps = not on  # what the other threads' writes read (dmlprof.record.thread_writes)

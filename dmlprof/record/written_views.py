@@ -70,6 +70,31 @@ class _WrittenRow:
             journal.backpropagated(self.journaled)
 
 
+class _UnrecordedWrite(_WrittenRow):
+    """A write made in a thread the recorder does not record (:mod:`dmlprof.record.thread_writes`): its row
+    (``row``, its arguments saying a backward ran) joins the recording, and the journal, only when a backward runs
+    through its CopySlices node, and only where the rows it was made among were not dropped since (a warm-up's)."""
+
+    __slots__ = ()
+
+    def __init__(self, recorder, row: tuple):
+        super().__init__(recorder, -1, row, None)
+
+    def backpropagated(self) -> None:
+        if self.marked:
+            return
+        self.marked = True
+        recorder = self.recorder()
+        if recorder is None or recorder.drops != self.drops or recorder.full:
+            return
+        recorder.rows.append(self.row)
+        journal = recorder.journal
+        if journal is not None:
+            step, phase, func, inputs, outputs, start, elapsed, _, _, module, source, thread, arguments = self.row
+            journal.end(journal.begin(func, step, phase, module, inputs), outputs, start, elapsed, thread, source,
+                        (), arguments)
+
+
 class WrittenViews:
     """The writes into views past their base's start that the recorder kept, until their CopySlices is known."""
 
@@ -81,16 +106,29 @@ class WrittenViews:
 
     def watch(self, args, kwargs, row: tuple, index: int, journaled) -> None:
         """The write of ``rows[index]`` (``row``) returned to the tap: keep its views' bases to read their nodes."""
-        written = args[0] if args else kwargs.get("self")
-        found = []
-        for view in (written if isinstance(written, (list, tuple)) else (written,)):
-            base = view._base if isinstance(view, torch.Tensor) and view._is_view() else None
-            if base is not None:
-                found.append((weakref.ref(base), base.grad_fn))
+        found = written_bases(args, kwargs)
         if found:
             written_row, thread = _WrittenRow(self.recorder, index, row, journaled), _thread_id()
             with self._lock:
                 self.pending.extend((thread, base, before, written_row) for base, before in found)
+
+    def watch_unrecorded(self, found: list, row: tuple) -> None:
+        """A write in a thread the recorder does not record returned (seen above autograd: its CopySlices is there
+        now): ``found``, its views' bases before the write (:func:`written_bases`); ``row``, the row it makes where a
+        backward runs through it. A node not made yet (an ``autograd.Function``'s forward, grad mode off) is read
+        at the thread's next write, or in the next backward."""
+        written_row = _UnrecordedWrite(self.recorder, row)
+        later = []
+        for base_ref, before in found:
+            base = base_ref()
+            after = base.grad_fn if base is not None else None
+            if after is not None and after is not before:
+                _hook(after, written_row, _current_node())
+            elif not torch.is_grad_enabled():
+                later.append((_thread_id(), base_ref, before, written_row))
+        if later:
+            with self._lock:
+                self.pending.extend(later)
 
     def settle(self) -> None:
         """Read the nodes of the writes this thread made (every thread's in a backward)."""
@@ -107,17 +145,35 @@ class WrittenViews:
         for _, base_ref, before, written_row in taken:
             base = base_ref()
             after = base.grad_fn if base is not None else None
-            if after is None or after is before or type(after).__name__ != "CopySlices":
-                continue  # autograd recorded no write (no_grad, a detached base): no gradient to go wrong
-            if after is current:  # the backward is in it now (a root the engine started with): too late to hook
-                written_row.backpropagated()
-            else:
-                try:
-                    after.register_prehook(written_row.hook)
-                except (RuntimeError, AttributeError, TypeError):  # a torch without node pre-hooks: unwatched,
-                    pass  # never an error in the user's call
+            if after is not None and after is not before:
+                _hook(after, written_row, current)
 
     def forget(self) -> None:
         """The recording ended: nothing more is watched (no base or node is held past it)."""
         with self._lock:
             self.pending = []
+
+
+def written_bases(args, kwargs) -> list:
+    """``[(base (weakly), its grad_fn now)]`` of each view an in-place call writes (``self``, or a list of them)."""
+    written = args[0] if args else kwargs.get("self")
+    found = []
+    for view in (written if isinstance(written, (list, tuple)) else (written,)):
+        base = view._base if isinstance(view, torch.Tensor) and view._is_view() else None
+        if base is not None:
+            found.append((weakref.ref(base), base.grad_fn))
+    return found
+
+
+def _hook(node, written_row: _WrittenRow, current) -> None:
+    """``node``, the grad_fn a write left on its view's base, marks ``written_row`` when a backward runs through it
+    (``current``: the node the backward runs now, if any)."""
+    if type(node).__name__ != "CopySlices":
+        return  # autograd recorded no write (no_grad, a detached base): no gradient to go wrong
+    if node is current:  # the backward is in it now (a root the engine started with): too late to hook
+        written_row.backpropagated()
+        return
+    try:
+        node.register_prehook(written_row.hook)
+    except (RuntimeError, AttributeError, TypeError):  # a torch without node pre-hooks: unwatched,
+        pass  # never an error in the user's call
