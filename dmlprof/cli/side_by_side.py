@@ -27,14 +27,16 @@ def run_side_by_side(args) -> int:
     written, rows, saved = Written(), [], []
     model_raised = None  # the first step that raised of its own (not a call the device refuses)
     for target in targets:
-        raised = None
+        raised = refused = None
         try:
             session = predict_scan(args.model, target=target, batch_size=args.batch_size, steps=args.steps,
                                    warmup=args.warmup, float64=args.adapter == "float64" and target == DML_TARGET,
                                    target_torch=args.target_torch if target != DML_TARGET else None)
         except ScanStopped as stopped:  # the step fails on this target: that is its verdict
             session = stopped.session
-            if session.meta.device_failure is None:  # it stopped for another reason than a refused call
+            if isinstance(stopped.cause, DeviceError) and session.meta.device_failure is None:
+                refused = stopped.cause  # the device refuses what the step asks of it (autocast on DirectML)
+            elif session.meta.device_failure is None:  # it stopped for another reason than a refused call
                 if not isinstance(stopped.cause, ModelRaisedError):
                     raise  # an interruption, or dmlprof's own error: the command's, not a verdict
                 raised = stopped.cause
@@ -47,7 +49,8 @@ def run_side_by_side(args) -> int:
         save_session(session, args, written=written)
         saved.append(written.session_path)
         report = build_report(session)
-        rows.append((target_verdict(report, raised=raised.one_line() if raised is not None else None), report))
+        rows.append((target_verdict(report, raised=raised.one_line() if raised is not None else None,
+                                    refused=refused), report))
     lines = [verdict.line for verdict, _ in rows]
     if args.json:
         doc = {"format": "dmlprof-targets", "format_version": 1, "model": args.model,

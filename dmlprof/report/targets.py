@@ -49,9 +49,11 @@ def device_and_torch(report) -> str:
     return f"{device} ({report.kind})"
 
 
-def target_verdict(report, raised: Optional[str] = None) -> TargetVerdict:
+def target_verdict(report, raised: Optional[str] = None, refused=None) -> TargetVerdict:
     """The verdict of one predicted session's report (a :class:`~dmlprof.report.model.Report`); ``raised``: the
-    one-line error of a step that raised for another reason than a call the device refuses (the model's own)."""
+    one-line error of a step that raised for another reason than a call the device refuses (the model's own);
+    ``refused``: the error (a :class:`~dmlprof.errors.DeviceError`) of a step the device refuses as a whole, no one
+    call's failure (autocast on DirectML)."""
     run = report.run
     target = run.prediction.target if run.prediction is not None else ""
     version = (run.prediction.table_torch_version if run.prediction is not None else None) or "?"
@@ -61,6 +63,9 @@ def target_verdict(report, raised: Optional[str] = None) -> TargetVerdict:
     head = f"{title(target)}, torch {version}: {ops} op{'' if ops == 1 else 's'} fall{'s' if ops == 1 else ''} back"
     calls = summary.fallback_calls
     head += f" ({calls} call{'' if calls == 1 else 's'}{_named(report)})"
+    if failure is None and refused is not None:
+        line = f"{head}, fails: {refused.one_line()}"
+        return TargetVerdict(target, version, ops, summary.fallback_calls, None, None, refused.remedy or "", line)
     if failure is None and raised is not None:  # not "no call fails": the step did not get through
         line = f"{head}, no call fails before the step raised: {raised}"
         return TargetVerdict(target, version, ops, summary.fallback_calls, None, None, "", line)

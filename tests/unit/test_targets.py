@@ -364,3 +364,30 @@ def test_an_lstm_with_projections_fails_on_mps_where_atens_lstm_calls_lstm_mps(t
     assert "lstm_proj.py:10" in failure.source  # the user's line, as for any refused call
     # what to change is the projection, not a dtype (re-probe 14 case 5)
     assert "proj_size" in failure.remedy and "dtype" not in failure.remedy, failure.remedy
+
+
+def test_side_by_side_gives_directmls_autocast_refusal_as_its_verdict_and_predicts_the_others(tmp_path, capsys):
+    """Re-probe 18, 26: a timm-style step under ``torch.autocast(x.device.type, float16)``: DirectML refuses
+    autocast as a whole (no one call's failure), which ended `--target mps,dml,xpu` with DirectML's error alone
+    (rc 4): MPS and XPU, which run it, got no line."""
+    from dmlprof.cli import main
+
+    model = tmp_path / "amp.py"
+    model.write_text("import torch\nBATCH_SIZE = 4\n"
+                     "class Net(torch.nn.Module):\n"
+                     "    def __init__(self):\n"
+                     "        super().__init__(); self.fc = torch.nn.Linear(8, 2)\n"
+                     "    def forward(self, x):\n"
+                     "        with torch.autocast(device_type=x.device.type, dtype=torch.float16):\n"
+                     "            return self.fc(x).float()\n"
+                     "def build_model(): return Net()\n"
+                     "def make_batch(batch_size): return torch.randn(batch_size, 8), torch.randint(0, 2, (batch_size,))\n",
+                     encoding="utf-8")
+    out = tmp_path / "all.json"
+    assert main(["scan", str(model), "--target", "mps,dml,xpu", "--out", str(tmp_path / "r"), "--json", str(out)]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert lines[0].startswith("MPS, torch") and "no call fails" in lines[0]
+    assert lines[1].startswith("DirectML, torch 2.4.1:") and "fails: step 1: mixed precision" in lines[1]
+    assert lines[2].startswith("XPU, torch") and "no call fails" in lines[2]
+    doc = json.loads(out.read_text())
+    assert "autocast" in doc["targets"][1]["remedy"] and len(list((tmp_path / "r").glob("*.session.json"))) == 3
