@@ -5,6 +5,7 @@ phases inferred. A script asking for a device this scan does not have is answere
 """
 from __future__ import annotations
 
+import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -42,7 +43,10 @@ class ScriptRun(Run):
         self.facts.set(script_window=recorder.window.describe())
         start = time.perf_counter()
 
+        replaced: list = []  # the script's os.exec* call, where it made one
+
         def run_script():
+            environ_before = dict(os.environ)
             with script_context(self.path, script_args, module), self._script_devices(remap_from), \
                     exit_handlers_run_at_its_end():
                 try:
@@ -55,6 +59,8 @@ class ScriptRun(Run):
                     user_code.cut_short = "stopped"
                 except ProcessReplaced as exc:  # a script restarting itself: what it runs next is not this scan's
                     user_code.cut_short = "stopped"
+                    replaced.append((exc.call, {name: value for name, value in exc.environ.items()
+                                                if environ_before.get(name) != value}))
                     self.facts.note(f"the script called {exc.call} after {recorder.window.taken} optimizer step(s), "
                                     "which would replace its process with one nothing records: dmlprof stopped it "
                                     "there, so what it runs after that is not scanned")
@@ -96,6 +102,8 @@ class ScriptRun(Run):
                 f"{self.path.name} took {recorder.window.taken} optimizer step(s), all of them unrecorded warm-up "
                 f"(--warmup {warmup}): nothing was recorded",
                 remedy="scan with --warmup 0, or let the script take more steps (its own arguments go after --)")
+        if session.ops.empty and replaced:
+            raise _replaced_before_any_op(self.path.name, *replaced[0])
         if session.ops.empty:
             raise ModelFileError(
                 f"{self.path.name} is neither a model file (build_model, make_batch) "
@@ -140,3 +148,15 @@ def with_device_use(session: Session, backend: Backend, remap_from: Optional[str
     hint = "" if remap_from else remap_hint(Path(session.meta.model or ""))
     session.meta = session.meta.updated(device_unused=DeviceUnused(tuple(chose), hint))
     return session
+
+
+def _replaced_before_any_op(name: str, call: str, set_by_it: dict) -> ModelFileError:
+    """A script that restarts itself before any op (``os.execv`` after setting ``OMP_NUM_THREADS``, as launchers
+    do): dmlprof scans one process and stops the script at that call, so nothing was recorded; the variables the
+    script set for its new process are what to set on dmlprof's command instead, so it does not restart."""
+    shown = " ".join(f"{key}={value[:40]}" for key, value in list(set_by_it.items())[:5])
+    more = f" and {len(set_by_it) - 5} more" if len(set_by_it) > 5 else ""
+    remedy = (f"set what the script sets for its new process ({shown}{more}) on dmlprof's command, so that it runs on "
+              "without restarting" if set_by_it else "scan the program the script starts, with its arguments")
+    return ModelFileError(f"{name} replaced its process ({call}) before it ran any PyTorch op: dmlprof scans one "
+                          "process and stops a script at such a call, so nothing was recorded", remedy=remedy)

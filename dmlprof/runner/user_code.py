@@ -14,6 +14,7 @@ import threading
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Optional
 
 from dmlprof.interrupts import REAL_OS_EXIT
@@ -33,9 +34,11 @@ class ProcessReplaced(HardExit):
     supervisor would find a process that ended without a word ("ended abruptly"). During a scan it raises this
     instead, and the scan ends as if the code had returned there, saying so."""
 
-    def __init__(self, call: str):
+    def __init__(self, call: str, environ: Optional[dict] = None):
         super().__init__(0)
         self.call = call
+        #: the environment the new process would have had (``execve``'s, else the process's own at the call)
+        self.environ = environ if environ is not None else dict(os.environ)
 
 
 def exit_status(code) -> int:
@@ -91,7 +94,9 @@ def hard_exit_trapped(backend=None):
         def replace_process(path, *args):
             if not ours():
                 return real_execs[name](path, *args)
-            raise ProcessReplaced(f"os.{name}({os.fspath(path)!r}, ...)")
+            given = args[1] if name == "execve" and len(args) > 1 else None
+            raise ProcessReplaced(f"os.{name}({os.fspath(path)!r}, ...)",
+                                  dict(given) if isinstance(given, Mapping) else None)
         return replace_process
 
     os._exit = trapped

@@ -677,6 +677,38 @@ def test_a_script_that_replaces_its_process_is_stopped_there_and_says_so(tmp_pat
     assert any("os.execv(" in note and "not scanned" in note for note in notes)
 
 
+REEXECS_FIRST_THING = """\
+import os, sys
+if os.environ.get("PROBE_REEXECED") != "1":  # re-exec with the environment a library needs, as launchers do
+    os.environ["PROBE_REEXECED"] = "1"; os.environ["OMP_NUM_THREADS"] = "1"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+import torch
+print(float((torch.ones(3) * 2).sum()))
+"""
+
+
+def test_a_script_that_restarts_itself_before_any_op_says_so_and_what_to_set(tmp_path):
+    """Re-probe 18, 18: a script re-executing itself first thing (after setting OMP_NUM_THREADS) ended "is neither
+    a model file ... nor a script that runs PyTorch ops: it ran none", as if it were no script at all; set as the
+    script sets it, the variables make it run on without restarting, and it is scanned."""
+    import os
+    import subprocess
+
+    script = tmp_path / "reexecs.py"
+    script.write_text(REEXECS_FIRST_THING, encoding="utf-8")
+    env = {name: value for name, value in os.environ.items() if name not in ("PROBE_REEXECED", "OMP_NUM_THREADS")}
+    command = [sys.executable, "-m", "dmlprof", "scan", str(script), "--device", "cpu", "--no-profiler", "--out",
+               str(tmp_path / "r")]
+    done = subprocess.run(command, env=dict(env, TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "ran none" not in done.stderr
+    error = done.stderr.strip().splitlines()
+    assert len(error) == 1 and "replaced its process (os.execv(" in error[0]
+    assert "PROBE_REEXECED=1 OMP_NUM_THREADS=1" in error[0]
+    again = subprocess.run(command, env=dict(env, TMPDIR=str(tmp_path), PROBE_REEXECED="1", OMP_NUM_THREADS="1"),
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "6.0" in again.stdout
+
+
 CATCHING_MODEL = FFT_MODEL.replace("        return self.fc(torch.fft.rfft(x).abs())", """\
         try:
             f = torch.fft.rfft(x).abs()
