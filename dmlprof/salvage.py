@@ -54,15 +54,17 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
               "handler); nothing was lost")
         return contents.finished
     # a script that took all its recorded steps before its process ended (os._exit at its end, from an exit
-    # handler or a watchdog thread): its recording is whole, the run did not stop early (re-probe 13, 17-20)
-    steps_done = how == ABRUPT and recorded_steps_done(contents)
+    # handler or a watchdog thread; the OOM killer's SIGKILL, a native crash in its evaluation): its recording is
+    # whole, the run did not stop early (re-probe 13, 17-20; re-probe 18, 12), though a signal still ended it
+    steps_done = recorded_steps_done(contents)
     if contents.os_exit is not None:  # the scanned code's own os._exit: not a death
         message, code = os_exit_words(args, contents, user_line, status)
         ended = message
         if contents.stopped is not None:
             message += ", " + stop_words(contents)
     elif steps_done:
-        message = ended = crash_message(how, None, user_line) + ", after its recorded steps"
+        running = (contents.running[-1] if contents.running else contents.unrecorded) if how != ABRUPT else None
+        message = ended = crash_message(how, running, user_line) + ", after its recorded steps"
         code = _exit_code(how, status)
     elif contents.stopped is not None:  # what ran after the journal stopped is unknown: no call is named as the death's
         message = crash_message(how, None, "") + (f" at {user_line}" if user_line else "") + ", " + stop_words(contents)

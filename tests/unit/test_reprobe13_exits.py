@@ -109,3 +109,23 @@ def test_a_script_ended_abruptly_inside_its_recorded_steps_is_still_partial(tmp_
     journal.step_taken(2)
     code, meta = _salvaged(tmp_path, monkeypatch, journal)
     assert code == 0 and meta["partial"]
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSEGV"])
+def test_a_script_killed_after_its_recorded_steps_is_whole_and_said_to_have_died_there(tmp_path, monkeypatch,
+                                                                                        capsys, how):
+    # re-probe 18 case 12: the OOM killer's SIGKILL after every recorded step, "The run stopped early ... The figures
+    # cover only the steps that ran", a partial session, though the window was whole
+    from dmlprof.cli import build_parser
+
+    journal = _journal(tmp_path, "script", script_window=_WINDOW)
+    for taken in range(1, 6):
+        journal.step_taken(taken)
+    journal.close()
+    monkeypatch.chdir(tmp_path)
+    args, _ = build_parser().parse_known_args(["scan", "train.py", "--quiet"])
+    code = salvage.salvage(args, journal.path, tmp_path / "crash.log", how, -9)
+    said = capsys.readouterr().err
+    meta = json.loads(sorted((tmp_path / "reports").glob("*.session.json"))[-1].read_text(encoding="utf-8"))["meta"]
+    assert code == salvage.CRASHED_EXIT_CODE and f"died of {how}, after its recorded steps" in said, said
+    assert not meta["partial"]
