@@ -1,0 +1,3 @@
+import ctypes
+def segv():
+    ctypes.string_at(0)
