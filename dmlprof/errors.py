@@ -52,6 +52,11 @@ class DeviceError(DmlprofError):
     exit_code = 4
 
 
+class NotPredicted(DmlprofError):
+    """A prediction reached what its stand-in device cannot follow on the target (a sparse tensor under ``--target
+    xpu``): what the step does there is not known, so it is neither a failure nor the model's error."""
+
+
 class ResultsDiffer(DmlprofError):
     """``scan --verify``: device results differ from the CPU's, or optimizer updates did not land."""
 

@@ -128,7 +128,7 @@ class PredictedTargetBackend(PredictedDmlBackend):
 
     def known_error(self, exc: BaseException):
         if not isinstance(exc, TargetFailure):
-            return Backend.known_error(self, exc)
+            return self._known_off_the_target(exc)
         title = self.semantics.title
         return SimpleNamespace(key=f"{self.name}_predicted_failure", remedy=exc.remedy or self.semantics.remedy(exc.op),
                                explanation=f"{exc.message.split(' (predicted')[0]}: predicted from torch "
@@ -147,3 +147,24 @@ class PredictedTargetBackend(PredictedDmlBackend):
     def notes(self) -> tuple:
         """What the session says of this prediction's grounds (its provenance and assumed setting)."""
         return (self.semantics.provenance(),)
+
+    def _known_off_the_target(self, exc: BaseException):
+        """A known error that is not the target's failure: DirectML's words (the stand-in is a PrivateUse1 device as
+        torch-directml's is) are not this target's; a sparse tensor, which the stand-in cannot hold and the target
+        has kernels for (torch 2.14's SparseMPS and SparseXPU), stops the prediction without a verdict."""
+        found = Backend.known_error(self, exc)
+        if found is None or not found.key.startswith(_DIRECTML_KEYS):
+            return found
+        if found.key != _SPARSE_KEY:
+            return None  # the step's own error, as the target would raise it
+        title = self.semantics.title
+        return SimpleNamespace(
+            key=f"{self.name}_sparse_not_predicted", not_predicted=True,
+            explanation=f"the prediction cannot follow a sparse tensor (its stand-in device holds none), and torch "
+                        f"registers sparse kernels of {title}'s own: whether {title} runs this step is not predicted",
+            remedy=f"scan it on the {title} device itself, or predict its dense path (sparse=False) for the rest")
+
+
+#: the known errors that are DirectML's (dmlprof/backends/errors.py), and the one a sparse tensor meets
+_DIRECTML_KEYS = ("dml_", "privateuse1_")
+_SPARSE_KEY = "privateuse1_sparse"

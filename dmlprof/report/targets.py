@@ -49,11 +49,12 @@ def device_and_torch(report) -> str:
     return f"{device} ({report.kind})"
 
 
-def target_verdict(report, raised: Optional[str] = None, refused=None) -> TargetVerdict:
+def target_verdict(report, raised: Optional[str] = None, refused=None, unpredicted=None) -> TargetVerdict:
     """The verdict of one predicted session's report (a :class:`~dmlprof.report.model.Report`); ``raised``: the
     one-line error of a step that raised for another reason than a call the device refuses (the model's own);
     ``refused``: the error (a :class:`~dmlprof.errors.DeviceError`) of a step the device refuses as a whole, no one
-    call's failure (autocast on DirectML)."""
+    call's failure (autocast on DirectML); ``unpredicted``: that (a :class:`~dmlprof.errors.NotPredicted`) of a step
+    the prediction could not follow on the target."""
     run = report.run
     target = run.prediction.target if run.prediction is not None else ""
     version = (run.prediction.table_torch_version if run.prediction is not None else None) or "?"
@@ -63,6 +64,9 @@ def target_verdict(report, raised: Optional[str] = None, refused=None) -> Target
     head = f"{title(target)}, torch {version}: {ops} op{'' if ops == 1 else 's'} fall{'s' if ops == 1 else ''} back"
     calls = summary.fallback_calls
     head += f" ({calls} call{'' if calls == 1 else 's'}{_named(report)})"
+    if failure is None and unpredicted is not None:
+        line = f"{head} before it stopped, not predicted: {unpredicted.one_line()}"
+        return TargetVerdict(target, version, ops, summary.fallback_calls, None, None, "", line)
     if failure is None and refused is not None:
         line = f"{head}, fails: {refused.one_line()}"
         return TargetVerdict(target, version, ops, summary.fallback_calls, None, None, refused.remedy or "", line)
@@ -98,8 +102,9 @@ def _named(report) -> str:
 __all__ = ["TargetVerdict", "device_and_torch", "target_verdict", "title"]
 
 
-def failed_before_the_step(target: str, error: str) -> TargetVerdict:
+def failed_before_the_step(target: str, error: str, predicted: bool = True) -> TargetVerdict:
     """The verdict of a target whose step failed before any call was recorded (the model's move to the device: a
-    float64 model on MPS or DirectML), from the one-line error that stopped it."""
-    line = f"{title(target)}: fails before the step; {error}"
+    float64 model on MPS or DirectML), from the one-line error that stopped it; ``predicted=False``: the
+    prediction could not follow the step there (no verdict)."""
+    line = f"{title(target)}: " + (f"fails before the step; {error}" if predicted else f"not predicted; {error}")
     return TargetVerdict(target, "?", 0, 0, None, None, "", line)

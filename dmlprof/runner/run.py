@@ -17,7 +17,7 @@ import torch
 
 from dmlprof import interrupts, progress
 from dmlprof.backends import Backend
-from dmlprof.errors import CallRefused, DeviceError, DmlprofError, ModelRaisedError
+from dmlprof.errors import CallRefused, DeviceError, DmlprofError, ModelRaisedError, NotPredicted
 from dmlprof.facts import RunFacts, run_facts
 from dmlprof.model_file import describe_exception, printable
 from dmlprof.record.attribution import raised_at
@@ -214,6 +214,8 @@ class Run:
             from dmlprof.backends.remap import unmapped_note
 
             unmapped = unmapped_note(exc, self.facts.remapped_from)
+        if known is not None and getattr(known, "not_predicted", False):  # the prediction stops: no verdict
+            return NotPredicted(f"{what}: {known.explanation}" + (f" (at {at})" if at else ""), remedy=known.remedy)
         if known is not None and unmapped is None:  # explained, and located as an unknown error is (the autocast
             # refusal named no line)
             return DeviceError(f"{what}: {known.explanation}" + (f" (at {at})" if at else ""), remedy=known.remedy)

@@ -391,3 +391,23 @@ def test_side_by_side_gives_directmls_autocast_refusal_as_its_verdict_and_predic
     assert lines[2].startswith("XPU, torch") and "no call fails" in lines[2]
     doc = json.loads(out.read_text())
     assert "autocast" in doc["targets"][1]["remedy"] and len(list((tmp_path / "r").glob("*.session.json"))) == 3
+
+
+def test_a_sparse_gradient_is_not_predicted_on_xpu_and_mps_and_directmls_refusal_stays_directmls(tmp_path, capsys):
+    """Re-probe 18, 34: ``nn.Embedding(sparse=True)``: `--target xpu` said "DirectML has no sparse tensors" (the
+    stand-in's PrivateUse1 words), for devices torch gives sparse kernels of their own (SparseXPU, SparseMPS)."""
+    from dmlprof.cli import main
+
+    model = tmp_path / "sparse.py"
+    model.write_text("import torch\nBATCH_SIZE = 4\n"
+                     "def build_model(): return torch.nn.Sequential(torch.nn.Embedding(10, 4, sparse=True), "
+                     "torch.nn.Flatten(), torch.nn.Linear(8, 2))\n"
+                     "def make_batch(batch_size): return torch.randint(0, 10, (batch_size, 2)), "
+                     "torch.randint(0, 2, (batch_size,))\n"
+                     "def make_optimizer(params): return torch.optim.SGD(params, lr=0.1)\n", encoding="utf-8")
+    code = main(["scan", str(model), "--target", "xpu,dml", "--out", str(tmp_path / "r")])
+    out, err = capsys.readouterr()
+    lines = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert code == 2 and "XPU" in err and "DirectML" not in err
+    assert lines[0].startswith("XPU: not predicted;") and "sparse" in lines[0] and "DirectML" not in lines[0]
+    assert lines[1].startswith("DirectML, torch 2.4.1:") and "fails: step 1: DirectML has no sparse tensors" in lines[1]
