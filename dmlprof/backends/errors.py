@@ -234,6 +234,16 @@ KNOWN_ERRORS = (
         "use sparse=False on DirectML: the dense gradient runs on the device (and Adam or AdamW replaces "
         "SparseAdam); keep other sparse tensors on the CPU, or .to_dense() them",
     ),
+    # nor any for nested tensors: nn.TransformerEncoder's fast path (eval or no_grad, a src_key_padding_mask,
+    # enable_nested_tensor=True, the default) packs its input into one (measured on realdml, re-probe 18 case 36)
+    KnownError(
+        "privateuse1_nested",
+        re.compile(r"with arguments from the 'NestedTensorPrivateUse1' backend"),
+        "DirectML has no nested tensors: nn.TransformerEncoder's fast path (in eval or no_grad, given a "
+        "src_key_padding_mask) packs its input into one",
+        "build the encoder with nn.TransformerEncoder(..., enable_nested_tensor=False): the same result where the "
+        "mask keeps a position, without a nested tensor",
+    ),
     KnownError(
         "dml_out_of_memory",
         re.compile(

@@ -78,6 +78,8 @@ class Converted:
             if self.target.type == self.device_type:
                 if value.layout != torch.strided:
                     raise NotImplementedError(_no_sparse_kernel(value.layout))
+                if value.is_nested:  # (strided in layout, but of no one size: the stand-in cannot shape it)
+                    raise NotImplementedError(_NO_NESTED_KERNEL)
                 out = like(value, self.target)
                 if self.values is not None:
                     self.values.keep(out, value)
@@ -86,6 +88,13 @@ class Converted:
         if isinstance(value, (list, tuple)):
             return type(value)(self.back(v) for v in value)
         return value
+
+
+#: torch's words where a nested tensor (nn.TransformerEncoder's fast path with a padding mask) would land on a
+#: device with no nested kernels: real torch-directml's, measured on realdml (re-probe 18, case 36)
+_NO_NESTED_KERNEL = ("Could not run 'aten::_to_copy' with arguments from the 'NestedTensorPrivateUse1' backend. This "
+                     "could be because the operator doesn't exist for this backend (predicted: torch-directml "
+                     "registers no nested-tensor kernels)")
 
 
 def _no_sparse_kernel(layout) -> str:

@@ -155,16 +155,21 @@ class PredictedTargetBackend(PredictedDmlBackend):
         found = Backend.known_error(self, exc)
         if found is None or not found.key.startswith(_DIRECTML_KEYS):
             return found
-        if found.key != _SPARSE_KEY:
+        held = _NOT_HELD.get(found.key)
+        if held is None:
             return None  # the step's own error, as the target would raise it
+        kind, other_path = held
         title = self.semantics.title
         return SimpleNamespace(
-            key=f"{self.name}_sparse_not_predicted", not_predicted=True,
-            explanation=f"the prediction cannot follow a sparse tensor (its stand-in device holds none), and torch "
-                        f"registers sparse kernels of {title}'s own: whether {title} runs this step is not predicted",
-            remedy=f"scan it on the {title} device itself, or predict its dense path (sparse=False) for the rest")
+            key=f"{self.name}_{found.key}_not_predicted", not_predicted=True,
+            explanation=f"the prediction cannot follow a {kind} tensor (its stand-in device holds none), and torch "
+                        f"registers {kind} kernels of {title}'s own: whether {title} runs this step is not predicted",
+            remedy=f"scan it on the {title} device itself, or predict {other_path} for the rest")
 
 
-#: the known errors that are DirectML's (dmlprof/backends/errors.py), and the one a sparse tensor meets
+#: the known errors that are DirectML's (dmlprof/backends/errors.py)
 _DIRECTML_KEYS = ("dml_", "privateuse1_")
-_SPARSE_KEY = "privateuse1_sparse"
+#: those a tensor the stand-in cannot hold meets, which the targets' devices have kernels for (torch 2.14's
+#: SparseXPU, SparseMPS, NestedTensorXPU): the kind of tensor, and the path a prediction can follow instead
+_NOT_HELD = {"privateuse1_sparse": ("sparse", "its dense path (sparse=False)"),
+             "privateuse1_nested": ("nested", "the encoder without nested tensors (enable_nested_tensor=False)")}

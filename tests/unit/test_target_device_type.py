@@ -39,3 +39,35 @@ def test_directml_prediction_reads_privateuseone_as_torch_directml_does(linear_m
     predict_scan(linear_model_file('print("seen", x.device.type)\nreturn self.fc(x)'), target="dml")
     assert {line for line in capsys.readouterr().out.splitlines() if line.startswith("seen")} == {
         "seen privateuseone"}
+
+
+_FROZEN_ENCODER = """
+    self.encoder.eval()
+    with torch.no_grad():
+        h = self.encoder(x[:, None].expand(-1, 3, -1))
+    return self.fc(h[:, 0])
+"""
+
+
+def _fast_path_for(device_type: str) -> bool:
+    """Whether the running torch's encoder layer takes its fast path on ``device_type`` (torch 2.4's list lacks
+    "xpu": the prediction's calls follow the torch it runs on)."""
+    import inspect
+
+    return f'"{device_type}"' in inspect.getsource(torch.nn.modules.transformer.TransformerEncoderLayer.forward)
+
+
+@pytest.mark.parametrize("target", ["mps", "xpu"])
+def test_torchs_encoder_fast_path_is_taken_as_the_target_takes_it(linear_model_file, target):
+    """Re-probe 18, 1: a frozen nn.TransformerEncoder in eval: torch takes its fast path
+    (``_transformer_encoder_layer_fwd``) only for cpu, cuda, xpu and the PrivateUse1 device; the stand-in read as
+    PrivateUse1 and MPS was predicted to fail at a call real MPS never makes. Its override test
+    (``has_torch_function``) is answered as without the mode that reads the device as the target's, so XPU
+    keeps the fast path it takes."""
+    model = linear_model_file(_FROZEN_ENCODER, init="""
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True), 1)
+        self.encoder.requires_grad_(False)
+        self.fc = nn.Linear(4, 4)""")
+    session = predict_scan(model, target=target)
+    assert session.meta.device_failure is None
+    assert ("aten::_transformer_encoder_layer_fwd" in set(session.ops["op"])) is _fast_path_for(target)

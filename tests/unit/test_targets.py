@@ -411,3 +411,51 @@ def test_a_sparse_gradient_is_not_predicted_on_xpu_and_mps_and_directmls_refusal
     assert code == 2 and "XPU" in err and "DirectML" not in err
     assert lines[0].startswith("XPU: not predicted;") and "sparse" in lines[0] and "DirectML" not in lines[0]
     assert lines[1].startswith("DirectML, torch 2.4.1:") and "fails: step 1: DirectML has no sparse tensors" in lines[1]
+
+
+NESTED_ENCODER = """\
+import torch
+from torch import nn
+BATCH_SIZE = 2
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), 2)
+        self.encoder.requires_grad_(False)
+        self.head = nn.Linear(8, 2)
+    def forward(self, x):
+        mask = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
+        mask[:, -1] = True
+        self.encoder.eval()  # frozen (dmlprof's model.train() reaches it too)
+        with torch.no_grad():
+            h = self.encoder(x, src_key_padding_mask=mask)
+        return self.head(h[:, 0])
+def build_model(): return Net()
+def make_batch(batch_size): return torch.randn(batch_size, 4, 8), torch.randint(0, 2, (batch_size,))
+"""
+
+
+def test_a_frozen_encoders_nested_tensor_is_directmls_failure_with_its_fix_and_not_predicted_on_xpu(tmp_path):
+    """Re-probe 18, 36: nn.TransformerEncoder's fast path with a padding mask packs its input into a nested
+    tensor; the stand-in could not shape it ("Internal error: NestedTensorImpl doesn't support sizes"), read as the
+    model's own error on every target. Real torch-directml raises NotImplementedError there (NestedTensorPrivateUse1,
+    measured on realdml); XPU takes the same path with nested kernels of its own, which the stand-in cannot follow;
+    and the fast path is XPU's only where the mode that reads the device as XPU's hides from torch's override test."""
+    from dmlprof.errors import DeviceError, NotPredicted
+    from dmlprof.predict import predict_scan
+    from dmlprof.runner import ScanStopped
+
+    model = tmp_path / "encoder.py"
+    model.write_text(NESTED_ENCODER, encoding="utf-8")
+    with pytest.raises(ScanStopped) as on_directml:
+        predict_scan(model, target="dml")
+    assert isinstance(on_directml.value.cause, DeviceError) and "no nested tensors" in str(on_directml.value.cause)
+    assert "enable_nested_tensor=False" in on_directml.value.cause.remedy
+    import inspect
+
+    if '"xpu"' not in inspect.getsource(torch.nn.modules.transformer.TransformerEncoder.forward):
+        return  # this torch's encoder takes no fast path on XPU (torch 2.4): its calls are predicted as they run
+    with pytest.raises((ScanStopped, NotPredicted)) as on_xpu:
+        predict_scan(model, target="xpu")
+    cause = getattr(on_xpu.value, "cause", on_xpu.value)
+    assert isinstance(cause, NotPredicted) and "nested" in str(cause) and "DirectML" not in str(cause)
