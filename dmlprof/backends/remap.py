@@ -490,8 +490,35 @@ def remapped(source: str, backend):
 
         stack.callback(setattr, requests, "ended", True)
         stack.enter_context(_in_new_threads(device_arguments))
+        stack.enter_context(overrides_test_ignores(_DeviceArguments))
         stack.enter_context(device_arguments())
         yield
+
+
+@contextmanager
+def overrides_test_ignores(mode_class: type):
+    """For the block, ``torch.overrides.has_torch_function`` answers as without a mode of ``mode_class`` on top of
+    the thread's stack. Any mode makes it True, and torch's Python then takes its slow paths (the transformer
+    encoder layer's and multi-head attention's fast paths: "some Tensor argument has_torch_function"), where the
+    device scanned or predicted takes the fast one (torch-directml's PrivateUse1 device, XPU): a mode dmlprof
+    adds to answer device requests must not change which ops the model runs."""
+    original = torch.overrides.has_torch_function
+
+    def answered_without_the_mode(args) -> bool:
+        depth = torch._C._len_torch_function_stack()
+        if not depth or not isinstance(torch._C._get_function_stack_at(depth - 1), mode_class):
+            return original(args)
+        popped = torch._C._pop_torch_function_stack()
+        try:
+            return original(args)
+        finally:
+            torch._C._push_on_torch_function_stack(popped)
+
+    torch.overrides.has_torch_function = answered_without_the_mode
+    try:
+        yield
+    finally:
+        torch.overrides.has_torch_function = original
 
 
 @contextmanager

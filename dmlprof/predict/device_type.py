@@ -23,6 +23,8 @@ from contextlib import contextmanager
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dmlprof.backends.remap import overrides_test_ignores
+
 
 def _names_type(value, device_type: str) -> bool:
     if isinstance(value, torch.device):
@@ -66,27 +68,5 @@ class _ReadsAsTarget(TorchFunctionMode):
 @contextmanager
 def device_reads_as_target(target_type: str, stand_in: torch.device):
     """For the block, the stand-in's tensors read as on a device of ``target_type`` (see the module)."""
-    mode = _ReadsAsTarget(target_type, stand_in)
-    original = torch.overrides.has_torch_function
-    torch.overrides.has_torch_function = _as_if_not_there(mode, original)
-    try:
-        with mode:
-            yield
-    finally:
-        torch.overrides.has_torch_function = original
-
-
-def _as_if_not_there(mode: TorchFunctionMode, has_torch_function):
-    """``torch.overrides.has_torch_function`` answered as without ``mode``: any mode makes it True, and torch's
-    Python takes its slow paths then (the encoder layer's and multi-head attention's fast paths: "some Tensor
-    argument has_torch_function"), where the target's device takes the fast one (XPU; and torch-directml)."""
-    def answered_without_the_mode(args) -> bool:
-        stack = torch._C._len_torch_function_stack()
-        if not stack or torch._C._get_function_stack_at(stack - 1) is not mode:
-            return has_torch_function(args)
-        popped = torch._C._pop_torch_function_stack()
-        try:
-            return has_torch_function(args)
-        finally:
-            torch._C._push_on_torch_function_stack(popped)
-    return answered_without_the_mode
+    with overrides_test_ignores(_ReadsAsTarget), _ReadsAsTarget(target_type, stand_in):
+        yield

@@ -99,3 +99,29 @@ def test_lightnings_gpu_accelerator_is_named_as_not_carried(emulated_dml_backend
             accelerators.CUDAAccelerator().setup_device(torch.device("cuda"))
         note = unmapped_note(refused.value, "cuda")
     assert note is not None and "Lightning's GPU accelerator" in note and "model file" in note
+
+
+def test_the_remaps_mode_leaves_torchs_encoder_fast_path_as_it_is():
+    """A mode makes ``torch.overrides.has_torch_function`` True, and torch's encoder layer then leaves its fast path
+    ("some Tensor argument has_torch_function"): under --from cuda a frozen encoder ran the slow path's calls, where
+    the scanned device (torch-directml's PrivateUse1 device, the CPU) takes ``_transformer_encoder_layer_fwd``."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from dmlprof.backends.cpu import CpuBackend
+    from dmlprof.backends.remap import remapped
+
+    layer = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True).eval()
+    x = torch.randn(2, 3, 4)
+
+    def ran_fast_path() -> bool:
+        with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            layer(x)
+        return any(event.name == "aten::_transformer_encoder_layer_fwd" for event in prof.events())
+
+    assert ran_fast_path()
+    with remapped("cuda", CpuBackend()):
+        assert not torch.overrides.has_torch_function((x,)) and ran_fast_path()
+        with TorchFunctionMode():  # a mode of the script's own still counts
+            assert torch.overrides.has_torch_function((x,))
+    assert torch.overrides.has_torch_function.__module__ != "dmlprof.backends.remap"  # restored
