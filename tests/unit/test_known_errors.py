@@ -77,6 +77,10 @@ CASES = [
     (NotImplementedError("Could not run 'aten::_sparse_coo_tensor_with_dims_and_tensors' with arguments from the "
                          "'SparsePrivateUse1' backend. This could be because the operator doesn't exist for this backend"),
      "privateuse1_sparse", ["sparse", "nn.Embedding"], ["sparse=False"], False),
+    # measured on realdml (re-probe 18, case 36): a frozen nn.TransformerEncoder's fast path with a padding mask
+    (NotImplementedError("Could not run 'aten::_to_copy' with arguments from the 'NestedTensorPrivateUse1' backend. "
+                         "This could be because the operator doesn't exist for this backend"),
+     "privateuse1_nested", ["nested", "TransformerEncoder"], ["enable_nested_tensor=False"], False),
     (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total capacity)"),
      "gpu_out_of_memory", ["CUDA", "2.00 GiB"], ["batch size"], True),
     (torch.OutOfMemoryError("HIP out of memory. Tried to allocate 512.00 MiB (GPU 0; 63.98 GiB total capacity)"),
