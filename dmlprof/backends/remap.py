@@ -40,11 +40,12 @@ from dmlprof.backends import host_memory
 SOURCES = ("cuda", "mps")
 
 
-def _maps(value, source: str) -> bool:
+def names_device_type(value, device_type: str) -> bool:
+    """Whether ``value`` is a device argument of that type (``"cuda"``, ``"cuda:1"``, ``torch.device("cuda")``)."""
     if isinstance(value, torch.device):
-        return value.type == source
+        return value.type == device_type
     if isinstance(value, str):
-        return value.split(":", 1)[0] == source
+        return value.split(":", 1)[0] == device_type
     return False
 
 
@@ -73,7 +74,7 @@ class _DeviceArguments(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.requests.ended:
             return func(*args, **kwargs)
-        if func is torch.device and _maps(args[0] if args else kwargs.get("type"), self.source):
+        if func is torch.device and names_device_type(args[0] if args else kwargs.get("type"), self.source):
             return self.target  # torch.device("cuda", 0): the type and index of the one scanned device
         if func is self._to_source and func is not None:
             self.requests.made = True
@@ -85,10 +86,10 @@ class _DeviceArguments(TorchFunctionMode):
             return self._tensor_type(*args, **kwargs)
         if kwargs.get("pin_memory"):  # torch.empty(..., pin_memory=True): only a CUDA host pins memory
             kwargs = {**kwargs, "pin_memory": False}
-        if any(_maps(a, self.source) for a in args) or any(_maps(v, self.source) for v in kwargs.values()):
+        if any(names_device_type(a, self.source) for a in args) or any(names_device_type(v, self.source) for v in kwargs.values()):
             self.requests.made = True
-            args = tuple(self.target if _maps(a, self.source) else a for a in args)
-            kwargs = {k: self.target if _maps(v, self.source) else v for k, v in kwargs.items()}
+            args = tuple(self.target if names_device_type(a, self.source) else a for a in args)
+            kwargs = {k: self.target if names_device_type(v, self.source) else v for k, v in kwargs.items()}
         return func(*args, **kwargs)
 
     def _tensor_type(self, tensor, dtype=None, non_blocking=False, **kwargs):
@@ -257,7 +258,7 @@ def _random_state(device: torch.device):
 def _names_the_device(device, target: torch.device) -> bool:
     """A CUDA device argument (``"cuda"``, ``"cuda:0"``), or the scanned device it is mapped to already (the
     mode answers ``torch.device("cuda")`` with it)."""
-    return _maps(device, "cuda") or (isinstance(device, torch.device) and device.type == target.type)
+    return names_device_type(device, "cuda") or (isinstance(device, torch.device) and device.type == target.type)
 
 
 def _device_index(target: torch.device):

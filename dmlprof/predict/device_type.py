@@ -23,15 +23,7 @@ from contextlib import contextmanager
 import torch
 from torch.overrides import TorchFunctionMode
 
-from dmlprof.backends.remap import overrides_test_ignores
-
-
-def _names_type(value, device_type: str) -> bool:
-    if isinstance(value, torch.device):
-        return value.type == device_type
-    if isinstance(value, str):
-        return value.split(":", 1)[0] == device_type
-    return False
+from dmlprof.backends.remap import names_device_type, overrides_test_ignores
 
 
 def _called_from_dmlprof() -> bool:
@@ -58,10 +50,10 @@ class _ReadsAsTarget(TorchFunctionMode):
             return device
         if getter is self._is_target and self._is_target is not None:
             return args[0].device.type == self.stand_in.type or func(*args, **kwargs)
-        if any(_names_type(a, self.target_type) for a in args) or \
-                any(_names_type(v, self.target_type) for v in kwargs.values()):
-            args = tuple(self.stand_in if _names_type(a, self.target_type) else a for a in args)
-            kwargs = {k: self.stand_in if _names_type(v, self.target_type) else v for k, v in kwargs.items()}
+        if any(names_device_type(a, self.target_type) for a in args) or \
+                any(names_device_type(v, self.target_type) for v in kwargs.values()):
+            args = tuple(self.stand_in if names_device_type(a, self.target_type) else a for a in args)
+            kwargs = {k: self.stand_in if names_device_type(v, self.target_type) else v for k, v in kwargs.items()}
         return func(*args, **kwargs)
 
 
