@@ -14,6 +14,8 @@ class Net(nn.Module):
                             ("x.device == torch.device('mps:0')", lambda: x.device == torch.device("mps:0")),
                             ("x.device.type == torch.device('mps').type", lambda: x.device.type == torch.device("mps").type),
                             ("torch.device('xpu')", lambda: torch.device("xpu")),
+                            ("torch.device(x.device).type", lambda: torch.device(x.device).type),
+                            ("torch.device(str(x.device))", lambda: torch.device(str(x.device))),
                             ("p.device == x.device", lambda: self.l.weight.device == x.device),
                             ("x.to('mps') is x", lambda: x.to("mps") is x),
                             ("x.to(x.device) is x", lambda: x.to(x.device) is x),

@@ -6,6 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 from torch import nn
 torch.manual_seed(0)
 dev = "cuda" if torch.cuda.is_available() else "cpu"
+if os.environ.get("DEV") == "dml":
+    import torch_directml; dev = torch_directml.device()
 model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 8)).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x = torch.randn(64, 32, device=dev); y = torch.randn(64, 8, device=dev)
