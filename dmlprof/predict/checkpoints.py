@@ -1,4 +1,4 @@
-"""``torch.save`` and ``torch.load`` of the stand-in's tensors: pickled as torch pickles torch-directml's.
+"""``torch.save``, ``torch.load`` and ``copy.deepcopy`` of the stand-in's tensors: as torch does torch-directml's.
 
 torch-directml's tensors have no storage (an ``OpaqueTensorImpl``), and torch
 pickles such a ``PrivateUse1`` tensor by a host copy of it and the device it is
@@ -32,9 +32,10 @@ from typing import Optional
 
 import torch
 
-from dmlprof.predict.husks import OPAQUE
+from dmlprof.predict.husks import OPAQUE, husk_alias
 
 _REDUCE = torch.Tensor.__reduce_ex__
+_DEEPCOPY = torch.Tensor.__deepcopy__
 _HAS_STORAGE = torch._C._has_storage
 _OBJ_STATE = torch._utils._get_obj_state
 #: the stand-in device's type while one is installed
@@ -48,6 +49,7 @@ def install(device_type: str) -> None:
     global _device_type
     _device_type = device_type
     torch.Tensor.__reduce_ex__ = _reduce_ex
+    torch.Tensor.__deepcopy__ = _deepcopy
     if not _registered:  # torch keeps a registered deserializer for the process: it answers only while installed
         torch.serialization.register_package(_LOAD_PRIORITY, _tags_nothing, _kept_on_the_host)
         _registered.append(True)
@@ -57,6 +59,7 @@ def remove() -> None:
     global _device_type
     _device_type = None
     torch.Tensor.__reduce_ex__ = _REDUCE
+    torch.Tensor.__deepcopy__ = _DEEPCOPY
 
 
 def _is_standin(tensor) -> bool:
@@ -71,6 +74,26 @@ def _reduce_ex(self, proto):
         return _REDUCE(self, proto)
     finally:
         torch._C._has_storage, torch._utils._get_obj_state = _HAS_STORAGE, _OBJ_STATE
+
+
+def _deepcopy(self, memo):
+    """``copy.deepcopy`` of a stand-in tensor (BYOL's target encoder, a best-weights ``state_dict`` copy) as torch
+    copies torch-directml's storage-less one, by ``clone()``: torch read the stand-in's storage, which holds no
+    memory (a segfault, re-probe 19 case 5). The copy keeps the user's Python state, not the source's alias: the
+    clone has its own."""
+    if not _is_standin(self) or id(self) in memo:
+        return _DEEPCOPY(self, memo)
+    alias = self.__dict__.pop(OPAQUE, None)
+    torch._C._has_storage = _storage_less
+    try:
+        copied = _DEEPCOPY(self, memo)
+    finally:
+        torch._C._has_storage = _HAS_STORAGE
+        if alias is not None:
+            setattr(self, OPAQUE, alias)
+    if alias is not None and OPAQUE not in copied.__dict__:
+        setattr(copied, OPAQUE, husk_alias(copied))
+    return copied
 
 
 def _storage_less(tensor) -> bool:
