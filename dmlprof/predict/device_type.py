@@ -8,7 +8,8 @@ dispatcher path) answers, for the stand-in's tensors:
 
 - ``x.device`` with the target's type and the same index, and ``x.is_mps`` / ``x.is_xpu`` with True;
 - a device argument naming the target's type (``torch.zeros(n, device=x.device)``, ``.to("mps")``) with the
-  stand-in, where the tensor is really made.
+  stand-in, where the tensor is really made; ``torch.device("mps")`` itself (``torch.device(x.device.type, 0)``)
+  stays a device of the target's type.
 
 dmlprof's own code (the stand-in's kernels, the recorder) reads the real device: an access from one of its frames
 is answered as without the mode. torch's own Python code called by the model sees the target's type, as on the
@@ -50,6 +51,8 @@ class _ReadsAsTarget(TorchFunctionMode):
             return device
         if getter is self._is_target and self._is_target is not None:
             return args[0].device.type == self.stand_in.type or func(*args, **kwargs)
+        if func is torch.device:  # a device built of the target's type stays one (mapped where it is an argument)
+            return func(*args, **kwargs)
         if any(names_device_type(a, self.target_type) for a in args) or \
                 any(names_device_type(v, self.target_type) for v in kwargs.values()):
             args = tuple(self.stand_in if names_device_type(a, self.target_type) else a for a in args)

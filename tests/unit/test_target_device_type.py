@@ -16,6 +16,9 @@ _GUARDED = """
     dtype = torch.float32 if x.device.type == "mps" else torch.float64
     t = torch.tensor([10], dtype=dtype, device=x.device)
     made = torch.zeros(4, device=x.device.type).to(x.device)
+    rebuilt = torch.device(x.device.type, x.device.index or 0)  # accelerate's spelling (re-probe 19, 1 and 2)
+    print("rebuilt", rebuilt, rebuilt == x.device, torch.device(str(x.device)).type)
+    made = made + torch.arange(4, device=rebuilt, dtype=x.dtype)
     return self.fc(x) + t.float() + made
 """
 
@@ -24,8 +27,11 @@ _GUARDED = """
 def test_the_model_sees_the_targets_device_type_and_its_tensors_stay_on_the_stand_in(linear_model_file, capsys,
                                                                                       target):
     session = predict_scan(linear_model_file(_GUARDED, name="unet.py"), target=target)
-    seen = {line for line in capsys.readouterr().out.splitlines() if line.startswith("seen")}
+    out = capsys.readouterr().out.splitlines()
+    seen = {line for line in out if line.startswith("seen")}
+    rebuilt = {line for line in out if line.startswith("rebuilt")}
     assert seen == {f"seen {target} {target}:0 {target == 'mps'} {target == 'xpu'}"}
+    assert rebuilt == {f"rebuilt {target}:0 True {target}"}
     # on MPS the float32 branch runs: no float64 failure (it was predicted at the guarded line)
     assert session.meta.failed_op is None and session.meta.device_failure is None
     ops = session.ops
