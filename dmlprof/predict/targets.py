@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from types import SimpleNamespace
 
+import torch
+
 from dmlprof.backends.base import Backend
 from dmlprof.predict.arguments import flat_tensors
 from dmlprof.predict.autocast import TargetAutocast, target_device_type_autocasts
@@ -73,6 +75,9 @@ class TargetStandIn(StandIn):
             why = semantics.call_failure(name, tuple(dict.fromkeys(dtype_name(t.dtype) for t in tensors)))
             if why:
                 raise TargetFailure(why, name)
+            foreign = _foreign_generator(args, kwargs, semantics.table.backend)
+            if foreign:
+                raise TargetFailure(foreign, name, _FOREIGN_GENERATOR_REMEDY)
             why = semantics.argument_failure(name, args)
             if why:
                 raise TargetFailure(why, name, semantics.argument_remedy(name))
@@ -89,6 +94,21 @@ class TargetStandIn(StandIn):
         if why:
             raise TargetFailure(why, name)
         return super().fallback(overload, name, args, kwargs)
+
+
+def _foreign_generator(args, kwargs, device_type: str) -> str:
+    """ATen's words where a random kernel of the target's is handed a generator of another device (the CPU's:
+    ``torch.randn(..., generator=torch.Generator().manual_seed(0), device=x.device)``), which MPS's and XPU's
+    kernels refuse (ATen's ``check_generator``; torch-directml's runs it); "" where none is."""
+    for value in tuple(args) + tuple(kwargs.values()):
+        if isinstance(value, torch.Generator) and value.device.type != device_type:
+            return f"Expected a '{device_type}' device type for generator but found '{value.device.type}'"
+    return ""
+
+
+#: what to do about it: draw on the generator's device and move the result (diffusers' randn_tensor on MPS)
+_FOREIGN_GENERATOR_REMEDY = ("draw on the generator's device and move the result, torch.randn(..., generator=g)"
+                             ".to(x.device), or make the generator on the device")
 
 
 class PredictedTargetBackend(PredictedDmlBackend):

@@ -459,3 +459,27 @@ def test_a_frozen_encoders_nested_tensor_is_directmls_failure_with_its_fix_and_n
         predict_scan(model, target="xpu")
     cause = getattr(on_xpu.value, "cause", on_xpu.value)
     assert isinstance(cause, NotPredicted) and "nested" in str(cause) and "DirectML" not in str(cause)
+
+
+@pytest.mark.parametrize("target", ["mps", "xpu"])
+@pytest.mark.parametrize("drawn_on_the_device", [True, False])
+def test_noise_from_a_cpu_generator_drawn_on_the_device_fails_on_mps_and_xpu(linear_model_file, target,
+                                                                             drawn_on_the_device):
+    """Re-probe 19, 7: ``torch.randn(..., generator=cpu_generator, device=x.device)`` was "no call fails" on MPS
+    and XPU, whose random kernels refuse a generator of another device (ATen's check_generator); drawn on the CPU
+    and moved (diffusers' randn_tensor on MPS), it runs."""
+    from dmlprof.errors import DeviceError
+    from dmlprof.predict import predict_scan
+    from dmlprof.runner import ScanStopped
+
+    draw = ("torch.randn(x.shape, generator=self.g, device=x.device)" if drawn_on_the_device else
+            "torch.randn(x.shape, generator=self.g).to(x.device)")
+    model = linear_model_file(f"return self.fc(x) + {draw}",
+                              init="self.fc = nn.Linear(4, 4)\nself.g = torch.Generator().manual_seed(0)")
+    if not drawn_on_the_device:
+        assert predict_scan(model, target=target).meta.device_failure is None
+        return
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(model, target=target)
+    assert isinstance(stopped.value.cause, DeviceError)
+    assert f"Expected a '{target}' device type for generator but found 'cpu'" in str(stopped.value.cause)
