@@ -128,13 +128,24 @@ KNOWN_ERRORS = (
     ),
     KnownError(
         "dml_torch_compile",
-        re.compile(r"Cannot access storage of OpaqueTensorImpl"),
+        re.compile(r"(?:Dynamo|dynamo|BackendCompilerFailed|Inductor)\w*[^\n]*Cannot access storage of OpaqueTensorImpl"),
         "torch.compile cannot trace torch-directml's tensors (they have no storage to make Dynamo's fake tensors "
         "of), whatever the backend (inductor, aot_eager, eager): measured on torch-directml 0.2.5 (torch 2.4.1), a "
         "compiled call that makes a device tensor fails, and one that only takes them runs uncompiled (on later "
         "torch, as the emulated device shows, it fails too)",
         "do not torch.compile on DirectML (compile only when the device is CUDA), or set "
         "torch._dynamo.config.suppress_errors = True so the compiled calls run eagerly",
+    ),
+    # any other read of a device tensor's storage or data pointer: a jagged nested tensor built on the device, a
+    # data_ptr() comparison of tied weights (measured on realdml, re-probe 19 cases 13 and 34)
+    KnownError(
+        "dml_no_storage",
+        re.compile(r"Cannot access storage of OpaqueTensorImpl"
+                   r"|Cannot access data pointer of Tensor that doesn't have storage"),
+        "torch-directml's tensors have no storage: code that reads a device tensor's storage or data pointer "
+        "(untyped_storage(), data_ptr(), a jagged nested tensor built on the device) fails there",
+        "read it from the CPU tensor before the move (tied weights: compare the parameters themselves, a is b); "
+        "for variable-length rows, pad them and pass a mask instead of a nested tensor",
     ),
     KnownError(
         "dml_invalid_argument",

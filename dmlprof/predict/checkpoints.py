@@ -28,6 +28,7 @@ CUDA) loads onto the host instead of the device.
 """
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import torch
@@ -36,6 +37,10 @@ from dmlprof.predict.husks import OPAQUE, husk_alias
 
 _REDUCE = torch.Tensor.__reduce_ex__
 _DEEPCOPY = torch.Tensor.__deepcopy__
+#: what reads a tensor's storage from Python, each as torch has it (torch.Tensor's or TensorBase's)
+_STORAGE_READS = {name: getattr(torch.Tensor, name) for name in ("untyped_storage", "storage", "_typed_storage",
+                                                               "data_ptr")}
+_TENSORS_OWN = {name for name in _STORAGE_READS if name in torch.Tensor.__dict__}
 _HAS_STORAGE = torch._C._has_storage
 _OBJ_STATE = torch._utils._get_obj_state
 #: the stand-in device's type while one is installed
@@ -45,11 +50,16 @@ _LOAD_PRIORITY = 19
 _registered: list = []
 
 
-def install(device_type: str) -> None:
+def install(device_type: str, storage_less: bool = False) -> None:
+    """``storage_less``: the stand-in is torch-directml's, whose tensors have no storage to read (reads of it from
+    the model's code, or torch's on its behalf, fail as they fail there); dmlprof's own code reads the stand-in's."""
     global _device_type
     _device_type = device_type
     torch.Tensor.__reduce_ex__ = _reduce_ex
     torch.Tensor.__deepcopy__ = _deepcopy
+    if storage_less:
+        for name, read in _STORAGE_READS.items():
+            setattr(torch.Tensor, name, _refused_storage_read(read, name))
     if not _registered:  # torch keeps a registered deserializer for the process: it answers only while installed
         torch.serialization.register_package(_LOAD_PRIORITY, _tags_nothing, _kept_on_the_host)
         _registered.append(True)
@@ -60,6 +70,11 @@ def remove() -> None:
     _device_type = None
     torch.Tensor.__reduce_ex__ = _REDUCE
     torch.Tensor.__deepcopy__ = _DEEPCOPY
+    for name, read in _STORAGE_READS.items():
+        if name in _TENSORS_OWN:
+            setattr(torch.Tensor, name, read)
+        elif name in torch.Tensor.__dict__:  # TensorBase's, shadowed while installed
+            delattr(torch.Tensor, name)
 
 
 def _is_standin(tensor) -> bool:
@@ -94,6 +109,27 @@ def _deepcopy(self, memo):
     if alias is not None and OPAQUE not in copied.__dict__:
         setattr(copied, OPAQUE, husk_alias(copied))
     return copied
+
+
+def _refused_storage_read(read, name: str):
+    """``read`` for every tensor but the stand-in's, read from outside dmlprof: there it raises torch-directml's
+    error (measured on realdml: a jagged nested tensor's ``values.untyped_storage()``, HF's tied-weight
+    ``data_ptr()`` comparison; re-probe 19 cases 13 and 34)."""
+    def reading(self, *args, **kwargs):
+        if _is_standin(self) and not _from_dmlprof():
+            if name == "data_ptr":
+                raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
+            raise NotImplementedError("Cannot access storage of OpaqueTensorImpl")
+        return read(self, *args, **kwargs)
+
+    reading.__name__ = reading.__qualname__ = name
+    reading.__doc__ = read.__doc__
+    return reading
+
+
+def _from_dmlprof() -> bool:
+    """Whether the read's caller (two frames up: past ``reading``) is dmlprof's own code."""
+    return sys._getframe(2).f_globals.get("__name__", "").partition(".")[0] == "dmlprof"
 
 
 def _storage_less(tensor) -> bool:

@@ -158,6 +158,8 @@ class StandIn:
     judged_composites = frozenset()
     #: kernels whose outputs' dtypes are the device's own, not the CPU's (torch-directml's dropout mask)
     own_dtypes = DIRECTML_DTYPES
+    #: the device's tensors have no storage to read from Python (torch-directml's: an OpaqueTensorImpl)
+    storage_less = True
 
     def refused_dtypes(self, float64_support: bool) -> dict:
         """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
@@ -178,7 +180,7 @@ class StandIn:
     def install(self) -> None:
         refuse(self.refused)
         _values.install(self.values)
-        checkpoints.install(self.device_type)
+        checkpoints.install(self.device_type, storage_less=self.storage_less)
         with warnings.catch_warnings():
             # Where a real PrivateUse1 backend is loaded (the emulated device in tests), ours
             # override its kernels for as long as they are installed; torch warns about each.

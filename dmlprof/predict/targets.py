@@ -34,6 +34,7 @@ class TargetStandIn(StandIn):
 
     always_failing = frozenset()
     own_dtypes: dict = {}  # the targets' devices return the CPU's dtypes (a bool dropout mask)
+    storage_less = False  # MPS's and XPU's tensors have storage
 
     def __init__(self, semantics, log: list, device_type: str, values=None):
         self.semantics = semantics  # before StandIn's __init__, which asks for the refused dtypes

@@ -77,6 +77,11 @@ CASES = [
     (NotImplementedError("Could not run 'aten::_sparse_coo_tensor_with_dims_and_tensors' with arguments from the "
                          "'SparsePrivateUse1' backend. This could be because the operator doesn't exist for this backend"),
      "privateuse1_sparse", ["sparse", "nn.Embedding"], ["sparse=False"], False),
+    # measured on realdml (re-probe 19, cases 13 and 34): reads of a device tensor's storage
+    (NotImplementedError("Cannot access storage of OpaqueTensorImpl"), "dml_no_storage", ["no storage", "data_ptr"],
+     ["a is b", "pad"], False),
+    (RuntimeError("Cannot access data pointer of Tensor that doesn't have storage"), "dml_no_storage",
+     ["no storage"], ["CPU tensor"], False),
     # measured on realdml (re-probe 18, case 36): a frozen nn.TransformerEncoder's fast path with a padding mask
     (NotImplementedError("Could not run 'aten::_to_copy' with arguments from the 'NestedTensorPrivateUse1' backend. "
                          "This could be because the operator doesn't exist for this backend"),

@@ -1,0 +1,54 @@
+"""The stand-in's tensors and their storage (re-probe 19, cases 5, 13 and 34).
+
+``copy.deepcopy``: torch copied a plain tensor through its storage, which holds no memory on the stand-in, and every
+prediction of a model deep-copying a module with buffers in its step (BYOL's lazily made target encoder, a
+best-weights copy) died of SIGSEGV; torch copies torch-directml's storage-less tensors by ``clone()``, and the
+stand-in's are copied so too. Reads of a device tensor's storage fail on torch-directml, and only there."""
+from __future__ import annotations
+
+import pytest
+
+from dmlprof.predict import predict_scan
+
+pytestmark = pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
+
+_LAZY_TARGET = """
+    if not hasattr(self, "target"):
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        print("copied", self.target[1].running_mean.device.type, torch.equal(
+            self.target[1].running_mean.cpu(), self.online[1].running_mean.cpu()), flush=True)
+    with torch.no_grad():
+        t = self.target(x)
+    return self.online(x) + t
+"""
+
+
+@pytest.mark.parametrize("target", ["dml", "xpu"])
+def test_a_module_deep_copied_in_the_step_is_predicted_and_keeps_its_values(linear_model_file, capsys, target):
+    model = linear_model_file(_LAZY_TARGET, init="self.online = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))",
+                              extra="import copy\n")
+    session = predict_scan(model, target=target)
+    assert session.meta.device_failure is None and len(session.ops) > 0
+    seen = {line for line in capsys.readouterr().out.splitlines() if line.startswith("copied")}
+    expected = "privateuseone" if target == "dml" else target
+    assert seen == {f"copied {expected} True"}
+
+
+@pytest.mark.parametrize("target", ["dml", "xpu"])
+@pytest.mark.parametrize("read", ["self.fc.weight.data_ptr()", "x.untyped_storage().nbytes()",
+                                  "torch.nested.as_nested_tensor([x[0], x[1, :2]], layout=torch.jagged)"])
+def test_reading_a_device_tensors_storage_fails_on_directml_only(linear_model_file, target, read):
+    """Re-probe 19, 13 and 34: torch-directml's tensors have no storage (measured on realdml: a jagged nested
+    tensor's ``values.untyped_storage()`` raises "Cannot access storage of OpaqueTensorImpl", ``data_ptr()``
+    "Cannot access data pointer of Tensor that doesn't have storage"); ``check --target dml`` passed such code.
+    MPS's and XPU's tensors have storage: it runs there."""
+    from dmlprof.errors import DeviceError
+    from dmlprof.runner import ScanStopped
+
+    model = linear_model_file(f"{read}\nreturn self.fc(x)")
+    if target != "dml":
+        assert predict_scan(model, target=target).meta.device_failure is None
+        return
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(model, target=target)
+    assert isinstance(stopped.value.cause, DeviceError) and "have no storage" in str(stopped.value.cause)
