@@ -1,4 +1,4 @@
-"""``torch.save``, ``torch.load`` and ``copy.deepcopy`` of the stand-in's tensors: as torch does torch-directml's.
+"""``torch.save``, ``torch.load``, ``copy.deepcopy`` and storage reads of the stand-in's tensors: as torch-directml's.
 
 torch-directml's tensors have no storage (an ``OpaqueTensorImpl``), and torch
 pickles such a ``PrivateUse1`` tensor by a host copy of it and the device it is
@@ -34,6 +34,7 @@ from typing import Optional
 import torch
 
 from dmlprof.predict.husks import OPAQUE, husk_alias
+from dmlprof.runner.user_code import is_dmlprof_code
 
 _REDUCE = torch.Tensor.__reduce_ex__
 _DEEPCOPY = torch.Tensor.__deepcopy__
@@ -116,7 +117,7 @@ def _refused_storage_read(read, name: str):
     error (measured on realdml: a jagged nested tensor's ``values.untyped_storage()``, HF's tied-weight
     ``data_ptr()`` comparison; re-probe 19 cases 13 and 34)."""
     def reading(self, *args, **kwargs):
-        if _is_standin(self) and not _from_dmlprof():
+        if _is_standin(self) and not is_dmlprof_code(sys._getframe(1)):  # the read's caller
             if name == "data_ptr":
                 raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
             raise NotImplementedError("Cannot access storage of OpaqueTensorImpl")
@@ -125,11 +126,6 @@ def _refused_storage_read(read, name: str):
     reading.__name__ = reading.__qualname__ = name
     reading.__doc__ = read.__doc__
     return reading
-
-
-def _from_dmlprof() -> bool:
-    """Whether the read's caller (two frames up: past ``reading``) is dmlprof's own code."""
-    return sys._getframe(2).f_globals.get("__name__", "").partition(".")[0] == "dmlprof"
 
 
 def _storage_less(tensor) -> bool:

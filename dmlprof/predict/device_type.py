@@ -25,12 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from dmlprof.backends.remap import names_device_type, overrides_test_ignores
-
-
-def _called_from_dmlprof() -> bool:
-    """Whether the access that reached the mode came from dmlprof's code (the frame above ``__torch_function__``:
-    a property's getter is C and adds none)."""
-    return sys._getframe(2).f_globals.get("__name__", "").partition(".")[0] == "dmlprof"
+from dmlprof.runner.user_code import is_dmlprof_code
 
 
 class _ReadsAsTarget(TorchFunctionMode):
@@ -46,7 +41,8 @@ class _ReadsAsTarget(TorchFunctionMode):
         getter = getattr(func, "__self__", None)
         if getter is self._device:
             device = func(*args, **kwargs)
-            if device.type == self.stand_in.type and not _called_from_dmlprof():
+            # the frame that read ``.device``, above this one (the getter is C and adds none)
+            if device.type == self.stand_in.type and not is_dmlprof_code(sys._getframe(1)):
                 return torch.device(self.target_type, device.index)
             return device
         if getter is self._is_target and self._is_target is not None:

@@ -206,6 +206,11 @@ def script_context(path: Path, script_args: list, module: Optional[str] = None):
         sys.path[:] = saved_path
 
 
+def is_dmlprof_code(frame) -> bool:
+    """Whether ``frame`` runs dmlprof's own code (not the scanned code, nor torch's on its behalf)."""
+    return frame.f_globals.get("__name__", "").partition(".")[0] == "dmlprof"
+
+
 @contextmanager
 def exit_handlers_run_at_its_end():
     """A script's exit handlers (``atexit.register``, its own and those of libraries it imports) run when it ends,
@@ -218,7 +223,7 @@ def exit_handlers_run_at_its_end():
     real_register, real_unregister = atexit.register, atexit.unregister
 
     def register(func, *args, **kwargs):
-        if sys._getframe(1).f_globals.get("__name__", "").partition(".")[0] == "dmlprof":
+        if is_dmlprof_code(sys._getframe(1)):
             return real_register(func, *args, **kwargs)
         handlers.append((func, args, kwargs))
         return func
