@@ -49,6 +49,15 @@ def names_device_type(value, device_type: str) -> bool:
     return False
 
 
+def device_arguments_mapped(args: tuple, kwargs: dict, device_type: str, to: torch.device):
+    """``(args, kwargs)`` with each device argument of ``device_type`` made ``to``; None where there is none."""
+    if not any(names_device_type(a, device_type) for a in args) and \
+            not any(names_device_type(v, device_type) for v in kwargs.values()):
+        return None
+    return (tuple(to if names_device_type(a, device_type) else a for a in args),
+            {k: to if names_device_type(v, device_type) else v for k, v in kwargs.items()})
+
+
 class _Requests:
     """Whether the script has asked for the source device yet: what ``torch.cuda.is_initialized()`` answers (CUDA
     initialises at a script's first CUDA tensor)."""
@@ -86,10 +95,10 @@ class _DeviceArguments(TorchFunctionMode):
             return self._tensor_type(*args, **kwargs)
         if kwargs.get("pin_memory"):  # torch.empty(..., pin_memory=True): only a CUDA host pins memory
             kwargs = {**kwargs, "pin_memory": False}
-        if any(names_device_type(a, self.source) for a in args) or any(names_device_type(v, self.source) for v in kwargs.values()):
+        mapped = device_arguments_mapped(args, kwargs, self.source, self.target)
+        if mapped is not None:
             self.requests.made = True
-            args = tuple(self.target if names_device_type(a, self.source) else a for a in args)
-            kwargs = {k: self.target if names_device_type(v, self.source) else v for k, v in kwargs.items()}
+            args, kwargs = mapped
         return func(*args, **kwargs)
 
     def _tensor_type(self, tensor, dtype=None, non_blocking=False, **kwargs):

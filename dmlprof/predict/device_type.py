@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import torch
 from torch.overrides import TorchFunctionMode
 
-from dmlprof.backends.remap import names_device_type, overrides_test_ignores
+from dmlprof.backends.remap import device_arguments_mapped, overrides_test_ignores
 from dmlprof.runner.user_code import is_dmlprof_code
 
 
@@ -49,10 +49,7 @@ class _ReadsAsTarget(TorchFunctionMode):
             return args[0].device.type == self.stand_in.type or func(*args, **kwargs)
         if func is torch.device:  # a device built of the target's type stays one (mapped where it is an argument)
             return func(*args, **kwargs)
-        if any(names_device_type(a, self.target_type) for a in args) or \
-                any(names_device_type(v, self.target_type) for v in kwargs.values()):
-            args = tuple(self.stand_in if names_device_type(a, self.target_type) else a for a in args)
-            kwargs = {k: self.stand_in if names_device_type(v, self.target_type) else v for k, v in kwargs.items()}
+        args, kwargs = device_arguments_mapped(args, kwargs, self.target_type, self.stand_in) or (args, kwargs)
         return func(*args, **kwargs)
 
 
