@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -75,11 +74,13 @@ def _check_against_profiler(folder: Path, report: dict, script: bool) -> None:
         periods = periods[1:] if script else periods
         matched = min(len(ours), len(periods))
         assert matched >= 2, (ours, periods)
-        # The median step, not the sum: on this shared 2-core machine one step's window can take a
-        # scheduling stall the other clock places in the next step.
-        ratios = sorted(a / b for a, b in zip(ours[:matched], periods[:matched]))
+        # The matched steps summed, not step for step: a step's window ends after the optimizer's post-hooks
+        # and the closing sync, a period at the optimizer's last op, so on this shared 2-core machine a
+        # scheduling stall between the two counts in our step and in the trace's next period (one CI run read
+        # [41.4, 12.7, 33.9] ms against [28.5, 25.9, 26.3]: two of three steps 29 % apart, the sums 9 %).
+        ours_ms, periods_ms = sum(ours[:matched]), sum(periods[:matched])
         ours_comm = sum(c["comm_time_ms"] for c in report["collectives"] if c["rank"] == rank["rank"])
-        assert abs(ratios[len(ratios) // 2] - 1) <= TOLERANCE, (rank["rank"], ours[:matched], periods[:matched])
+        assert abs(ours_ms / periods_ms - 1) <= TOLERANCE, (rank["rank"], ours[:matched], periods[:matched])
         assert abs(ours_comm / comm_ms - 1) <= TOLERANCE, (rank["rank"], ours_comm, comm_ms)
 
 
@@ -275,7 +276,6 @@ def test_tensorboard_reads_the_rank_traces_as_one_distributed_run(tmp_path):
 def test_a_collective_issued_from_an_autograd_device_thread_is_recorded(emulated_dml_backend, monkeypatch):
     # DDP's reducer all-reduces from autograd hooks; on a device with its own autograd thread (CUDA, and
     # the emulated DirectML device) they run on that thread. A one-rank gloo group, in this process.
-    import os
     import threading
 
     import torch
