@@ -29,6 +29,45 @@ def dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+#: the layouts TensorImpl calls sparse compressed (its SparseCsr key)
+_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+#: device types whose strided tensors TensorImpl calls dense (c10/core/TensorImpl.h, torch 2.4 to 2.13), of those a
+#: predicted program can hold beside the stand-in's (the targets' own accelerators are among them: the stand-in's
+#: tensors answer as theirs); those of the first three are sparse ones too
+_DENSE_DEVICES = ("cpu", "cuda", "hip", "hpu", "mtia")
+
+
+def _shallow_copy_as_a_dense_device(device_type: str):
+    """``torch._has_compatible_shallow_copy_type`` answered for the stand-in's tensors as for XPU's and MPS's.
+
+    ``Module.to(device)`` keeps a parameter (setting its ``.data``) where the moved tensor is compatible with it, and
+    makes a new one otherwise: weights tied on the CPU (``out.weight = emb.weight``) stay tied on XPU and MPS, whose
+    strided tensors TensorImpl calls dense, as the CPU's. It never calls a PrivateUse1 tensor dense, so the
+    stand-in untied them, as DirectML does (its tensors answer False too: measured on realdml) but these targets
+    do not. A PrivateUse1 kernel of the op is how a backend answers it (torch's OpenReg example); the
+    library returned holds it until it is destroyed."""
+    dense, sparse = (*_DENSE_DEVICES, device_type), (*_DENSE_DEVICES[:3], device_type)
+
+    def family(tensor):
+        if tensor.is_nested:
+            return None
+        if tensor.layout == torch.strided:
+            return "dense" if tensor.device.type in dense else None
+        if tensor.layout == torch.sparse_coo:
+            return "sparse" if tensor.device.type in sparse else None
+        return "compressed" if tensor.layout in _COMPRESSED else None
+
+    def compatible(tensor, other) -> bool:
+        same_kind = (tensor.device.type, tensor.layout, tensor.is_nested) == (other.device.type, other.layout,
+                                                                              other.is_nested)
+        return same_kind or (family(tensor) is not None and family(tensor) == family(other))
+
+    library = torch.library.Library("aten", "IMPL")
+    for key in ("PrivateUse1", "AutogradPrivateUse1"):  # torch 2.4 leaves the autograd key without a kernel else
+        library.impl("_has_compatible_shallow_copy_type", compatible, key)
+    return library
+
+
 class TargetStandIn(StandIn):
     """The stand-in with a target's semantics in place of DirectML's measured refusals."""
 
@@ -52,6 +91,7 @@ class TargetStandIn(StandIn):
         super().install()
         if self._autocast is not None:
             self._autocast.install()
+        self._shallow_copy = _shallow_copy_as_a_dense_device(self.device_type)
 
     def refresh(self) -> None:
         super().refresh()
@@ -61,6 +101,7 @@ class TargetStandIn(StandIn):
     def remove(self) -> None:
         if self._autocast is not None:
             self._autocast.remove()
+        self._shallow_copy._destroy()
         super().remove()
 
     def refused_dtypes(self, float64_support: bool) -> dict:

@@ -52,3 +52,19 @@ def test_reading_a_device_tensors_storage_fails_on_directml_only(linear_model_fi
     with pytest.raises(ScanStopped) as stopped:
         predict_scan(model, target=target)
     assert isinstance(stopped.value.cause, DeviceError) and "have no storage" in str(stopped.value.cause)
+
+
+@pytest.mark.parametrize("target", ["xpu", "dml", "mps"])  # DirectML after XPU: the target's answer is gone
+def test_weights_tied_on_the_cpu_stay_tied_through_the_move_where_the_target_keeps_them(linear_model_file, capsys,
+                                                                                        target):
+    """Re-probe 19, 35: ``Module.to(device)`` keeps a parameter where torch calls the moved tensor's type compatible
+    with it, and makes one per module otherwise. XPU's and MPS's tensors are compatible with the CPU's: a tie
+    (``fc2.weight = fc.weight``) stays, one parameter trained; torch-directml's are not (measured on realdml:
+    ``torch._has_compatible_shallow_copy_type`` False between the CPU and the device): DirectML trains two. The
+    stand-in's PrivateUse1 tensors untied them for every target."""
+    model = linear_model_file('print("tied", self.fc2.weight is self.fc.weight, flush=True)\nreturn self.fc2(self.fc(x))',
+                              init="self.fc = nn.Linear(4, 4)\nself.fc2 = nn.Linear(4, 4)\nself.fc2.weight = self.fc.weight")
+    session = predict_scan(model, target=target)
+    assert session.meta.device_failure is None
+    seen = {line for line in capsys.readouterr().out.splitlines() if line.startswith("tied")}
+    assert seen == {f"tied {target != 'dml'}"}
