@@ -9,7 +9,8 @@ dispatcher path) answers, for the stand-in's tensors:
 - ``x.device`` with the target's type and the same index, and ``x.is_mps`` / ``x.is_xpu`` with True;
 - a device argument naming the target's type (``torch.zeros(n, device=x.device)``, ``.to("mps")``) with the
   stand-in, where the tensor is really made; ``torch.device("mps")`` itself (``torch.device(x.device.type, 0)``)
-  stays a device of the target's type.
+  stays a device of the target's type, and a default device of the target's type (``torch.set_default_device``,
+  ``with torch.device("mps"):``) makes the factories' tensors on the stand-in.
 
 dmlprof's own code (the stand-in's kernels, the recorder) reads the real device: an access from one of its frames
 is answered as without the mode. torch's own Python code called by the model sees the target's type, as on the
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _device
 
 from dmlprof.backends.remap import device_arguments_mapped, overrides_test_ignores
 from dmlprof.runner.user_code import is_dmlprof_code
@@ -49,6 +51,14 @@ class _ReadsAsTarget(TorchFunctionMode):
             return args[0].device.type == self.stand_in.type or func(*args, **kwargs)
         if func is torch.device:  # a device built of the target's type stays one (mapped where it is an argument)
             return func(*args, **kwargs)
+        if kwargs.get("device") is None and func in _device._device_constructors():
+            # A default device of the target's type (torch.set_default_device(x.device), with torch.device("mps")):
+            # torch's DeviceContext fills it in below this mode on torch 2.13 (it keeps itself at the bottom of the
+            # stack), where no mapping would follow and the factory ran on the real, absent device (re-probe 20's 2);
+            # filled in here, it is mapped as any device argument naming the target.
+            default = _device.CURRENT_DEVICE
+            if default is not None and default.type == self.target_type:
+                kwargs = {**kwargs, "device": default}
         args, kwargs = device_arguments_mapped(args, kwargs, self.target_type, self.stand_in) or (args, kwargs)
         return func(*args, **kwargs)
 

@@ -41,6 +41,31 @@ def test_the_model_sees_the_targets_device_type_and_its_tensors_stay_on_the_stan
     assert torch._C._len_torch_function_stack() == 0  # the mode ends with the prediction
 
 
+_DEFAULT_DEVICE = """
+    torch.set_default_device(x.device)
+    try:
+        made = torch.ones(4)
+    finally:
+        torch.set_default_device(None)
+    with torch.device(x.device.type):
+        made = made + torch.arange(4)
+    print("defaults", made.device, torch.ones(1).device)
+    return self.fc(x) + made
+"""
+
+
+@pytest.mark.parametrize("target", ["mps", "xpu"])
+def test_a_default_device_of_the_targets_type_makes_factories_on_the_stand_in(linear_model_file, capsys, target):
+    """Re-probe 20, 2: ``torch.set_default_device(x.device)`` (and ``with torch.device(...)``) around a factory:
+    torch 2.13's DeviceContext sits below the type mode and filled in the real target device, where the factory
+    has no kernel ("Could not run 'aten::empty.memory_format' with arguments from the 'MPS' backend")."""
+    session = predict_scan(linear_model_file(_DEFAULT_DEVICE), target=target)
+    assert session.meta.failed_op is None and session.meta.device_failure is None
+    assert {line for line in capsys.readouterr().out.splitlines() if line.startswith("defaults")} == {
+        f"defaults {target}:0 cpu"}  # the default reset: the CPU's again
+    assert torch._C._len_torch_function_stack() == 0
+
+
 def test_directml_prediction_reads_privateuseone_as_torch_directml_does(linear_model_file, capsys):
     predict_scan(linear_model_file('print("seen", x.device.type)\nreturn self.fc(x)'), target="dml")
     assert {line for line in capsys.readouterr().out.splitlines() if line.startswith("seen")} == {
