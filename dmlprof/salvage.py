@@ -53,28 +53,12 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         _note(f"the scanned process died of {how} on its way out, after its scan ended (a native library's exit "
               "handler); nothing was lost")
         return contents.finished
-    # a script that took all its recorded steps before its process ended (os._exit at its end, from an exit
-    # handler or a watchdog thread; the OOM killer's SIGKILL, a native crash in its evaluation): its recording is
-    # whole, the run did not stop early (re-probe 13, 17-20; re-probe 18, 12), though a signal still ended it
+    if contents.side_by_side is not None:  # one target of several was predicted: each is reported on its own
+        from dmlprof.salvage_targets import salvage_side_by_side
+
+        return salvage_side_by_side(args, contents, user_line, *how_it_ended(args, contents, user_line, how, status))
+    message, ended, code = how_it_ended(args, contents, user_line, how, status)
     steps_done = recorded_steps_done(contents)
-    if contents.os_exit is not None:  # the scanned code's own os._exit: not a death
-        message, code = os_exit_words(args, contents, user_line, status)
-        ended = message
-        if contents.stopped is not None:
-            message += ", " + stop_words(contents)
-    elif steps_done:
-        running = (contents.running[-1] if contents.running else contents.unrecorded) if how != ABRUPT else None
-        message = ended = crash_message(how, running, user_line) + ", after its recorded steps"
-        code = _exit_code(how, status)
-    elif contents.stopped is not None:  # what ran after the journal stopped is unknown: no call is named as the death's
-        message = crash_message(how, None, "") + (f" at {user_line}" if user_line else "") + ", " + stop_words(contents)
-        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
-    else:
-        running = contents.running[-1] if contents.running else contents.unrecorded
-        message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
-        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
-    if how == ABRUPT and _contract_run(contents):  # a model file's run ended, by whatever thread: never a success
-        code = 3
     # a call the device refused came first: on DirectML the process ended there, whatever came after (an exit
     # handler's os._exit(0), a catch-all's os._exit(1), a scheduler's SIGTERM); it leads, as where Python ends a run
     refusal = contents.refusal
@@ -117,6 +101,34 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     else:
         error_line(message, written.note(partial=partial))
     return code
+
+
+def how_it_ended(args, contents, user_line: str, how: str, status: int) -> "tuple[str, str, int]":
+    """What a dead child's journal says of its end: the error line's words, how its process ended (a partial
+    session's note), and the scan's exit code (docs/exit_codes.md)."""
+    # a script that took all its recorded steps before its process ended (os._exit at its end, from an exit
+    # handler or a watchdog thread; the OOM killer's SIGKILL, a native crash in its evaluation): its recording is
+    # whole, the run did not stop early (re-probe 13, 17-20; re-probe 18, 12), though a signal still ended it
+    steps_done = recorded_steps_done(contents)
+    if contents.os_exit is not None:  # the scanned code's own os._exit: not a death
+        message, code = os_exit_words(args, contents, user_line, status)
+        ended = message
+        if contents.stopped is not None:
+            message += ", " + stop_words(contents)
+    elif steps_done:
+        running = (contents.running[-1] if contents.running else contents.unrecorded) if how != ABRUPT else None
+        message = ended = crash_message(how, running, user_line) + ", after its recorded steps"
+        code = _exit_code(how, status)
+    elif contents.stopped is not None:  # what ran after the journal stopped is unknown: no call is named as the death's
+        message = crash_message(how, None, "") + (f" at {user_line}" if user_line else "") + ", " + stop_words(contents)
+        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
+    else:
+        running = contents.running[-1] if contents.running else contents.unrecorded
+        message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
+        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
+    if how == ABRUPT and _contract_run(contents):  # a model file's run ended, by whatever thread: never a success
+        code = 3
+    return message, ended, code
 
 
 def _gated(args, session, written) -> int:
