@@ -878,6 +878,16 @@ struct IndexlessCall {
 
 bool has_no_index(const at::Tensor& t) { return !t.device().has_index(); }
 
+std::string op_name(const c10::OperatorHandle& op);
+
+// torch-directml's own kernels of these take an index-less tensor beside an indexed one where the CPU's refuse the
+// pair (measured: tests/realdml/test_indexless_device_on_real_directml.py).
+bool takes_two_devices(const c10::OperatorHandle& op) {
+  static const std::set<std::string> names = {"aten::masked_fill.Scalar", "aten::masked_fill.Tensor",
+                                              "aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor"};
+  return names.count(op_name(op)) > 0;
+}
+
 // "cpu:0" is an index-less tensor's host copy, "cpu" the others': said as the device's names.
 std::string device_words(const std::string& words) {
   std::string out;
@@ -959,7 +969,7 @@ IndexlessCall check_one_device(const c10::OperatorHandle& op, const Stack* s, si
   for (size_t i = first; i < s->size(); ++i) {
     for_each_device_tensor((*s)[i], [&](const at::Tensor& t) { call.inputs.push_back(t); });
   }
-  if (indexed) try_on_host(op, s, first);
+  if (indexed && !takes_two_devices(op)) try_on_host(op, s, first);
   return call;
 }
 
