@@ -7,7 +7,7 @@ ends ``--target T`` alone (exit 3), once every target's line is out; so does a s
 follow on a target (exit 2). ``--json FILE`` writes every target's verdict and report in one document (format
 ``dmlprof-targets``). A stop signal or dmlprof's own error in one target's prediction ends the command with every
 target's line (the finished ones', the running one ``cut short``) and each session kept named in its error line; a
-native crash there is said the same way by the supervisor, from the journal (dmlprof.salvage_targets).
+native crash there is said the same way by the supervisor, from the journal (dmlprof.salvage.salvage_side_by_side).
 """
 from __future__ import annotations
 
