@@ -2,7 +2,8 @@
 the same facts, each in a process of its own. torch-directml's factories keep the index-less device and its kernels
 their results on it; ``.to()`` and ``torch.tensor`` give the index (0); such a tensor beside one on
 "privateuseone:0" is refused where the kernel checks that its tensors share a device (elementwise ops, losses) and
-taken where it does not (cat, mm, linear, gather...). The emulated device made every tensor on "privateuseone:0", and
+taken where it does not (cat, mm, linear, gather...); a backward through one fails autograd's internal assert.
+The emulated device made every tensor on "privateuseone:0", and
 ``torch.arange(16, device=x.device.type) + x`` ran there."""
 from __future__ import annotations
 
@@ -53,7 +54,12 @@ CALLS = {
     "masked_fill(x, a>1)": lambda: x.masked_fill(a > 1, 0), "masked_fill(a, x>1)": lambda: a.masked_fill(x > 1, 0),
     "layer_norm": lambda: F.layer_norm(x.view(1, 4), (4,), a, a),
     "cross_entropy": lambda: F.cross_entropy(x.view(1, 4), a[:1].long()),
+    # autograd keeps a queue per device index: a backward through an index-less tensor fails its internal assert
+    "backward": lambda: backward(torch.ones(4, device="privateuseone", requires_grad=True)),
 }
+def backward(leaf):
+    (leaf * 3).sum().backward()
+    return leaf.grad
 facts = {}
 for name, call in CALLS.items():
     try:
