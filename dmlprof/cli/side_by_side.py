@@ -40,6 +40,7 @@ def run_side_by_side(args) -> int:
             raise _cut_short(args, ended, target, targets, [verdict.line for verdict, _ in rows], saved) from None
         model_raised = model_raised or raised
         first_unpredicted = first_unpredicted or unpredicted
+        written.session_path = None  # this target's, once saved (a session that could not be is a problem noted)
         save_session(session, args, written=written)
         if written.session_path is not None:
             saved.append((target, written.session_path, False))
