@@ -80,6 +80,13 @@ def cause_of(stop: BaseException, what: str = "interrupted") -> Interrupted:
     return Interrupted(what)
 
 
+def stop_of(error: Interrupted) -> BaseException:
+    """The stop (``KeyboardInterrupt`` or :class:`Stopped`) an :class:`Interrupted` error of :func:`cause_of`
+    stands for, read from its exit status."""
+    code = getattr(error, "exit_code", 130)
+    return Stopped(code - 128) if code != 130 else KeyboardInterrupt()
+
+
 def announce(calls: int) -> None:
     """Say, once Ctrl-C stopped a long recording, that it is being saved (short ones stay quiet)."""
     if calls >= ANNOUNCE_CALLS:

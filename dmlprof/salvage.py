@@ -1,5 +1,6 @@
 """Finishing a dead child's scan from its journal (:func:`salvage`): the report of every call recorded, the call
-that was running named, one error line, the partial session (dmlprof.survival runs the child and calls this).
+that was running named, one error line, the partial session (dmlprof.survival runs the child and calls this); a
+side-by-side run's per target (:func:`salvage_side_by_side`).
 
 The parent imports neither torch nor the user's code until it has to salvage a dead child's journal.
 """
@@ -53,28 +54,10 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
         _note(f"the scanned process died of {how} on its way out, after its scan ended (a native library's exit "
               "handler); nothing was lost")
         return contents.finished
-    # a script that took all its recorded steps before its process ended (os._exit at its end, from an exit
-    # handler or a watchdog thread; the OOM killer's SIGKILL, a native crash in its evaluation): its recording is
-    # whole, the run did not stop early (re-probe 13, 17-20; re-probe 18, 12), though a signal still ended it
+    if contents.side_by_side is not None:  # one target of several was predicted: each is reported on its own
+        return salvage_side_by_side(args, contents, user_line, *how_it_ended(args, contents, user_line, how, status))
+    message, ended, code = how_it_ended(args, contents, user_line, how, status)
     steps_done = recorded_steps_done(contents)
-    if contents.os_exit is not None:  # the scanned code's own os._exit: not a death
-        message, code = os_exit_words(args, contents, user_line, status)
-        ended = message
-        if contents.stopped is not None:
-            message += ", " + stop_words(contents)
-    elif steps_done:
-        running = (contents.running[-1] if contents.running else contents.unrecorded) if how != ABRUPT else None
-        message = ended = crash_message(how, running, user_line) + ", after its recorded steps"
-        code = _exit_code(how, status)
-    elif contents.stopped is not None:  # what ran after the journal stopped is unknown: no call is named as the death's
-        message = crash_message(how, None, "") + (f" at {user_line}" if user_line else "") + ", " + stop_words(contents)
-        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
-    else:
-        running = contents.running[-1] if contents.running else contents.unrecorded
-        message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
-        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
-    if how == ABRUPT and _contract_run(contents):  # a model file's run ended, by whatever thread: never a success
-        code = 3
     # a call the device refused came first: on DirectML the process ended there, whatever came after (an exit
     # handler's os._exit(0), a catch-all's os._exit(1), a scheduler's SIGTERM); it leads, as where Python ends a run
     refusal = contents.refusal
@@ -117,6 +100,75 @@ def salvage(args, journal: Path, crash_log: Path, how: str, status: int) -> int:
     else:
         error_line(message, written.note(partial=partial))
     return code
+
+
+def how_it_ended(args, contents, user_line: str, how: str, status: int) -> "tuple[str, str, int]":
+    """What a dead child's journal says of its end: the error line's words, how its process ended (a partial
+    session's note), and the scan's exit code (docs/exit_codes.md)."""
+    # a script that took all its recorded steps before its process ended (os._exit at its end, from an exit
+    # handler or a watchdog thread; the OOM killer's SIGKILL, a native crash in its evaluation): its recording is
+    # whole, the run did not stop early (re-probe 13, 17-20; re-probe 18, 12), though a signal still ended it
+    steps_done = recorded_steps_done(contents)
+    if contents.os_exit is not None:  # the scanned code's own os._exit: not a death
+        message, code = os_exit_words(args, contents, user_line, status)
+        ended = message
+        if contents.stopped is not None:
+            message += ", " + stop_words(contents)
+    elif steps_done:
+        running = (contents.running[-1] if contents.running else contents.unrecorded) if how != ABRUPT else None
+        message = ended = crash_message(how, running, user_line) + ", after its recorded steps"
+        code = _exit_code(how, status)
+    elif contents.stopped is not None:  # what ran after the journal stopped is unknown: no call is named as the death's
+        message = crash_message(how, None, "") + (f" at {user_line}" if user_line else "") + ", " + stop_words(contents)
+        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
+    else:
+        running = contents.running[-1] if contents.running else contents.unrecorded
+        message = crash_message(how, running, user_line, contents.calls[-1] if contents.calls else None)
+        code, ended = _exit_code(how, status), f"the scanned process died of {how}"
+    if how == ABRUPT and _contract_run(contents):  # a model file's run ended, by whatever thread: never a success
+        code = 3
+    return message, ended, code
+
+
+# -- a side-by-side run (scan --target dml,xpu,mps) whose child died in one target's prediction -----------------------
+# The child journals each target as it begins (Journal.target_begins), with the lines of the targets finished before
+# it and the sessions they saved: what a native crash in a later target's branch must not take with it. The dead
+# target is named as the one that crashed, with its partial session where its recording had begun; the targets after
+# it were never predicted (docs/targets.md).
+
+def salvage_side_by_side(args, contents, user_line: str, message: str, ended: str, code: int) -> int:
+    """Report a side-by-side run whose process ended in one target's prediction (``message``, ``ended`` and
+    ``code``: how, as :func:`dmlprof.salvage.how_it_ended` says it): every target's line, one error line whose
+    bracket names each session kept, and the exit code (a death's 7; a model file's own exit, 3, whatever its status:
+    never 0, the targets after it were not predicted)."""
+    from dmlprof.output import emit, error_line, to_stdout
+    from dmlprof.report.targets import cut_short_lines, lines_block, saved_note, title
+
+    words = contents.side_by_side
+    target, targets = words["target"], words["targets"]
+    saved = [tuple(entry) for entry in words["saved"]]
+    path = _saved_partial(args, contents, message, ended, user_line)
+    if path is not None:
+        saved.append((target, path, True))
+    kept_of_it = "its partial session saved" if path is not None else "nothing of it was recorded"
+    if not getattr(args, "quiet", False):
+        lines = cut_short_lines(words["lines"], targets, target, message, kept_of_it,
+                                "crashed" if code == CRASHED_EXIT_CODE else "cut short")
+        emit(lines_block(lines), sys.stderr if to_stdout(args) else sys.stdout)
+    done = ", ".join(title(name) for name in targets[:targets.index(target)])
+    error_line(f"{title(target)}'s prediction: {message}" + (f"; {done} had been predicted (lines above)"
+                                                              if done else ""), saved_note(saved) or "nothing was saved")
+    return code if code != 0 else 3
+
+
+def _saved_partial(args, contents, message: str, ended: str, user_line: str):
+    """The dead target's partial session saved under --out (where its recording had begun), or None."""
+    from dmlprof.output import save_session
+
+    if contents.header is None:  # it died before its recording began (its warm-up step)
+        return None
+    session = session_from_journal(contents, message, ended, user_line, partial=True)
+    return save_session(session, args).session_path
 
 
 def _gated(args, session, written) -> int:

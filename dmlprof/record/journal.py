@@ -65,7 +65,7 @@ _NO_FALLOCATE = (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOSYS", errno.
 _BEGIN = struct.Struct("<c3xIq")  # B, the fixed part's number, the step
 _END = struct.Struct("<c3xIqqq")  # E, the fixed part's number, the begin's slot, start, elapsed
 _STRING = struct.Struct("<cBBxI24s")  # S, bytes used, last piece (1), the string's number, up to 24 bytes of it
-_NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string)
+_NAMED = struct.Struct("<c3xI")  # U (an unrecorded call: its fixed part), H (the header's string), P (a target's)
 _REFUSAL = struct.Struct("<c3xIq")  # R, its words' string, the refused call's begin slot (-1: a call nothing recorded)
 _WORD = struct.Struct("<c3xIq")  # F and X with an exit code (X: 1 from a thread not the main one), T with a step
 # count, M with a measured step's time (ns), G with a written call's begin slot, W with the slot number where writing
@@ -316,6 +316,14 @@ class Journal:
         with self._lock:
             self._put(_NAMED, b"H", self._string(session_json))
 
+    def target_begins(self, words: str) -> None:
+        """A side-by-side run (``--target dml,xpu,mps``) begins predicting one target: ``words``, JSON of the target,
+        every target, the finished targets' lines and the sessions saved (dmlprof.cli.side_by_side), what a
+        salvage says per target where the process dies in this one. The calls and facts journaled before were
+        another target's."""
+        with self._lock:
+            self._put(_NAMED, b"P", self._string(words))
+
     def unrecorded(self, op, inputs) -> None:
         """A call outside the recording about to run (a warm-up step under the device's refusals): not a row,
         but the call to name if the process dies in it."""
@@ -529,6 +537,8 @@ class JournalContents:
     #: the first call the device refused (:meth:`Journal.refusal`): its words, and ``call``, the refused call's
     #: number (a :class:`JournaledCall`'s), or None where nothing recorded it
     refusal: Optional[dict] = None
+    #: a side-by-side run's target being predicted, with the targets finished before it (:meth:`Journal.target_begins`)
+    side_by_side: Optional[dict] = None
 
 
 def last_word(path) -> "tuple[bool, Optional[int]]":
@@ -636,6 +646,13 @@ class _Reading:
             contents.steps_taken = None
             contents.step_times_ns.clear()
             contents.refusal = None  # a warm-up step's, taken again recorded
+        elif kind == b"P":  # a side-by-side run's next target: what came before is a finished target's
+            contents.side_by_side = json.loads(self.strings[named])
+            contents.header, contents.unrecorded, contents.steps_taken = None, None, None
+            contents.calls.clear()
+            contents.step_times_ns.clear()
+            contents.refusal = None
+            self.begun.clear()
         elif kind == b"T":
             contents.steps_taken = first
         elif kind == b"F":

@@ -99,7 +99,8 @@ def _named(report) -> str:
     return ": " + ", ".join(names[:_NAMED_OPS]) + (", ..." if len(names) > _NAMED_OPS else "")
 
 
-__all__ = ["TargetVerdict", "device_and_torch", "target_verdict", "title"]
+__all__ = ["TargetVerdict", "cut_short_lines", "device_and_torch", "lines_block", "saved_note", "target_verdict",
+           "title"]
 
 
 def failed_before_the_step(target: str, error: str, predicted: bool = True) -> TargetVerdict:
@@ -108,3 +109,30 @@ def failed_before_the_step(target: str, error: str, predicted: bool = True) -> T
     prediction could not follow the step there (no verdict)."""
     line = f"{title(target)}: " + (f"fails before the step; {error}" if predicted else f"not predicted; {error}")
     return TargetVerdict(target, "?", 0, 0, None, None, "", line)
+
+
+#: what heads the per-target lines of a side-by-side run
+LINES_HEADING = "predicted, not measured: one step on each target"
+
+
+def lines_block(lines) -> str:
+    """The per-target lines of a side-by-side run, under their heading."""
+    return "\n".join([LINES_HEADING] + [f"  {line}" for line in lines])
+
+
+def cut_short_lines(finished_lines, targets, running: str, how: str, kept: str, verdict: str = "cut short") -> list:
+    """The per-target lines of a side-by-side run that a stop signal or the process's death (``how``: "stopped by
+    SIGTERM", "the scanned process died of SIGSEGV at m.py:10 ...") ended in ``running``'s prediction: the finished
+    targets' lines as they were, the running one's ``cut short`` with what of it was kept (``kept``: "its partial
+    session saved", "nothing of it was saved"; ``verdict``: "crashed" for a death), and one line for each target after
+    it, never predicted."""
+    after = list(targets)[list(targets).index(running) + 1:]
+    return (list(finished_lines) + [f"{title(running)}: {verdict}; {how} ({kept})"]
+            + [f"{title(target)}: not predicted; the run ended before it" for target in after])
+
+
+def saved_note(saved) -> str:
+    """``dml session saved to X; mps partial session saved to Y``: what a cut-short side-by-side run kept
+    (``saved``: (target, path, partial) triples), or "" for nothing."""
+    return "; ".join(f"{target} {'partial ' if partial else ''}session saved to {path}"
+                     for target, path, partial in saved)

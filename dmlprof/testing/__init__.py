@@ -233,7 +233,7 @@ DRAIN_WAIT_S = 5.0
 
 def _one_unstashed_backward() -> None:
     try:
-        leaf = torch.ones(1, dtype=torch.float32, device=DEVICE_TYPE, requires_grad=True)
+        leaf = torch.ones(1, dtype=torch.float32, device=torch.device(DEVICE_TYPE, 0), requires_grad=True)
         out = (leaf * 2).sum()
         # (tensors, grad_tensors, keep_graph, create_graph, inputs, allow_unreachable, accumulate_grad)
         torch.autograd.Variable._execution_engine.run_backward((out,), (torch.ones_like(out),), False, False,
@@ -272,8 +272,8 @@ def _ensure_backward() -> None:
     Then backward runs on the calling thread (the same ops, no worker thread) for
     the rest of the process, and the state says so.
     """
-    try:
-        (torch.ones(1, device=DEVICE_TYPE, requires_grad=True) * 2).sum().backward()
+    try:  # on index 0: a tensor made on "privateuseone" has none, and the engine has no queue for it (as on DirectML)
+        (torch.ones(1, device=torch.device(DEVICE_TYPE, 0), requires_grad=True) * 2).sum().backward()
     except RuntimeError as exc:
         if "device_ready_queues_" not in str(exc):
             raise

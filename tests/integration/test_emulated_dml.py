@@ -177,7 +177,7 @@ def test_exit_handler_lets_the_device_thread_drop_its_last_graph_task(backend):
         "        result = engine.run_backward(tensors, *rest)\n"
         "        ran_on.append('done')\n"
         "        return result\n"
-        "x = torch.ones(4, device='privateuseone', requires_grad=True)\n"
+        "x = torch.ones(4, device='privateuseone:0', requires_grad=True)\n"
         "(x * 3).sum().backward()\n"
         "torch.autograd.Variable._execution_engine = Watching()\n"
         "torch.set_default_dtype(torch.float64)\n"  # a program may leave either behind: the drain still runs
@@ -242,6 +242,6 @@ def test_a_float16_mean_on_the_device_is_the_cpus_mean(backend):
         for _ in range(3):
             got = device_x.mean(dims, keepdim=keepdim) if dims else device_x.mean()
             assert torch.equal(got.cpu(), expected), (dims, got.cpu(), expected)
-    out = torch.empty(0, dtype=torch.float16, device="privateuseone")
+    out = torch.empty(0, dtype=torch.float16, device="privateuseone:0")
     torch.mean(device_x, [2], out=out)
     assert torch.equal(out.cpu(), x.mean([2]))

@@ -46,6 +46,7 @@ extern "C" __declspec(dllimport) unsigned long __stdcall GetCurrentThreadId(void
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstddef>
 #include <cstdlib>
 #include <cmath>
@@ -89,16 +90,20 @@ void host_delete(void* data) {
   std::free(block);
 }
 
+// Its blocks belong to the device with the allocator's index: 0, or none (-1) for a tensor made on "privateuseone"
+// without one, as torch-directml's factories make it (measured, re-probe 19 case 14: its device reads "privateuseone").
 struct HostAllocator final : public c10::Allocator {
+  explicit HostAllocator(c10::DeviceIndex index) : index(index) {}
+  const c10::DeviceIndex index;
   c10::DataPtr allocate(size_t nbytes) override {
-    if (nbytes == 0) return {nullptr, nullptr, &host_delete, c10::Device(kDevice, 0)};
+    if (nbytes == 0) return {nullptr, nullptr, &host_delete, c10::Device(kDevice, index)};
     char* block = static_cast<char*>(std::malloc(nbytes + kHeader));
     TORCH_CHECK(block, "emulated DML device: could not allocate ", nbytes, " bytes");
     const int64_t size = static_cast<int64_t>(nbytes);
     std::memcpy(block, &size, sizeof(size));
     count_allocated(size);
     void* data = block + kHeader;
-    return {data, data, &host_delete, c10::Device(kDevice, 0)};
+    return {data, data, &host_delete, c10::Device(kDevice, index)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &host_delete; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -110,8 +115,14 @@ int64_t memory_allocated() { return g_live_bytes.load(); }
 int64_t max_memory_allocated() { return g_peak_bytes.load(); }
 void reset_peak_memory() { g_peak_bytes.store(g_live_bytes.load()); }
 
-HostAllocator g_allocator;
+HostAllocator g_allocator(0);
+HostAllocator g_indexless_allocator(-1);
 REGISTER_ALLOCATOR(kDevice, &g_allocator);
+
+// The allocator of a storage's blocks when it grows: its own (an index-less tensor stays index-less).
+c10::Allocator* allocator_of(const c10::Storage& storage) {
+  return storage.allocator() != nullptr ? storage.allocator() : &g_allocator;
+}
 
 // ---------------------------------------------------------------- device guard
 struct EmulatedGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -149,10 +160,18 @@ bool on_device(const at::Tensor& t) { return t.defined() && t.device().type() ==
 
 // A CPU tensor over the same bytes and geometry as a device tensor (no copy;
 // valid while the device tensor lives). Host memory makes this possible.
+at::Tensor host_alias(const at::Tensor& t, c10::Device host);
+
 at::Tensor cpu_alias(const at::Tensor& t) {
   if (!on_device(t)) return t;
+  return host_alias(t, c10::Device(c10::kCPU));
+}
+
+// A CPU tensor over `t`'s bytes and geometry, on `host` ("cpu", or "cpu:0": a device the CPU kernels' own
+// same-device checks tell from "cpu"); valid while `t` lives.
+at::Tensor host_alias(const at::Tensor& t, c10::Device host) {
   const c10::Storage& storage = t.storage();
-  c10::DataPtr ptr(const_cast<void*>(storage.data()), c10::Device(c10::kCPU));
+  c10::DataPtr ptr(const_cast<void*>(storage.data()), host);
   c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr), nullptr, false);
   auto out = at::detail::make_tensor<c10::TensorImpl>(
       std::move(cpu_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
@@ -171,8 +190,16 @@ at::Tensor device_view_like(const at::Tensor& base, const at::Tensor& cpu_view) 
 
 c10::DispatchKeySet device_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
 
-at::Tensor empty_device(at::IntArrayRef size, at::IntArrayRef stride, c10::ScalarType dtype) {
-  return at::detail::empty_strided_generic(size, stride, &g_allocator, device_keys(), dtype);
+at::Tensor empty_device(at::IntArrayRef size, at::IntArrayRef stride, c10::ScalarType dtype,
+                        c10::Allocator* allocator = &g_allocator) {
+  return at::detail::empty_strided_generic(size, stride, allocator, device_keys(), dtype);
+}
+
+// The allocator of a factory's tensor: an index-less one for a device argument of no index ("privateuseone"), as
+// torch-directml's empty and empty_strided keep it (torch's own .to() and _to_copy give the index first:
+// ensure_has_index asks the device guard, index 0).
+c10::Allocator* allocator_for(const c10::IValue& device) {
+  return !device.isNone() && !device.toDevice().has_index() ? &g_indexless_allocator : &g_allocator;
 }
 
 // A CPU result moved onto the device (same sizes and strides).
@@ -207,14 +234,15 @@ void k_empty(const c10::OperatorHandle&, Stack* s) {
   auto args = torch::jit::pop(*s, 6);
   auto size = int_list(args[0]);
   auto format = args[5].isNone() ? c10::MemoryFormat::Contiguous : args[5].toMemoryFormat();
-  auto out = at::detail::empty_generic(size, &g_allocator, device_keys(), dtype_or_default(args[1]), format);
+  auto out = at::detail::empty_generic(size, allocator_for(args[3]), device_keys(), dtype_or_default(args[1]), format);
   torch::jit::push(*s, at::Tensor(std::move(out)));
 }
 
 // empty_strided(SymInt[] size, SymInt[] stride, *, dtype, layout, device, pin_memory)
 void k_empty_strided(const c10::OperatorHandle&, Stack* s) {
   auto args = torch::jit::pop(*s, 6);
-  torch::jit::push(*s, empty_device(int_list(args[0]), int_list(args[1]), dtype_or_default(args[2])));
+  torch::jit::push(*s, empty_device(int_list(args[0]), int_list(args[1]), dtype_or_default(args[2]),
+                                    allocator_for(args[4])));
 }
 
 void resize_device(const at::Tensor& self, at::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
@@ -228,7 +256,7 @@ void resize_device(const at::Tensor& self, at::IntArrayRef size, std::optional<c
   const c10::Storage& storage = self.storage();
   if (needed > storage.nbytes()) {
     TORCH_CHECK(storage.resizable(), "emulated DML device: trying to resize storage that is not resizable");
-    c10::DataPtr fresh = g_allocator.allocate(needed);
+    c10::DataPtr fresh = allocator_of(storage)->allocate(needed);
     if (storage.nbytes()) std::memcpy(fresh.get(), storage.data(), storage.nbytes());
     const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
     const_cast<c10::Storage&>(storage).set_nbytes(needed);
@@ -833,6 +861,143 @@ void check_rules(const c10::OperatorHandle& op, const Stack* s, size_t first) {
   TORCH_CHECK(refused.empty(), refused);
 }
 
+// ---------------------------------------------------------------- tensors of no device index
+// torch-directml's factories keep a device argument of no index ("privateuseone", x.device.type), and its kernels
+// then keep it on their results (measured on torch-directml 0.2.5, re-probe 19 case 14: arange, zeros, randn,
+// empty_like, new_zeros; a + a, relu, sum, softmax, views). Such a tensor beside one on "privateuseone:0" is refused
+// where the kernel checks that its tensors share one device, in ATen's words (add, mul, eq, maximum, addcmul,
+// lerp, mse_loss: "Expected all tensors to be on the same device, but found at least two devices, privateuseone:0
+// and privateuseone!"; where: its own), and taken where it does not (cat, mm, linear, gather, index_select, copy_,
+// masked_fill, layer_norm, cross_entropy). This device runs the CPU kernels on host memory, where both are "cpu":
+// such a call is first tried on host copies, the index-less tensors on "cpu:0", so that the CPU kernel's own
+// same-device check judges it, and what it refuses is refused with the device's names.
+struct IndexlessCall {
+  bool target = false;                  // the call's first device tensor has no index: so do its new results
+  std::vector<at::Tensor> inputs;       // its device tensors (a result that is one of them is left as it is)
+};
+
+bool has_no_index(const at::Tensor& t) { return !t.device().has_index(); }
+
+std::string op_name(const c10::OperatorHandle& op);
+
+// torch-directml's own kernels of these take an index-less tensor beside an indexed one where the CPU's refuse the
+// pair (measured: tests/realdml/test_indexless_device_on_real_directml.py).
+bool takes_two_devices(const c10::OperatorHandle& op) {
+  static const std::set<std::string> names = {"aten::masked_fill.Scalar", "aten::masked_fill.Tensor",
+                                              "aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor"};
+  return names.count(op_name(op)) > 0;
+}
+
+// "cpu:0" is an index-less tensor's host copy, "cpu" the others': said as the device's names.
+std::string device_words(const std::string& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size();) {
+    const bool word_start = i == 0 || !(std::isalnum(static_cast<unsigned char>(words[i - 1])) || words[i - 1] == '_');
+    if (word_start && words.compare(i, 5, "cpu:0") == 0) {
+      out += "privateuseone";
+      i += 5;
+    } else if (word_start && words.compare(i, 3, "cpu") == 0 &&
+               (i + 3 == words.size() || !(std::isalnum(static_cast<unsigned char>(words[i + 3])) || words[i + 3] == '_'))) {
+      out += "privateuseone:0";
+      i += 3;
+    } else {
+      out += words[i++];
+    }
+  }
+  return out;
+}
+
+// A device tensor's values on the host, on "cpu:0" if it has no index, else on "cpu" (`held` keeps the copy alive).
+at::Tensor host_copy(const at::Tensor& t, std::vector<at::Tensor>& held) {
+  if (!on_device(t)) return t;
+  held.push_back(cpu_alias(t).clone());
+  return has_no_index(t) ? host_alias(held.back(), c10::Device(c10::kCPU, 0)) : held.back();
+}
+
+c10::IValue host_value(const c10::IValue& v, std::vector<at::Tensor>& held) {
+  if (v.isTensor()) return host_copy(v.toTensor(), held);
+  if (!v.isList()) return v;
+  auto list = v.toList().copy();  // of its own element type (Tensor[], Tensor?[])
+  for (size_t i = 0; i < list.size(); ++i) {
+    const c10::IValue item = list.get(i);
+    if (item.isTensor()) list.set(i, host_copy(item.toTensor(), held));
+  }
+  return list;
+}
+
+// The call tried on host copies, its generators' states put back after (a random op draws once, for real).
+void try_on_host(const c10::OperatorHandle& op, const Stack* s, size_t first) {
+  std::vector<at::Tensor> held;
+  Stack trial;
+  std::vector<std::pair<at::Generator, at::Tensor>> states;
+  auto keep_state = [&](at::Generator gen) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    states.emplace_back(gen, gen.get_state());
+  };
+  keep_state(at::detail::getDefaultCPUGenerator());
+  for (size_t i = first; i < s->size(); ++i) {
+    const auto& v = (*s)[i];
+    if (v.isGenerator() && v.toGenerator().defined()) keep_state(v.toGenerator());
+    trial.push_back(host_value(v, held));
+  }
+  std::string refused;
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &trial);
+  } catch (const c10::Error& error) {
+    if (error.msg().find("cpu:0") != std::string::npos) refused = device_words(error.msg());
+  } catch (const std::exception&) {
+    // another refusal than the devices': the call itself says it, as before
+  }
+  for (auto& [gen, state] : states) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  }
+  TORCH_CHECK(refused.empty(), refused);
+}
+
+IndexlessCall check_one_device(const c10::OperatorHandle& op, const Stack* s, size_t first) {
+  IndexlessCall call;
+  bool indexed = false, indexless = false, seen = false;
+  for (size_t i = first; i < s->size(); ++i) {
+    for_each_device_tensor((*s)[i], [&](const at::Tensor& t) {
+      (has_no_index(t) ? indexless : indexed) = true;
+      if (!seen) call.target = has_no_index(t);
+      seen = true;
+    });
+  }
+  if (!indexless) return call;
+  for (size_t i = first; i < s->size(); ++i) {
+    for_each_device_tensor((*s)[i], [&](const at::Tensor& t) { call.inputs.push_back(t); });
+  }
+  if (indexed && !takes_two_devices(op)) try_on_host(op, s, first);
+  return call;
+}
+
+// A new result on "privateuseone:0" (the CPU fallback's copy back asks for the device's index) moved to the
+// index-less device of the call's first tensor.
+at::Tensor keep_indexless_tensor(const IndexlessCall& call, const at::Tensor& t) {
+  if (!on_device(t) || has_no_index(t)) return t;
+  for (const auto& input : call.inputs) {
+    if (input.is_same(t)) return t;
+  }
+  auto moved = empty_device(t.sizes(), t.strides(), t.scalar_type(), &g_indexless_allocator);
+  if (t.numel() > 0) cpu_alias(moved).copy_(cpu_alias(t));
+  return moved;
+}
+
+void keep_indexless(const IndexlessCall& call, Stack* s, size_t first) {
+  for (size_t i = first; i < s->size(); ++i) {
+    auto& v = (*s)[i];
+    if (v.isTensor()) {
+      v = keep_indexless_tensor(call, v.toTensor());
+    } else if (v.isTensorList()) {
+      std::vector<at::Tensor> kept;
+      for (const auto& t : v.toTensorVector()) kept.push_back(keep_indexless_tensor(call, t));
+      v = kept;
+    }
+  }
+}
+
 void check_values(const c10::OperatorHandle& op, const Stack* s, size_t first) {
   for (size_t i = first; i < s->size(); ++i) {
     const auto& v = (*s)[i];
@@ -850,7 +1015,9 @@ void dtype_checked(const c10::OperatorHandle& op, Stack* s) {
   check_values(op, s, first);
   check_float64(op, s, first, false);
   check_rules(op, s, first);
+  const IndexlessCall indexless = check_one_device(op, s, first);
   Fn(op, s);
+  if (indexless.target) keep_indexless(indexless, s, first);
   check_values(op, s, first);  // the outputs now (a factory's dtype argument shows here)
   check_float64(op, s, first, true);
 }
@@ -1024,7 +1191,7 @@ struct EmulatedHooks final : public at::PrivateUse1HooksInterface {
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     TORCH_CHECK(storage.resizable(), "emulated DML device: storage is not resizable");
-    c10::DataPtr fresh = g_allocator.allocate(newsize);
+    c10::DataPtr fresh = allocator_of(storage)->allocate(newsize);
     size_t keep = std::min(newsize, storage.nbytes());
     if (keep) std::memcpy(fresh.get(), storage.data(), keep);
     const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
