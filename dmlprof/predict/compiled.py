@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from importlib.abc import MetaPathFinder
+from typing import Optional
 
 import torch
 
@@ -35,19 +36,21 @@ INDUCTOR = "inductor"
 class CompiledAsEager:
     """What :func:`compiled_code_runs_eagerly` saw: whether the model compiled anything."""
 
-    def __init__(self):
+    def __init__(self, storage_less_device: Optional[str] = None):
         self.compiled = False
+        #: the device type whose tensors Dynamo cannot fake (torch-directml's), where the prediction is DirectML's
+        self.storage_less_device = storage_less_device
         #: the backends it compiled with, by name ("inductor", "aot_eager"; a callable of the script's: its name)
         self.backends: set = set()
 
     def note(self, device: str) -> str:
         """The session's note, for a prediction of ``device`` (its title: DirectML, XPU, MPS)."""
         if device == "DirectML":
-            happens = ("as torch-directml runs it: Dynamo cannot make fake tensors of its tensors (no storage), so a "
-                       "compiled module whose device tensors come in as its inputs runs eagerly (measured, torch "
-                       "2.4.1); one that makes a device tensor inside its compiled code raises "
-                       "InternalTorchDynamoError there instead (compile only on CUDA, or set "
-                       "torch._dynamo.config.suppress_errors = True)")
+            happens = ("as torch-directml runs those that run there: Dynamo cannot make fake tensors of its tensors "
+                       "(no storage), so only a compiled module made wholly of torch.nn's own classes (nn.Sequential "
+                       "of torch.nn layers) runs, eagerly; a compiled function, or module of the model's own "
+                       "classes, taking or returning device tensors raises InternalTorchDynamoError there, and the "
+                       "prediction fails it (measured, torch 2.4.1)")
         else:
             happens = "as it runs uncompiled: " + "; ".join(self._what_backends_run(device))
         return f"torch.compile: the compiled code was predicted as its eager calls, {happens}"
@@ -67,10 +70,11 @@ class CompiledAsEager:
 
 
 @contextmanager
-def compiled_code_runs_eagerly():
+def compiled_code_runs_eagerly(storage_less_device: Optional[str] = None):
     """While it lasts, whatever is compiled (``torch.compile``, ``torch._dynamo.optimize``) runs eagerly (Dynamo
-    off); yields a :class:`CompiledAsEager`."""
-    seen = CompiledAsEager()
+    off); yields a :class:`CompiledAsEager`. ``storage_less_device``: torch-directml's device type, where a
+    ``torch.compile``d call fails as it does there (:mod:`dmlprof.predict.compiled_on_directml`)."""
+    seen = CompiledAsEager(storage_less_device)
     before: list = []  # Dynamo's ``disable`` as it was, once the first compile imported Dynamo
 
     def dynamo_off(backend) -> None:
@@ -83,7 +87,8 @@ def compiled_code_runs_eagerly():
         seen.backends.add(_backend_name(backend))
 
     compile_original = torch.compile
-    torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph", backend_at=None)
+    torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph", backend_at=None,
+                              then=_failing_where_directml_fails(storage_less_device))
     optimize = _DynamoOptimizeWrapped(dynamo_off)
     try:
         yield seen
@@ -103,16 +108,31 @@ def _backend_name(backend) -> str:
     return str(getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__))
 
 
-def _as_eager(compiler, dynamo_off, whole_graph: str, backend_at):
+def _failing_where_directml_fails(storage_less_device: Optional[str]):
+    """What :func:`_as_eager` does with ``torch.compile``'s result: nothing, or (DirectML) make it fail as there."""
+    if storage_less_device is None:
+        return None
+
+    def then(compiled, args, kwargs, whole_graph: bool):
+        from dmlprof.predict.compiled_on_directml import failing_as_on_directml
+
+        original = args[0] if args else kwargs.get("model")
+        return failing_as_on_directml(compiled, original, whole_graph, storage_less_device)
+
+    return then
+
+
+def _as_eager(compiler, dynamo_off, whole_graph: str, backend_at, then=None):
     """``compiler`` (``torch.compile``, ``torch._dynamo.optimize``) with Dynamo off first, told the backend named
     (keyword ``backend``, or the positional argument ``backend_at``); its ``whole_graph`` keyword dropped: nothing
     compiles while Dynamo is off, and ``fullgraph=True`` (``nopython=True``) would raise "found no compiled frames"
-    (torch 2.13)."""
+    (torch 2.13). ``then(compiled, args, kwargs, whole_graph)``, if given, is what it returns."""
     def compile_as_eager(*args, **kwargs):
         positional = args[backend_at] if backend_at is not None and len(args) > backend_at else INDUCTOR
         dynamo_off(kwargs.get("backend", positional))
-        kwargs.pop(whole_graph, None)
-        return compiler(*args, **kwargs)
+        whole = bool(kwargs.pop(whole_graph, False))
+        compiled = compiler(*args, **kwargs)
+        return compiled if then is None else then(compiled, args, kwargs, whole)
 
     compile_as_eager.__wrapped__ = compiler
     return compile_as_eager
