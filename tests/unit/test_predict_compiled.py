@@ -69,6 +69,9 @@ class Own(nn.Module):
 def made(h):
     return h.to(DEVICE) * 2
 
+def closure(w):
+    return lambda h: h.to(w.device) * w
+
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
@@ -96,7 +99,7 @@ FAILING = {
     "decorator": ('torch.compile(backend="eager")(block)', "self.block(h)"),
     "module of its own class": ("torch.compile(Own())", "self.block(h)"),
     "Module.compile() of its own class": ("Own()", "(self.block.compile(), self.block(h))[1]"),
-    "CPU in, device tensor made inside": ('torch.compile(made, backend="eager")', "self.block(h.cpu()).to(h.device)"),
+    "CPU in, a device tensor from its closure": ("None", 'torch.compile(closure(h), backend="eager")(h.cpu())'),
     "torch.nn Sequential, fullgraph": ("torch.compile(nn.Sequential(nn.GELU()), fullgraph=True)", "self.block(h)"),
 }
 
@@ -126,6 +129,25 @@ def test_the_known_error_reads_the_fullgraph_break_as_directmls():
 
     assert explain_device_error(_fullgraph_break()).key == "dml_torch_compile"
     assert explain_device_error(_no_fake_tensor()).key == "dml_torch_compile"
+
+
+#: each runs on realdml: torch.nn's own modules (Dynamo skips their code, graph-breaking at their device input), and a
+#: function of CPU tensors moving its result to the device inside (Dynamo fakes the CPU tensor, never a device one)
+RUNNING = {
+    "torch.nn Sequential": ("torch.compile(nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8)))",
+                            "self.block(h)"),
+    "torch.nn Module.compile()": ("nn.Sequential(nn.GELU())", "(self.block.compile(), self.block(h))[1]"),
+    "CPU in, moved to the device inside": ('torch.compile(made, backend="eager")', "self.block(h.cpu())"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUNNING))
+def test_a_compiled_call_that_runs_on_torch_directml_is_predicted_as_its_eager_calls(tmp_path, case):
+    compiled, call = RUNNING[case]
+    path = tmp_path / "compiled_block.py"
+    path.write_text(FAILING_ON_DIRECTML.replace("COMPILED", compiled).replace("CALL", call), encoding="utf-8")
+    session = predict_scan(path, batch_size=2)
+    assert {"aten::gelu", "aten::mul.Tensor"} & set(session.ops["op"]) and not session.meta.partial_reason
 
 
 @pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
