@@ -4,9 +4,10 @@ A prediction's tensors are stand-ins (``privateuseone`` with meta storage); Dyna
 lowers for a device it cannot build code for: measured, a compiled ``Sequential`` predicted for any target ended in
 "InductorError: LoweringException: AssertionError" (torch 2.13; torch 2.4.1: "BackendCompilerFailed"), and that
 failure read as the model's (exit 3). No real device would fail so: Inductor compiles for XPU (Triton) and MPS
-(Metal), and torch-directml's tensors cannot be faked at all, so Dynamo leaves them to run eagerly (measured on
-realdml, torch 2.4.1: a compiled Sequential taking device tensors runs). So while a prediction runs, Dynamo traces
-nothing (``torch._dynamo.config.disable``, read at every frame it would trace, on torch 2.4.1 and later): a
+(Metal), and torch-directml's tensors cannot be faked at all: a compiled module of torch.nn's own classes runs
+eagerly there, and most other compiled calls fail, as the prediction then says
+(:mod:`dmlprof.predict.compiled_on_directml`; measured on realdml, torch 2.4.1). So while a prediction runs, Dynamo
+traces nothing (``torch._dynamo.config.disable``, read at every frame it would trace, on torch 2.4.1 and later): a
 compiled module or function runs its Python as written, its ops reach the stand-in one by one, and the session says
 so in a note. The compiled object stays what ``torch.compile`` returned (an ``OptimizedModule`` keeps its
 ``_orig_mod.`` state-dict keys).
