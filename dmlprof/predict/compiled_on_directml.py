@@ -7,7 +7,8 @@ not have. So the first call of a compiled *function*, or of a compiled module of
 finds a device tensor among its arguments, its module's parameters and buffers, or the closure cells and globals
 its code names raises ``InternalTorchDynamoError: Cannot access storage of OpaqueTensorImpl`` (inductor, aot_eager
 and eager backends alike; ``mode=``, ``dynamic=``, ``fullgraph=``, ``@torch.compile`` as a decorator,
-``Module.compile()``, a function compiled on CPU tensors then called with device ones). Only a module made wholly
+``Module.compile()``, a function compiled on CPU tensors then called with device ones), unless
+``torch._dynamo.config.suppress_errors`` is set, when it runs eagerly. Only a module made wholly
 of ``torch.nn``'s own classes (``nn.Sequential`` of torch.nn layers, ``nn.Linear``, ``nn.TransformerEncoderLayer``)
 runs, eagerly: Dynamo skips torch.nn's code and graph-breaks where a device tensor is a built-in module's
 argument, before faking it; with ``fullgraph=True`` that graph break raises ``Unsupported`` instead. A function
@@ -68,12 +69,21 @@ def _made_of_torch_nn(module: torch.nn.Module) -> bool:
 def _refusing(call: Callable, original, module, device_type: str, error: Callable) -> Callable:
     @functools.wraps(call)
     def compiled_call_as_on_directml(*args, **kwargs):
-        held = (args, kwargs, _named_by_code(original))
-        if _holds(device_type, held) or (module is not None and _module_holds(device_type, module)):
-            raise error()  # at the first call, before anything runs: Dynamo traces first
+        if not _errors_suppressed():
+            held = (args, kwargs, _named_by_code(original))
+            if _holds(device_type, held) or (module is not None and _module_holds(device_type, module)):
+                raise error()  # at the first call, before anything runs: Dynamo traces first
         return call(*args, **kwargs)
 
     return compiled_call_as_on_directml
+
+
+def _errors_suppressed() -> bool:
+    """``torch._dynamo.config.suppress_errors``: Dynamo's error then leaves the call to run eagerly (measured on
+    realdml: a compiled function of device tensors runs)."""
+    from torch._dynamo import config
+
+    return bool(getattr(config, "suppress_errors", False))
 
 
 def _named_by_code(function) -> list:
