@@ -90,7 +90,7 @@ def compiled_code_runs_eagerly(storage_less_device: Optional[str] = None):
     compile_original = torch.compile
     torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph", backend_at=None,
                               then=_failing_where_directml_fails(storage_less_device))
-    optimize = _DynamoOptimizeWrapped(dynamo_off)
+    optimize = _DynamoOptimizeWrapped(dynamo_off, _failing_where_directml_fails(storage_less_device, later=True))
     try:
         yield seen
     finally:
@@ -109,18 +109,42 @@ def _backend_name(backend) -> str:
     return str(getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__))
 
 
-def _failing_where_directml_fails(storage_less_device: Optional[str]):
-    """What :func:`_as_eager` does with ``torch.compile``'s result: nothing, or (DirectML) make it fail as there."""
+def _failing_where_directml_fails(storage_less_device: Optional[str], later: bool = False):
+    """What :func:`_as_eager` does with its compiler's result: nothing, or (DirectML) make what it compiled fail as
+    it does there. ``later``: the result compiles when called (``torch._dynamo.optimize(backend)(fn)``)."""
     if storage_less_device is None:
         return None
 
-    def then(compiled, args, kwargs, whole_graph: bool):
+    def failing_as_there(compiled, original, whole_graph: bool):
         from dmlprof.predict.compiled_on_directml import failing_as_on_directml
 
-        original = args[0] if args else kwargs.get("model")
         return failing_as_on_directml(compiled, original, whole_graph, storage_less_device)
 
-    return then
+    if later:
+        return lambda context, args, kwargs, whole_graph: _ThenCompiled(
+            context, lambda compiled, original: failing_as_there(compiled, original, whole_graph))
+    return lambda compiled, args, kwargs, whole_graph: failing_as_there(
+        compiled, args[0] if args else kwargs.get("model"), whole_graph)
+
+
+class _ThenCompiled:
+    """``torch._dynamo.optimize(backend)``'s context, whose call compiles: ``then(compiled, original)`` is what that
+    call returns; as a context manager (the older use) and otherwise, the context itself."""
+
+    def __init__(self, context, then):
+        self._context, self._then = context, then
+
+    def __call__(self, original):
+        return self._then(self._context(original), original)
+
+    def __enter__(self):
+        return self._context.__enter__()
+
+    def __exit__(self, *raised):
+        return self._context.__exit__(*raised)
+
+    def __getattr__(self, name):
+        return getattr(self._context, name)
 
 
 def _as_eager(compiler, dynamo_off, whole_graph: str, backend_at, then=None):
@@ -144,8 +168,8 @@ class _DynamoOptimizeWrapped:
     imported, else when it is (the model file's ``import torch._dynamo``); importing it here would cost every
     prediction seconds (torch 2.13: 2.3 s)."""
 
-    def __init__(self, dynamo_off):
-        self.dynamo_off = dynamo_off
+    def __init__(self, dynamo_off, then=None):
+        self.dynamo_off, self.then = dynamo_off, then
         self.module = self.original = None
         self.finder = None
         if DYNAMO in sys.modules:
@@ -159,7 +183,7 @@ class _DynamoOptimizeWrapped:
         if original is None or self.module is not None:
             return
         self.module, self.original = module, original
-        module.optimize = _as_eager(original, self.dynamo_off, "nopython", backend_at=0)
+        module.optimize = _as_eager(original, self.dynamo_off, "nopython", backend_at=0, then=self.then)
 
     def undo(self) -> None:
         if self.finder is not None and self.finder in sys.meta_path:

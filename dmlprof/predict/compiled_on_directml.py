@@ -7,9 +7,9 @@ not have. So the first call of a compiled *function*, or of a compiled module of
 finds a device tensor among its arguments, its module's parameters and buffers, or the closure cells and globals
 its code names raises ``InternalTorchDynamoError: Cannot access storage of OpaqueTensorImpl`` (inductor, aot_eager
 and eager backends alike; ``mode=``, ``dynamic=``, ``fullgraph=``, ``@torch.compile`` as a decorator,
-``Module.compile()``, a function compiled on CPU tensors then called with device ones), unless
-``torch._dynamo.config.suppress_errors`` is set, when it runs eagerly. Only a module made wholly
-of ``torch.nn``'s own classes (``nn.Sequential`` of torch.nn layers, ``nn.Linear``, ``nn.TransformerEncoderLayer``)
+``Module.compile()``, ``torch._dynamo.optimize``, a function compiled on CPU tensors then called with device
+ones), unless ``torch._dynamo.config.suppress_errors`` is set, when it runs eagerly. Only a module made wholly of
+``torch.nn``'s own classes (``nn.Sequential`` of torch.nn layers, ``nn.Linear``, ``nn.TransformerEncoderLayer``)
 runs, eagerly: Dynamo skips torch.nn's code and graph-breaks where a device tensor is a built-in module's
 argument, before faking it; with ``fullgraph=True`` that graph break raises ``Unsupported`` instead. A function
 of CPU tensors runs, even where it moves its result to the device inside (``a.to(device)``: Dynamo fakes the CPU
@@ -18,8 +18,8 @@ tensor, never a device one).
 Not told apart (the prediction runs them, or fails them, unlike realdml): a device tensor reached only through an
 attribute or another function (``self.weight`` of an object that is not the module compiled), which fails there;
 a module of the model's own class whose forward meets its device tensors only as the arguments of torch.nn modules
-called in a loop (Dynamo skips the whole frame at a graph break inside a loop), which runs there;
-``torch._dynamo.optimize`` (the older spelling), predicted as its eager calls.
+called in a loop (Dynamo skips the whole frame at a graph break inside a loop), which runs there.
+``torch._dynamo.optimize(backend)(fn)`` (the older spelling) is told apart as ``torch.compile`` is.
 """
 from __future__ import annotations
 

@@ -57,6 +57,7 @@ def test_a_compiled_model_and_function_are_predicted_as_their_eager_calls_with_a
 
 FAILING_ON_DIRECTML = """
 import torch
+import torch._dynamo
 from torch import nn
 
 def block(h):
@@ -107,6 +108,7 @@ FAILING = {
     "module of its own class": ("torch.compile(Own())", "self.block(h)"),
     "Module.compile() of its own class": ("Own()", "(self.block.compile(), self.block(h))[1]"),
     "CPU in, a device tensor from its closure": ("None", 'torch.compile(closure(h), backend="eager")(h.cpu())'),
+    "torch._dynamo.optimize, function": ('torch._dynamo.optimize("eager")(block)', "self.block(h)"),
     "torch.nn Sequential, fullgraph": ("torch.compile(nn.Sequential(nn.GELU()), fullgraph=True)", "self.block(h)"),
 }
 
@@ -146,6 +148,8 @@ RUNNING = {
     "torch.nn Module.compile()": ("nn.Sequential(nn.GELU())", "(self.block.compile(), self.block(h))[1]"),
     "CPU in, moved to the device inside": ('torch.compile(made, backend="eager")', "self.block(h.cpu())"),
     "function, suppress_errors": ("torch.compile(block)", "suppressed(self.block, h)"),
+    "torch._dynamo.optimize, torch.nn Sequential": ('torch._dynamo.optimize("eager")(nn.Sequential(nn.GELU()))',
+                                                    "self.block(h)"),
 }
 
 
