@@ -131,10 +131,12 @@ KNOWN_ERRORS = (
         re.compile(r"(?:Dynamo|dynamo|BackendCompilerFailed|Inductor)\w*[^\n]*Cannot access storage of OpaqueTensorImpl"),
         "torch.compile cannot trace torch-directml's tensors (they have no storage to make Dynamo's fake tensors "
         "of), whatever the backend (inductor, aot_eager, eager): measured on torch-directml 0.2.5 (torch 2.4.1), a "
-        "compiled call that makes a device tensor fails, and one that only takes them runs uncompiled (on later "
-        "torch, as the emulated device shows, it fails too)",
-        "do not torch.compile on DirectML (compile only when the device is CUDA), or set "
-        "torch._dynamo.config.suppress_errors = True so the compiled calls run eagerly",
+        "compiled function, or a compiled module of your own classes, fails at its first call with a device "
+        "tensor among its arguments, parameters or the tensors its code reads from a closure; only a compiled "
+        "module made wholly of torch.nn's own classes (nn.Sequential of torch.nn layers) runs there, eagerly, and "
+        "not with fullgraph=True",
+        "run it eagerly on DirectML: compile only when the device is CUDA (if device.type == 'cuda': fn = "
+        "torch.compile(fn)), or set torch._dynamo.config.suppress_errors = True so the compiled calls run eagerly",
     ),
     # any other read of a device tensor's storage or data pointer: a jagged nested tensor built on the device, a
     # data_ptr() comparison of tied weights (measured on realdml, re-probe 19 cases 13 and 34)

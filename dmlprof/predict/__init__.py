@@ -80,7 +80,9 @@ def predict_scan(path, target: str = "dml", batch_size: Optional[int] = None, st
     if capture is not None:  # scan --confirm: every recorded call's signature, read through the stand-in's values
         capture.read_values, capture.device_type = backend.read_values, backend.device_type
         backend.capture = capture
-    with compiled_code_runs_eagerly() as compiled:  # Inductor cannot build code for a stand-in
+    # Inductor cannot build code for a stand-in; torch-directml's Dynamo fails on most compiled calls
+    storage_less = backend.device_type if target == DML_TARGET else None
+    with compiled_code_runs_eagerly(storage_less) as compiled:
         try:
             session = scan(path, backend=backend, batch_size=batch_size, steps=steps or DEFAULT_STEPS,
                            warmup=DEFAULT_WARMUP if warmup is None else warmup, sync=False, profiler=False)

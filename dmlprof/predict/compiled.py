@@ -4,9 +4,10 @@ A prediction's tensors are stand-ins (``privateuseone`` with meta storage); Dyna
 lowers for a device it cannot build code for: measured, a compiled ``Sequential`` predicted for any target ended in
 "InductorError: LoweringException: AssertionError" (torch 2.13; torch 2.4.1: "BackendCompilerFailed"), and that
 failure read as the model's (exit 3). No real device would fail so: Inductor compiles for XPU (Triton) and MPS
-(Metal), and torch-directml's tensors cannot be faked at all, so Dynamo leaves them to run eagerly (measured on
-realdml, torch 2.4.1: a compiled Sequential taking device tensors runs). So while a prediction runs, Dynamo traces
-nothing (``torch._dynamo.config.disable``, read at every frame it would trace, on torch 2.4.1 and later): a
+(Metal), and torch-directml's tensors cannot be faked at all: a compiled module of torch.nn's own classes runs
+eagerly there, and most other compiled calls fail, as the prediction then says
+(:mod:`dmlprof.predict.compiled_on_directml`; measured on realdml, torch 2.4.1). So while a prediction runs, Dynamo
+traces nothing (``torch._dynamo.config.disable``, read at every frame it would trace, on torch 2.4.1 and later): a
 compiled module or function runs its Python as written, its ops reach the stand-in one by one, and the session says
 so in a note. The compiled object stays what ``torch.compile`` returned (an ``OptimizedModule`` keeps its
 ``_orig_mod.`` state-dict keys).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from importlib.abc import MetaPathFinder
+from typing import Optional
 
 import torch
 
@@ -35,19 +37,21 @@ INDUCTOR = "inductor"
 class CompiledAsEager:
     """What :func:`compiled_code_runs_eagerly` saw: whether the model compiled anything."""
 
-    def __init__(self):
+    def __init__(self, storage_less_device: Optional[str] = None):
         self.compiled = False
+        #: the device type whose tensors Dynamo cannot fake (torch-directml's), where the prediction is DirectML's
+        self.storage_less_device = storage_less_device
         #: the backends it compiled with, by name ("inductor", "aot_eager"; a callable of the script's: its name)
         self.backends: set = set()
 
     def note(self, device: str) -> str:
         """The session's note, for a prediction of ``device`` (its title: DirectML, XPU, MPS)."""
         if device == "DirectML":
-            happens = ("as torch-directml runs it: Dynamo cannot make fake tensors of its tensors (no storage), so a "
-                       "compiled module whose device tensors come in as its inputs runs eagerly (measured, torch "
-                       "2.4.1); one that makes a device tensor inside its compiled code raises "
-                       "InternalTorchDynamoError there instead (compile only on CUDA, or set "
-                       "torch._dynamo.config.suppress_errors = True)")
+            happens = ("as torch-directml runs those that run there: Dynamo cannot make fake tensors of its tensors "
+                       "(no storage), so only a compiled module made wholly of torch.nn's own classes (nn.Sequential "
+                       "of torch.nn layers) runs, eagerly; a compiled function, or module of the model's own "
+                       "classes, taking or returning device tensors raises InternalTorchDynamoError there, and the "
+                       "prediction fails it (measured, torch 2.4.1)")
         else:
             happens = "as it runs uncompiled: " + "; ".join(self._what_backends_run(device))
         return f"torch.compile: the compiled code was predicted as its eager calls, {happens}"
@@ -67,10 +71,11 @@ class CompiledAsEager:
 
 
 @contextmanager
-def compiled_code_runs_eagerly():
+def compiled_code_runs_eagerly(storage_less_device: Optional[str] = None):
     """While it lasts, whatever is compiled (``torch.compile``, ``torch._dynamo.optimize``) runs eagerly (Dynamo
-    off); yields a :class:`CompiledAsEager`."""
-    seen = CompiledAsEager()
+    off); yields a :class:`CompiledAsEager`. ``storage_less_device``: torch-directml's device type, where a
+    ``torch.compile``d call fails as it does there (:mod:`dmlprof.predict.compiled_on_directml`)."""
+    seen = CompiledAsEager(storage_less_device)
     before: list = []  # Dynamo's ``disable`` as it was, once the first compile imported Dynamo
 
     def dynamo_off(backend) -> None:
@@ -83,8 +88,9 @@ def compiled_code_runs_eagerly():
         seen.backends.add(_backend_name(backend))
 
     compile_original = torch.compile
-    torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph", backend_at=None)
-    optimize = _DynamoOptimizeWrapped(dynamo_off)
+    torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph", backend_at=None,
+                              then=_failing_where_directml_fails(storage_less_device))
+    optimize = _DynamoOptimizeWrapped(dynamo_off, _failing_where_directml_fails(storage_less_device, later=True))
     try:
         yield seen
     finally:
@@ -103,16 +109,55 @@ def _backend_name(backend) -> str:
     return str(getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__))
 
 
-def _as_eager(compiler, dynamo_off, whole_graph: str, backend_at):
+def _failing_where_directml_fails(storage_less_device: Optional[str], later: bool = False):
+    """What :func:`_as_eager` does with its compiler's result: nothing, or (DirectML) make what it compiled fail as
+    it does there. ``later``: the result compiles when called (``torch._dynamo.optimize(backend)(fn)``)."""
+    if storage_less_device is None:
+        return None
+
+    def failing_as_there(compiled, original, whole_graph: bool):
+        from dmlprof.predict.compiled_on_directml import failing_as_on_directml
+
+        return failing_as_on_directml(compiled, original, whole_graph, storage_less_device)
+
+    if later:
+        return lambda context, args, kwargs, whole_graph: _ThenCompiled(
+            context, lambda compiled, original: failing_as_there(compiled, original, whole_graph))
+    return lambda compiled, args, kwargs, whole_graph: failing_as_there(
+        compiled, args[0] if args else kwargs.get("model"), whole_graph)
+
+
+class _ThenCompiled:
+    """``torch._dynamo.optimize(backend)``'s context, whose call compiles: ``then(compiled, original)`` is what that
+    call returns; as a context manager (the older use) and otherwise, the context itself."""
+
+    def __init__(self, context, then):
+        self._context, self._then = context, then
+
+    def __call__(self, original):
+        return self._then(self._context(original), original)
+
+    def __enter__(self):
+        return self._context.__enter__()
+
+    def __exit__(self, *raised):
+        return self._context.__exit__(*raised)
+
+    def __getattr__(self, name):
+        return getattr(self._context, name)
+
+
+def _as_eager(compiler, dynamo_off, whole_graph: str, backend_at, then=None):
     """``compiler`` (``torch.compile``, ``torch._dynamo.optimize``) with Dynamo off first, told the backend named
     (keyword ``backend``, or the positional argument ``backend_at``); its ``whole_graph`` keyword dropped: nothing
     compiles while Dynamo is off, and ``fullgraph=True`` (``nopython=True``) would raise "found no compiled frames"
-    (torch 2.13)."""
+    (torch 2.13). ``then(compiled, args, kwargs, whole_graph)``, if given, is what it returns."""
     def compile_as_eager(*args, **kwargs):
         positional = args[backend_at] if backend_at is not None and len(args) > backend_at else INDUCTOR
         dynamo_off(kwargs.get("backend", positional))
-        kwargs.pop(whole_graph, None)
-        return compiler(*args, **kwargs)
+        whole = bool(kwargs.pop(whole_graph, False))
+        compiled = compiler(*args, **kwargs)
+        return compiled if then is None else then(compiled, args, kwargs, whole)
 
     compile_as_eager.__wrapped__ = compiler
     return compile_as_eager
@@ -123,8 +168,8 @@ class _DynamoOptimizeWrapped:
     imported, else when it is (the model file's ``import torch._dynamo``); importing it here would cost every
     prediction seconds (torch 2.13: 2.3 s)."""
 
-    def __init__(self, dynamo_off):
-        self.dynamo_off = dynamo_off
+    def __init__(self, dynamo_off, then=None):
+        self.dynamo_off, self.then = dynamo_off, then
         self.module = self.original = None
         self.finder = None
         if DYNAMO in sys.modules:
@@ -138,7 +183,7 @@ class _DynamoOptimizeWrapped:
         if original is None or self.module is not None:
             return
         self.module, self.original = module, original
-        module.optimize = _as_eager(original, self.dynamo_off, "nopython", backend_at=0)
+        module.optimize = _as_eager(original, self.dynamo_off, "nopython", backend_at=0, then=self.then)
 
     def undo(self) -> None:
         if self.finder is not None and self.finder in sys.meta_path:

@@ -26,12 +26,12 @@ def scaled(x):
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 3))
+        self.body = torch.compile(nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 3)))
     def forward(self, x):
-        return self.body(scaled(x))
+        return self.body(x) * scaled(torch.ones(3)).to(x.device)
 
 def build_model():
-    return torch.compile(Model())
+    return Model()
 
 def make_batch(batch_size):
     return torch.randn(batch_size, 10), torch.randint(0, 3, (batch_size,))
@@ -39,6 +39,8 @@ def make_batch(batch_size):
 
 
 def test_a_compiled_model_and_function_are_predicted_as_their_eager_calls_with_a_note(tmp_path):
+    """What runs on realdml (torch 2.4.1): a compiled nn.Sequential of torch.nn layers taking device tensors, and a
+    compiled function of CPU tensors only, each eagerly."""
     path = tmp_path / "compiled_model.py"
     path.write_text(textwrap.dedent(COMPILED_MODEL), encoding="utf-8")
     compile_before = torch.compile
@@ -53,30 +55,153 @@ def test_a_compiled_model_and_function_are_predicted_as_their_eager_calls_with_a
         assert not torch._dynamo.config.disable  # and Dynamo traces again outside the prediction
 
 
+FAILING_ON_DIRECTML = """
+import torch
+import torch._dynamo
+from torch import nn
+
+def block(h):
+    return torch.nn.functional.gelu(h) * 2 + 1
+
+class Own(nn.Module):
+    def forward(self, h):
+        return block(h)
+
+def made(h):
+    return h.to(DEVICE) * 2
+
+def closure(w):
+    return lambda h: h.to(w.device) * w
+
+def suppressed(call, h):
+    torch._dynamo.config.suppress_errors = True
+    try:
+        return call(h)
+    finally:
+        torch._dynamo.config.suppress_errors = False
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.head = nn.Linear(8, 8), nn.Linear(8, 3)
+        self.block = COMPILED
+    def forward(self, x):
+        global DEVICE
+        DEVICE = x.device
+        h = self.lin(x)
+        return self.head(CALL)  # the compiled call
+
+def build_model():
+    return Model()
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))
+"""
+
+#: (what is compiled, how it is called): each raises on realdml (torch 2.4.1 + torch-directml 0.2.5, re-probe 20 case 1)
+FAILING = {
+    "function, aot_eager": ('torch.compile(block, backend="aot_eager")', "self.block(h)"),
+    "function, inductor": ("torch.compile(block)", "self.block(h)"),
+    "function, eager, fullgraph, dynamic": ('torch.compile(block, backend="eager", fullgraph=True, dynamic=True)',
+                                            "self.block(h)"),
+    "decorator": ('torch.compile(backend="eager")(block)', "self.block(h)"),
+    "module of its own class": ("torch.compile(Own())", "self.block(h)"),
+    "Module.compile() of its own class": ("Own()", "(self.block.compile(), self.block(h))[1]"),
+    "CPU in, a device tensor from its closure": ("None", 'torch.compile(closure(h), backend="eager")(h.cpu())'),
+    "torch._dynamo.optimize, function": ('torch._dynamo.optimize("eager")(block)', "self.block(h)"),
+    "torch.nn Sequential, fullgraph": ("torch.compile(nn.Sequential(nn.GELU()), fullgraph=True)", "self.block(h)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAILING))
+def test_a_compiled_call_that_fails_on_torch_directml_fails_the_prediction_at_its_line(tmp_path, case):
+    """Re-probe 20, case 1: Dynamo was off for the prediction and every compiled call ran eagerly, so ``check
+    --target dml`` passed where realdml raises InternalTorchDynamoError at the first call (Dynamo's fake tensors
+    read the storage torch-directml's tensors lack); a torch.nn module with fullgraph=True: Unsupported."""
+    from dmlprof.runner import ScanStopped
+
+    compiled, call = FAILING[case]
+    path = tmp_path / "compiled_block.py"
+    path.write_text(FAILING_ON_DIRECTML.replace("COMPILED", compiled).replace("CALL", call), encoding="utf-8")
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(path, batch_size=2)
+    said = str(stopped.value)
+    assert "torch.compile cannot trace torch-directml's tensors" in said
+    line = 1 + FAILING_ON_DIRECTML.splitlines().index("        return self.head(CALL)  # the compiled call")
+    assert f"compiled_block.py:{line})" in said  # the model's line that called it
+    assert "aten::addmm" in set(stopped.value.session.ops["op"])  # the calls before it are predicted
+
+
+def test_the_known_error_reads_the_fullgraph_break_as_directmls():
+    from dmlprof.backends.errors import explain_device_error
+    from dmlprof.predict.compiled_on_directml import _fullgraph_break, _no_fake_tensor
+
+    assert explain_device_error(_fullgraph_break()).key == "dml_torch_compile"
+    assert explain_device_error(_no_fake_tensor()).key == "dml_torch_compile"
+
+
+#: each runs on realdml: torch.nn's own modules (Dynamo skips their code, graph-breaking at their device input), and a
+#: function of CPU tensors moving its result to the device inside (Dynamo fakes the CPU tensor, never a device one)
+RUNNING = {
+    "torch.nn Sequential": ("torch.compile(nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8)))",
+                            "self.block(h)"),
+    "torch.nn Module.compile()": ("nn.Sequential(nn.GELU())", "(self.block.compile(), self.block(h))[1]"),
+    "CPU in, moved to the device inside": ('torch.compile(made, backend="eager")', "self.block(h.cpu())"),
+    "function, suppress_errors": ("torch.compile(block)", "suppressed(self.block, h)"),
+    "torch._dynamo.optimize, torch.nn Sequential": ('torch._dynamo.optimize("eager")(nn.Sequential(nn.GELU()))',
+                                                    "self.block(h)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUNNING))
+def test_a_compiled_call_that_runs_on_torch_directml_is_predicted_as_its_eager_calls(tmp_path, case):
+    compiled, call = RUNNING[case]
+    path = tmp_path / "compiled_block.py"
+    path.write_text(FAILING_ON_DIRECTML.replace("COMPILED", compiled).replace("CALL", call), encoding="utf-8")
+    session = predict_scan(path, batch_size=2)
+    assert {"aten::gelu", "aten::mul.Tensor"} & set(session.ops["op"]) and not session.meta.partial_reason
+
+
+@pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
+def test_a_compiled_function_of_device_tensors_is_predicted_as_its_eager_calls_on_xpu(tmp_path):
+    """Inductor compiles it for XPU: only DirectML's prediction fails it."""
+    path = tmp_path / "compiled_block.py"
+    source = FAILING_ON_DIRECTML.replace("COMPILED", "torch.compile(block)").replace("CALL", "self.block(h)")
+    path.write_text(source, encoding="utf-8")
+    session = predict_scan(path, batch_size=2, target="xpu")
+    assert "aten::gelu" in set(session.ops["op"])
+
 
 SEQUENTIAL_MODEL = """
 import torch
 from torch import nn
 
 def build_model():
-    return torch.compile(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2)), fullgraph=True)
+    return torch.compile(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2)), fullgraph=FULLGRAPH)
 
 def make_batch(batch_size):
     return torch.randn(batch_size, 6), torch.randint(0, 2, (batch_size,))
 """
 
 
-def test_fullgraph_is_predicted_and_dynamo_compiles_again_after_the_prediction(tmp_path):
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_fullgraph_is_predicted_and_dynamo_compiles_again_after_the_prediction(tmp_path, fullgraph):
     """Re-probe 15: ``fullgraph=True`` raised "found no compiled frames" under the prediction (torch 2.13), and the
     frames Dynamo met while it was off stayed skipped (torch 2.4: marked on their code objects): a later compile of
-    the same classes in the process compiled none of them (plainly: one frame)."""
+    the same classes in the process compiled none of them (plainly: one frame). On realdml the Sequential runs,
+    eagerly; with fullgraph=True it raises Unsupported (the graph break at its device input)."""
     import torch._dynamo.testing
     from torch import nn
 
+    from dmlprof.runner import ScanStopped
+
     path = tmp_path / "fullgraph_model.py"
-    path.write_text(textwrap.dedent(SEQUENTIAL_MODEL), encoding="utf-8")
-    session = predict_scan(path, batch_size=2)  # (DirectML: xpu cannot be predicted beside the emulated device)
-    assert "aten::addmm" in set(session.ops["op"])
+    path.write_text(SEQUENTIAL_MODEL.replace("FULLGRAPH", str(fullgraph)), encoding="utf-8")
+    if fullgraph:
+        with pytest.raises(ScanStopped, match="fullgraph=True"):
+            predict_scan(path, batch_size=2)
+    else:
+        assert "aten::addmm" in set(predict_scan(path, batch_size=2).ops["op"])
     counter = torch._dynamo.testing.CompileCounter()
     fresh = torch.compile(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2)), backend=counter)
     fresh(torch.ones(2, 6))

@@ -1,0 +1,131 @@
+"""Which ``torch.compile``d calls fail on torch-directml, as a prediction of DirectML says (re-probe 20, case 1).
+
+While a prediction runs Dynamo is off (:mod:`dmlprof.predict.compiled`), so on its own a compiled call always runs
+as its eager calls. On torch-directml (0.2.5, torch 2.4.1) most do not run at all. Measured on realdml: Dynamo makes
+a fake tensor of each tensor it traces, and the fake reads the tensor's storage, which torch-directml's tensors do
+not have. So the first call of a compiled *function*, or of a compiled module of the model's own classes, that
+finds a device tensor among its arguments, its module's parameters and buffers, or the closure cells and globals
+its code names raises ``InternalTorchDynamoError: Cannot access storage of OpaqueTensorImpl`` (inductor, aot_eager
+and eager backends alike; ``mode=``, ``dynamic=``, ``fullgraph=``, ``@torch.compile`` as a decorator,
+``Module.compile()``, ``torch._dynamo.optimize``, a function compiled on CPU tensors then called with device
+ones), unless ``torch._dynamo.config.suppress_errors`` is set, when it runs eagerly. Only a module made wholly of
+``torch.nn``'s own classes (``nn.Sequential`` of torch.nn layers, ``nn.Linear``, ``nn.TransformerEncoderLayer``)
+runs, eagerly: Dynamo skips torch.nn's code and graph-breaks where a device tensor is a built-in module's
+argument, before faking it; with ``fullgraph=True`` that graph break raises ``Unsupported`` instead. A function
+of CPU tensors runs, even where it moves its result to the device inside (``a.to(device)``: Dynamo fakes the CPU
+tensor, never a device one).
+
+Not told apart (the prediction runs them, or fails them, unlike realdml): a device tensor reached only through an
+attribute or another function (``self.weight`` of an object that is not the module compiled), which fails there;
+a module of the model's own class whose forward meets its device tensors only as the arguments of torch.nn modules
+called in a loop (Dynamo skips the whole frame at a graph break inside a loop), which runs there.
+``torch._dynamo.optimize(backend)(fn)`` (the older spelling) is told apart as ``torch.compile`` is.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Optional
+
+import torch
+from torch.utils import _pytree
+
+from dmlprof.directml.device_module import NO_STORAGE
+
+#: the graph break Dynamo raises under ``fullgraph=True`` where a device tensor is a torch.nn module's argument
+#: (realdml's words), and what lies behind it
+FULLGRAPH_BREAK = ("call_function args: LazyVariableTracker() (fullgraph=True: Dynamo could not make a fake tensor "
+                   f"of a torch-directml tensor, {NO_STORAGE})")
+
+
+def failing_as_on_directml(compiled, original, fullgraph: bool, device_type: str):
+    """``compiled`` (what ``torch.compile`` returned for ``original``), raising torch-directml's Dynamo error at a
+    call that finds a tensor of ``device_type`` (:func:`_holds`), unless the compiled module runs there."""
+    if original is None or compiled is original:  # torch.compile(backend=...): the decorator, compiled again later
+        return compiled
+    module = _module_of(original)
+    if module is not None and not fullgraph and _made_of_torch_nn(module):
+        return compiled  # Dynamo skips torch.nn's frames: it runs eagerly (measured)
+    error = _fullgraph_break if module is not None and _made_of_torch_nn(module) else _no_fake_tensor
+    if isinstance(compiled, torch.nn.Module):  # an OptimizedModule: Dynamo set its forward on the instance
+        compiled.forward = _refusing(compiled.forward, original, module, device_type, error)
+        return compiled
+    return _refusing(compiled, original, module, device_type, error)
+
+
+def _module_of(original) -> Optional[torch.nn.Module]:
+    """The module compiled: ``original`` itself, or the module of a bound method (``Module.compile()`` compiles
+    ``self._call_impl``; ``torch.compile(model.forward)``)."""
+    if isinstance(original, torch.nn.Module):
+        return original
+    owner = getattr(original, "__self__", None)
+    return owner if isinstance(owner, torch.nn.Module) else None
+
+
+def _made_of_torch_nn(module: torch.nn.Module) -> bool:
+    """Whether every module in it is one of torch.nn's own classes (whose code Dynamo does not trace as a frame)."""
+    return all(type(each).__module__.startswith("torch.nn.") for each in module.modules())
+
+
+def _refusing(call: Callable, original, module, device_type: str, error: Callable) -> Callable:
+    @functools.wraps(call)
+    def compiled_call_as_on_directml(*args, **kwargs):
+        if not _errors_suppressed():
+            held = (args, kwargs, _named_by_code(original))
+            if _holds(device_type, held) or (module is not None and _module_holds(device_type, module)):
+                raise error()  # at the first call, before anything runs: Dynamo traces first
+        return call(*args, **kwargs)
+
+    return compiled_call_as_on_directml
+
+
+def _errors_suppressed() -> bool:
+    """``torch._dynamo.config.suppress_errors``: Dynamo's error then leaves the call to run eagerly (measured on
+    realdml: a compiled function of device tensors runs)."""
+    from torch._dynamo import config
+
+    return bool(getattr(config, "suppress_errors", False))
+
+
+def _named_by_code(function) -> list:
+    """The tensors and modules a function's code reads from its closure cells and globals (Dynamo fakes those it
+    meets as it does its arguments: measured, ``lambda a: a.to(dml) * w`` with a device ``w`` fails)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return []
+    found = []
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            continue
+    names = getattr(function, "__globals__", {})
+    found.extend(names[name] for name in code.co_names if name in names)
+    kept = []
+    for each in found:
+        if isinstance(each, torch.Tensor):
+            kept.append(each)
+        elif isinstance(each, torch.nn.Module):
+            kept.extend(list(each.parameters()) + list(each.buffers()))
+    return kept
+
+
+def _holds(device_type: str, tree) -> bool:
+    return any(isinstance(leaf, torch.Tensor) and leaf.device.type == device_type
+               for leaf in _pytree.tree_leaves(tree))
+
+
+def _module_holds(device_type: str, module: torch.nn.Module) -> bool:
+    tensors = list(module.parameters()) + list(module.buffers())
+    return any(tensor.device.type == device_type for tensor in tensors)
+
+
+def _no_fake_tensor() -> Exception:
+    from torch._dynamo.exc import InternalTorchDynamoError
+
+    return InternalTorchDynamoError(NO_STORAGE)
+
+
+def _fullgraph_break() -> Exception:
+    from torch._dynamo.exc import Unsupported
+
+    return Unsupported(FULLGRAPH_BREAK)
