@@ -29,6 +29,7 @@ CUDA) loads onto the host instead of the device.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from typing import Optional
 
 import torch
@@ -46,14 +47,18 @@ _HAS_STORAGE = torch._C._has_storage
 _OBJ_STATE = torch._utils._get_obj_state
 #: the stand-in device's type while one is installed
 _device_type: Optional[str] = None
+#: other device types a run answers with the stand-in's device (``--from cuda``: ``map_location="cuda"``)
+_aliases: set = set()
 #: torch.serialization's place for a device's deserializer: after the CPU's (10), before CUDA's (20)
 _LOAD_PRIORITY = 19
 _registered: list = []
 
 
 def install(device_type: str, storage_less: bool = False) -> None:
-    """``storage_less``: the stand-in is torch-directml's, whose tensors have no storage to read (reads of it from
-    the model's code, or torch's on its behalf, fail as they fail there); dmlprof's own code reads the stand-in's."""
+    """``storage_less``: the device is torch-directml's, whose tensors have no storage to read (reads of it from
+    the user's code, or torch's on its behalf, fail as they fail there, and ``torch._C._has_storage`` answers False
+    to them); dmlprof's own code reads the device's storage. The prediction's stand-in installs it for
+    ``--target dml``, and so does the emulated DirectML device (its tensors have host storage) for its runs."""
     global _device_type
     _device_type = device_type
     torch.Tensor.__reduce_ex__ = _reduce_ex
@@ -61,6 +66,7 @@ def install(device_type: str, storage_less: bool = False) -> None:
     if storage_less:
         for name, read in _STORAGE_READS.items():
             setattr(torch.Tensor, name, _refused_storage_read(read, name))
+        torch._C._has_storage = _has_storage_as_on_directml
     if not _registered:  # torch keeps a registered deserializer for the process: it answers only while installed
         torch.serialization.register_package(_LOAD_PRIORITY, _tags_nothing, _kept_on_the_host)
         _registered.append(True)
@@ -71,11 +77,35 @@ def remove() -> None:
     _device_type = None
     torch.Tensor.__reduce_ex__ = _REDUCE
     torch.Tensor.__deepcopy__ = _DEEPCOPY
+    torch._C._has_storage = _HAS_STORAGE
     for name, read in _STORAGE_READS.items():
         if name in _TENSORS_OWN:
             setattr(torch.Tensor, name, read)
         elif name in torch.Tensor.__dict__:  # TensorBase's, shadowed while installed
             delattr(torch.Tensor, name)
+
+
+@contextmanager
+def installed(device_type: str, storage_less: bool = False):
+    """:func:`install` for the length of the ``with`` block."""
+    install(device_type, storage_less=storage_less)
+    try:
+        yield
+    finally:
+        remove()
+
+
+@contextmanager
+def also_named(device_type: str):
+    """While the run answers ``device_type``'s requests with the installed device (``--from cuda``), a storage
+    ``torch.load`` would move to ``device_type`` (``map_location="cuda"``) is one bound for that device: it too
+    stays on the host, and the tensor pickled by its host copy is rebuilt on the device by ``.to(device)``, not by
+    ``set_`` on a device storage (re-probe 20, case 16)."""
+    _aliases.add(device_type)
+    try:
+        yield
+    finally:
+        _aliases.discard(device_type)
 
 
 def _is_standin(tensor) -> bool:
@@ -85,11 +115,12 @@ def _is_standin(tensor) -> bool:
 def _reduce_ex(self, proto):
     if not _is_standin(self):
         return _REDUCE(self, proto)
+    installed = torch._C._has_storage  # torch's, or torch-directml's answer (storage_less)
     torch._C._has_storage, torch._utils._get_obj_state = _storage_less, _users_state
     try:
         return _REDUCE(self, proto)
     finally:
-        torch._C._has_storage, torch._utils._get_obj_state = _HAS_STORAGE, _OBJ_STATE
+        torch._C._has_storage, torch._utils._get_obj_state = installed, _OBJ_STATE
 
 
 def _deepcopy(self, memo):
@@ -100,11 +131,12 @@ def _deepcopy(self, memo):
     if not _is_standin(self) or id(self) in memo:
         return _DEEPCOPY(self, memo)
     alias = self.__dict__.pop(OPAQUE, None)
+    installed = torch._C._has_storage
     torch._C._has_storage = _storage_less
     try:
         copied = _DEEPCOPY(self, memo)
     finally:
-        torch._C._has_storage = _HAS_STORAGE
+        torch._C._has_storage = installed
         if alias is not None:
             setattr(self, OPAQUE, alias)
     if alias is not None and OPAQUE not in copied.__dict__:
@@ -128,6 +160,15 @@ def _refused_storage_read(read, name: str):
     return reading
 
 
+def _has_storage_as_on_directml(tensor) -> bool:
+    """``torch._C._has_storage`` as torch-directml answers it: False for its tensors, asked from outside dmlprof
+    (measured on realdml: a library's guard ``_has_storage(h) and h.data_ptr()`` skips the read; re-probe 20,
+    case 5); dmlprof's own code is told what the device holds."""
+    if _is_standin(tensor) and not is_dmlprof_code(sys._getframe(1)):
+        return False
+    return _HAS_STORAGE(tensor)
+
+
 def _storage_less(tensor) -> bool:
     return False if _is_standin(tensor) else _HAS_STORAGE(tensor)
 
@@ -148,6 +189,6 @@ def _tags_nothing(storage) -> None:
 
 def _kept_on_the_host(storage, location: str):
     """A storage torch.load would move onto the stand-in device, left on the host (None: not one)."""
-    if _device_type is None or location.split(":", 1)[0] != _device_type:
+    if _device_type is None or location.split(":", 1)[0] not in {_device_type, *_aliases}:
         return None
     return storage
