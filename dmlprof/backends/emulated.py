@@ -65,13 +65,13 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
         """Backward on the calling thread, and the device's tensors as torch-directml's to the user's code: they
         have no storage (an OpaqueTensorImpl), so ``data_ptr()``/``untyped_storage()`` raise its errors,
         ``torch._C._has_storage`` answers False, and ``torch.save``/``torch.load`` pickle them by a host copy and
-        rebuild them by ``.to(device)``, never ``set_`` on the device (re-probe 20, cases 3, 5 and 16). The
-        emulated tensors have host storage; dmlprof's own code still reads it. The prediction's stand-in does the
-        same (:mod:`dmlprof.predict.checkpoints`)."""
+        rebuild them by ``.to(device)``, never ``set_`` on the device (re-probe 20, cases 3, 5 and 16;
+        :mod:`dmlprof.directml.no_storage`, the prediction's stand-in's mechanism). dmlprof's own code still reads
+        the emulated tensors' host storage."""
+        from dmlprof.directml import no_storage
         from dmlprof.directml.device_module import backward_on_calling_thread
-        from dmlprof.predict import checkpoints
 
-        with backward_on_calling_thread(), checkpoints.installed(self.device_type, storage_less=True):
+        with backward_on_calling_thread(), no_storage.installed(self.device_type):
             yield
 
     def device(self) -> torch.device:
