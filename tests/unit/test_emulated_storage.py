@@ -76,6 +76,20 @@ print("loaded", w.device.type, torch.equal(w.cpu(), model[0].weight.detach().cpu
     assert not [op for op in emulated_dml_backend.fallback_counts() if op.startswith("aten::set_")]
 
 
+def test_a_deep_copy_copies_each_device_tensor_by_clone_as_on_directml(tmp_path, emulated_dml_backend, capfd):
+    """Measured on realdml (re-probe 20, case 13): torch copies torch-directml's storage-less tensors by
+    ``clone()``, so a view deep-copied with its base is a tensor of its own; through storage it stayed a view."""
+    body = """\
+import copy
+w = torch.zeros(2, 3, device=device)
+copied = copy.deepcopy({"w": w, "row": w[0]})
+copied["w"][0].fill_(7)
+print("row", float(copied["row"].sum().cpu()))
+"""
+    _scan(tmp_path, emulated_dml_backend, body)
+    assert "row 0.0" in capfd.readouterr().out
+
+
 def test_outside_a_run_the_emulated_tensors_storage_is_readable(emulated_dml_backend):
     """dmlprof's own uses of the device (tests, the backend's probes) outside a run are left as they were."""
     import torch
