@@ -488,11 +488,14 @@ def remapped(source: str, backend):
         from dmlprof.errors import UsageError
 
         raise UsageError(f"--from takes one of {', '.join(SOURCES)}, not {source!r}")
+    from dmlprof.directml import no_storage
+
     target = backend.device()
     requests = _Requests()
     legacy_types = _legacy_types(source, target, requests) if source == "cuda" else {}
     with ExitStack() as stack:
         stack.enter_context(_patched(_module_answers(source, backend, requests, legacy_types)))
+        stack.enter_context(no_storage.also_named(source))  # map_location="cuda" loads onto the device
         stack.enter_context(_autocast_on(source, target))
         stack.enter_context(_no_pinning())
         def device_arguments():

@@ -1,5 +1,8 @@
 """``torch.save``, ``torch.load``, ``copy.deepcopy`` and storage reads of the stand-in's tensors: as torch-directml's.
 
+The mechanism is :mod:`dmlprof.directml.no_storage`'s, which the emulated DirectML device's runs install too; this
+module adds what the stand-in needs on top: its tensors' second alias left out of what is pickled and copied.
+
 torch-directml's tensors have no storage (an ``OpaqueTensorImpl``), and torch
 pickles such a ``PrivateUse1`` tensor by a host copy of it and the device it is
 rebuilt on (``torch._utils._rebuild_device_tensor_from_cpu_tensor``; from a
@@ -28,68 +31,26 @@ CUDA) loads onto the host instead of the device.
 """
 from __future__ import annotations
 
-import sys
-from typing import Optional
-
-import torch
-
+from dmlprof.directml import no_storage
 from dmlprof.predict.husks import OPAQUE, husk_alias
-from dmlprof.runner.user_code import is_dmlprof_code
-
-_REDUCE = torch.Tensor.__reduce_ex__
-_DEEPCOPY = torch.Tensor.__deepcopy__
-#: what reads a tensor's storage from Python, each as torch has it (torch.Tensor's or TensorBase's)
-_STORAGE_READS = {name: getattr(torch.Tensor, name) for name in ("untyped_storage", "storage", "_typed_storage",
-                                                               "data_ptr")}
-_TENSORS_OWN = {name for name in _STORAGE_READS if name in torch.Tensor.__dict__}
-_HAS_STORAGE = torch._C._has_storage
-_OBJ_STATE = torch._utils._get_obj_state
-#: the stand-in device's type while one is installed
-_device_type: Optional[str] = None
-#: torch.serialization's place for a device's deserializer: after the CPU's (10), before CUDA's (20)
-_LOAD_PRIORITY = 19
-_registered: list = []
 
 
 def install(device_type: str, storage_less: bool = False) -> None:
     """``storage_less``: the stand-in is torch-directml's, whose tensors have no storage to read (reads of it from
-    the model's code, or torch's on its behalf, fail as they fail there); dmlprof's own code reads the stand-in's."""
-    global _device_type
-    _device_type = device_type
-    torch.Tensor.__reduce_ex__ = _reduce_ex
-    torch.Tensor.__deepcopy__ = _deepcopy
-    if storage_less:
-        for name, read in _STORAGE_READS.items():
-            setattr(torch.Tensor, name, _refused_storage_read(read, name))
-    if not _registered:  # torch keeps a registered deserializer for the process: it answers only while installed
-        torch.serialization.register_package(_LOAD_PRIORITY, _tags_nothing, _kept_on_the_host)
-        _registered.append(True)
+    the model's code, or torch's on its behalf, fail as they fail there, and ``torch._C._has_storage`` answers False
+    to them); dmlprof's own code reads the stand-in's."""
+    no_storage.install(device_type, refuse_reads=storage_less, reduce_ex=_reduce_ex, deepcopy=_deepcopy)
 
 
 def remove() -> None:
-    global _device_type
-    _device_type = None
-    torch.Tensor.__reduce_ex__ = _REDUCE
-    torch.Tensor.__deepcopy__ = _DEEPCOPY
-    for name, read in _STORAGE_READS.items():
-        if name in _TENSORS_OWN:
-            setattr(torch.Tensor, name, read)
-        elif name in torch.Tensor.__dict__:  # TensorBase's, shadowed while installed
-            delattr(torch.Tensor, name)
-
-
-def _is_standin(tensor) -> bool:
-    return _device_type is not None and isinstance(tensor, torch.Tensor) and tensor.device.type == _device_type
+    no_storage.remove()
 
 
 def _reduce_ex(self, proto):
-    if not _is_standin(self):
-        return _REDUCE(self, proto)
-    torch._C._has_storage, torch._utils._get_obj_state = _storage_less, _users_state
-    try:
-        return _REDUCE(self, proto)
-    finally:
-        torch._C._has_storage, torch._utils._get_obj_state = _HAS_STORAGE, _OBJ_STATE
+    if not no_storage.is_device_tensor(self):
+        return no_storage.REDUCE(self, proto)
+    with no_storage.seen_without_storage(state=_users_state):
+        return no_storage.REDUCE(self, proto)
 
 
 def _deepcopy(self, memo):
@@ -97,14 +58,13 @@ def _deepcopy(self, memo):
     copies torch-directml's storage-less one, by ``clone()``: torch read the stand-in's storage, which holds no
     memory (a segfault, re-probe 19 case 5). The copy keeps the user's Python state, not the source's alias: the
     clone has its own."""
-    if not _is_standin(self) or id(self) in memo:
-        return _DEEPCOPY(self, memo)
+    if not no_storage.is_device_tensor(self) or id(self) in memo:
+        return no_storage.DEEPCOPY(self, memo)
     alias = self.__dict__.pop(OPAQUE, None)
-    torch._C._has_storage = _storage_less
     try:
-        copied = _DEEPCOPY(self, memo)
+        with no_storage.seen_without_storage():
+            copied = no_storage.DEEPCOPY(self, memo)
     finally:
-        torch._C._has_storage = _HAS_STORAGE
         if alias is not None:
             setattr(self, OPAQUE, alias)
     if alias is not None and OPAQUE not in copied.__dict__:
@@ -112,42 +72,11 @@ def _deepcopy(self, memo):
     return copied
 
 
-def _refused_storage_read(read, name: str):
-    """``read`` for every tensor but the stand-in's, read from outside dmlprof: there it raises torch-directml's
-    error (measured on realdml: a jagged nested tensor's ``values.untyped_storage()``, HF's tied-weight
-    ``data_ptr()`` comparison; re-probe 19 cases 13 and 34)."""
-    def reading(self, *args, **kwargs):
-        if _is_standin(self) and not is_dmlprof_code(sys._getframe(1)):  # the read's caller
-            if name == "data_ptr":
-                raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
-            raise NotImplementedError("Cannot access storage of OpaqueTensorImpl")
-        return read(self, *args, **kwargs)
-
-    reading.__name__ = reading.__qualname__ = name
-    reading.__doc__ = read.__doc__
-    return reading
-
-
-def _storage_less(tensor) -> bool:
-    return False if _is_standin(tensor) else _HAS_STORAGE(tensor)
-
-
 def _users_state(obj):
     """The Python state torch pickles with a tensor, without the stand-in's alias."""
-    state = _OBJ_STATE(obj)
+    state = no_storage.OBJ_STATE(obj)
     attributes = state[0] if isinstance(state, tuple) else state
     if not isinstance(attributes, dict) or OPAQUE not in attributes:
         return state
     attributes = {name: value for name, value in attributes.items() if name != OPAQUE}
     return (attributes,) + tuple(state[1:]) if isinstance(state, tuple) else attributes
-
-
-def _tags_nothing(storage) -> None:
-    return None  # what a storage is saved as stays torch's
-
-
-def _kept_on_the_host(storage, location: str):
-    """A storage torch.load would move onto the stand-in device, left on the host (None: not one)."""
-    if _device_type is None or location.split(":", 1)[0] != _device_type:
-        return None
-    return storage

@@ -68,3 +68,15 @@ def test_weights_tied_on_the_cpu_stay_tied_through_the_move_where_the_target_kee
     assert session.meta.device_failure is None
     seen = {line for line in capsys.readouterr().out.splitlines() if line.startswith("tied")}
     assert seen == {f"tied {target != 'dml'}"}
+
+
+def test_has_storage_answers_false_to_the_model_so_a_guarded_read_is_skipped(linear_model_file, capsys):
+    """Re-probe 20, case 5: a library's guard ``torch._C._has_storage(h) and h.data_ptr() != 0`` (torch's own
+    fake-tensor code guards so) runs on realdml, which answers False; the stand-in answered True and then refused
+    the read (exit 4)."""
+    model = linear_model_file("print('guard', torch._C._has_storage(x) and x.data_ptr() != 0, "
+                              "torch._C._has_storage(x.cpu()), flush=True)\nreturn self.fc(x)")
+    session = predict_scan(model, target="dml")
+    assert session.meta.device_failure is None
+    seen = {line for line in capsys.readouterr().out.splitlines() if line.startswith("guard")}
+    assert seen == {"guard False True"}

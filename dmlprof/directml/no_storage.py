@@ -1,0 +1,177 @@
+"""A device's tensors shown to the user's code as torch-directml's: without storage (an ``OpaqueTensorImpl``).
+
+Two devices dmlprof runs on stand in for torch-directml's and have a storage its tensors lack: the prediction's
+stand-in (a storage that holds no memory: :mod:`dmlprof.predict.checkpoints` adds what it needs on top) and the
+emulated DirectML device (host storage, :mod:`dmlprof.backends.emulated`). Measured on realdml (torch 2.4.1 +
+torch-directml 0.2.5), and so while installed, for the device's tensors asked from outside dmlprof (the user's code,
+or torch's Python on its behalf):
+
+- ``data_ptr()`` raises "Cannot access data pointer of Tensor that doesn't have storage"; ``untyped_storage()``,
+  ``storage()`` "Cannot access storage of OpaqueTensorImpl" (a tied-weights check, a memory estimator; re-probe 19's
+  13 and 34, re-probe 20's 3); ``torch._C._has_storage`` answers False (a library's guarded read is skipped: re-probe
+  20's 5);
+- ``torch.save`` pickles a device tensor by a host copy and the device it is rebuilt on
+  (``torch._utils._rebuild_device_tensor_from_cpu_tensor``; from a numpy array on torch 2.4), ``torch.load`` rebuilds
+  it by ``.to(device)`` (realdml's round trip calls ``detach``/``_to_copy`` and ``lift_fresh``/``_to_copy``), never
+  ``set_`` on the device (re-probe 20's 16); ``copy.deepcopy`` copies it by ``clone()``.
+
+``torch.load(..., map_location=<the device>)`` moves every storage it reads there (on torch 2.13 the host copy's too,
+pickled as a CPU tensor) and torch would rebuild the tensor on it by ``set_``: a storage bound for the device stays on
+the host, and the tensor pickled by its host copy is then rebuilt on the device from it. A checkpoint of
+storage-backed tensors (CPU, CUDA) so loads onto the host (realdml raises there: torch-directml's ``device()``
+compares a ``torch.device`` with an int). dmlprof's own code reads the storage as it is.
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Callable, Optional
+
+import torch
+
+REDUCE = torch.Tensor.__reduce_ex__
+DEEPCOPY = torch.Tensor.__deepcopy__
+#: what reads a tensor's storage from Python, each as torch has it (torch.Tensor's or TensorBase's)
+_STORAGE_READS = {name: getattr(torch.Tensor, name) for name in ("untyped_storage", "storage", "_typed_storage",
+                                                               "data_ptr")}
+_TENSORS_OWN = {name for name in _STORAGE_READS if name in torch.Tensor.__dict__}
+_HAS_STORAGE = torch._C._has_storage
+OBJ_STATE = torch._utils._get_obj_state
+#: the device's type while one is installed
+_device_type: Optional[str] = None
+#: other device types a run answers with the installed device (``--from cuda``: ``map_location="cuda"``)
+_aliases: set = set()
+#: torch.serialization's place for a device's deserializer: after the CPU's (10), before CUDA's (20)
+_LOAD_PRIORITY = 19
+_registered: list = []
+
+
+def install(device_type: str, refuse_reads: bool = True, reduce_ex: Optional[Callable] = None,
+            deepcopy: Optional[Callable] = None) -> None:
+    """``refuse_reads``: storage reads from outside dmlprof fail as on torch-directml and ``_has_storage`` answers
+    False to them (False: only pickling and deep copies are torch-directml's, for MPS's and XPU's stand-ins).
+    ``reduce_ex``/``deepcopy``: a device's own (the stand-in's), else :func:`reduce_ex`/:func:`deepcopy`."""
+    global _device_type
+    _device_type = device_type
+    torch.Tensor.__reduce_ex__ = reduce_ex or _reduce_ex
+    torch.Tensor.__deepcopy__ = deepcopy or _deepcopy
+    if refuse_reads:
+        for name, read in _STORAGE_READS.items():
+            setattr(torch.Tensor, name, _refused_storage_read(read, name))
+        torch._C._has_storage = _has_storage_as_on_directml
+    if not _registered:  # torch keeps a registered deserializer for the process: it answers only while installed
+        torch.serialization.register_package(_LOAD_PRIORITY, _tags_nothing, _kept_on_the_host)
+        _registered.append(True)
+
+
+def remove() -> None:
+    global _device_type
+    _device_type = None
+    torch.Tensor.__reduce_ex__ = REDUCE
+    torch.Tensor.__deepcopy__ = DEEPCOPY
+    torch._C._has_storage = _HAS_STORAGE
+    for name, read in _STORAGE_READS.items():
+        if name in _TENSORS_OWN:
+            setattr(torch.Tensor, name, read)
+        elif name in torch.Tensor.__dict__:  # TensorBase's, shadowed while installed
+            delattr(torch.Tensor, name)
+
+
+@contextmanager
+def installed(device_type: str):
+    """:func:`install` (reads refused) for the length of the ``with`` block: the emulated device's runs."""
+    install(device_type)
+    try:
+        yield
+    finally:
+        remove()
+
+
+@contextmanager
+def also_named(device_type: str):
+    """While the run answers ``device_type``'s requests with the installed device (``--from cuda``), a storage
+    ``torch.load`` would move to ``device_type`` (``map_location="cuda"``) is one bound for the device: it too stays
+    on the host (re-probe 20, case 16)."""
+    _aliases.add(device_type)
+    try:
+        yield
+    finally:
+        _aliases.discard(device_type)
+
+
+def is_device_tensor(tensor) -> bool:
+    return _device_type is not None and isinstance(tensor, torch.Tensor) and tensor.device.type == _device_type
+
+
+@contextmanager
+def seen_without_storage(state: Optional[Callable] = None):
+    """While torch pickles or deep-copies a device tensor: ``_has_storage`` False for the device's tensors, so torch
+    takes its path for storage-less ones; ``state`` (if given) stands for ``torch._utils._get_obj_state``."""
+    answer = torch._C._has_storage  # torch's, or torch-directml's answer (reads refused)
+    torch._C._has_storage = _storage_less
+    if state is not None:
+        torch._utils._get_obj_state = state
+    try:
+        yield
+    finally:
+        torch._C._has_storage, torch._utils._get_obj_state = answer, OBJ_STATE
+
+
+def _reduce_ex(self, proto):
+    if not is_device_tensor(self):
+        return REDUCE(self, proto)
+    with seen_without_storage():
+        return REDUCE(self, proto)
+
+
+def _deepcopy(self, memo):
+    """By ``clone()``, as torch copies torch-directml's tensors (measured on realdml: views are not kept)."""
+    if not is_device_tensor(self) or id(self) in memo:
+        return DEEPCOPY(self, memo)
+    with seen_without_storage():
+        return DEEPCOPY(self, memo)
+
+
+def _called_from_dmlprof(frame) -> bool:
+    """Whether ``frame`` runs dmlprof's own code (``dmlprof.runner.user_code.is_dmlprof_code``, a layer above)."""
+    return frame.f_globals.get("__name__", "").partition(".")[0] == "dmlprof"
+
+
+def _refused_storage_read(read, name: str):
+    """``read`` for every tensor but the device's, read from outside dmlprof: there it raises torch-directml's
+    error (measured on realdml: a jagged nested tensor's ``values.untyped_storage()``, HF's tied-weight
+    ``data_ptr()`` comparison)."""
+    def reading(self, *args, **kwargs):
+        if is_device_tensor(self) and not _called_from_dmlprof(sys._getframe(1)):  # the read's caller
+            if name == "data_ptr":
+                raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
+            raise NotImplementedError("Cannot access storage of OpaqueTensorImpl")
+        return read(self, *args, **kwargs)
+
+    reading.__name__ = reading.__qualname__ = name
+    reading.__doc__ = read.__doc__
+    return reading
+
+
+def _has_storage_as_on_directml(tensor) -> bool:
+    """``torch._C._has_storage`` as torch-directml answers it: False for its tensors, asked from outside dmlprof
+    (measured on realdml: a library's guard ``_has_storage(h) and h.data_ptr()`` skips the read; re-probe 20,
+    case 5); dmlprof's own code is told what the device holds."""
+    if is_device_tensor(tensor) and not _called_from_dmlprof(sys._getframe(1)):
+        return False
+    return _HAS_STORAGE(tensor)
+
+
+def _storage_less(tensor) -> bool:
+    return False if is_device_tensor(tensor) else _HAS_STORAGE(tensor)
+
+
+def _tags_nothing(storage) -> None:
+    return None  # what a storage is saved as stays torch's
+
+
+def _kept_on_the_host(storage, location: str):
+    """A storage torch.load would move onto the device, left on the host (None: not one)."""
+    if _device_type is None or location.split(":", 1)[0] not in {_device_type, *_aliases}:
+        return None
+    return storage

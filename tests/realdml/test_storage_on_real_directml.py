@@ -1,0 +1,62 @@
+"""torch-directml's tensors have no storage (re-probe 20, cases 3, 5 and 16): what a script reads of it on real
+torch-directml, and the same script on the emulated device under dmlprof, which answers as realdml does."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.realdml
+
+#: the answers a script gets, and (realdml only: a dispatch mode would be recorded under dmlprof) the calls a
+#: checkpoint round trip makes
+PROBE = '''
+import io, json, sys, torch, torch_directml
+from torch.utils._python_dispatch import TorchDispatchMode
+dev = torch_directml.device()
+class Calls(TorchDispatchMode):
+    seen = []
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func.overloadpacket)); return func(*args, **(kwargs or {}))
+m = torch.nn.Linear(4, 3).to(dev)
+found = {"has_storage": torch._C._has_storage(m.weight)}
+for name, read in (("data_ptr", lambda: m.weight.data_ptr()), ("untyped_storage", lambda: m.weight.untyped_storage())):
+    try:
+        read(); found[name] = "ran"
+    except Exception as exc:
+        found[name] = str(exc).splitlines()[0]
+logged = sys.argv[1:] == ["log"]
+buf = io.BytesIO()
+with Calls() if logged else io.BytesIO():
+    torch.save(m.state_dict(), buf); buf.seek(0); sd = torch.load(buf, map_location=dev, weights_only=False)
+found["loaded"] = sorted({v.device.type for v in sd.values()}) + [torch.equal(sd["weight"].cpu(), m.weight.detach().cpu())]
+if logged:
+    found["calls"] = sorted(set(Calls.seen))
+print("FOUND", json.dumps(found))
+'''
+
+
+def _found(output: str) -> dict:
+    return json.loads([line for line in output.splitlines() if line.startswith("FOUND ")][-1][6:])
+
+
+def test_the_emulated_device_answers_a_scripts_storage_reads_as_real_directml(realdml, tmp_path):
+    probe = tmp_path / "storage_probe.py"
+    probe.write_text(PROBE, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(probe), "log"], capture_output=True, text=True, env=realdml,
+                          timeout=300)
+    assert real.returncode == 0, real.stderr[-800:]
+    on_directml = _found(real.stdout)
+    assert on_directml["has_storage"] is False and on_directml["loaded"] == ["privateuseone", True]
+    assert "doesn't have storage" in on_directml["data_ptr"] and "OpaqueTensorImpl" in on_directml["untyped_storage"]
+    assert not [call for call in on_directml.pop("calls") if call.startswith("aten.set_")]  # a host copy, .to()
+    emulated = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(probe), "--device", "emulated-dml",
+                               "--no-profiler", "--out", str(tmp_path)], capture_output=True, text=True,
+                              env=realdml, cwd=REPO, timeout=900)
+    assert emulated.returncode == 0, emulated.stderr[-800:]
+    assert _found(emulated.stdout) == on_directml

@@ -1,0 +1,98 @@
+"""The emulated DirectML device's tensors as torch-directml's to a scanned script: no storage to read (re-probe 20,
+cases 3, 5 and 16).
+
+torch-directml's tensors are an OpaqueTensorImpl without storage (measured on realdml: ``data_ptr()`` raises
+"Cannot access data pointer of Tensor that doesn't have storage", ``untyped_storage()`` "Cannot access storage of
+OpaqueTensorImpl", ``torch._C._has_storage`` answers False, and a ``torch.save``/``torch.load(map_location=dev)``
+round trip calls ``detach``/``_to_copy`` and ``lift_fresh``/``_to_copy``, never ``set_``). The emulated device's
+tensors have host storage: a ``--from cuda`` script's tie check passed there, and its checkpoints fell back on
+``aten::set_.source_Storage``, a call DirectML never makes."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.live  # the emulated device builds against torch 2.4.1 too
+
+_PREFIX = """\
+import io, torch
+from torch import nn
+device = {device}
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 1)).to(device)
+"""
+
+
+#: the device a script names: the emulated one itself, or CUDA's under ``--from cuda`` (``--target dml`` of a script)
+_DEVICES = {"privateuseone": 'torch.device("privateuseone", 0)', "cuda": '"cuda"'}
+
+
+def _scan(tmp_path, backend, body: str, named: str = "privateuseone"):
+    from dmlprof import runner
+
+    script = tmp_path / "script.py"
+    script.write_text(_PREFIX.format(device=_DEVICES[named]) + body, encoding="utf-8")
+    return runner.scan(script, backend=backend, profiler=False, remap_from="cuda" if named == "cuda" else None)
+
+
+@pytest.mark.parametrize("named", sorted(_DEVICES))
+@pytest.mark.parametrize("read", ["model[0].weight.data_ptr() == model[2].weight.data_ptr()",
+                                  "sum(p.untyped_storage().nbytes() for p in model.parameters())",
+                                  "model[0].weight.storage().size()"])
+def test_a_scripts_read_of_a_device_tensors_storage_fails_as_on_directml(tmp_path, emulated_dml_backend, read,
+                                                                          named):
+    from dmlprof.errors import DeviceError
+    from dmlprof.runner import ScanStopped
+
+    with pytest.raises(ScanStopped) as stopped:
+        _scan(tmp_path, emulated_dml_backend, f"print({read})\n", named)
+    assert stopped.value.exit_code == 4
+    assert isinstance(stopped.value.cause, DeviceError) and "have no storage" in str(stopped.value.cause)
+
+
+def test_has_storage_answers_false_so_a_guarded_read_is_skipped_as_on_directml(tmp_path, emulated_dml_backend,
+                                                                               capfd):
+    body = ("x = model[0].weight\n"
+            "print('guard', torch._C._has_storage(x) and x.data_ptr() != 0, torch._C._has_storage(x.cpu()))\n")
+    _scan(tmp_path, emulated_dml_backend, body)
+    assert "guard False True" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("named", sorted(_DEVICES))  # cuda: map_location="cuda", the run's device
+def test_a_checkpoint_round_trip_takes_directmls_path_without_set(tmp_path, emulated_dml_backend, capfd, named):
+    body = """\
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+x = torch.randn(4, 8, device=device)
+for _ in range(2):
+    loss = model(x).square().mean(); opt.zero_grad(); loss.backward(); opt.step()
+    buf = io.BytesIO(); torch.save({"m": model.state_dict(), "opt": opt.state_dict()}, buf); buf.seek(0)
+    ck = torch.load(buf, map_location=device); model.load_state_dict(ck["m"]); opt.load_state_dict(ck["opt"])
+w = ck["m"]["0.weight"]
+print("loaded", w.device.type, torch.equal(w.cpu(), model[0].weight.detach().cpu()),
+      ck["opt"]["state"][0]["momentum_buffer"].device.type)
+"""
+    emulated_dml_backend.reset_fallback_counts()
+    _scan(tmp_path, emulated_dml_backend, body, named)
+    assert "loaded privateuseone True privateuseone" in capfd.readouterr().out
+    assert not [op for op in emulated_dml_backend.fallback_counts() if op.startswith("aten::set_")]
+
+
+def test_a_deep_copy_copies_each_device_tensor_by_clone_as_on_directml(tmp_path, emulated_dml_backend, capfd):
+    """Measured on realdml (re-probe 20, case 13): torch copies torch-directml's storage-less tensors by
+    ``clone()``, so a view deep-copied with its base is a tensor of its own; through storage it stayed a view."""
+    body = """\
+import copy
+w = torch.zeros(2, 3, device=device)
+copied = copy.deepcopy({"w": w, "row": w[0]})
+copied["w"][0].fill_(7)
+print("row", float(copied["row"].sum().cpu()))
+"""
+    _scan(tmp_path, emulated_dml_backend, body)
+    assert "row 0.0" in capfd.readouterr().out
+
+
+def test_outside_a_run_the_emulated_tensors_storage_is_readable(emulated_dml_backend):
+    """dmlprof's own uses of the device (tests, the backend's probes) outside a run are left as they were."""
+    import torch
+
+    x = torch.ones(3, device=emulated_dml_backend.device())
+    assert torch._C._has_storage(x) and x.data_ptr() != 0 and x.untyped_storage().nbytes() == 12
