@@ -312,10 +312,12 @@ def _float64_rule(name: str, values: list, outputs: bool) -> bool:
 
 def _install(module) -> None:
     from dmlprof.directml.output_dtypes import OUTPUT_IN_INPUT_DTYPE
+    from dmlprof.directml.unmarked_writes import UNMARKED_WRITES
     from dmlprof.tables import load_table
 
     table = load_table("dml")
     module.set_outputs_in_input_dtype(OUTPUT_IN_INPUT_DTYPE)  # read as the kernels are registered: first
+    module.set_unmarked_writes({op: list(names) for op, names in UNMARKED_WRITES.items()})
     skipped = module.register_kernels(table.registrations["PrivateUse1"], "PrivateUse1")
     # torch-directml also puts reshape on AutogradPrivateUse1 (so autograd does not decompose it)
     # and torchvision::nms (without it, nms on the device has no autograd kernel on torch 2.4.1 and

@@ -650,6 +650,37 @@ void k_output_in_input_dtype(const c10::OperatorHandle& op, Stack* s) {
   output = cast;
 }
 
+// ---------------------------------------------------------------- writes the schema does not mark
+// A few CPU kernels write arguments their schema does not mark as written: native_batch_norm's running_mean and
+// running_var in training (`Tensor?`, not `Tensor(a!)?`). cpu_fallback hands the CPU kernel copies and copies back only
+// the marked ones, so BatchNorm's running statistics never moved on this device (re-probe 20, 4), where
+// torch-directml's own kernel updates them (measured on realdml). A kernel of the device's hands the CPU kernel host
+// aliases of these arguments instead, so what it writes lands in the device's memory. torch-directml's fallback is
+// torch's cpu_fallback, as this device's is: there such writes are lost on both (batch_norm_update_stats, measured).
+// Set by the loader from dmlprof.directml.unmarked_writes, the one definition the prediction's stand-in reads too.
+auto& g_unmarked_writes = *new std::map<std::string, std::vector<std::string>>();  // op -> argument names
+
+void set_unmarked_writes(const std::map<std::string, std::vector<std::string>>& ops) { g_unmarked_writes = ops; }
+
+void k_unmarked_writes_kept(const c10::OperatorHandle& op, Stack* s) {
+  const auto found = g_unmarked_writes.find(op_name(op));
+  if (found != g_unmarked_writes.end()) {
+    const auto& arguments = op.schema().arguments();
+    const size_t first = s->size() - arguments.size();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto* alias = arguments[i].alias_info();
+      const auto& names = found->second;
+      if ((alias != nullptr && alias->isWrite()) ||  // marked: cpu_fallback copies it back
+          std::find(names.begin(), names.end(), arguments[i].name()) == names.end()) {
+        continue;
+      }
+      auto& value = (*s)[first + i];
+      if (value.isTensor() && on_device(value.toTensor())) value = cpu_alias(value.toTensor());
+    }
+  }
+  native_kernel(op, s);
+}
+
 // ---------------------------------------------------------------- data types DirectML refuses
 // Most DirectML adapters have no float64; none takes bfloat16. Every kernel of the
 // device, the fallback's copies back included, refuses a device tensor of either,
@@ -1117,6 +1148,7 @@ torch::CppFunction boxed(BoxedFn fn) {
   if (fn == &k_convolution) return checked_kernel<&k_convolution>();
   if (fn == &k_convolution_backward) return checked_kernel<&k_convolution_backward>();
   if (fn == &k_output_in_input_dtype) return checked_kernel<&k_output_in_input_dtype>();
+  if (fn == &k_unmarked_writes_kept) return checked_kernel<&k_unmarked_writes_kept>();
   return checked_kernel<&native_kernel>();
 }
 
@@ -1146,7 +1178,9 @@ std::vector<std::string> register_kernels(const std::vector<std::string>& names,
       library_for(ns, key).impl(rest.c_str(), torch::CppFunction::makeFromBoxedFunction<&below_autograd>());
     } else {
       BoxedFn fn = real != real_kernels().end() ? real->second
-                   : g_in_input_dtype.count(full) ? &k_output_in_input_dtype : &native_kernel;
+                   : g_in_input_dtype.count(full)  ? &k_output_in_input_dtype
+                   : g_unmarked_writes.count(full) ? &k_unmarked_writes_kept
+                                                   : &native_kernel;
       library_for(ns, key).impl(rest.c_str(), boxed(fn));
     }
     g_registered.push_back(key_name + ":" + full);
@@ -1233,6 +1267,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("memory_allocated", &memory_allocated, "bytes the device's storages hold now");
   m.def("max_memory_allocated", &max_memory_allocated, "the most bytes they held since the last reset");
   m.def("reset_peak_memory", &reset_peak_memory, "the peak becomes what is held now");
+  m.def("set_unmarked_writes", &set_unmarked_writes,
+        "{op: [argument names]} its CPU kernel writes though the schema does not mark them; before registering");
   m.def("set_outputs_in_input_dtype", &set_outputs_in_input_dtype,
         "{op: output index} returned in the first argument's dtype (torch-directml's dropout mask); before registering");
 }
