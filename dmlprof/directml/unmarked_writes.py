@@ -25,6 +25,8 @@ the schema marks is left to the schema (the names below are skipped where a torc
 """
 from __future__ import annotations
 
+import functools
+
 _RUNNING_STATS = ("running_mean", "running_var")
 
 #: op -> the arguments its CPU kernel writes though the schema may not mark them
@@ -38,6 +40,7 @@ UNMARKED_WRITES = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def unmarked_written_slots(overload) -> tuple:
     """(position, name) of the arguments ``overload``'s CPU kernel writes that its schema does not mark."""
     names = UNMARKED_WRITES.get(_name(overload._schema), ())

@@ -11,6 +11,8 @@ import functools
 
 import torch
 
+from dmlprof.directml.unmarked_writes import unmarked_written_slots
+
 _SEEDED = getattr(torch.Tag, "nondeterministic_seeded", None)
 _view_source_cache: dict = {}
 
@@ -54,6 +56,12 @@ def _written_slots(overload) -> tuple:
     """(position, name) of the arguments an op writes (``self`` of an in-place op, ``out=``)."""
     return tuple((index, argument.name) for index, argument in enumerate(overload._schema.arguments)
                  if argument.alias_info is not None and argument.alias_info.is_write)
+
+
+def unmarked_written(overload, args, kwargs) -> list:
+    """The arguments an op's CPU kernel writes though its schema does not mark them (BatchNorm's running
+    statistics: :mod:`dmlprof.directml.unmarked_writes`)."""
+    return _given(unmarked_written_slots(overload), args, kwargs)
 
 
 def _given(slots: tuple, args, kwargs) -> list:

@@ -174,18 +174,27 @@ def _dense(tensor: torch.Tensor) -> bool:
     return True
 
 
-def copy_back_written(overload, args, kwargs, copies: list) -> None:
+def a_copy_of(tensor: torch.Tensor) -> torch.Tensor:
+    """A device tensor's values as a CPU copy no write reaches them from (torch's CPU fallback copies an argument its
+    schema does not mark as written, and never copies it back: dmlprof.directml.unmarked_writes)."""
+    with torch._C._DisableTorchDispatch():
+        return cpu_view(tensor).clone()
+
+
+def copy_back_written(overload, args, kwargs, copies: list, also: tuple = ()) -> None:
     """What a kernel wrote into copies of non-dense device tensors, copied back into their values
-    (a copy the kernel resized became the tensor's values already)."""
-    written_ids = {id(t) for t in flat_tensors(written(overload, args, kwargs), [])}
+    (a copy the kernel resized became the tensor's values already). ``also``: tensors the kernel writes
+    though the schema does not say so, whose writes the device keeps."""
+    written_ids = {id(t) for t in flat_tensors((written(overload, args, kwargs), also), [])}
     for copy, original in copies:
         if id(original) in written_ids and tuple(copy.shape) == tuple(original.shape):
             with torch._C._DisableTorchDispatch():
                 cpu_view(original).copy_(copy)
 
 
-def forget_written(overload, args, kwargs, out, why: str) -> None:
-    """An op ran without values: its outputs and the tensors it wrote have none, ``why``."""
-    for tensor in flat_tensors((out, written(overload, args, kwargs)), []):
+def forget_written(overload, args, kwargs, out, why: str, also: tuple = ()) -> None:
+    """An op ran without values: its outputs and the tensors it wrote have none, ``why`` (``also``: as in
+    ``copy_back_written``)."""
+    for tensor in flat_tensors((out, written(overload, args, kwargs), also), []):
         if tensor.device.type not in ("cpu", "meta"):
             forget(tensor, why)

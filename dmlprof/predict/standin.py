@@ -60,10 +60,11 @@ from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
 from dmlprof.predict import checkpoints, values as _values
 from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.arguments import (
-    elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, view_sources, written_only,
+    elements, flat_tensors, read_arguments, run_sizing_outs_after, tensor_slots, unmarked_written, view_sources,
+    written_only,
 )
 from dmlprof.predict.conversion import (
-    FAILED, Converted, as_fallback_hands_it, copy_back_written, forget_written, given_values, rewrapped,
+    FAILED, Converted, a_copy_of, as_fallback_hands_it, copy_back_written, forget_written, given_values, rewrapped,
 )
 from dmlprof.predict.husks import META_KEYS, meta_copy, refuse
 from dmlprof.predict.placeholders import FINDS_INDICES, SIZED_BY_DATA, placeholder, remember_values, sized_by_data
@@ -330,7 +331,7 @@ class StandIn:
             if out is FAILED:
                 raise exc
             return out
-        forget_written(overload, args, kwargs, out, why)
+        forget_written(overload, args, kwargs, out, why, self.kept_unmarked_writes(overload, args, kwargs))
         return out
 
     def why_no_values(self, args, kwargs, overload) -> Optional[str]:
@@ -409,8 +410,10 @@ class StandIn:
             if tensor.device.type == self.device_type and not given_values(self.values, tensor):
                 return FAILED  # written only in part, where the rest of its storage is unknown
         copies: list = []
-        converted = Converted(self.device_type, lambda tensor: as_fallback_hands_it(tensor, copies), "cpu",
-                               self.values)
+        kept = self.kept_unmarked_writes(overload, args, kwargs)
+        lost = {id(t) for t in self.unmarked_writes(overload, args, kwargs)} - {id(t) for t in kept}
+        converted = Converted(self.device_type, lambda tensor: a_copy_of(tensor) if id(tensor) in lost else
+                              as_fallback_hands_it(tensor, copies), "cpu", self.values)
         cpu_args = converted.convert(args)
         cpu_kwargs = converted.convert_kwargs(kwargs)
         started = time.perf_counter()
@@ -422,8 +425,21 @@ class StandIn:
             self.values.timed(started)
         device_out = converted.back(out)
         if copies:
-            copy_back_written(overload, args, kwargs, copies)
+            copy_back_written(overload, args, kwargs, copies, kept)
         return device_out
+
+    def unmarked_writes(self, overload, args, kwargs) -> tuple:
+        """The device tensors the op's CPU kernel writes though its schema does not mark them (BatchNorm's running
+        statistics: :mod:`dmlprof.directml.unmarked_writes`)."""
+        return tuple(t for t in flat_tensors(unmarked_written(overload, args, kwargs), [])
+                     if t.device.type == self.device_type)
+
+    def kept_unmarked_writes(self, overload, args, kwargs) -> tuple:
+        """Those of ``unmarked_writes`` the device keeps: a kernel of its own writes them, its CPU fallback hands the
+        CPU kernel copies it never copies back (measured on realdml)."""
+        if op_name(overload) not in self._natives:
+            return ()
+        return self.unmarked_writes(overload, args, kwargs)
 
     def _on_placeholders(self, overload, args, kwargs, why: str, make=None, values_made_up: bool = False):
         """The CPU kernel on placeholder values, for its outputs' shapes and strides; none keeps values
@@ -437,7 +453,7 @@ class StandIn:
         except Exception:
             return FAILED
         device_out = converted.back(out)
-        forget_written(overload, args, kwargs, device_out, why)
+        forget_written(overload, args, kwargs, device_out, why, self.kept_unmarked_writes(overload, args, kwargs))
         name = op_name(overload)
         if name in SIZED_BY_DATA or sized_by_data(overload):
             self.made_up(name, why)
