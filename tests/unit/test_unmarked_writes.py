@@ -41,6 +41,9 @@ def _as_on_directml(found: dict, on_cpu: dict) -> None:
     assert found.pop("batch_norm_update_stats") == UNCHANGED_BY_THE_FALLBACK
     on_cpu = dict(on_cpu)
     assert on_cpu.pop("batch_norm_update_stats") != UNCHANGED_BY_THE_FALLBACK  # the CPU's kernel does write them
+    assert on_cpu["rrelu_with_noise"] != 0.0
+    if unmarked_written_slots(op_overload("aten::rrelu_with_noise")):  # torch < 2.6: the fallback loses the noise
+        assert found.pop("rrelu_with_noise") == 0.0 and on_cpu.pop("rrelu_with_noise")
     flat = _probe().flat
     assert flat(found) == pytest.approx(flat(on_cpu), rel=1e-4, abs=1e-4), (found, on_cpu)
 
