@@ -149,6 +149,18 @@ KNOWN_ERRORS = (
         "read it from the CPU tensor before the move (tied weights: compare the parameters themselves, a is b); "
         "for variable-length rows, pad them and pass a mask instead of a nested tensor",
     ),
+    # measured on realdml (torch-directml 0.2.5, torch 2.4.1): torch.load of a CPU or CUDA checkpoint with
+    # map_location the DirectML device moves each storage by storage.to(device), which hands torch_directml.device()
+    # a torch.device where it compares an index; a checkpoint of the device's own tensors (pickled without storage)
+    # and map_location="cpu" load
+    KnownError(
+        "dml_storage_to_device",
+        re.compile(r"TypeError: '>=' not supported between instances of 'torch\.device' and 'int'"),
+        "torch-directml cannot move a storage onto its device: torch.load(..., map_location=<the DirectML device>) "
+        "of a checkpoint saved from the CPU or CUDA (and a storage's .to(device)) fails in torch_directml.device()",
+        "load onto the CPU and move after: state = torch.load(path, map_location='cpu'); "
+        "model.load_state_dict(state) copies it onto the device (a tensor: .to(device))",
+    ),
     KnownError(
         "dml_invalid_argument",
         re.compile(r"Unknown error -2147024809"),

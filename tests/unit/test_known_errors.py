@@ -82,6 +82,9 @@ CASES = [
      ["a is b", "pad"], False),
     (RuntimeError("Cannot access data pointer of Tensor that doesn't have storage"), "dml_no_storage",
      ["no storage"], ["CPU tensor"], False),
+    # measured on realdml: torch.load(..., map_location=<the DirectML device>) of a CPU checkpoint
+    (TypeError("'>=' not supported between instances of 'torch.device' and 'int'"), "dml_storage_to_device",
+     ["torch.load", "map_location"], ["map_location='cpu'", "load_state_dict"], False),
     # measured on realdml (re-probe 18, case 36): a frozen nn.TransformerEncoder's fast path with a padding mask
     (NotImplementedError("Could not run 'aten::_to_copy' with arguments from the 'NestedTensorPrivateUse1' backend. "
                          "This could be because the operator doesn't exist for this backend"),
