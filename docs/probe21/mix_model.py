@@ -2,7 +2,8 @@
 ln (F.layer_norm, CPU weight), gn (F.group_norm, CPU weight), bn_affine (F.batch_norm eval, CPU weight/bias),
 inorm (F.instance_norm with CPU running stats, training),
 linear_bias (F.linear, CPU bias), emb (F.embedding, CPU weight), prelu (CPU weight), where (CPU other), add, mul_ (a CPU operand), where0d (a 0-d CPU tensor as torch.where's other),
-masked_fill0d, mul0d, clamp0d (a 0-d CPU tensor as the value, operand, bound). `python mix_model.py dml` on realdml."""
+masked_fill0d, mul0d, clamp0d (a 0-d CPU tensor as the value, operand, bound); where_indexless, prelu_indexless (a
+tensor made on x.device.type: `privateuseone` without an index on DirectML). `python mix_model.py dml` on realdml."""
 import os, sys, torch
 from torch import nn
 import torch.nn.functional as F
@@ -23,6 +24,8 @@ class Net(nn.Module):
         elif KIND == "prelu": h = F.prelu(h, self.w[:1])
         elif KIND == "where": h = torch.where(h > 0, h, self.b)
         elif KIND == "add": h = h + self.b
+        elif KIND == "where_indexless": h = torch.where(h > 0, h, torch.zeros(6, device=h.device.type))
+        elif KIND == "prelu_indexless": h = F.prelu(h, torch.full((1,), 0.2, device=h.device.type))
         elif KIND == "where0d": h = torch.where(h > 0, h, torch.tensor(-0.5))
         elif KIND == "masked_fill0d": h = h.masked_fill(h < 0, torch.tensor(-0.5))
         elif KIND == "mul0d": h = h * torch.tensor(2.0)
