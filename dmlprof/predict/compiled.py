@@ -88,9 +88,13 @@ def compiled_code_runs_eagerly(storage_less_device: Optional[str] = None):
         seen.backends.add(_backend_name(backend))
 
     compile_original = torch.compile
+    def disabled_by_the_model() -> bool:  # Dynamo's ``disable`` as the model set it before it first compiled
+        return bool(before and before[0])
+
     torch.compile = _as_eager(compile_original, dynamo_off, "fullgraph", backend_at=None,
-                              then=_failing_where_directml_fails(storage_less_device))
-    optimize = _DynamoOptimizeWrapped(dynamo_off, _failing_where_directml_fails(storage_less_device, later=True))
+                              then=_failing_where_directml_fails(storage_less_device, disabled_by_the_model))
+    optimize = _DynamoOptimizeWrapped(dynamo_off, _failing_where_directml_fails(storage_less_device,
+                                                                                disabled_by_the_model, later=True))
     try:
         yield seen
     finally:
@@ -109,16 +113,17 @@ def _backend_name(backend) -> str:
     return str(getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__))
 
 
-def _failing_where_directml_fails(storage_less_device: Optional[str], later: bool = False):
+def _failing_where_directml_fails(storage_less_device: Optional[str], disabled_by_the_model, later: bool = False):
     """What :func:`_as_eager` does with its compiler's result: nothing, or (DirectML) make what it compiled fail as
-    it does there. ``later``: the result compiles when called (``torch._dynamo.optimize(backend)(fn)``)."""
+    it does there, unless the model turned Dynamo off itself. ``later``: the result compiles when called
+    (``torch._dynamo.optimize(backend)(fn)``)."""
     if storage_less_device is None:
         return None
 
     def failing_as_there(compiled, original, whole_graph: bool):
         from dmlprof.predict.compiled_on_directml import failing_as_on_directml
 
-        return failing_as_on_directml(compiled, original, whole_graph, storage_less_device)
+        return failing_as_on_directml(compiled, original, whole_graph, storage_less_device, disabled_by_the_model)
 
     if later:
         return lambda context, args, kwargs, whole_graph: _ThenCompiled(

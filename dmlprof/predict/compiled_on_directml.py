@@ -11,7 +11,9 @@ and eager backends alike; ``mode=``, ``dynamic=``, ``fullgraph=``, ``@torch.comp
 ones), unless ``torch._dynamo.config.suppress_errors`` is set, when it runs eagerly. Only a module made wholly of
 ``torch.nn``'s own classes (``nn.Sequential`` of torch.nn layers, ``nn.Linear``, ``nn.TransformerEncoderLayer``)
 runs, eagerly: Dynamo skips torch.nn's code and graph-breaks where a device tensor is a built-in module's
-argument, before faking it; with ``fullgraph=True`` that graph break raises ``Unsupported`` instead. A function
+argument, before faking it (unless a forward hook of the model's runs in it: Dynamo traces the hook); with
+``fullgraph=True`` that graph break raises ``Unsupported`` instead. Dynamo turned off by the model
+(``torch._dynamo.config.disable``) runs every compiled call eagerly. A function
 of CPU tensors runs, even where it moves its result to the device inside (``a.to(device)``: Dynamo fakes the CPU
 tensor, never a device one).
 
@@ -37,19 +39,20 @@ FULLGRAPH_BREAK = ("call_function args: LazyVariableTracker() (fullgraph=True: D
                    f"of a torch-directml tensor, {NO_STORAGE})")
 
 
-def failing_as_on_directml(compiled, original, fullgraph: bool, device_type: str):
+def failing_as_on_directml(compiled, original, fullgraph: bool, device_type: str,
+                           disabled_by_the_model: Callable[[], bool] = lambda: False):
     """``compiled`` (what ``torch.compile`` returned for ``original``), raising torch-directml's Dynamo error at a
-    call that finds a tensor of ``device_type`` (:func:`_holds`), unless the compiled module runs there."""
+    call that finds a tensor of ``device_type`` (:func:`_holds`), unless the compiled module runs there or Dynamo
+    is off by the model's own hand (``disabled_by_the_model()``: ``torch._dynamo.config.disable`` set before it
+    compiled; the prediction turns Dynamo off itself, so the setting is read where it was before)."""
     if original is None or compiled is original:  # torch.compile(backend=...): the decorator, compiled again later
         return compiled
     module = _module_of(original)
-    if module is not None and not fullgraph and _made_of_torch_nn(module):
-        return compiled  # Dynamo skips torch.nn's frames: it runs eagerly (measured)
-    error = _fullgraph_break if module is not None and _made_of_torch_nn(module) else _no_fake_tensor
     if isinstance(compiled, torch.nn.Module):  # an OptimizedModule: Dynamo set its forward on the instance
-        compiled.forward = _refusing(compiled.forward, original, module, device_type, error)
+        compiled.forward = _refusing(compiled.forward, original, module, device_type, fullgraph,
+                                     disabled_by_the_model)
         return compiled
-    return _refusing(compiled, original, module, device_type, error)
+    return _refusing(compiled, original, module, device_type, fullgraph, disabled_by_the_model)
 
 
 def _module_of(original) -> Optional[torch.nn.Module]:
@@ -66,10 +69,38 @@ def _made_of_torch_nn(module: torch.nn.Module) -> bool:
     return all(type(each).__module__.startswith("torch.nn.") for each in module.modules())
 
 
-def _refusing(call: Callable, original, module, device_type: str, error: Callable) -> Callable:
+def _forward_hooked(module: torch.nn.Module) -> bool:
+    """Whether a forward hook or forward pre-hook of the model's runs in it (on any of its modules, or a global
+    forward hook): Dynamo traces the hook's frame, and the call fails as a module of the model's own classes does
+    (measured on realdml: an ``nn.Sequential`` with a forward hook, a pre-hook, or a global forward hook fails; with
+    a backward or state-dict hook, or a global forward pre-hook, it runs). dmlprof's own global hooks are not the
+    model's: a run on the device has none."""
+    from torch.nn.modules import module as torch_module
+
+    hooked = any(each._forward_hooks or each._forward_pre_hooks for each in module.modules())
+    return hooked or any(not _is_dmlprofs(hook) for hook in torch_module._global_forward_hooks.values())
+
+
+def _is_dmlprofs(function) -> bool:
+    """Whether ``function`` is dmlprof's own (a model file's module is named ``dmlprof_model_...``: not dmlprof's)."""
+    module = getattr(function, "__module__", None) or ""
+    return module == "dmlprof" or module.startswith("dmlprof.")
+
+
+def _error_at_the_call(module: Optional[torch.nn.Module], fullgraph: bool) -> Optional[Callable]:
+    """What a call that finds a device tensor raises there, or None where it runs (eagerly): a module made wholly
+    of torch.nn's classes, with no forward hook of the model's in it (read at the call: a hook may come later)."""
+    if module is not None and _made_of_torch_nn(module) and not _forward_hooked(module):
+        return _fullgraph_break if fullgraph else None  # Dynamo skips torch.nn's frames (measured)
+    return _no_fake_tensor
+
+
+def _refusing(call: Callable, original, module, device_type: str, fullgraph: bool,
+              disabled_by_the_model: Callable[[], bool]) -> Callable:
     @functools.wraps(call)
     def compiled_call_as_on_directml(*args, **kwargs):
-        if not _errors_suppressed():
+        error = None if _errors_suppressed() or disabled_by_the_model() else _error_at_the_call(module, fullgraph)
+        if error is not None:
             held = (args, kwargs, _named_by_code(original))
             if _holds(device_type, held) or (module is not None and _module_holds(device_type, module)):
                 raise error()  # at the first call, before anything runs: Dynamo traces first

@@ -73,6 +73,25 @@ def made(h):
 def closure(w):
     return lambda h: h.to(w.device) * w
 
+def hooked(module, kind="forward"):
+    if kind == "forward":
+        module[0].register_forward_hook(lambda mod, args, out: out * 1.0)
+    elif kind == "pre":
+        module[0].register_forward_pre_hook(lambda mod, args: None)
+    else:
+        module[0].register_full_backward_hook(lambda mod, grad_in, grad_out: None)
+    return module
+
+def globally_hooked(call, h):
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: None)
+    try:
+        return call(h)  # the compiled call, under a global hook
+    finally:
+        handle.remove()
+
+def dynamo_off():
+    torch._dynamo.config.disable = True  # as while debugging: set before the model compiles (the test undoes it)
+
 def suppressed(call, h):
     torch._dynamo.config.suppress_errors = True
     try:
@@ -110,6 +129,12 @@ FAILING = {
     "CPU in, a device tensor from its closure": ("None", 'torch.compile(closure(h), backend="eager")(h.cpu())'),
     "torch._dynamo.optimize, function": ('torch._dynamo.optimize("eager")(block)', "self.block(h)"),
     "torch.nn Sequential, fullgraph": ("torch.compile(nn.Sequential(nn.GELU()), fullgraph=True)", "self.block(h)"),
+    # re-probe 21, case 4, measured on realdml: Dynamo traces a forward hook's frame
+    "torch.nn Sequential, a forward hook": ("torch.compile(hooked(nn.Sequential(nn.GELU())))", "self.block(h)"),
+    "torch.nn Sequential, a forward pre-hook": ('torch.compile(hooked(nn.Sequential(nn.GELU()), "pre"))',
+                                                "self.block(h)"),
+    "torch.nn Sequential, a global forward hook": ("torch.compile(nn.Sequential(nn.GELU()))",
+                                                   "globally_hooked(self.block, h)"),
 }
 
 
@@ -127,7 +152,9 @@ def test_a_compiled_call_that_fails_on_torch_directml_fails_the_prediction_at_it
         predict_scan(path, batch_size=2)
     said = str(stopped.value)
     assert "torch.compile cannot trace torch-directml's tensors" in said
-    line = 1 + FAILING_ON_DIRECTML.splitlines().index("        return self.head(CALL)  # the compiled call")
+    caller = "        return call(h)  # the compiled call, under a global hook" if "globally_hooked" in call else \
+        "        return self.head(CALL)  # the compiled call"
+    line = 1 + FAILING_ON_DIRECTML.splitlines().index(caller)
     assert f"compiled_block.py:{line})" in said  # the model's line that called it
     assert "aten::addmm" in set(stopped.value.session.ops["op"])  # the calls before it are predicted
 
@@ -150,6 +177,11 @@ RUNNING = {
     "function, suppress_errors": ("torch.compile(block)", "suppressed(self.block, h)"),
     "torch._dynamo.optimize, torch.nn Sequential": ('torch._dynamo.optimize("eager")(nn.Sequential(nn.GELU()))',
                                                     "self.block(h)"),
+    # measured on realdml: a backward hook is not traced; Dynamo off by the model's hand runs everything eagerly
+    # (re-probe 21, case 5)
+    "torch.nn Sequential, a backward hook": ('torch.compile(hooked(nn.Sequential(nn.GELU()), "backward"))',
+                                             "self.block(h)"),
+    "function, Dynamo disabled by the model": ("(dynamo_off(), torch.compile(block))[1]", "self.block(h)"),
 }
 
 
@@ -158,7 +190,11 @@ def test_a_compiled_call_that_runs_on_torch_directml_is_predicted_as_its_eager_c
     compiled, call = RUNNING[case]
     path = tmp_path / "compiled_block.py"
     path.write_text(FAILING_ON_DIRECTML.replace("COMPILED", compiled).replace("CALL", call), encoding="utf-8")
-    session = predict_scan(path, batch_size=2)
+    try:
+        session = predict_scan(path, batch_size=2)
+    finally:
+        if "torch._dynamo" in __import__("sys").modules:
+            torch._dynamo.config.disable = False  # the model's own setting outlives its prediction, as it should
     assert {"aten::gelu", "aten::mul.Tensor"} & set(session.ops["op"]) and not session.meta.partial_reason
 
 
