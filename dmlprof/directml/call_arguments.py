@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 import torch
 
-from dmlprof.tables.wrong_classes import SCATTER_ACCUMULATING_OPS, in_place_by_name
+from dmlprof.tables.wrong_classes import RRELU_OPS, SCATTER_ACCUMULATING_OPS, in_place_by_name
 
 _enable_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 
@@ -193,6 +193,16 @@ def _scatter_accumulating(args, kwargs, read) -> dict:
     return {"targets_read": False}  # said, not left out: an empty record is no record (the in-place writes' ops)
 
 
+def _rrelu_training(args, kwargs, _read) -> dict:
+    """rrelu_with_noise's ``training`` flag, and whether autograd records the call (grad mode on, the input
+    requiring grad): only then does a backward read the ``noise`` torch-directml's fallback never writes. (Not
+    ``autograd_records``: the written-view class reads that key for every in-place op, ``rrelu_with_noise_`` too.)"""
+    self = args[0] if args else kwargs.get("self")
+    training = args[4] if len(args) > 4 else kwargs.get("training", False)
+    return {"training": bool(training),
+            "input_grad_taken": torch.is_grad_enabled() and isinstance(self, torch.Tensor) and self.requires_grad}
+
+
 def _both(first, second):
     """The arguments both of two classes are keyed by, for an op judged for both."""
     def arguments(args, kwargs, read) -> dict:
@@ -223,6 +233,7 @@ class Judges:
             "aten::baddbmm": _scaled_product,
             "aten::_to_copy": _copy_between_devices,
             **dict.fromkeys(SCATTER_ACCUMULATING_OPS, _scatter_accumulating),
+            **dict.fromkeys(RRELU_OPS, _rrelu_training),
         }
         self._of: dict = {}  # overload (or its name) -> judge, or None
 

@@ -228,6 +228,23 @@ _SCATTER_FIX = ("use index_add (a 1-D index along the dim) or scatter_reduce(...
 _SCATTER_EVIDENCE = REALDML + " (re-probe 12, case 25; unconfirmed on real hardware)"
 
 
+def _rrelu_in_training_under_autograd(call: Call) -> bool:
+    """``rrelu_with_noise`` in training whose input's gradient autograd will take (nn.RReLU in ``train()``, an input
+    that requires grad, grad mode on). torch-directml has no kernel of it: its fallback (torch's cpu_fallback on
+    torch 2.4.1, whose schema leaves ``noise`` unmarked) never copies the slopes it drew back into ``noise``, and the
+    backward multiplies the gradient by ``noise`` (re-probe 21, case 27). In evaluation the slope is fixed, and
+    without autograd nothing reads ``noise``: right."""
+    arguments = call.arguments or {}
+    return arguments.get("training") is True and arguments.get("input_grad_taken") is True
+
+
+#: RReLU's ops: the functional, in place (nn.RReLU(inplace=True)) and out=
+RRELU_OPS = ("aten::rrelu_with_noise", "aten::rrelu_with_noise_", "aten::rrelu_with_noise.out")
+_RRELU_FIX = ("use nn.LeakyReLU((lower + upper) / 2) (RReLU's evaluation slope, 0.2 for RReLU(0.1, 0.3)), draw the "
+              "slopes on the device (torch.where(x >= 0, x, x * torch.empty_like(x).uniform_(lower, upper))), or run "
+              "the RReLU on the CPU (act(x.cpu()).to(x.device)): each gives the CPU's gradient on realdml")
+
+
 def _per_channel_prelu(call: Call, input_at: int, dims: Tuple[int, ...]) -> bool:
     """A PReLU kernel call whose input (``input_at``) has one of ``dims`` dimensions and whose weight (the next
     shape) has more than one element (nn.PReLU(C))."""
@@ -319,6 +336,13 @@ CLASSES: Tuple[WrongClass, ...] = (
                "4-D input", "the input's gradient differs: (4, 4) max error 0.51, (4, 4, 4) 0.40, (2, 4, 3, 3) 0.32; "
                "the weight's gradient is right", _PRELU_EVIDENCE, _per_channel_prelu_backward,
                "every gradient flowing back through the PReLU is wrong", fix=_PRELU_FIX),
+    WrongClass(RRELU_OPS, "nn.RReLU / F.rrelu in training, its input's gradient taken",
+               "the random slopes the forward applied are lost (the fallback never writes them into noise), so the "
+               "input's gradient is not the slope: RReLU(0.1, 0.3) of 64 negative inputs, max |grad - slope| 0.29974, "
+               "grad sum 0.0 (the CPU 12.4121); the forward's values are right", REALDML + " (re-probe 21, case 27)",
+               _rrelu_in_training_under_autograd,
+               "every gradient flowing back through the RReLU is wrong (0 where its input is negative, on realdml)",
+               fix=_RRELU_FIX, wrong_in_replay=False),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,
                _bool_mask_multiply_in_backward,

@@ -401,3 +401,32 @@ def test_a_materialised_message_passing_index_is_not_sorted_whole(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "sort", sort)
     assert _targets_repeat(index, 0)
     assert all(count <= 512 for count in sorted_elements)
+
+
+def test_rrelu_in_training_is_flagged_where_autograd_takes_its_inputs_gradient_only():
+    """Re-probe 21 case 27: torch-directml's fallback of rrelu_with_noise loses the slopes it drew (realdml: grad sum
+    0.0, the CPU 12.4121); in evaluation, under no_grad, or for an input not requiring grad nothing reads them."""
+    import torch
+
+    def judged(op, x, training, grad=True):
+        with torch.set_grad_enabled(grad):
+            text = call_arguments(op, (x, torch.zeros(x.shape), 0.1, 0.3, training), {})
+        return bool(text) and bool(classes_for(Call(op, ("float32",), (tuple(x.shape),), "forward", json.loads(text))))
+
+    learning = torch.randn(4, 8, requires_grad=True) * 1  # a layer's output: requires grad
+    for op in ("aten::rrelu_with_noise", "aten::rrelu_with_noise_"):
+        assert judged(op, learning, True)
+        assert not judged(op, learning, False)  # evaluation: a fixed slope, leaky_relu's
+        assert not judged(op, learning.detach(), True)  # the input's gradient is never taken
+        assert not judged(op, learning, True, grad=False)
+
+
+@pytest.mark.live
+def test_a_predicted_rrelu_in_training_is_a_known_wrong_result_with_a_fix():
+    from dmlprof.predict import predict_scan
+    from dmlprof.report import build_report
+
+    report = build_report(predict_scan(ROOT / "docs" / "probe21" / "rrelu_model.py", batch_size=8))
+    found = [k for k in report.known_wrong_results if k.op == "aten::rrelu_with_noise"]
+    assert found and found[0].modules == ("Sequential.1",), report.known_wrong_results
+    assert "nn.LeakyReLU" in found[0].fix and "x.cpu()" in found[0].fix
