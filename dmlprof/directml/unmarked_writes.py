@@ -20,8 +20,11 @@ loses it: the emulated device's kernel hands its CPU kernel host aliases of them
 them as torch-directml's does); the stand-in hands a device kernel the values themselves and the fallback copies.
 
 The ops were found by running every OpInfo sample of torch 2.4.1 and 2.13 (forward and backward) on the CPU under a
-dispatch mode that compares each unmarked tensor argument before and after each op (re-probe 20, 4); an argument
-the schema marks is left to the schema (the names below are skipped where a torch version marks them).
+dispatch mode that compares each unmarked tensor argument before and after each op (re-probe 20, 4). Every argument
+named here is unmarked in torch 2.4.1, the torch torch-directml runs on, so its fallback loses each of them whatever a
+later torch's schema says: torch 2.6 marks ``noise``, and a stand-in that left a marked argument to the schema kept
+the slopes, giving RReLU the CPU's gradient where realdml's is wrong (re-probe 21, 27). Both stand-ins therefore
+lose every one in the fallback on every torch (the emulated device copies a marked one aside first).
 """
 from __future__ import annotations
 
@@ -42,10 +45,11 @@ UNMARKED_WRITES = {
 
 @functools.lru_cache(maxsize=None)
 def unmarked_written_slots(overload) -> tuple:
-    """(position, name) of the arguments ``overload``'s CPU kernel writes that its schema does not mark."""
+    """(position, name) of the arguments ``overload``'s CPU kernel writes that torch 2.4.1's schema (torch-directml's)
+    does not mark, whether or not the running torch's marks them."""
     names = UNMARKED_WRITES.get(_name(overload._schema), ())
     return tuple((index, argument.name) for index, argument in enumerate(overload._schema.arguments)
-                 if argument.name in names and not (argument.alias_info is not None and argument.alias_info.is_write))
+                 if argument.name in names)
 
 
 def _name(schema) -> str:

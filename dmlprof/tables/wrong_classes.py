@@ -341,7 +341,8 @@ CLASSES: Tuple[WrongClass, ...] = (
                "input's gradient is not the slope: RReLU(0.1, 0.3) of 64 negative inputs, max |grad - slope| 0.29974, "
                "grad sum 0.0 (the CPU 12.4121); the forward's values are right", REALDML + " (re-probe 21, case 27)",
                _rrelu_in_training_under_autograd,
-               "every gradient flowing back through the RReLU is wrong (0 where its input is negative, on realdml)",
+               "every gradient flowing back through the RReLU is wrong: where its input is negative it is whatever "
+               "the fresh noise tensor's memory held (zeros on realdml there, a reused block's old values elsewhere)",
                fix=_RRELU_FIX, wrong_in_replay=False),
     WrongClass(("aten::mul.Tensor",), "the backward of amax/amin: the gradient times a bool mask",
                "the product comes back bool on DirectML (0/1), not the gradient's dtype", REALDML,

@@ -20,6 +20,7 @@ import torch
 
 from dmlprof.directml.unmarked_writes import UNMARKED_WRITES, unmarked_written_slots
 from dmlprof.record.tap import op_overload
+from dmlprof.testing import torch_version_tuple
 
 pytestmark = pytest.mark.live  # torch-version-sensitive: runs on torch 2.4.1 too
 
@@ -41,9 +42,9 @@ def _as_on_directml(found: dict, on_cpu: dict) -> None:
     assert found.pop("batch_norm_update_stats") == UNCHANGED_BY_THE_FALLBACK
     on_cpu = dict(on_cpu)
     assert on_cpu.pop("batch_norm_update_stats") != UNCHANGED_BY_THE_FALLBACK  # the CPU's kernel does write them
-    assert on_cpu["rrelu_with_noise"] != 0.0
-    if unmarked_written_slots(op_overload("aten::rrelu_with_noise")):  # torch < 2.6: the fallback loses the noise
-        assert found.pop("rrelu_with_noise") == 0.0 and on_cpu.pop("rrelu_with_noise")
+    # the fallback loses the noise, on every torch: torch 2.6 marks it, but torch-directml runs on 2.4.1 (re-probe 21, 27)
+    assert on_cpu.pop("rrelu_with_noise") != 0.0
+    assert found.pop("rrelu_with_noise") == 0.0
     flat = _probe().flat
     assert flat(found) == pytest.approx(flat(on_cpu), rel=1e-4, abs=1e-4), (found, on_cpu)
 
@@ -99,5 +100,7 @@ def test_each_listed_op_names_arguments_of_its_schema_past_its_first_tensor(name
     assert set(UNMARKED_WRITES[name]) <= set(names), (name, names)
     first_tensor = next(i for i, argument in enumerate(arguments) if "Tensor" in str(argument.type))
     assert all(names.index(argument) > first_tensor for argument in UNMARKED_WRITES[name])
-    marked = {argument.name for argument in arguments if argument.alias_info is not None and argument.alias_info.is_write}
-    assert {n for _, n in unmarked_written_slots(overload)} == set(UNMARKED_WRITES[name]) - marked
+    assert {n for _, n in unmarked_written_slots(overload)} == set(UNMARKED_WRITES[name])  # marked on this torch too
+    if torch_version_tuple() < (2, 5):  # torch-directml's torch: the list is of arguments it leaves unmarked
+        assert not any(argument.alias_info is not None and argument.alias_info.is_write for argument in arguments
+                       if argument.name in UNMARKED_WRITES[name])

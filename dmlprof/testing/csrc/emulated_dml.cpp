@@ -681,6 +681,31 @@ void k_unmarked_writes_kept(const c10::OperatorHandle& op, Stack* s) {
   native_kernel(op, s);
 }
 
+// torch-directml runs on torch 2.4.1, whose schemas leave every listed argument unmarked, so its fallback loses what
+// the CPU kernel writes there. A later torch marks some (rrelu_with_noise's `noise`, 2.6 on: cpu_fallback would copy
+// the slopes back, and RReLU's gradient would be the CPU's where realdml's is not; re-probe 21, 27): the fallback
+// hands the CPU kernel a throwaway device copy of a marked one instead, as on torch-directml.
+void unmarked_writes_lost(const c10::OperatorHandle& op, Stack* s) {
+  const auto found = g_unmarked_writes.find(op_name(op));
+  if (found == g_unmarked_writes.end()) return;
+  const auto& arguments = op.schema().arguments();
+  const size_t first = s->size() - arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    const auto& names = found->second;
+    if (alias == nullptr || !alias->isWrite() ||  // unmarked: cpu_fallback loses it already
+        std::find(names.begin(), names.end(), arguments[i].name()) == names.end()) {
+      continue;
+    }
+    auto& value = (*s)[first + i];
+    if (!value.isTensor() || !on_device(value.toTensor())) continue;
+    const at::Tensor given = value.toTensor();
+    at::Tensor spare = empty_device(given.sizes(), given.strides(), given.scalar_type());
+    cpu_alias(spare).copy_(cpu_alias(given));
+    value = spare;
+  }
+}
+
 // ---------------------------------------------------------------- data types DirectML refuses
 // Most DirectML adapters have no float64; none takes bfloat16. Every kernel of the
 // device, the fallback's copies back included, refuses a device tensor of either,
@@ -1100,6 +1125,7 @@ void dml_fallback(const c10::OperatorHandle& op, Stack* s) {
                   "' is not currently supported on the DML backend and will fall back to run on the CPU."
                   " This may have performance implications.");
   if (set_storage_on_device(op, s)) return;
+  unmarked_writes_lost(op, s);
   at::native::cpu_fallback(op, s);
 }
 
