@@ -31,15 +31,21 @@ CUDA) loads onto the host instead of the device.
 """
 from __future__ import annotations
 
+import copy
+
+import torch
+
 from dmlprof.directml import no_storage
 from dmlprof.predict.husks import OPAQUE, husk_alias
 
 
-def install(device_type: str, storage_less: bool = False) -> None:
+def install(device_type: str, storage_less: bool = False, keeps_views: bool = False) -> None:
     """``storage_less``: the stand-in is torch-directml's, whose tensors have no storage to read (reads of it from
     the model's code, or torch's on its behalf, fail as they fail there, and ``torch._C._has_storage`` answers False
-    to them); dmlprof's own code reads the stand-in's."""
-    no_storage.install(device_type, refuse_reads=storage_less, reduce_ex=_reduce_ex, deepcopy=_deepcopy)
+    to them); dmlprof's own code reads the stand-in's. ``keeps_views``: ``copy.deepcopy`` copies storages, as torch
+    does for a device with storage (XPU's), not one ``clone()`` per tensor (MPS's, torch-directml's)."""
+    no_storage.install(device_type, refuse_reads=storage_less, reduce_ex=_reduce_ex,
+                       deepcopy=_deepcopy_keeping_views if keeps_views else _deepcopy)
 
 
 def remove() -> None:
@@ -69,6 +75,38 @@ def _deepcopy(self, memo):
             setattr(self, OPAQUE, alias)
     if alias is not None and OPAQUE not in copied.__dict__:
         setattr(copied, OPAQUE, husk_alias(copied))
+    return copied
+
+
+#: the memo's entry of one deep copy's storage copies: (storage, dtype) -> a copy of the whole storage
+_STORAGE_COPIES = "__dmlprof_storage_copies__"
+
+
+def _deepcopy_keeping_views(self, memo):
+    """``copy.deepcopy`` of a stand-in tensor as torch copies a device tensor with storage (XPU's): its whole storage,
+    once per deep copy, and the tensor rebuilt on the copy at its offset, sizes and strides, so a view and its base
+    copied together stay a view and its base (re-probe 21, 28: the clone split them, where XPU keeps them). torch's
+    own path copies the storage's memory, which the stand-in's lacks; what it copies otherwise (a subclass, the
+    conjugate or negative bit, a non-leaf it refuses) takes the clone's path."""
+    if (not no_storage.is_device_tensor(self) or id(self) in memo or type(self) is not torch.Tensor
+            or not self.is_leaf or self.layout != torch.strided or self.is_conj() or self.is_neg()):
+        return _deepcopy(self, memo)
+    storage = self.untyped_storage()
+    copies = memo.setdefault(_STORAGE_COPIES, {})
+    with torch.no_grad():
+        whole = copies.get((storage._cdata, self.dtype))
+        if whole is None:
+            elements = storage.nbytes() // self.element_size()
+            whole = copies[(storage._cdata, self.dtype)] = self.as_strided((elements,), (1,), 0).clone()
+        copied = whole.as_strided(self.size(), self.stride(), self.storage_offset()).detach()  # a leaf, not a view
+    copied.requires_grad = self.requires_grad
+    if self.grad is not None:
+        copied.grad = copy.deepcopy(self.grad, memo)
+    alias = self.__dict__.get(OPAQUE)
+    copied.__dict__ = copy.deepcopy({name: value for name, value in self.__dict__.items() if name != OPAQUE}, memo)
+    if alias is not None:
+        setattr(copied, OPAQUE, husk_alias(copied))
+    memo[id(self)] = copied
     return copied
 
 

@@ -161,6 +161,9 @@ class StandIn:
     own_dtypes = DIRECTML_DTYPES
     #: the device's tensors have no storage to read from Python (torch-directml's: an OpaqueTensorImpl)
     storage_less = True
+    #: ``copy.deepcopy`` keeps views of one base as views of one copy (a device with storage: XPU's); torch-directml's
+    #: tensors are cloned one by one (measured on realdml: views split)
+    deepcopy_keeps_views = False
 
     def refused_dtypes(self, float64_support: bool) -> dict:
         """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
@@ -181,7 +184,7 @@ class StandIn:
     def install(self) -> None:
         refuse(self.refused)
         _values.install(self.values)
-        checkpoints.install(self.device_type, storage_less=self.storage_less)
+        checkpoints.install(self.device_type, storage_less=self.storage_less, keeps_views=self.deepcopy_keeps_views)
         with warnings.catch_warnings():
             # Where a real PrivateUse1 backend is loaded (the emulated device in tests), ours
             # override its kernels for as long as they are installed; torch warns about each.

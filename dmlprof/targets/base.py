@@ -53,6 +53,10 @@ class TargetSemantics:
     #: the dispatch key of the target's own autocast kernels ("AutocastMPS"), which the stand-in mirrors on
     #: AutocastPrivateUse1 (dmlprof.predict.autocast); None: the device has no autocast
     autocast_key: Optional[str] = None
+    #: ``copy.deepcopy`` copies the device's tensors by their storage, once per deep copy, so a view and its base
+    #: copied together stay a view and its base (torch's ``Tensor.__deepcopy__`` for a device with storage, XPU's);
+    #: False: one ``clone()`` per tensor, views split (torch's path for MPS, XLA, meta... and torch-directml)
+    deepcopy_keeps_views = False
 
     def __init__(self, table, environ: Optional[Mapping[str, str]] = None):
         self.table = table

@@ -15,6 +15,9 @@ class Semantics(TargetSemantics):
     fallback_env = "PYTORCH_ENABLE_XPU_FALLBACK"
     # torch.autocast("xpu") casts to bfloat16 (its default) or float16, by ATen's AutocastXPU kernels
     autocast_key = "AutocastXPU"
+    # torch's Tensor.__deepcopy__ clones per tensor only for sparse, lazy/xla/mtia/mps/maia/meta/ipu and a storage-less
+    # PrivateUse1 tensor (torch/_tensor.py, 2.4.1 and 2.13 alike); XPU's tensors have storage: it is deep-copied
+    deepcopy_keeps_views = True
     # Data-centre GPUs (Max) run float64; Arc and integrated GPUs have no float64 hardware, and no wheel says
     # which one a user has: the prediction assumes the device runs every dtype its kernels are built for.
     assumes = "assumed a GPU that runs float64 (Intel Arc and integrated GPUs do not)"
