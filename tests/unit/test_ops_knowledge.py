@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def described():
     done = subprocess.run([sys.executable, "-m", "dmlprof", "ops", "eye", "one_hot", "upsample_bilinear2d.vec",
-                           "flip", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                           "flip", "rrelu_with_noise", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     return {item["op"]: item["directml"] for item in json.loads(done.stdout)["ops"]}
 
@@ -33,3 +33,11 @@ def test_bilinear_upsampling_is_said_wrong_and_flip_names_its_class(described):
     assert bilinear["scan_says"].startswith("runs, with wrong results")
     flip = described["aten::flip"]
     assert flip["failure_rules"] and "negative dim" in flip["failure_rules"][0]["class"]
+
+
+def test_rrelu_with_noise_is_said_wrong_by_its_class(described):
+    """Re-probe 21, 27: a fallback whose class of calls (training, the input's gradient taken) is wrong on DirectML
+    was said to run on the device."""
+    rrelu = described["aten::rrelu_with_noise"]
+    assert any("in training" in w["class"] for w in rrelu["wrong_classes"])
+    assert rrelu["scan_says"].startswith("runs, with wrong results")
