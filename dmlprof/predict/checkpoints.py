@@ -49,6 +49,7 @@ def remove() -> None:
 def _reduce_ex(self, proto):
     if not no_storage.is_device_tensor(self):
         return no_storage.REDUCE(self, proto)
+    no_storage.refuse_requiring_grad(self)
     with no_storage.seen_without_storage(state=_users_state):
         return no_storage.REDUCE(self, proto)
 
