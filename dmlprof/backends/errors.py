@@ -169,8 +169,8 @@ KNOWN_ERRORS = (
         "torch.load(..., weights_only=True) refuses a checkpoint holding torch-directml's tensors: torch 2.4.1 "
         "(torch-directml's) pickles a DirectML tensor from a numpy array, which its weights-only loader does not "
         "rebuild (measured on torch-directml 0.2.5, whatever map_location)",
-        "save CPU copies and load them onto the CPU: torch.save({{k: v.cpu() for k, v in model.state_dict().items()}}, "
-        "path), then model.load_state_dict(torch.load(path, map_location='cpu', weights_only=True)) copies them onto "
+        "save CPU copies and load them onto the CPU: torch.save(dict((k, v.cpu()) for k, v in "
+        "model.state_dict().items()), path), then model.load_state_dict(torch.load(path, map_location='cpu', weights_only=True)) copies them onto "
         "the device (not map_location=<the DirectML device>: a CPU checkpoint fails there); or, for a file you trust "
         "(your own), torch.load(path, map_location=device, weights_only=False)",
     ),
