@@ -13,7 +13,10 @@ or torch's Python on its behalf):
 - ``torch.save`` pickles a device tensor by a host copy and the device it is rebuilt on
   (``torch._utils._rebuild_device_tensor_from_cpu_tensor``; from a numpy array on torch 2.4), ``torch.load`` rebuilds
   it by ``.to(device)`` (realdml's round trip calls ``detach``/``_to_copy`` and ``lift_fresh``/``_to_copy``), never
-  ``set_`` on the device (re-probe 20's 16); ``copy.deepcopy`` copies it by ``clone()``.
+  ``set_`` on the device (re-probe 20's 16); ``copy.deepcopy`` copies it by ``clone()``;
+- torch 2.4.1's numpy pickling shows twice, raised in its words on torch 2.5+ (re-probe 21, 11 and 24): a
+  ``weights_only=True`` load of a file holding device tensors fails (:func:`_load_as_on_directml`), and so does
+  ``torch.save`` of one that requires grad (:func:`refuse_requiring_grad`).
 
 ``torch.load(..., map_location=<the device>)`` moves every storage it reads there (on torch 2.13 the host copy's too,
 pickled as a CPU tensor) and torch would rebuild the tensor on it by ``set_``: a storage bound for the device stays on
