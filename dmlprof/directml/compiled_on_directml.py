@@ -22,6 +22,11 @@ attribute or another function (``self.weight`` of an object that is not the modu
 a module of the model's own class whose forward meets its device tensors only as the arguments of torch.nn modules
 called in a loop (Dynamo skips the whole frame at a graph break inside a loop), which runs there.
 ``torch._dynamo.optimize(backend)(fn)`` (the older spelling) is told apart as ``torch.compile`` is.
+
+The emulated DirectML device's runs meet Dynamo itself, which fails at a device tensor as torch-directml's does; on
+torch 2.5+, whose Dynamo inlines torch.nn's modules, they take this rule for a torch.nn-only module
+(:func:`torch_nn_modules_skipped_as_on_directml`; re-probe 21, case 8). Here, not in :mod:`dmlprof.predict`, so
+that both may use it.
 """
 from __future__ import annotations
 
