@@ -79,7 +79,8 @@ class Own(nn.Module):
 def sequential(): return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to(dev)
 def hooked():
     model = sequential(); model[0].register_forward_hook(lambda module, args, out: out * 2); return model
-cases = {"seq": lambda: torch.compile(sequential()), "seq_fullgraph": lambda: torch.compile(sequential(), fullgraph=True),
+cases = {"seq": lambda: torch.compile(sequential()),
+         "seq_fullgraph": lambda: torch.compile(sequential(), fullgraph=True),
          "seq_hook": lambda: torch.compile(hooked()), "own": lambda: torch.compile(Own().to(dev)),
          "seq_method": lambda: None}
 found = {}
