@@ -161,6 +161,19 @@ KNOWN_ERRORS = (
         "load onto the CPU and move after: state = torch.load(path, map_location='cpu'); "
         "model.load_state_dict(state) copies it onto the device (a tensor: .to(device))",
     ),
+    # measured on realdml: torch 2.4.1 pickles a storage-less device tensor from a numpy array, whose rebuild its
+    # weights-only unpickler refuses, whatever map_location; a checkpoint of CPU tensors loads
+    KnownError(
+        "dml_weights_only_load",
+        re.compile(r"Weights only load failed[\s\S]*?_rebuild_device_tensor_from_numpy"),
+        "torch.load(..., weights_only=True) refuses a checkpoint holding torch-directml's tensors: torch 2.4.1 "
+        "(torch-directml's) pickles a DirectML tensor from a numpy array, which its weights-only loader does not "
+        "rebuild (measured on torch-directml 0.2.5, whatever map_location)",
+        "save CPU copies and load them onto the CPU: torch.save(dict((k, v.cpu()) for k, v in "
+        "model.state_dict().items()), path), then model.load_state_dict(torch.load(path, map_location='cpu', weights_only=True)) copies them onto "
+        "the device (not map_location=<the DirectML device>: a CPU checkpoint fails there); or, for a file you trust "
+        "(your own), torch.load(path, map_location=device, weights_only=False)",
+    ),
     KnownError(
         "dml_invalid_argument",
         re.compile(r"Unknown error -2147024809"),

@@ -13,7 +13,10 @@ or torch's Python on its behalf):
 - ``torch.save`` pickles a device tensor by a host copy and the device it is rebuilt on
   (``torch._utils._rebuild_device_tensor_from_cpu_tensor``; from a numpy array on torch 2.4), ``torch.load`` rebuilds
   it by ``.to(device)`` (realdml's round trip calls ``detach``/``_to_copy`` and ``lift_fresh``/``_to_copy``), never
-  ``set_`` on the device (re-probe 20's 16); ``copy.deepcopy`` copies it by ``clone()``.
+  ``set_`` on the device (re-probe 20's 16); ``copy.deepcopy`` copies it by ``clone()``;
+- torch 2.4.1's numpy pickling shows twice, raised in its words on torch 2.5+ (re-probe 21, 11 and 24): a
+  ``weights_only=True`` load of a file holding device tensors fails (:func:`_load_as_on_directml`), and so does
+  ``torch.save`` of one that requires grad (:func:`refuse_requiring_grad`).
 
 ``torch.load(..., map_location=<the device>)`` moves every storage it reads there (on torch 2.13 the host copy's too,
 pickled as a CPU tensor) and torch would rebuild the tensor on it by ``set_``: a storage bound for the device stays on
@@ -23,6 +26,7 @@ compares a ``torch.device`` with an int). dmlprof's own code reads the storage a
 """
 from __future__ import annotations
 
+import pickle
 import sys
 from contextlib import contextmanager
 from typing import Callable, Optional
@@ -37,6 +41,22 @@ _STORAGE_READS = {name: getattr(torch.Tensor, name) for name in ("untyped_storag
 _TENSORS_OWN = {name for name in _STORAGE_READS if name in torch.Tensor.__dict__}
 _HAS_STORAGE = torch._C._has_storage
 OBJ_STATE = torch._utils._get_obj_state
+LOAD = torch.load
+#: how torch 2.5+ pickles a storage-less device tensor (a host copy), which its weights-only unpickler allows; torch
+#: 2.4.1 (torch-directml's) pickles it from a numpy array, by the rebuild its weights-only unpickler refuses
+_HOST_COPY_REBUILD = "_rebuild_device_tensor_from_cpu_tensor"
+#: torch 2.4.1's words for it (measured on realdml, torch.load of a checkpoint of torch-directml's tensors)
+WEIGHTS_ONLY_REFUSED = (
+    "Weights only load failed. This file can still be loaded, to do so you have two options \n\t(1) Re-running "
+    "`torch.load` with `weights_only` set to `False` will likely succeed, but it can result in arbitrary code "
+    "execution. Do it only if you got the file from a trusted source.\n\t(2) Alternatively, to load with "
+    "`weights_only=True` please check the recommended steps in the following error message.\n\tWeightsUnpickler "
+    "error: Unsupported global: GLOBAL torch._utils._rebuild_device_tensor_from_numpy was not an allowed global by "
+    "default. Please use `torch.serialization.add_safe_globals([_rebuild_device_tensor_from_numpy])` to allowlist "
+    "this global if you trust this class/function.\n\nCheck the documentation of torch.load to learn more about "
+    "types accepted by default with weights_only https://pytorch.org/docs/stable/generated/torch.load.html.")
+#: torch 2.4.1's words, where a tensor requiring grad is pickled by ``self.cpu().numpy()``
+REQUIRES_GRAD = "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
 #: the device's type while one is installed
 _device_type: Optional[str] = None
 #: other device types a run answers with the installed device (``--from cuda``: ``map_location="cuda"``)
@@ -44,6 +64,8 @@ _aliases: set = set()
 #: torch.serialization's place for a device's deserializer: after the CPU's (10), before CUDA's (20)
 _LOAD_PRIORITY = 19
 _registered: list = []
+#: whether the installed device is torch-directml's (its reads refused), not MPS's or XPU's, which have storage
+_as_directml = False
 
 
 def install(device_type: str, refuse_reads: bool = True, reduce_ex: Optional[Callable] = None,
@@ -51,25 +73,28 @@ def install(device_type: str, refuse_reads: bool = True, reduce_ex: Optional[Cal
     """``refuse_reads``: storage reads from outside dmlprof fail as on torch-directml and ``_has_storage`` answers
     False to them (False: only pickling and deep copies are torch-directml's, for MPS's and XPU's stand-ins).
     ``reduce_ex``/``deepcopy``: a device's own (the stand-in's), else :func:`reduce_ex`/:func:`deepcopy`."""
-    global _device_type
-    _device_type = device_type
+    global _device_type, _as_directml
+    _device_type, _as_directml = device_type, refuse_reads
     torch.Tensor.__reduce_ex__ = reduce_ex or _reduce_ex
     torch.Tensor.__deepcopy__ = deepcopy or _deepcopy
     if refuse_reads:
         for name, read in _STORAGE_READS.items():
             setattr(torch.Tensor, name, _refused_storage_read(read, name))
         torch._C._has_storage = _has_storage_as_on_directml
+        if hasattr(torch._utils, _HOST_COPY_REBUILD):  # torch 2.5+: refused as torch 2.4.1 refuses its numpy rebuild
+            torch.load = _load_as_on_directml
     if not _registered:  # torch keeps a registered deserializer for the process: it answers only while installed
         torch.serialization.register_package(_LOAD_PRIORITY, _tags_nothing, _kept_on_the_host)
         _registered.append(True)
 
 
 def remove() -> None:
-    global _device_type
-    _device_type = None
+    global _device_type, _as_directml
+    _device_type, _as_directml = None, False
     torch.Tensor.__reduce_ex__ = REDUCE
     torch.Tensor.__deepcopy__ = DEEPCOPY
     torch._C._has_storage = _HAS_STORAGE
+    torch.load = LOAD
     for name, read in _STORAGE_READS.items():
         if name in _TENSORS_OWN:
             setattr(torch.Tensor, name, read)
@@ -120,8 +145,47 @@ def seen_without_storage(state: Optional[Callable] = None):
 def _reduce_ex(self, proto):
     if not is_device_tensor(self):
         return REDUCE(self, proto)
+    refuse_requiring_grad(self)
     with seen_without_storage():
         return REDUCE(self, proto)
+
+
+def refuse_requiring_grad(tensor) -> None:
+    """torch 2.4.1 pickles a storage-less device tensor by ``self.cpu().numpy()``, which refuses one requiring grad (a
+    leaf made with ``requires_grad=True``, or a result of one; a Parameter pickles its ``.data``): measured on realdml,
+    ``torch.save`` raises this; torch 2.13's host copy raised other words at the same line (re-probe 21, case 24)."""
+    if _as_directml and tensor.requires_grad:
+        raise RuntimeError(REQUIRES_GRAD)
+
+
+def _load_as_on_directml(*args, **kwargs):
+    """``torch.load``, refusing with ``weights_only=True`` a file holding the device's tensors, as torch 2.4.1 does
+    (measured on realdml: :data:`WEIGHTS_ONLY_REFUSED`, whatever ``map_location``; a file of CPU tensors loads).
+    Without ``weights_only``, torch 2.4.1 loads with False: torch-directml's torch decides, not the one predicting
+    it (re-probe 21, case 11)."""
+    if not kwargs.get("weights_only"):
+        return LOAD(*args, **kwargs)
+    try:
+        with _host_copy_rebuild_refused():
+            return LOAD(*args, **kwargs)
+    except pickle.UnpicklingError as refused:
+        if _HOST_COPY_REBUILD not in str(refused):
+            raise
+        raise pickle.UnpicklingError(WEIGHTS_ONLY_REFUSED) from None
+
+
+@contextmanager
+def _host_copy_rebuild_refused():
+    """While it lasts, torch's weights-only unpickler does not allow the host-copy rebuild of a device tensor."""
+    from torch import _weights_only_unpickler as unpickler
+
+    allowed = unpickler._get_allowed_globals
+    kept = {name: found for name, found in allowed().items() if not name.endswith("." + _HOST_COPY_REBUILD)}
+    unpickler._get_allowed_globals = lambda: kept
+    try:
+        yield
+    finally:
+        unpickler._get_allowed_globals = allowed
 
 
 def _deepcopy(self, memo):

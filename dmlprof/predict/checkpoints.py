@@ -7,8 +7,8 @@ torch-directml's tensors have no storage (an ``OpaqueTensorImpl``), and torch
 pickles such a ``PrivateUse1`` tensor by a host copy of it and the device it is
 rebuilt on (``torch._utils._rebuild_device_tensor_from_cpu_tensor``; from a
 numpy array on torch 2.4). That file loads as ordinary tensors with
-``map_location="cpu"`` and onto the device without one; written on torch 2.4
-(numpy) it does not load with ``weights_only=True``, as torch-directml's does not.
+``map_location="cpu"`` and onto the device without one; not with ``weights_only=True``, as torch-directml's does
+not (on torch 2.5+ refused by :mod:`dmlprof.directml.no_storage` in torch 2.4.1's words).
 
 The stand-in's tensors have a storage that holds no memory, so torch took its
 path for storage-backed tensors and failed reading the storage's data pointer
@@ -55,6 +55,7 @@ def remove() -> None:
 def _reduce_ex(self, proto):
     if not no_storage.is_device_tensor(self):
         return no_storage.REDUCE(self, proto)
+    no_storage.refuse_requiring_grad(self)
     with no_storage.seen_without_storage(state=_users_state):
         return no_storage.REDUCE(self, proto)
 

@@ -6,7 +6,7 @@ lowers for a device it cannot build code for: measured, a compiled ``Sequential`
 failure read as the model's (exit 3). No real device would fail so: Inductor compiles for XPU (Triton) and MPS
 (Metal), and torch-directml's tensors cannot be faked at all: a compiled module of torch.nn's own classes runs
 eagerly there, and most other compiled calls fail, as the prediction then says
-(:mod:`dmlprof.predict.compiled_on_directml`; measured on realdml, torch 2.4.1). So while a prediction runs, Dynamo
+(:mod:`dmlprof.directml.compiled_on_directml`; measured on realdml, torch 2.4.1). So while a prediction runs, Dynamo
 traces nothing (``torch._dynamo.config.disable``, read at every frame it would trace, on torch 2.4.1 and later): a
 compiled module or function runs its Python as written, its ops reach the stand-in one by one, and the session says
 so in a note. The compiled object stays what ``torch.compile`` returned (an ``OptimizedModule`` keeps its
@@ -74,7 +74,7 @@ class CompiledAsEager:
 def compiled_code_runs_eagerly(storage_less_device: Optional[str] = None):
     """While it lasts, whatever is compiled (``torch.compile``, ``torch._dynamo.optimize``) runs eagerly (Dynamo
     off); yields a :class:`CompiledAsEager`. ``storage_less_device``: torch-directml's device type, where a
-    ``torch.compile``d call fails as it does there (:mod:`dmlprof.predict.compiled_on_directml`)."""
+    ``torch.compile``d call fails as it does there (:mod:`dmlprof.directml.compiled_on_directml`)."""
     seen = CompiledAsEager(storage_less_device)
     before: list = []  # Dynamo's ``disable`` as it was, once the first compile imported Dynamo
 
@@ -121,7 +121,7 @@ def _failing_where_directml_fails(storage_less_device: Optional[str], disabled_b
         return None
 
     def failing_as_there(compiled, original, whole_graph: bool):
-        from dmlprof.predict.compiled_on_directml import failing_as_on_directml
+        from dmlprof.directml.compiled_on_directml import failing_as_on_directml
 
         return failing_as_on_directml(compiled, original, whole_graph, storage_less_device, disabled_by_the_model)
 

@@ -66,3 +66,51 @@ def test_the_prediction_fails_exactly_the_compiled_calls_real_directml_fails(tmp
     for name in cases.FAILING:
         assert real[name] in ("InternalTorchDynamoError", "Unsupported"), (name, real[name])
         assert predicted[name].startswith("fails: step 1: torch.compile cannot trace"), (name, predicted[name])
+
+
+#: a script compiling torch.nn modules on the device (re-probe 21, case 8): what each call does, caught
+SCRIPT = '''
+import json, torch, torch_directml
+from torch import nn
+dev = torch_directml.device()
+class Own(nn.Module):
+    def __init__(self): super().__init__(); self.a = nn.Linear(8, 3)
+    def forward(self, x): return self.a(x)
+def sequential(): return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to(dev)
+def hooked():
+    model = sequential(); model[0].register_forward_hook(lambda module, args, out: out * 2); return model
+cases = {"seq": lambda: torch.compile(sequential()),
+         "seq_fullgraph": lambda: torch.compile(sequential(), fullgraph=True),
+         "seq_hook": lambda: torch.compile(hooked()), "own": lambda: torch.compile(Own().to(dev)),
+         "seq_method": lambda: None}
+found = {}
+for name, make in cases.items():
+    torch._dynamo.reset()
+    try:
+        model = make()
+        if model is None:  # Module.compile() compiles in place
+            model = sequential(); model.compile()
+        model(torch.randn(4, 8).to(dev)).sum().backward()
+        found[name] = "runs"
+    except Exception as e:
+        found[name] = type(e).__name__
+print("FOUND", json.dumps(found))
+'''
+
+
+def test_a_scripts_compiled_torch_nn_modules_run_or_fail_on_the_emulated_device_as_on_real_directml(realdml, tmp_path):
+    script = tmp_path / "compiled_script.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=realdml, timeout=600)
+    assert real.returncode == 0, real.stderr[-1500:]
+    found = json.loads([line for line in real.stdout.splitlines() if line.startswith("FOUND ")][-1][6:])
+    assert found["seq"] == found["seq_method"] == "runs" and found["own"] == found["seq_hook"] != "runs"
+    assert found["seq_fullgraph"] != "runs"
+    repo = Path(__file__).resolve().parents[2]
+    emulated = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(script), "--device", "emulated-dml",
+                               "--no-profiler", "--out", str(tmp_path)], capture_output=True, text=True,
+                              env=realdml, cwd=repo, timeout=900)
+    assert emulated.returncode == 0, emulated.stderr[-1500:]
+    on_emulated = json.loads([line for line in emulated.stdout.splitlines() if line.startswith("FOUND ")][-1][6:])
+    assert {name: verdict == "runs" for name, verdict in on_emulated.items()} == {
+        name: verdict == "runs" for name, verdict in found.items()}

@@ -60,3 +60,59 @@ def test_the_emulated_device_answers_a_scripts_storage_reads_as_real_directml(re
                               env=realdml, cwd=REPO, timeout=900)
     assert emulated.returncode == 0, emulated.stderr[-800:]
     assert _found(emulated.stdout) == on_directml
+
+
+#: torch.load/torch.save of the device's own tensors where torch 2.4.1's numpy pickling shows (re-probe 21, 11 and 24)
+CHECKPOINT_PROBE = '''
+import io, json, warnings, torch, torch_directml
+warnings.simplefilter("ignore")
+dev = torch_directml.device()
+m = torch.nn.Linear(4, 3).to(dev)
+found = {}
+def attempt(name, act):
+    try:
+        found[name] = act()
+    except Exception as exc:
+        found[name] = [type(exc).__name__, str(exc)]
+def load(state, **kw):
+    buf = io.BytesIO(); torch.save(state, buf); buf.seek(0)
+    return sorted({v.device.type for v in torch.load(buf, **kw).values()})
+attempt("weights_only_device", lambda: load(m.state_dict(), map_location=dev, weights_only=True))
+attempt("weights_only_cpu", lambda: load(m.state_dict(), map_location="cpu", weights_only=True))
+attempt("unset", lambda: load(m.state_dict(), map_location=dev))
+attempt("weights_only_false", lambda: load(m.state_dict(), map_location=dev, weights_only=False))
+def cpu_copies():
+    buf = io.BytesIO(); torch.save(dict((k, v.cpu()) for k, v in m.state_dict().items()), buf); buf.seek(0)
+    other = torch.nn.Linear(4, 3).to(dev); other.load_state_dict(torch.load(buf, map_location="cpu", weights_only=True))
+    return [other.weight.device.type, torch.equal(other.weight.detach().cpu(), m.weight.detach().cpu())]
+attempt("cpu_copies", cpu_copies)
+attempt("save_parameter", lambda: load({"w": m.weight}, map_location=dev, weights_only=False))
+attempt("save_requires_grad", lambda: load({"g": torch.ones(2, device=dev, requires_grad=True)}, map_location=dev))
+print("FOUND", json.dumps(found))
+'''
+
+
+def test_the_emulated_device_saves_and_loads_the_devices_checkpoints_as_real_directml(realdml, tmp_path):
+    """Measured: a weights-only load of the device's own checkpoint fails in torch 2.4.1's words (dmlprof raises them
+    on torch 2.5+, whose host-copy pickling loaded), CPU copies load with ``weights_only=True`` (the remedy the known
+    error dml_weights_only_load gives), and saving a tensor that requires grad fails in ``numpy()``'s words."""
+    from dmlprof.backends.errors import match_known_error
+    from dmlprof.directml.no_storage import REQUIRES_GRAD, WEIGHTS_ONLY_REFUSED
+
+    probe = tmp_path / "checkpoint_probe.py"
+    probe.write_text(CHECKPOINT_PROBE, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env=realdml, timeout=300)
+    assert real.returncode == 0, real.stderr[-800:]
+    on_directml = _found(real.stdout)
+    refused = ["UnpicklingError", WEIGHTS_ONLY_REFUSED]
+    assert on_directml["weights_only_device"] == refused and on_directml["weights_only_cpu"] == refused
+    assert match_known_error(f"UnpicklingError: {WEIGHTS_ONLY_REFUSED}").key == "dml_weights_only_load"
+    assert on_directml["unset"] == on_directml["weights_only_false"] == on_directml["save_parameter"] == [
+        "privateuseone"]
+    assert on_directml["cpu_copies"] == ["privateuseone", True]
+    assert on_directml["save_requires_grad"] == ["RuntimeError", REQUIRES_GRAD]
+    emulated = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(probe), "--device", "emulated-dml",
+                               "--no-profiler", "--out", str(tmp_path)], capture_output=True, text=True,
+                              env=realdml, cwd=REPO, timeout=900)
+    assert emulated.returncode == 0, emulated.stderr[-800:]
+    assert _found(emulated.stdout) == on_directml

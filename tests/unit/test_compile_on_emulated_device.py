@@ -71,3 +71,57 @@ def test_a_compiled_forward_runs_eagerly_and_one_making_a_device_tensor_fails_in
         known = explain_device_error(raised.value)
         assert known is not None and "torch.compile" in known.explanation and "suppress_errors" in known.remedy
     torch._dynamo.reset()
+
+
+_COMPILED_SCRIPT = """\
+import torch
+from torch import nn
+torch.manual_seed(0)
+device = torch.device("privateuseone", 0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to(device)
+{hook}
+compiled = torch.compile(model{options})
+x = torch.randn(4, 8).to(device)
+out = compiled(x)
+out.sum().backward()
+print("ran", out.device.type, torch.equal(out.detach().cpu(), model(x).detach().cpu()))
+"""
+
+
+def _scan_compiled(tmp_path, backend, hook: str = "", options: str = ""):
+    from dmlprof import runner
+
+    script = tmp_path / "compiled.py"
+    script.write_text(_COMPILED_SCRIPT.format(hook=hook, options=options), encoding="utf-8")
+    return runner.scan(script, backend=backend, profiler=False)
+
+
+def test_a_compiled_sequential_of_torch_nn_layers_runs_eagerly_in_a_run_as_on_directml(
+        tmp_path, emulated_dml_backend, dynamo_skips_as_before, capfd):
+    """Measured on realdml (re-probe 21, case 8): torch 2.4.1's Dynamo skips torch.nn's frames, so the compiled
+    Sequential runs eagerly; torch 2.5+'s inlines them and failed on the emulated device's refused storage reads."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    _scan_compiled(tmp_path, emulated_dml_backend)
+    assert "ran privateuseone True" in capfd.readouterr().out
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("hook, options, exit_code, raised", [
+    ("model[0].register_forward_hook(lambda module, args, out: out * 2)", "", 4, "torch.compile cannot trace"),
+    ("", ", fullgraph=True", 4, "no storage"),  # the prediction's words; torch 2.4.1's emulated Dynamo: dml_no_storage
+])
+def test_a_hooked_or_whole_graph_compiled_sequential_still_fails_in_a_run_as_on_directml(
+        tmp_path, emulated_dml_backend, dynamo_skips_as_before, hook, options, exit_code, raised):
+    """Measured on realdml: a forward hook of the model's is traced (InternalTorchDynamoError), and
+    ``fullgraph=True`` makes the graph break at a torch.nn module's device argument an error (Unsupported: its
+    words name the storage, so a known error says it)."""
+    import torch._dynamo
+    from dmlprof.runner import ScanStopped
+
+    torch._dynamo.reset()
+    with pytest.raises(ScanStopped) as stopped:
+        _scan_compiled(tmp_path, emulated_dml_backend, hook, options)
+    assert stopped.value.exit_code == exit_code and raised in str(stopped.value.cause), str(stopped.value.cause)
+    torch._dynamo.reset()

@@ -96,3 +96,51 @@ def test_outside_a_run_the_emulated_tensors_storage_is_readable(emulated_dml_bac
 
     x = torch.ones(3, device=emulated_dml_backend.device())
     assert torch._C._has_storage(x) and x.data_ptr() != 0 and x.untyped_storage().nbytes() == 12
+
+
+@pytest.mark.parametrize("named", sorted(_DEVICES))
+@pytest.mark.parametrize("map_location", ["device", '"cpu"'])
+def test_a_weights_only_load_of_a_device_checkpoint_fails_as_on_directml(tmp_path, emulated_dml_backend, named,
+                                                                         map_location):
+    """Measured on realdml (re-probe 21, case 11): torch 2.4.1 pickles a device tensor from a numpy array, whose
+    rebuild its weights-only unpickler refuses, whatever ``map_location``; torch 2.13's host-copy rebuild loaded."""
+    from dmlprof.errors import DeviceError
+    from dmlprof.runner import ScanStopped
+
+    body = (f"buf = io.BytesIO(); torch.save(model.state_dict(), buf); buf.seek(0)\n"
+            f"torch.load(buf, map_location={map_location}, weights_only=True)\n")
+    with pytest.raises(ScanStopped) as stopped:
+        _scan(tmp_path, emulated_dml_backend, body, named)
+    assert stopped.value.exit_code == 4 and isinstance(stopped.value.cause, DeviceError)
+    said = f"{stopped.value.cause} {stopped.value.cause.remedy}"
+    assert "weights_only=True" in said and "v.cpu()" in said and "weights_only=False" in said
+
+
+def test_the_fixes_the_weights_only_refusal_names_load_as_on_directml(tmp_path, emulated_dml_backend, capfd):
+    """Both measured on realdml: CPU copies loaded with ``weights_only=True`` onto the CPU and copied onto the device
+    by ``load_state_dict``; the device's own file loaded with ``weights_only=False``, or unset (torch 2.4.1's
+    default is False); a file of CPU tensors alone with ``weights_only=True``."""
+    body = """\
+buf = io.BytesIO(); torch.save({k: v.cpu() for k, v in model.state_dict().items()}, buf); buf.seek(0)
+model.load_state_dict(torch.load(buf, map_location="cpu", weights_only=True))
+own = io.BytesIO(); torch.save(model.state_dict(), own)
+for kw in ({"weights_only": False}, {}):
+    own.seek(0); print("own", torch.load(own, map_location=device, **kw)["0.weight"].device.type, kw)
+print("fixed", model[0].weight.device.type)
+"""
+    _scan(tmp_path, emulated_dml_backend, body)
+    out = capfd.readouterr().out
+    assert "fixed privateuseone" in out and out.count("own privateuseone") == 2
+
+
+def test_saving_a_device_tensor_that_requires_grad_fails_in_directmls_words(tmp_path, emulated_dml_backend):
+    """Measured on realdml (re-probe 21, case 24): torch 2.4.1 pickles it by ``cpu().numpy()``, which refuses a
+    tensor requiring grad (a Parameter pickles its ``.data``: it saves)."""
+    from dmlprof.runner import ScanStopped
+
+    body = ("torch.save(model[0].weight, io.BytesIO())\n"
+            "torch.save(torch.ones(2, device=device, requires_grad=True), io.BytesIO())\n")
+    with pytest.raises(ScanStopped) as stopped:
+        _scan(tmp_path, emulated_dml_backend, body)
+    assert "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy()" in str(stopped.value.cause)
+    assert ":7)" in str(stopped.value.cause)  # the second save's line, as on realdml: the Parameter saved

@@ -1,6 +1,8 @@
 """Each recognised device error: its explanation, its remedy, and whether it counts as out-of-memory."""
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 
@@ -11,6 +13,7 @@ from dmlprof.backends.errors import (
     is_out_of_memory,
     match_known_error,
 )
+from dmlprof.directml.no_storage import WEIGHTS_ONLY_REFUSED
 from dmlprof.errors import DmlprofError
 from dmlprof.units import fmt_bytes
 
@@ -85,6 +88,10 @@ CASES = [
     # measured on realdml: torch.load(..., map_location=<the DirectML device>) of a CPU checkpoint
     (TypeError("'>=' not supported between instances of 'torch.device' and 'int'"), "dml_storage_to_device",
      ["torch.load", "map_location"], ["map_location='cpu'", "load_state_dict"], False),
+    # measured on realdml (re-probe 21, case 11): a weights-only load of the device's own checkpoint
+    (pickle.UnpicklingError(WEIGHTS_ONLY_REFUSED),
+     "dml_weights_only_load", ["weights_only=True", "numpy"], ["v.cpu()", "map_location='cpu'", "weights_only=False"],
+     False),
     # measured on realdml (re-probe 18, case 36): a frozen nn.TransformerEncoder's fast path with a padding mask
     (NotImplementedError("Could not run 'aten::_to_copy' with arguments from the 'NestedTensorPrivateUse1' backend. "
                          "This could be because the operator doesn't exist for this backend"),

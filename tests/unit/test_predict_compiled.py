@@ -161,7 +161,7 @@ def test_a_compiled_call_that_fails_on_torch_directml_fails_the_prediction_at_it
 
 def test_the_known_error_reads_the_fullgraph_break_as_directmls():
     from dmlprof.backends.errors import explain_device_error
-    from dmlprof.predict.compiled_on_directml import _fullgraph_break, _no_fake_tensor
+    from dmlprof.directml.compiled_on_directml import _fullgraph_break, _no_fake_tensor
 
     assert explain_device_error(_fullgraph_break()).key == "dml_torch_compile"
     assert explain_device_error(_no_fake_tensor()).key == "dml_torch_compile"

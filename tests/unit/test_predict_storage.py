@@ -112,3 +112,21 @@ def test_a_deep_copy_keeps_a_view_of_its_base_where_torch_copies_the_storage_onl
         assert float(row) == pytest.approx(4 * 7.0 - 7.0 + 3.0) and float(col) == pytest.approx(4 * 3.0)
     else:
         assert float(row) != pytest.approx(4 * 7.0 - 7.0 + 3.0) and float(col) != pytest.approx(4 * 3.0)
+
+
+@pytest.mark.parametrize("saved, loaded, words", [
+    ("self.fc.state_dict()", "torch.load(buf, map_location=x.device, weights_only=True)", "weights_only=True"),
+    ("x.detach().requires_grad_()", "None", "Can't call numpy() on Tensor that requires grad"),
+])
+def test_a_checkpoint_torch_directml_cannot_write_or_read_fails_as_on_directml(linear_model_file, saved, loaded,
+                                                                                words):
+    """Measured on realdml (re-probe 21, cases 11 and 24): torch 2.4.1 pickles a device tensor from a numpy array,
+    which its weights-only unpickler refuses and ``numpy()`` refuses for a tensor requiring grad; torch 2.13's
+    host-copy pickling did neither."""
+    from dmlprof.runner import ScanStopped
+
+    model = linear_model_file(f"buf = io.BytesIO(); torch.save({saved}, buf); buf.seek(0)\n{loaded}\n"
+                              "return self.fc(x)", extra="import io\n")
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(model, target="dml")
+    assert words in str(stopped.value.cause)

@@ -22,10 +22,16 @@ attribute or another function (``self.weight`` of an object that is not the modu
 a module of the model's own class whose forward meets its device tensors only as the arguments of torch.nn modules
 called in a loop (Dynamo skips the whole frame at a graph break inside a loop), which runs there.
 ``torch._dynamo.optimize(backend)(fn)`` (the older spelling) is told apart as ``torch.compile`` is.
+
+The emulated DirectML device's runs meet Dynamo itself, which fails at a device tensor as torch-directml's does; on
+torch 2.5+, whose Dynamo inlines torch.nn's modules, they take this rule for a torch.nn-only module
+(:func:`torch_nn_modules_skipped_as_on_directml`; re-probe 21, case 8). Here, not in :mod:`dmlprof.predict`, so
+that both may use it.
 """
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from typing import Callable, Optional
 
 import torch
@@ -160,3 +166,59 @@ def _fullgraph_break() -> Exception:
     from torch._dynamo.exc import Unsupported
 
     return Unsupported(FULLGRAPH_BREAK)
+
+
+@contextmanager
+def torch_nn_modules_skipped_as_on_directml(device_type: str):
+    """While it lasts (the emulated device's runs), a compiled module made wholly of torch.nn's classes, with no
+    forward hook of the model's, runs eagerly at a call that finds a ``device_type`` tensor (``fullgraph=True``:
+    raises Dynamo's graph break), as torch 2.4.1's Dynamo (torch-directml's) leaves it: it skips torch.nn's frames.
+    Dynamo from torch 2.5 on inlines them (``inline_inbuilt_nn_modules``, a no-op setting by 2.13) and fakes their
+    parameters, which the emulated device refuses as torch-directml would: an ``nn.Sequential`` realdml runs failed
+    there (re-probe 21, case 8). Every other compiled call is left to Dynamo, which fails it as on realdml."""
+    if torch.__version__ < "2.5":  # torch-directml's own Dynamo: nothing to change
+        yield
+        return
+    compile_original = torch.compile
+
+    def compile_as_on_directml(*args, **kwargs):
+        compiled = compile_original(*args, **kwargs)
+        original = args[0] if args else kwargs.get("model")
+        return _torch_nn_skipped(compiled, original, bool(kwargs.get("fullgraph")), device_type)
+
+    compile_as_on_directml.__wrapped__ = compile_original
+    torch.compile = compile_as_on_directml
+    try:
+        yield
+    finally:
+        torch.compile = compile_original
+
+
+def _torch_nn_skipped(compiled, original, fullgraph: bool, device_type: str):
+    module = _module_of(original) if original is not None and compiled is not original else None
+    if module is None:  # a function (Dynamo fails it as on realdml), or torch.compile(backend=...)'s decorator
+        return compiled
+    if isinstance(compiled, torch.nn.Module):  # an OptimizedModule: Dynamo set its forward on the instance
+        compiled.forward = _eager_where_skipped(compiled.forward, original, module, device_type, fullgraph)
+        return compiled
+    return _eager_where_skipped(compiled, original, module, device_type, fullgraph)
+
+
+def _eager_where_skipped(call: Callable, original, module: torch.nn.Module, device_type: str,
+                         fullgraph: bool) -> Callable:
+    @functools.wraps(call)
+    def compiled_call_as_on_directml(*args, **kwargs):
+        skipped = _made_of_torch_nn(module) and not _forward_hooked(module)  # read at the call: a hook may come later
+        if not skipped or not (_holds(device_type, (args, kwargs)) or _module_holds(device_type, module)):
+            return call(*args, **kwargs)  # Dynamo's, as torch 2.4.1's
+        if fullgraph and not (_errors_suppressed() or _dynamo_disabled()):
+            raise _fullgraph_break()
+        return original(*args, **kwargs)  # eagerly, hooks and all, as Dynamo runs a frame it skips
+
+    return compiled_call_as_on_directml
+
+
+def _dynamo_disabled() -> bool:
+    from torch._dynamo import config
+
+    return bool(getattr(config, "disable", False))
