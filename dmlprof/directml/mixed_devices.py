@@ -1,0 +1,135 @@
+"""A CPU tensor handed to a device kernel beside device tensors: which calls torch-directml takes, which it refuses.
+
+torch-directml's own kernels unbox every tensor argument as a DirectML tensor and fail an internal assert on a CPU one
+("unbox expects Dml at::Tensor as inputs"), a 0-d one included; some ATen kernels it runs check devices first, in
+ATen's words ("Expected all tensors to be on the same device", ``where``'s own). Its CPU fallback takes CPU tensors
+(it moves the device ones to the CPU). Measured on real torch-directml 0.2.5 (torch 2.4.1), one tensor argument at a
+time moved to the CPU, n-d and 0-d, over every OpInfo op's first samples, forward and backward
+(tools/mixed_device_survey.py; the result: :mod:`dmlprof.directml.mixed_devices_measured`). The rule: a call of one
+of torch-directml's kernels with a CPU tensor argument beside a device tensor fails as measured, unless measured
+accepted; an overload the survey did not reach is judged by its measured siblings (``add.out`` by ``add.Tensor``), and
+one with none is refused if it is torch-directml's own kernel (the assert is the kernels' rule; the exceptions are
+few: TensorIterator's 0-d scalars, ``mm``'s second matrix, a LayerNorm's affine weights, ``index``'s indices, ...)
+and taken if it reaches the fallback. Copies between devices are what they are for. Both devices standing in for DirectML (the prediction's stand-in, the emulated device) ask this.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import torch
+
+from dmlprof.directml.mixed_devices_measured import MEASURED
+
+#: torch-directml's internal assert on a CPU tensor handed to its kernel (DMLTensor.cpp, its exact words)
+UNBOX_MESSAGE = ('tensor.device().type() == at::DeviceType::PrivateUse1 INTERNAL ASSERT FAILED at '
+                 '"/__w/1/s/pytorch-directml-plugin/torch_directml/csrc/dml/DMLTensor.cpp":30, please report a bug '
+                 'to PyTorch. unbox expects Dml at::Tensor as inputs')
+SAME_DEVICE_MESSAGE = "Expected all tensors to be on the same device, but found at least two devices, {} and {}!"
+WHERE_MESSAGE = ("Expected condition, x and y to be on the same device, but condition is on {} and x and y are on {} "
+                 "and {} respectively")
+#: a measured verdict: taken; refused with torch-directml's assert, ATen's same-device words or where's
+ACCEPT, UNBOX, SAME_DEVICE, WHERE, ABORTS_ON_UNBOX = "accept", "unbox", "same_device", "where", "aborts"
+
+#: calls that move values between devices (copy_, .to()): a CPU tensor beside a device one is their purpose
+COPIES = frozenset({"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_to_copy",
+                    "aten::to.device", "aten::to.dtype_layout", "aten::to.other", "aten::set_.source_Storage",
+                    "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor"})
+
+
+def base_name(name: str) -> str:
+    """``aten::add_.Tensor`` -> ``aten::add``: the family an overload's siblings share."""
+    return name.split(".", 1)[0].rstrip("_")
+
+
+def _by_family() -> dict:
+    family: dict = {}
+    for name, arguments in MEASURED.items():
+        for argument, kinds in arguments.items():
+            for kind, verdict in kinds.items():
+                family.setdefault(base_name(name), {}).setdefault(argument, {}).setdefault(kind, set()).add(verdict)
+    return family
+
+
+_FAMILY = _by_family()
+
+
+def verdict_for(name: str, argument: str, kind: str, native: bool = True) -> str:
+    """What torch-directml does with a CPU tensor (``kind``: "0d" or "nd") as ``argument`` of ``name``, an op of
+    its own kernels (``native``) or of its CPU fallback (which takes CPU tensors: measured where surveyed)."""
+    measured = MEASURED.get(name, {}).get(argument, {}).get(kind)
+    if measured is not None:
+        return measured
+    siblings = _FAMILY.get(base_name(name), {}).get(argument, {}).get(kind, set())
+    if ACCEPT in siblings:
+        return ACCEPT
+    return next(iter(sorted(siblings)), UNBOX if native else ACCEPT)
+
+
+def tensor_arguments(schema, args, kwargs) -> Iterator[tuple]:
+    """``(argument name, tensor)`` for each tensor a call is given, a list's items named ``name[]`` (the survey's)."""
+    for index, argument in enumerate(schema.arguments):
+        if argument.name in kwargs:
+            value = kwargs[argument.name]
+        elif index < len(args) and not argument.kwarg_only:
+            value = args[index]
+        else:
+            continue
+        if isinstance(value, torch.Tensor):
+            yield argument.name, value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    yield f"{argument.name}[]", item
+
+
+def _words(verdict: str, name: str, given: list, device_type: str, cpu: torch.Tensor) -> str:
+    if verdict == WHERE:
+        devices = [str(tensor.device) for _, tensor in given[:3]]
+        return WHERE_MESSAGE.format(*devices) if len(devices) == 3 else UNBOX_MESSAGE
+    if verdict == SAME_DEVICE:
+        device = next(str(t.device) for _, t in given if t.device.type == device_type)
+        return SAME_DEVICE_MESSAGE.format(device, cpu.device)
+    if verdict in (UNBOX, ABORTS_ON_UNBOX):
+        return UNBOX_MESSAGE
+    return verdict  # another first line measured (its own words)
+
+
+def mixed_device_failure(name: str, schema, args, kwargs, device_type: str, native: bool):
+    """How a call of ``name`` on the device (one of torch-directml's kernels where ``native``, else its fallback)
+    fails for a CPU tensor among its arguments, or None (see the module docstring). A
+    :class:`~dmlprof.directml.failures.Failure`."""
+    from dmlprof.directml.failures import ABORTS, RAISES, Failure
+
+    if name in COPIES:
+        return None
+    given = list(tensor_arguments(schema, args, kwargs))
+    if not any(tensor.device.type == device_type for _, tensor in given):
+        return None
+    for argument, tensor in given:
+        if tensor.device.type != "cpu":
+            continue
+        verdict = verdict_for(name, argument, "0d" if tensor.dim() == 0 else "nd", native)
+        if verdict == ACCEPT:
+            continue
+        words = _words(verdict, name, given, device_type, tensor)
+        if verdict == ABORTS_ON_UNBOX:
+            return Failure(ABORTS, words, "SIGABRT")
+        return Failure(RAISES, words)
+    return None
+
+
+def indexless_failure(name: str, schema, args, kwargs, device_type: str) -> Optional[str]:
+    """An index-less device tensor ("privateuseone", made on ``x.device.type``) beside one on "privateuseone:0",
+    where the kernel checks its tensors share a device (as it checks a CPU one: ATen's words, or where's): the
+    error's text, else None. The emulated device has its CPU kernel judge such a pair; this says the same."""
+    given = [(argument, tensor) for argument, tensor in tensor_arguments(schema, args, kwargs)
+             if tensor.device.type == device_type]
+    if len({tensor.device.index is None for _, tensor in given}) < 2:
+        return None
+    verdict = verdict_for(name, given[0][0], "nd")
+    if verdict == WHERE and len(given) == 3:
+        return WHERE_MESSAGE.format(*(str(tensor.device) for _, tensor in given))
+    if verdict == SAME_DEVICE:
+        indexless = next(tensor for _, tensor in given if tensor.device.index is None)
+        return SAME_DEVICE_MESSAGE.format(f"{device_type}:0", indexless.device)
+    return None
