@@ -27,6 +27,9 @@ UNBOX_MESSAGE = ('tensor.device().type() == at::DeviceType::PrivateUse1 INTERNAL
 SAME_DEVICE_MESSAGE = "Expected all tensors to be on the same device, but found at least two devices, {} and {}!"
 WHERE_MESSAGE = ("Expected condition, x and y to be on the same device, but condition is on {} and x and y are on {} "
                  "and {} respectively")
+#: what to change, said with each such refusal
+CPU_TENSOR_REMEDY = ("make the tensor on the model's device (device=x.device, or register it as a buffer so "
+                     "Module.to moves it)")
 #: a measured verdict: taken; refused with torch-directml's assert, ATen's same-device words or where's
 ACCEPT, UNBOX, SAME_DEVICE, WHERE, ABORTS_ON_UNBOX = "accept", "unbox", "same_device", "where", "aborts"
 
@@ -53,9 +56,15 @@ def _by_family() -> dict:
 _FAMILY = _by_family()
 
 
+#: ops the survey cannot see (it watches the calls a program makes; these are made inside another op's kernel) judged
+#: by the op whose kernel calls them with the same arguments: index_put's (CompositeExplicit) is _index_put_impl_
+MEASURED_AS = {"aten::_index_put_impl_": "aten::index_put"}
+
+
 def verdict_for(name: str, argument: str, kind: str, native: bool = True) -> str:
     """What torch-directml does with a CPU tensor (``kind``: "0d" or "nd") as ``argument`` of ``name``, an op of
     its own kernels (``native``) or of its CPU fallback (which takes CPU tensors: measured where surveyed)."""
+    name = MEASURED_AS.get(name, name)
     measured = MEASURED.get(name, {}).get(argument, {}).get(kind)
     if measured is not None:
         return measured
@@ -132,4 +141,29 @@ def indexless_failure(name: str, schema, args, kwargs, device_type: str) -> Opti
     if verdict == SAME_DEVICE:
         indexless = next(tensor for _, tensor in given if tensor.device.index is None)
         return SAME_DEVICE_MESSAGE.format(f"{device_type}:0", indexless.device)
+    return None
+
+
+#: where a CUDA-like device (XPU, MPS: their kernels check devices as CUDA's do) takes a CPU tensor of any size
+CUDA_LIKE_TAKES = frozenset({("aten::index.Tensor", "indices[]"), ("aten::index_put_", "indices[]"),
+                             ("aten::index_put", "indices[]"), ("aten::_index_put_impl_", "indices[]")})
+
+
+def cuda_like_failure(name: str, schema, args, kwargs, device_type: str, shown: str) -> Optional[str]:
+    """The error a device whose kernels check devices as CUDA's do raises for a CPU tensor beside its own, else
+    None: every tensor argument but a 0-d one of a TensorIterator op (taken as a scalar; an op the DirectML survey
+    saw refuse an n-d CPU tensor in TensorIterator's words) and an index's CPU indices. Read from torch's kernels,
+    not measured on XPU or MPS. ``shown``: the device's name as the target's users see it ("xpu")."""
+    if name in COPIES:
+        return None
+    given = list(tensor_arguments(schema, args, kwargs))
+    device = next((tensor.device for _, tensor in given if tensor.device.type == device_type), None)
+    if device is None:
+        return None
+    for argument, tensor in given:
+        if tensor.device.type != "cpu" or (name, argument) in CUDA_LIKE_TAKES:
+            continue
+        if tensor.dim() == 0 and verdict_for(name, argument, "nd") == SAME_DEVICE:
+            continue
+        return SAME_DEVICE_MESSAGE.format(f"{shown}:{device.index or 0}", tensor.device)
     return None
