@@ -91,14 +91,17 @@ def tensor_arguments(schema, args, kwargs) -> Iterator[tuple]:
                     yield f"{argument.name}[]", item
 
 
-def _words(verdict: str, name: str, given: list, device_type: str, cpu: torch.Tensor) -> str:
-    if verdict == WHERE:
-        devices = [str(tensor.device) for _, tensor in given[:3]]
-        return WHERE_MESSAGE.format(*devices) if len(devices) == 3 else UNBOX_MESSAGE
+def _two_devices(given: list) -> list:
+    """The first two devices among a call's tensors, in argument order (ATen names them so)."""
+    return list(dict.fromkeys(str(tensor.device) for _, tensor in given))[:2]
+
+
+def _words(verdict: str, given: list) -> str:
+    if verdict == WHERE and len(given) == 3:
+        return WHERE_MESSAGE.format(*(str(tensor.device) for _, tensor in given))
     if verdict == SAME_DEVICE:
-        device = next(str(t.device) for _, t in given if t.device.type == device_type)
-        return SAME_DEVICE_MESSAGE.format(device, cpu.device)
-    if verdict in (UNBOX, ABORTS_ON_UNBOX):
+        return SAME_DEVICE_MESSAGE.format(*_two_devices(given))
+    if verdict in (UNBOX, ABORTS_ON_UNBOX, WHERE):
         return UNBOX_MESSAGE
     return verdict  # another first line measured (its own words)
 
@@ -120,7 +123,7 @@ def mixed_device_failure(name: str, schema, args, kwargs, device_type: str, nati
         verdict = verdict_for(name, argument, "0d" if tensor.dim() == 0 else "nd", native)
         if verdict == ACCEPT:
             continue
-        words = _words(verdict, name, given, device_type, tensor)
+        words = _words(verdict, given)
         if verdict == ABORTS_ON_UNBOX:
             return Failure(ABORTS, words, "SIGABRT")
         return Failure(RAISES, words)
@@ -135,13 +138,9 @@ def indexless_failure(name: str, schema, args, kwargs, device_type: str) -> Opti
              if tensor.device.type == device_type]
     if len({tensor.device.index is None for _, tensor in given}) < 2:
         return None
-    verdict = verdict_for(name, given[0][0], "nd")
-    if verdict == WHERE and len(given) == 3:
-        return WHERE_MESSAGE.format(*(str(tensor.device) for _, tensor in given))
-    if verdict == SAME_DEVICE:
-        indexless = next(tensor for _, tensor in given if tensor.device.index is None)
-        return SAME_DEVICE_MESSAGE.format(f"{device_type}:0", indexless.device)
-    return None
+    verdicts = {verdict_for(name, argument, "nd") for argument, _ in given}
+    checked = WHERE if WHERE in verdicts else SAME_DEVICE if SAME_DEVICE in verdicts else None
+    return None if checked is None else _words(checked, given)
 
 
 #: where a CUDA-like device (XPU, MPS: their kernels check devices as CUDA's do) takes a CPU tensor of any size
