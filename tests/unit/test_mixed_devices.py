@@ -186,3 +186,25 @@ def test_the_emulated_device_refuses_and_takes_as_the_prediction_does():
     assert "privateuseone:0 and cpu" in said["where0d"] and "privateuseone:0 and cpu" in said["batch_norm"]
     for taken in ("mm", "index", "mul0d", "copy_", "to"):
         assert said[taken] == "ran", (taken, said[taken])
+
+
+def test_the_survey_record_keeps_a_call_that_ended_the_process_as_an_abort(tmp_path):
+    """tools/mixed_device_survey.py: torch-directml ends the process on some calls; the next run reads its record."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("survey", Path(__file__).parents[2] / "tools" / "mixed_device_survey.py")
+    survey = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(survey)
+    record = tmp_path / "s.jsonl"
+    entries = [{"start": "mm"}, {"pending": {"func": "aten.mm.default", "arg": "mat2", "kind": "nd"}},
+               {"func": "aten.mm.default", "arg": "mat2", "kind": "nd", "verdict": {"verdict": "accept"}},
+               {"done": "mm"}, {"start": "bmm"}, {"pending": {"func": "aten.bmm.default", "arg": "mat2", "kind": "nd"}}]
+    record.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    found, done = survey.Log(record).replay()
+    assert done == {"mm"}  # bmm again in the next run, past the call that ended it
+    assert found["aten.bmm.default"]["mat2"]["nd"]["aborts"]
+    namespace: dict = {}
+    exec(survey.module_text(survey.summary(survey.Log(record))), namespace)
+    assert namespace["MEASURED"] == {"aten::bmm": {"mat2": {"nd": "aborts"}}, "aten::mm": {"mat2": {"nd": "accept"}}}
