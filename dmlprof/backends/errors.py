@@ -192,6 +192,18 @@ KNOWN_ERRORS = (
         "run that unique on the CPU and move its results back: torch.unique(x.cpu(), return_{what}=True), then "
         ".to(device)",
     ),
+    # measured on realdml (tools/mixed_device_survey.py, dmlprof/directml/mixed_devices.py): torch-directml's kernels
+    # refuse a CPU tensor handed beside device tensors (a 0-d one too, where CUDA takes it as a scalar)
+    KnownError(
+        "dml_cpu_tensor",
+        re.compile(r"unbox expects Dml at::Tensor as inputs|same device, but .*(?:privateuseone:0 and cpu|cpu and "
+                   r"privateuseone:0)"),
+        "a CPU tensor meets device tensors in one call: torch-directml's kernels refuse it (a tensor made without "
+        "device=, such as torch.zeros(n) or torch.arange(n) in forward, a 0-d torch.tensor(v), or a plain attribute "
+        "that Module.to does not move)",
+        "make it on the device (torch.zeros(n, device=x.device)), pass a Python number instead of a 0-d tensor, or "
+        "register the attribute as a buffer (self.register_buffer(name, t)) so that Module.to moves it",
+    ),
     KnownError(
         "dml_device_removed",
         re.compile(r"Unknown error -2005270523|DXGI_ERROR_DEVICE_REMOVED|0x887A0005", re.IGNORECASE),

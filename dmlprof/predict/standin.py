@@ -57,6 +57,7 @@ from dmlprof.directml.failures import (
     unheld_dtype_failure,
 )
 from dmlprof.directml.float64 import FLOAT64_MESSAGE, refuses_float64
+from dmlprof.directml.mixed_devices import indexless_failure, mixed_device_failure
 from dmlprof.predict import checkpoints, values as _values
 from dmlprof.predict.abort_note import note_abort
 from dmlprof.predict.arguments import (
@@ -245,7 +246,25 @@ class StandIn:
         else:
             run = lambda args, kwargs: self.compute(overload, args, kwargs)  # noqa: E731
         run = self.checked(run, name)  # calls the device refuses fail here as there
+        run = self.devices_checked(run, overload, name)  # first: a CPU argument is the cause, not what it meets
         return lambda keyset, *args, **kwargs: run(args, kwargs)
+
+    def devices_checked(self, run, overload, name: str):
+        """``run``, refusing first a CPU tensor beside device tensors, or an index-less device tensor beside an
+        indexed one, where torch-directml's kernel does (dmlprof.directml.mixed_devices, measured)."""
+        schema, device_type, native = overload._schema, self.device_type, name in self._natives
+
+        def kernel(args, kwargs):
+            found = mixed_device_failure(name, schema, args, kwargs, device_type, native)
+            if found is not None:
+                if found.kind == ABORTS:
+                    note_abort(name, found.error_text())
+                raise DirectMLFailure(found)
+            indexless = indexless_failure(name, schema, args, kwargs, device_type)
+            if indexless is not None:
+                raise RuntimeError(indexless)
+            return run(args, kwargs)
+        return kernel
 
     def _autograd_kernel_for(self, overload):
         # torch-directml's own autograd-key kernels: reshape does what torch's composite does, through

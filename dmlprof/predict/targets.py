@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import torch
 
 from dmlprof.backends.base import Backend
+from dmlprof.directml.mixed_devices import CPU_TENSOR_REMEDY, cuda_like_failure
 from dmlprof.predict.arguments import flat_tensors
 from dmlprof.predict.autocast import TargetAutocast, target_device_type_autocasts
 from dmlprof.predict.backend import PredictedDmlBackend
@@ -126,6 +127,18 @@ class TargetStandIn(StandIn):
                 raise TargetFailure(why, name, semantics.argument_remedy(name))
             return run(args, kwargs)
         return checked_run
+
+    def devices_checked(self, run, overload, name: str):
+        """``run``, refusing a CPU tensor beside the target's as CUDA's kernels do (XPU's and MPS's check devices
+        as CUDA's: dmlprof.directml.mixed_devices.cuda_like_failure), not as torch-directml's."""
+        schema, device_type, shown = overload._schema, self.device_type, self.semantics.table.backend
+
+        def kernel(args, kwargs):
+            why = cuda_like_failure(name, schema, args, kwargs, device_type, shown)
+            if why:
+                raise TargetFailure(why, name, CPU_TENSOR_REMEDY)
+            return run(args, kwargs)
+        return kernel
 
     def judge_composite(self, name: str, args, kwargs) -> None:
         theirs = self._theirs[name]

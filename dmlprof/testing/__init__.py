@@ -303,6 +303,31 @@ def _failure_rule(name: str, arguments: list):
     return None if found is None else found.error_text()
 
 
+def _mixed_device_rule(name: str, arguments: list):
+    """What the device asks before a call with a CPU tensor beside its own: the error to raise, or None
+    (dmlprof.directml.mixed_devices: torch-directml's kernels refuse most such calls; its fallback takes them)."""
+    from dmlprof.directml.mixed_devices import mixed_device_failure
+    from dmlprof.record.tap import op_overload
+
+    overload = op_overload(name)
+    if overload is None:
+        return None
+    args, kwargs = _as_called(overload, arguments)
+    found = mixed_device_failure(name, overload._schema, args, kwargs, DEVICE_TYPE, name in _state["natives"])
+    return None if found is None else found.error_text()
+
+
+def _as_called(overload, arguments: list) -> tuple:
+    """A boxed call's arguments (every schema argument, in order) as a Python kernel receives them."""
+    args, kwargs = [], {}
+    for argument, value in zip(overload._schema.arguments, arguments):
+        if argument.kwarg_only:
+            kwargs[argument.name] = value
+        else:
+            args.append(value)
+    return tuple(args), kwargs
+
+
 def _float64_rule(name: str, values: list, outputs: bool) -> bool:
     """Whether an adapter without float64 refuses this call (asked only of a call with a float64 device tensor)."""
     from dmlprof.directml.float64 import refuses_float64
@@ -319,6 +344,7 @@ def _install(module) -> None:
     module.set_outputs_in_input_dtype(OUTPUT_IN_INPUT_DTYPE)  # read as the kernels are registered: first
     module.set_unmarked_writes({op: list(names) for op, names in UNMARKED_WRITES.items()})
     skipped = module.register_kernels(table.registrations["PrivateUse1"], "PrivateUse1")
+    _state["natives"] = frozenset(table.registrations["PrivateUse1"]) - frozenset(skipped)
     # torch-directml also puts reshape on AutogradPrivateUse1 (so autograd does not decompose it)
     # and torchvision::nms (without it, nms on the device has no autograd kernel on torch 2.4.1 and
     # every detection model fails): the same names.
@@ -342,6 +368,7 @@ def _install(module) -> None:
     from dmlprof.directml.failures import ALWAYS_FAILING_COMPOSITES, IMPLICIT_FAILING_COMPOSITES, ruled_ops
 
     module.set_failure_rules(_failure_rule, sorted(ruled_ops()))
+    module.set_mixed_device_rule(_mixed_device_rule)
     # Kernels of this device's own for the composites that fail on every torch-directml tensor (the view
     # scatters read a storage its tensors lack): torch's composite would run on this device's tensors, which
     # have storage. Each call asks the rules first, which refuse it with torch-directml's words.

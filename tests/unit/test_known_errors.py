@@ -47,6 +47,9 @@ CASES = [
     (RuntimeError("Return inverse not implemented for unique operator for DirectML."), "dml_unique_outputs",
      ["no inverse", "return_inverse=True"], ["x.cpu(), return_inverse=True"], False),
     (RuntimeError("Unknown error -2147467259"), "dml_failed", ["E_FAIL"], ["driver"], False),
+    (RuntimeError('tensor.device().type() == at::DeviceType::PrivateUse1 INTERNAL ASSERT FAILED at "DMLTensor.cpp":30, '
+                  "please report a bug to PyTorch. unbox expects Dml at::Tensor as inputs"), "dml_cpu_tensor",
+     ["a CPU tensor meets device tensors", "device="], ["device=x.device", "register_buffer"], False),
     (RuntimeError("Unknown error -2005270523"), "dml_device_removed", ["DXGI_ERROR_DEVICE_REMOVED", "void"],
      ["new process"], False),
     (RuntimeError("ensure_in_bounds: sizes [2, 64, 32, 32], strides [73984, 1156, 34, 1], storage offset 1025, and "

@@ -917,6 +917,49 @@ void check_rules(const c10::OperatorHandle& op, const Stack* s, size_t first) {
   TORCH_CHECK(refused.empty(), refused);
 }
 
+// ---------------------------------------------------------------- CPU tensors beside the device's
+// torch-directml's kernels refuse a CPU tensor argument beside device tensors where the CPU kernel this device runs
+// takes it (a 0-d one as a scalar): the rule, measured, lives once in Python (dmlprof/directml/mixed_devices.py); a
+// call with a CPU tensor and a device tensor among its arguments asks it first (the others, most, never do).
+PyObject* g_mixed_rule = nullptr;  // callable(op name, [arguments]) -> None | error text; a new reference kept
+
+void set_mixed_device_rule(py::object rule) {
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
+  Py_XDECREF(g_mixed_rule);
+  g_mixed_rule = rule.is_none() ? nullptr : rule.inc_ref().ptr();
+}
+
+bool has_cpu_tensor(const c10::IValue& v) {
+  auto is_cpu = [](const at::Tensor& t) { return t.defined() && t.device().is_cpu(); };
+  if (v.isTensor()) return is_cpu(v.toTensor());
+  if (v.isList()) {
+    for (const auto& item : v.toListRef()) {
+      if (item.isTensor() && is_cpu(item.toTensor())) return true;
+    }
+  }
+  return false;
+}
+
+void check_mixed_devices(const c10::OperatorHandle& op, const Stack* s, size_t first) {
+  if (g_mixed_rule == nullptr) return;
+  bool cpu = false, device = false;
+  for (size_t i = first; i < s->size(); ++i) {
+    cpu = cpu || has_cpu_tensor((*s)[i]);
+    for_each_device_tensor((*s)[i], [&](const at::Tensor&) { device = true; });
+  }
+  if (!cpu || !device) return;
+  std::string refused;
+  {
+    py::gil_scoped_acquire gil;
+    py::list arguments;
+    for (size_t i = first; i < s->size(); ++i) arguments.append(torch::jit::toPyObject((*s)[i]));
+    py::object said = py::reinterpret_borrow<py::object>(g_mixed_rule)(op_name(op), arguments);
+    if (!said.is_none()) refused = said.cast<std::string>();
+  }
+  if (refused.rfind(kAbortPrefix, 0) == 0) note_abort(op_name(op), refused);
+  TORCH_CHECK(refused.empty(), refused);
+}
+
 // ---------------------------------------------------------------- tensors of no device index
 // torch-directml's factories keep a device argument of no index ("privateuseone", x.device.type), and its kernels
 // then keep it on their results (measured on torch-directml 0.2.5, re-probe 19 case 14: arange, zeros, randn,
@@ -1070,6 +1113,7 @@ void dtype_checked(const c10::OperatorHandle& op, Stack* s) {
   const size_t first = s->size() - op.schema().arguments().size();
   check_values(op, s, first);
   check_float64(op, s, first, false);
+  check_mixed_devices(op, s, first);  // first: a CPU argument is the cause, not what it meets (LayerNorm's rule)
   check_rules(op, s, first);
   const IndexlessCall indexless = check_one_device(op, s, first);
   Fn(op, s);
@@ -1285,6 +1329,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fault_hits", &fault_hits, "kernel calls that took the fault since it was set");
   m.def("set_float64_rule", &set_float64_rule, "callable(op, [values], outputs) -> whether float64 is refused");
   m.def("set_float64_support", &set_float64_support, "whether the device runs float64 (off: most adapters do not)");
+  m.def("set_mixed_device_rule", &set_mixed_device_rule, "rule(op name, arguments) -> None | error, for CPU beside device");
   m.def("set_failure_rules", &set_failure_rules, "rule(op name, arguments) -> None | error, asked for these ops");
   m.def("take_abort_note", &take_abort_note,
         "(aborts raised since the last take, by any thread or forked child; the first one's op, message, pid, thread)");
