@@ -5,7 +5,8 @@ param_orth (parametrizations.orthogonal), param_own (a parametrization class of 
 model's hook wrapped in torch.compiler.disable), cfg_after (torch._dynamo.config.disable = True set after compiling),
 suppress (suppress_errors with an own-class module), eager_backend (backend="eager", own class), opt_step (the
 optimizer's step compiled, torch.nn-only model), opt_fn (@torch.compile def step(): opt.step()), om_hook (forward hook
-on the OptimizedModule), seq (control). `python compile3_model.py dml` trains on realdml."""
+on the OptimizedModule), fwd_disabled (an own module whose forward is @torch.compiler.disable'd), param_wn
+(parametrizations.weight_norm), seq (control). `python compile3_model.py dml` trains on realdml."""
 import os, sys, torch, torch.nn.utils.prune
 from torch import nn
 BATCH_SIZE = 4
@@ -13,6 +14,9 @@ KIND = os.environ.get("KIND", "seq")
 def scale_output(module, inputs, output): return output * 0.5
 class Own(nn.Module):
     def __init__(self): super().__init__(); self.lin = nn.Linear(8, 8)
+    def forward(self, h): return torch.relu(self.lin(h))
+class OwnDisabled(Own):  # the whole forward kept from Dynamo (a debugging switch)
+    @torch.compiler.disable
     def forward(self, h): return torch.relu(self.lin(h))
 class Sym(nn.Module):  # a parametrization of the model's own
     def forward(self, w): return (w + w.t()) / 2
@@ -25,7 +29,9 @@ class Net(nn.Module):
         if KIND == "prune": nn.utils.prune.l1_unstructured(lin, "weight", amount=0.3)
         if KIND == "param_orth": nn.utils.parametrizations.orthogonal(lin)
         if KIND == "param_own": nn.utils.parametrize.register_parametrization(lin, "weight", Sym())
+        if KIND == "param_wn": nn.utils.parametrizations.weight_norm(lin)
         body = Own() if KIND in ("suppress", "eager_backend") else nn.Sequential(lin, nn.ReLU())
+        if KIND == "fwd_disabled": body = OwnDisabled()
         if KIND == "hook_removed": body.register_forward_hook(scale_output).remove()
         if KIND == "hook_disabled": body.register_forward_hook(torch.compiler.disable(scale_output))
         if KIND == "suppress":
