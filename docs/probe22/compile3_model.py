@@ -6,7 +6,7 @@ model's hook wrapped in torch.compiler.disable), cfg_after (torch._dynamo.config
 suppress (suppress_errors with an own-class module), eager_backend (backend="eager", own class), opt_step (the
 optimizer's step compiled, torch.nn-only model), opt_fn (@torch.compile def step(): opt.step()), om_hook (forward hook
 on the OptimizedModule), fwd_disabled (an own module whose forward is @torch.compiler.disable'd), param_wn
-(parametrizations.weight_norm), seq (control). `python compile3_model.py dml` trains on realdml."""
+(parametrizations.weight_norm), seq_fwd (torch.compile(seq.forward)), seq (control). `python compile3_model.py dml` trains on realdml."""
 import os, sys, torch, torch.nn.utils.prune
 from torch import nn
 BATCH_SIZE = 4
@@ -38,6 +38,7 @@ class Net(nn.Module):
             import torch._dynamo as dynamo; dynamo.config.suppress_errors = True
         backend = "eager" if KIND == "eager_backend" else "aot_eager"
         self.body = body if KIND.startswith("opt") else torch.compile(body, backend=backend)
+        if KIND == "seq_fwd": self.body = body; body.forward = torch.compile(body.forward, backend=backend)
         if KIND == "hook_after": body.register_forward_hook(scale_output)
         if KIND == "om_hook": self.body.register_forward_hook(scale_output)
         if KIND == "cfg_after":
