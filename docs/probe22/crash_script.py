@@ -1,7 +1,8 @@
 """A training script that dies of a native crash (ctypes reads address 0) at step 1 (KIND=...): thread (in a
 threading.Thread the step joins), worker (in a DataLoader worker, num_workers=1), fork (in a child after os.fork,
 the parent waits; fork_main: then the parent dies at step 2; fork_exit: the child sys.exit(0)s, the parent dies
-at step 2), main (in the main thread, control). Plainly: main/thread die of SIGSEGV; worker raises
+at step 2), backward (a custom autograd Function's backward at step 1), bg_thread (a daemon thread crashes while the main thread
+runs ops), main (in the main thread, control). Plainly: main/thread die of SIGSEGV; worker raises
 "DataLoader worker (pid ...) is killed by signal: Segmentation fault"; fork: the child dies, the parent goes on."""
 import ctypes, os, sys, threading, torch
 from torch import nn
@@ -13,11 +14,23 @@ class Data(Dataset):
     def __getitem__(self, i):
         if KIND == "worker" and i == 4: segv()
         g = torch.Generator().manual_seed(i); return torch.randn(8, generator=g), i % 3
+class Crashy(torch.autograd.Function):  # a custom kernel whose backward crashes (KIND=backward)
+    @staticmethod
+    def forward(ctx, h): return h * 2
+    @staticmethod
+    def backward(ctx, g):
+        segv(); return g * 2
+def logger():  # a background thread that crashes while the main thread trains (KIND=bg_thread)
+    import time; time.sleep(1.0); ctypes.string_at(2)
+if KIND == "bg_thread": threading.Thread(target=logger, daemon=True).start()
 torch.manual_seed(0)
 model = nn.Linear(8, 3); opt = torch.optim.SGD(model.parameters(), lr=0.1)
 dl = DataLoader(Data(), batch_size=4, num_workers=1 if KIND == "worker" else 0)
 for i, (x, y) in enumerate(dl):
-    loss = nn.functional.cross_entropy(model(x), y); opt.zero_grad(); loss.backward(); opt.step()
+    if KIND == "bg_thread":
+        for _ in range(400): model(x).sum().backward()  # busy in ops when the logger dies
+    out = Crashy.apply(model(x)) if KIND == "backward" and i == 1 else model(x)
+    loss = nn.functional.cross_entropy(out, y); opt.zero_grad(); loss.backward(); opt.step()
     print(i, f"{loss.item():.6f}", flush=True)
     if i == 1 and KIND == "thread":
         t = threading.Thread(target=segv); t.start(); t.join()
