@@ -2,7 +2,8 @@
 threading.Thread the step joins), worker (in a DataLoader worker, num_workers=1), fork (in a child after os.fork,
 the parent waits; fork_main: then the parent dies at step 2; fork_exit: the child sys.exit(0)s, the parent dies
 at step 2), backward (a custom autograd Function's backward at step 1), bg_thread (a daemon thread crashes while the main thread
-runs ops), main (in the main thread, control). Plainly: main/thread die of SIGSEGV; worker raises
+runs ops), sigkill (SIGKILL to itself at step 1, as the OOM killer),
+main (in the main thread, control). Plainly: main/thread die of SIGSEGV; worker raises
 "DataLoader worker (pid ...) is killed by signal: Segmentation fault"; fork: the child dies, the parent goes on."""
 import ctypes, os, sys, threading, torch
 from torch import nn
@@ -35,6 +36,7 @@ for i, (x, y) in enumerate(dl):
     if i == 1 and KIND == "thread":
         t = threading.Thread(target=segv); t.start(); t.join()
     if i == 1 and KIND == "main": segv()
+    if i == 1 and KIND == "sigkill": import signal; os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer does
     if i == 1 and KIND.startswith("fork"):
         pid = os.fork()
         if pid == 0:
