@@ -136,11 +136,37 @@ class _AnonymousMemory(Journal):
         self._map = mmap.mmap(-1, self._size)
 
 
+class _DeferredEnds(Journal):
+    """The begin record at once; each end's fixed part looked up and packed in batches of :data:`_BATCH` (a
+    prototype: whether the lookups' cost is their cold caches, which a batch would share)."""
+
+    _BATCH = 32
+
+    def __init__(self, path):
+        super().__init__(path)
+        self._pending: list = []
+
+    def end(self, number, outputs, start_ns, elapsed_ns, thread, source, fallen=(), arguments=""):
+        pending = self._pending
+        pending.append((next(self._offsets), number, start_ns, elapsed_ns, (source, outputs, fallen, arguments,
+                                                                            thread)))
+        if len(pending) >= self._BATCH:
+            tails = self._end_tails
+            for offset, begun, start, elapsed, facts in pending:
+                try:
+                    tail = tails[hash(facts)]
+                except (KeyError, TypeError):
+                    tail = self._end_tail(*facts)
+                journal._END.pack_into(self._map, offset, b"E", tail, begun, start, elapsed)
+            pending.clear()
+
+
 def breakdown_variants(folder: Path, stem: str) -> dict:
     return {"calls_only": _CallsOnly(), "begin_only": _BeginOnly(folder / f"{stem}.begin.journal"),
             "lookups_only": _LookupsOnly(folder / f"{stem}.lookups.journal"),
             "keyed_by_facts": _KeyedByFacts(folder / f"{stem}.facts.journal"),
-            "anonymous_memory": _AnonymousMemory(folder / f"{stem}.anonymous.journal")}
+            "anonymous_memory": _AnonymousMemory(folder / f"{stem}.anonymous.journal"),
+            "deferred_ends": _DeferredEnds(folder / f"{stem}.deferred.journal")}
 
 
 def journal_folders(scratch: Path) -> dict:

@@ -119,6 +119,7 @@ def test_the_known_error_names_the_cpu_tensor_and_the_fix():
         assert known is not None and known.key == "dml_cpu_tensor", text
 
 
+@pytest.mark.own_process
 @pytest.mark.parametrize("target", ["xpu", "mps"])
 def test_other_targets_refuse_a_cpu_tensor_as_cuda_does_and_take_a_0d_scalar(tmp_path, target):
     """Real XPU/MPS kernels check devices as CUDA's (read, not measured): a CPU target of cross_entropy fails;
