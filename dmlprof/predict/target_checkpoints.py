@@ -14,6 +14,9 @@ storage torch.load restores onto the target (or the stand-in) stays on the host,
 make one in, and the tensor torch rebuilds on it (``torch._utils._rebuild_tensor``, which torch's rebuilds call,
 the weights-only unpickler's too) is made on the stand-in from it: one copy per storage, so views of one storage
 stay views of one tensor. Tensors pickled by torch-directml's host-copy path are left to it.
+
+A stand-in storage's ``data_ptr()`` answers an address of its own, as a device's storage does (safetensors groups
+tensors sharing memory by it before it copies them to the host).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import torch
 from dmlprof.directml import no_storage
 
 REBUILD_TENSOR = torch._utils._rebuild_tensor
+STORAGE_DATA_PTR = torch.UntypedStorage.data_ptr
 #: before the CPU's tagger (10), which would record a host copy as "cpu"; before no_storage's deserializer (19)
 _PRIORITY = 9
 #: while installed: the target's device type ("xpu"), the stand-in's ("privateuseone"), the state torch pickles
@@ -34,6 +38,9 @@ _stand_in_type: Optional[str] = None
 _users_state: Optional[Callable] = None
 #: a host copy's storage being pickled (its ``_cdata``) -> the location torch records for it
 _host_copies: dict = {}
+#: (a stand-in storage's ``_cdata``, dtype, version) -> its host copy, while torch holds it (one save, one pickle):
+#: views of one storage are saved with one storage, as torch saves a device's
+_host_copy_of = weakref.WeakValueDictionary()
 #: a host storage torch.load restored for the stand-in (its ``_cdata``) -> (the stand-in device, {dtype: its copy})
 _bound_for_stand_in: dict = {}
 _registered: list = []
@@ -44,6 +51,7 @@ def install(target_type: str, stand_in_type: str, users_state: Callable) -> None
     global _target_type, _stand_in_type, _users_state
     _target_type, _stand_in_type, _users_state = target_type, stand_in_type, users_state
     torch._utils._rebuild_tensor = _rebuild_tensor
+    torch.UntypedStorage.data_ptr = _data_ptr
     if not _registered:  # torch keeps them for the process: they answer only while installed
         torch.serialization.register_package(_PRIORITY, _tags_host_copy, _kept_for_the_stand_in)
         _registered.append(True)
@@ -53,7 +61,9 @@ def remove() -> None:
     global _target_type, _stand_in_type, _users_state
     _target_type = _stand_in_type = _users_state = None
     torch._utils._rebuild_tensor = REBUILD_TENSOR
+    del torch.UntypedStorage.data_ptr  # torch.StorageBase's again
     _host_copies.clear()
+    _host_copy_of.clear()
     _bound_for_stand_in.clear()
 
 
@@ -84,9 +94,14 @@ def reduce_ex(self, proto):
 def _host_copy(tensor) -> torch.UntypedStorage:
     """The host copy of ``tensor``'s whole storage (its offset, sizes and strides are torch's to pickle), known to
     the tagger by the target's location for as long as it lives."""
-    elements = tensor.untyped_storage().nbytes() // tensor.element_size()
+    storage = tensor.untyped_storage()
+    key = (storage._cdata, tensor.dtype, tensor._version)  # the version: a write since then makes another copy
+    host = _host_copy_of.get(key)
+    if host is not None:
+        return host
     with torch.no_grad():
-        host = tensor.as_strided((elements,), (1,), 0).to("cpu").untyped_storage()
+        host = tensor.as_strided((storage.nbytes() // tensor.element_size(),), (1,), 0).to("cpu").untyped_storage()
+    _host_copy_of[key] = host
     index = tensor.device.index or 0
     # torch's taggers: XPU's storage "xpu:0" (_backend_tag), MPS's "mps" whatever its index (_mps_tag)
     _host_copies[host._cdata] = _target_type if _target_type == "mps" else f"{_target_type}:{index}"
@@ -122,7 +137,16 @@ def _rebuild_tensor(storage, storage_offset, size, stride):
     device, copies = bound
     whole = copies.get(storage.dtype)
     if whole is None:
-        host = REBUILD_TENSOR(storage, 0, (storage.size(),), (1,))
+        host = REBUILD_TENSOR(storage, 0, (storage._size(),), (1,))
         whole = copies[storage.dtype] = host.to(device)
     with torch.no_grad():
         return whole.as_strided(size, stride, storage_offset).detach()  # a leaf: torch sets its requires_grad
+
+
+def _data_ptr(storage) -> int:
+    """``UntypedStorage.data_ptr``, answering for a stand-in storage, which holds no memory, as a device's storage
+    answers: an address of its own, not 0 (torch raised "Attempted to access the data pointer on an invalid python
+    storage"). Its ``_cdata`` is one: safetensors' check for tensors sharing memory groups them by it, as on XPU."""
+    if storage.device.type == _stand_in_type and storage.nbytes():
+        return storage._cdata
+    return STORAGE_DATA_PTR(storage)
