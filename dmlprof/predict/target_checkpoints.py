@@ -61,7 +61,8 @@ def remove() -> None:
     global _target_type, _stand_in_type, _users_state
     _target_type = _stand_in_type = _users_state = None
     torch._utils._rebuild_tensor = REBUILD_TENSOR
-    del torch.UntypedStorage.data_ptr  # torch.StorageBase's again
+    if "data_ptr" in torch.UntypedStorage.__dict__:
+        del torch.UntypedStorage.data_ptr  # torch.StorageBase's again
     _host_copies.clear()
     _host_copy_of.clear()
     _bound_for_stand_in.clear()
