@@ -1,4 +1,5 @@
-"""``torch.save``, ``torch.load``, ``copy.deepcopy`` and storage reads of the stand-in's tensors: as torch-directml's.
+"""``torch.save``, ``torch.load``, ``copy.deepcopy`` and storage reads of the stand-in's tensors: as torch-directml's
+(under ``--target xpu``/``mps``, pickled by storage as theirs are: :mod:`dmlprof.predict.target_checkpoints`).
 
 The mechanism is :mod:`dmlprof.directml.no_storage`'s, which the emulated DirectML device's runs install too; this
 module adds what the stand-in needs on top: its tensors' second alias left out of what is pickled and copied.

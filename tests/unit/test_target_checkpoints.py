@@ -25,7 +25,7 @@ buf = io.BytesIO()
 torch.save(sd, buf)
 record = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
 pickled = record.read(next(name for name in record.namelist() if name.endswith("data.pkl")))
-print("location", pickled.count(b"%s") > 0, b"privateuseone" in pickled, flush=True)
+print("location", pickled.count(b"%s") > 0, b"privateuseone" in pickled, b"dmlprof" in buf.getvalue(), flush=True)
 
 def show(how, got):
     same = torch.equal(got["weight"].cpu(), sd["weight"].cpu()) and torch.equal(got["cols"].cpu(),
@@ -63,7 +63,7 @@ def test_a_state_dict_round_trips_as_on_the_target(linear_model_file, capsys, ta
     session = predict_scan(model, target=target)
     assert session.meta.device_failure is None
     out = capsys.readouterr().out.splitlines()
-    assert {line for line in out if line.startswith("location")} == {"location True False"}
+    assert {line for line in out if line.startswith("location")} == {"location True False False"}
     on_target = f"{target}:0 {target}:0 True True"
     expected = {f"got device {on_target}", f"got type {on_target}", f"got none {on_target}",
                 "got cpu cpu cpu True True", f"got path {on_target}",
