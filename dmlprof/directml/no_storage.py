@@ -124,6 +124,11 @@ def also_named(device_type: str):
         _aliases.discard(device_type)
 
 
+def aliases() -> frozenset:
+    """The device types the run answers with the installed device (:func:`also_named`)."""
+    return frozenset(_aliases)
+
+
 def is_device_tensor(tensor) -> bool:
     return _device_type is not None and isinstance(tensor, torch.Tensor) and tensor.device.type == _device_type
 

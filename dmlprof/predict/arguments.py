@@ -114,8 +114,12 @@ def elements(values) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _out_names(overload) -> tuple:
-    """The names of an op's ``out=`` tensors (not lists of them)."""
-    return tuple(argument.name for argument in overload._schema.arguments
+    """The names of an op's ``out=`` tensors (not lists of them); none for a reference computing a device-only op's
+    values (:data:`dmlprof.predict.references.VALUE_REFERENCES`, a Python function: it has no schema)."""
+    schema = getattr(overload, "_schema", None)
+    if schema is None:
+        return ()
+    return tuple(argument.name for argument in schema.arguments
                  if argument.kwarg_only and argument.alias_info is not None and argument.alias_info.is_write
                  and str(argument.type) == "Tensor")
 

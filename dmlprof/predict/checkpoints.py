@@ -1,4 +1,5 @@
-"""``torch.save``, ``torch.load``, ``copy.deepcopy`` and storage reads of the stand-in's tensors: as torch-directml's.
+"""``torch.save``, ``torch.load``, ``copy.deepcopy`` and storage reads of the stand-in's tensors: as torch-directml's
+(under ``--target xpu``/``mps``, pickled by storage as theirs are: :mod:`dmlprof.predict.target_checkpoints`).
 
 The mechanism is :mod:`dmlprof.directml.no_storage`'s, which the emulated DirectML device's runs install too; this
 module adds what the stand-in needs on top: its tensors' second alias left out of what is pickled and copied.
@@ -32,23 +33,33 @@ CUDA) loads onto the host instead of the device.
 from __future__ import annotations
 
 import copy
+from typing import Optional
 
 import torch
 
 from dmlprof.directml import no_storage
+from dmlprof.predict import target_checkpoints
 from dmlprof.predict.husks import OPAQUE, husk_alias
 
 
-def install(device_type: str, storage_less: bool = False, keeps_views: bool = False) -> None:
+def install(device_type: str, storage_less: bool = False, keeps_views: bool = False,
+            target_type: Optional[str] = None) -> None:
     """``storage_less``: the stand-in is torch-directml's, whose tensors have no storage to read (reads of it from
     the model's code, or torch's on its behalf, fail as they fail there, and ``torch._C._has_storage`` answers False
     to them); dmlprof's own code reads the stand-in's. ``keeps_views``: ``copy.deepcopy`` copies storages, as torch
-    does for a device with storage (XPU's), not one ``clone()`` per tensor (MPS's, torch-directml's)."""
-    no_storage.install(device_type, refuse_reads=storage_less, reduce_ex=_reduce_ex,
+    does for a device with storage (XPU's), not one ``clone()`` per tensor (MPS's, torch-directml's).
+    ``target_type``: the device with storage the stand-in predicts ("xpu", "mps"; None: torch-directml's), whose
+    tensors ``torch.save`` pickles by their storage (:mod:`dmlprof.predict.target_checkpoints`)."""
+    on_target = target_type is not None and not storage_less
+    no_storage.install(device_type, refuse_reads=storage_less,
+                       reduce_ex=target_checkpoints.reduce_ex if on_target else _reduce_ex,
                        deepcopy=_deepcopy_keeping_views if keeps_views else _deepcopy)
+    if on_target:
+        target_checkpoints.install(target_type, device_type, _users_state)
 
 
 def remove() -> None:
+    target_checkpoints.remove()
     no_storage.remove()
 
 

@@ -1,6 +1,6 @@
 """Device-only ops that torch has neither a CPU nor a Meta kernel for, computed by a reference that has both.
 
-A target's own kernel (XPU's fused GRU cell, MPS's ``max_pool2d_backward``) runs on the stand-in like any of
+A target's own kernel (XPU's fused GRU cell, MPS's ``max_pool2d_backward`` and ``linear_backward``) runs on the stand-in like any of
 the target's natives, but the stand-in shapes an output with the op's Meta kernel and computes its values with
 its CPU kernel, and these have neither: a reference stands in for each (:data:`META_REFERENCES` for shapes,
 :data:`VALUE_REFERENCES` where the reference computes the device's values too).
@@ -21,6 +21,14 @@ def max_pool2d_backward(grad_output, self, kernel_size, stride=(), padding=0, di
                                                  ceil_mode, indices)
 
 
+def linear_backward(self, grad_output, weight, output_mask=(True, True, True)):
+    """MPS's ``linear`` backward (its ``linear`` is a kernel of its own, whose backward has no CPU kernel): the
+    gradients torch's composite ``linear`` gives, for every output as its Meta kernel shapes them (autograd keeps
+    those it needs). Without it every MPS model's weights held no values after its first optimizer step."""
+    flat_grad = grad_output.reshape(-1, grad_output.size(-1))
+    return (grad_output.matmul(weight), flat_grad.t().mm(self.reshape(-1, self.size(-1))), flat_grad.sum(0))
+
+
 #: ``{op: function of its meta arguments}`` giving its outputs' shapes
 META_REFERENCES = {
     FUSED_GRU_CELL: fused_gru_cell_shapes,
@@ -30,4 +38,5 @@ META_REFERENCES = {
 #: ``{op: function of its CPU arguments}`` giving its outputs' values
 VALUE_REFERENCES = {
     "aten::max_pool2d_backward": max_pool2d_backward,
+    "aten::linear_backward": linear_backward,
 }

@@ -165,6 +165,9 @@ class StandIn:
     #: ``copy.deepcopy`` keeps views of one base as views of one copy (a device with storage: XPU's); torch-directml's
     #: tensors are cloned one by one (measured on realdml: views split)
     deepcopy_keeps_views = False
+    #: the device with storage the stand-in predicts ("xpu", "mps"), whose tensors torch pickles by storage; None:
+    #: torch-directml's
+    target_type = None
 
     def refused_dtypes(self, float64_support: bool) -> dict:
         """``{dtype: () -> exception}``: tensors of these dtypes cannot be made on the device."""
@@ -185,7 +188,8 @@ class StandIn:
     def install(self) -> None:
         refuse(self.refused)
         _values.install(self.values)
-        checkpoints.install(self.device_type, storage_less=self.storage_less, keeps_views=self.deepcopy_keeps_views)
+        checkpoints.install(self.device_type, storage_less=self.storage_less, keeps_views=self.deepcopy_keeps_views,
+                            target_type=self.target_type)
         with warnings.catch_warnings():
             # Where a real PrivateUse1 backend is loaded (the emulated device in tests), ours
             # override its kernels for as long as they are installed; torch warns about each.

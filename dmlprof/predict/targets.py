@@ -79,6 +79,7 @@ class TargetStandIn(StandIn):
     def __init__(self, semantics, log: list, device_type: str, values=None):
         self.semantics = semantics  # before StandIn's __init__, which asks for the refused dtypes
         self.deepcopy_keeps_views = semantics.deepcopy_keeps_views
+        self.target_type = semantics.table.backend
         self.unfused = frozenset(semantics.unfused)  # and chooses the autograd kernels by them
         self.judged_composites = frozenset(semantics.judged_composites)
         self._theirs = dict(semantics.judged_composites)

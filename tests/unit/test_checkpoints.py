@@ -22,7 +22,8 @@ def test_device_tensors_save_and_load_back_onto_the_host_and_the_device(tmp_path
 
 
 def test_prediction_tensors_save_as_torch_directml_s_and_load_as_ordinary_tensors():
-    """Re-probe 12, case 46 under the prediction (``--target dml`` of a model file, ``--target xpu``/``mps``): the
+    """Re-probe 12, case 46 under the prediction (``--target dml`` of a model file; ``--target xpu``/``mps``, which
+    pickle by storage: tests/unit/test_target_checkpoints.py): the
     stand-in's tensors failed torch.save ("Attempted to access the data pointer on an invalid python storage"). They
     save as torch saves torch-directml's storage-less tensors, by their host copy: the values the stand-in holds, 0
     where it holds none (a made-up value, reported as one), and nothing of dmlprof's in the file. In a process of
