@@ -293,13 +293,8 @@ def _failure_rule(name: str, arguments: list):
     overload = op_overload(name)
     if overload is None:
         return None
-    args, kwargs = [], {}
-    for argument, value in zip(overload._schema.arguments, arguments):
-        if argument.kwarg_only:
-            kwargs[argument.name] = value
-        else:
-            args.append(value)
-    found = failure(name, tuple(args), kwargs, DEVICE_TYPE, float64_support())
+    args, kwargs = _as_called(overload, arguments)
+    found = failure(name, args, kwargs, DEVICE_TYPE, float64_support())
     return None if found is None else found.error_text()
 
 
