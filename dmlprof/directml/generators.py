@@ -7,7 +7,8 @@ generator slot on 2.13, and torch 2.4 has none at all), so torch refused the cal
 ``PrivateUse1HooksInterface`` ... ``getNewGenerator``" message (re-probe 22, case 19). For the block, ``torch.Generator``
 makes what the real device makes:
 
-* DirectML (measured on torch-directml 0.2.5, torch 2.4.1): a CPU generator. ``g.device`` is ``cpu``,
+* DirectML (measured on torch-directml 0.2.5, torch 2.4.1): a CPU generator of initial seed 0 (unseeded, it draws
+  what a CPU generator seeded with 0 draws). ``g.device`` is ``cpu``,
   ``manual_seed``/``seed``/``get_state``/``set_state`` are the CPU generator's (a 5056-byte state), and draws on the
   device with it equal the CPU's for the same seed (``randn``, ``uniform_``). So the stand-in's and the emulated
   device's draws (the CPU's kernels) are DirectML's.
@@ -103,6 +104,8 @@ def device_generators(device_type: str, reads_as: str = ""):
         made = kind(device="cpu")
         if reads_as:
             _reading_as_a_device.add(made)
+        else:
+            made.manual_seed(0)  # torch-directml's starts at seed 0 (measured), a CPU generator's at 67280421310721
         return made
 
     return make_for

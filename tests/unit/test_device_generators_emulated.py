@@ -14,6 +14,10 @@ def test_on_the_emulated_device_a_device_generator_draws_the_cpus_values_as_torc
         again = torch.rand(2, device=device, generator=generator)
         generator.set_state(state)
         replayed = torch.rand(2, device=device, generator=generator)
+        unseeded = torch.Generator(device=device)
+        unseeded_draw = torch.randn(3, device=device, generator=unseeded)
+    assert unseeded.initial_seed() == 0  # as torch-directml's (measured)
+    assert torch.equal(unseeded_draw.cpu(), torch.randn(3, generator=torch.Generator().manual_seed(0)))
     assert generator.device == torch.device("cpu") and drawn.device == device
     assert torch.equal(drawn.cpu(), torch.randn(3, generator=torch.Generator().manual_seed(1)))
     assert torch.equal(again.cpu(), replayed.cpu())
