@@ -54,6 +54,8 @@ _supervised = False
 #: the crash log's descriptor faulthandler writes to, and the file it is (device, inode)
 _crash_log_fd = None
 _crash_log_identity = None
+#: os.register_at_fork has this process's forked children leave the crash log alone (it cannot be unregistered)
+_fork_hook_registered = False
 #: the crash log's descriptor number sits this far below the descriptor limit (at most _CRASH_LOG_FD_CEILING): a
 #: script that closes what it inherited (os.closerange) frees it, and its own files take the lowest free numbers,
 #: not this one, so faulthandler's dump lands in no file of the user's (it fails with EBADF)
@@ -104,6 +106,26 @@ def in_child() -> None:
     import atexit
 
     atexit.register(_close_crash_log)
+    _forked_children_write_no_crash_log()
+
+
+def _forked_children_write_no_crash_log() -> None:
+    """A child the script forks (``os.fork``, a fork-started worker) inherits faulthandler and the crash log's
+    descriptor, and its own death wrote its stack there: the salvage then named the child's line for the scanned
+    process's death (re-probe 22, case 22). The log is the scanned process's alone. (No fork on Windows.)"""
+    global _fork_hook_registered
+    if not hasattr(os, "register_at_fork") or _fork_hook_registered:
+        return
+    os.register_at_fork(after_in_child=_crash_log_not_inherited)
+    _fork_hook_registered = True
+
+
+def _crash_log_not_inherited() -> None:
+    global _crash_log_fd
+    if _crash_log_fd is None:
+        return
+    _close_crash_log()  # faulthandler off in the child, and its copy of the descriptor closed
+    _crash_log_fd = None
 
 
 def _high_descriptor(fd: int) -> int:

@@ -68,13 +68,16 @@ class EmulatedDmlBackend(DirectMLSemantics, Backend):
         rebuild them by ``.to(device)``, never ``set_`` on the device (re-probe 20, cases 3, 5 and 16;
         :mod:`dmlprof.directml.no_storage`, the prediction's stand-in's mechanism). dmlprof's own code still reads
         the emulated tensors' host storage. A compiled module of torch.nn's classes runs eagerly, as torch 2.4.1's
-        Dynamo leaves it (:func:`~dmlprof.directml.compiled_on_directml.torch_nn_modules_skipped_as_on_directml`)."""
+        Dynamo leaves it (:func:`~dmlprof.directml.compiled_on_directml.torch_nn_modules_skipped_as_on_directml`).
+        ``torch.Generator(device=<the device>)`` makes a CPU generator, as torch-directml's
+        (:mod:`dmlprof.directml.generators`)."""
         from dmlprof.directml import no_storage
         from dmlprof.directml.device_module import backward_on_calling_thread
         from dmlprof.directml.compiled_on_directml import torch_nn_modules_skipped_as_on_directml
+        from dmlprof.directml.generators import device_generators_made
 
         with backward_on_calling_thread(), no_storage.installed(self.device_type), \
-                torch_nn_modules_skipped_as_on_directml(self.device_type):
+                torch_nn_modules_skipped_as_on_directml(self.device_type), device_generators_made(self.device_type):
             yield
 
     def device(self) -> torch.device:

@@ -286,25 +286,20 @@ def _device_index(target: torch.device):
 
 def _generator_class(target: torch.device):
     """``torch.Generator`` whose ``device="cuda"`` is a generator of the kind the scanned device's random calls draw
-    from: the device's own where torch builds one (XPU, MPS), else the CPU's (the emulated DirectML device's random
-    calls are the CPU's, and a PrivateUse1 device has no generator torch can make). Every generator is still an
-    instance of it (``isinstance(g, torch.Generator)``), and what it makes is torch's own class."""
-    make = torch._C.Generator
+    from: the device's own where torch builds one (XPU, MPS), else what dmlprof's own device makes for its type
+    (:mod:`dmlprof.directml.generators`: the CPU's, as torch-directml's is). Every generator is still an instance
+    of it (``isinstance(g, torch.Generator)``), and what it makes is torch's own class."""
+    from dmlprof.directml.generators import generator_class, made_by_open_blocks
+
     mapped = target if target.type in ("xpu", "mps") else torch.device("cpu")
 
-    class _AnyGenerator(type(make)):
-        def __instancecheck__(cls, instance):
-            return isinstance(instance, make)
+    def make_for(device):
+        if not _names_the_device(device, target):
+            return None
+        made = made_by_open_blocks(target)
+        return torch._C.Generator(device=mapped) if made is None else made
 
-        def __subclasscheck__(cls, subclass):
-            return issubclass(subclass, make)
-
-    class Generator(make, metaclass=_AnyGenerator):
-        def __new__(cls, device="cpu"):
-            # torch.device("cuda") reaches here as the scanned device already (the mode's answer)
-            return make(device=mapped if _names_the_device(device, target) else device)
-
-    return Generator
+    return generator_class(make_for)
 
 
 def _one_device_scatter(target: torch.device):

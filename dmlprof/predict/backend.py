@@ -73,11 +73,13 @@ class PredictedDmlBackend(DirectMLSemantics, Backend):
     def run_context(self):
         """The stand-in's kernels exist for the length of a run, and backward runs on the calling thread."""
         from dmlprof.directml.device_module import backward_on_calling_thread
+        from dmlprof.directml.generators import device_generators_made
 
         self._standin = self._new_standin()
         self._standin.install()
         try:
-            with backward_on_calling_thread():
+            # torch.Generator(device=<the device>): torch-directml's is a CPU generator, which the stand-in can't register
+            with backward_on_calling_thread(), device_generators_made(self.device_type):
                 yield
         finally:
             self._standin.remove()

@@ -157,9 +157,11 @@ def _foreign_generator(args, kwargs, device_type: str) -> str:
     """ATen's words where a random kernel of the target's is handed a generator of another device (the CPU's:
     ``torch.randn(..., generator=torch.Generator().manual_seed(0), device=x.device)``), which MPS's and XPU's
     kernels refuse (ATen's ``check_generator``; torch-directml's runs it); "" where none is."""
+    from dmlprof.directml.generators import generator_device_type
+
     for value in tuple(args) + tuple(kwargs.values()):
-        if isinstance(value, torch.Generator) and value.device.type != device_type:
-            return f"Expected a '{device_type}' device type for generator but found '{value.device.type}'"
+        if isinstance(value, torch.Generator) and generator_device_type(value) != device_type:
+            return f"Expected a '{device_type}' device type for generator but found '{generator_device_type(value)}'"
     return ""
 
 
@@ -182,9 +184,11 @@ class PredictedTargetBackend(PredictedDmlBackend):
     @contextmanager
     def run_context(self):
         """The stand-in's run, where ``torch.autocast("<target>")`` autocasts on the stand-in and the model's
-        tensors read as the target's device (its ``x.device.type``)."""
+        tensors read as the target's device (its ``x.device.type``), as does a generator made for it."""
+        from dmlprof.directml.generators import device_generators_made
+
         with super().run_context(), target_device_type_autocasts(self.name, self.device_type), \
-                device_reads_as_target(self.name, self.device()):
+                device_reads_as_target(self.name, self.device()), device_generators_made(self.device_type, self.name):
             yield
 
     def _new_standin(self):
