@@ -144,3 +144,16 @@ def test_saving_a_device_tensor_that_requires_grad_fails_in_directmls_words(tmp_
         _scan(tmp_path, emulated_dml_backend, body)
     assert "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy()" in str(stopped.value.cause)
     assert ":7)" in str(stopped.value.cause)  # the second save's line, as on realdml: the Parameter saved
+
+
+@pytest.mark.parametrize("named", sorted(_DEVICES))
+def test_set_of_an_empty_device_tensor_is_refused_as_the_crash_it_is_on_directml(tmp_path, emulated_dml_backend,
+                                                                                   named):
+    """Re-probe 22, case 11: ``torch.empty(0, device=d).set_(x)`` dies of SIGSEGV on realdml; it fell back here."""
+    from dmlprof.runner import ScanStopped
+
+    body = "x = model[0].weight.detach()\ny = torch.empty(0, device=device).set_(x)\nprint('set', y.shape)\n"
+    with pytest.raises(ScanStopped) as stopped:
+        _scan(tmp_path, emulated_dml_backend, body, named)
+    said = str(stopped.value.cause)
+    assert "ends the process" in said and "set_ of an empty device tensor" in said
