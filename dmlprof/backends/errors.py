@@ -174,6 +174,18 @@ KNOWN_ERRORS = (
         "the device (not map_location=<the DirectML device>: a CPU checkpoint fails there); or, for a file you trust "
         "(your own), torch.load(path, map_location=device, weights_only=False)",
     ),
+    # measured on realdml (re-probe 22, case 13): safetensors parses load_file's/safe_open's device itself and takes
+    # no spelling of torch-directml's (str(device), the torch.device, "privateuseone", "dml"); the fix loads there
+    KnownError(
+        "dml_safetensors_device",
+        re.compile(r"SafetensorError: device (?:privateuseone|device\(type='privateuseone'|dml\b)[^\n]*is invalid"),
+        "safetensors does not load onto torch-directml's device: load_file(path, device=...) and safe_open(path, "
+        "framework='pt', device=...) take CPU, CUDA, MPS or XPU names only (measured on torch-directml 0.2.5, "
+        "safetensors 0.8, every spelling of the DirectML device)",
+        "load on the CPU and move: model.load_state_dict(load_file(path, device='cpu')) copies onto the device, or "
+        "{{k: v.to(device) for k, v in load_file(path).items()}}; with safe_open(path, framework='pt', device='cpu'), "
+        "f.get_tensor(name).to(device)",
+    ),
     KnownError(
         "dml_invalid_argument",
         re.compile(r"Unknown error -2147024809"),
