@@ -271,3 +271,12 @@ def test_set_of_an_empty_device_tensor_to_a_non_empty_source_ends_the_process_a_
     assert failure("aten::set_.source_Tensor", (torch.empty(0), x), {}, DEVICE) is None  # a CPU tensor's: raises
     # the device's own storage: none is given on torch-directml; dmlprof's storage copies on the emulated device
     assert failure("aten::set_.source_Storage", (on_device(0), x.untyped_storage()), {}, DEVICE) is None
+
+
+def test_the_set_crash_comes_with_its_own_fix_not_the_general_compute_it_on_the_cpu():
+    from dmlprof.backends.errors import match_known_error
+    from dmlprof.directml.failures import DirectMLFailure
+
+    found = failure("aten::set_.source_Tensor", (on_device(0), on_device(4, 3)), {}, DEVICE)
+    known = match_known_error(f"RuntimeError: {DirectMLFailure(found)}")
+    assert known.key == "dml_set_empty_abort" and "x.clone()" in known.remedy and "p.data = x" in known.remedy
