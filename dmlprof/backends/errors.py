@@ -113,6 +113,16 @@ KNOWN_ERRORS = (
         "give scatter a non-negative dim (x.dim() - 1 instead of -1); for F.one_hot on DirectML use "
         "(labels.unsqueeze(-1) == torch.arange(num_classes, device=labels.device)).long()",
     ),
+    # before the general abort: its remedy (compute it on the CPU) does not fit set_, measured on realdml (re-probe 22,
+    # case 11: set_ of a non-empty device tensor, and p.data = x, run)
+    KnownError(
+        "dml_set_empty_abort",
+        re.compile(r"torch-directml ends the process here \((?P<signal>SIG\w+)\): (?P<what>set_ of an empty device "
+                   r"tensor[^\n]*)"),
+        "{what}: torch-directml ends the process at this call ({signal}), with no Python error",
+        "use the source tensor itself (t = x) or a copy (t = x.clone()); for a Parameter, p.data = x (runs on "
+        "DirectML)",
+    ),
     KnownError(
         "dml_process_abort",
         re.compile(r"torch-directml ends the process here \((?P<signal>SIG\w+)\): (?P<what>[^\n]+)"),
@@ -173,6 +183,18 @@ KNOWN_ERRORS = (
         "model.state_dict().items()), path), then model.load_state_dict(torch.load(path, map_location='cpu', weights_only=True)) copies them onto "
         "the device (not map_location=<the DirectML device>: a CPU checkpoint fails there); or, for a file you trust "
         "(your own), torch.load(path, map_location=device, weights_only=False)",
+    ),
+    # measured on realdml (re-probe 22, case 13): safetensors parses load_file's/safe_open's device itself and takes
+    # no spelling of torch-directml's (str(device), the torch.device, "privateuseone", "dml"); the fix loads there
+    KnownError(
+        "dml_safetensors_device",
+        re.compile(r"SafetensorError: device (?:privateuseone|device\(type='privateuseone'|dml\b)[^\n]*is invalid"),
+        "safetensors does not load onto torch-directml's device: load_file(path, device=...) and safe_open(path, "
+        "framework='pt', device=...) take CPU, CUDA, MPS or XPU names only (measured on torch-directml 0.2.5, "
+        "safetensors 0.8, every spelling of the DirectML device)",
+        "load on the CPU and move: model.load_state_dict(load_file(path, device='cpu')) copies onto the device, or "
+        "dict((k, v.to(device)) for k, v in load_file(path).items()); with safe_open(path, framework='pt', device='cpu'), "
+        "f.get_tensor(name).to(device)",
     ),
     KnownError(
         "dml_invalid_argument",

@@ -247,6 +247,29 @@ _REDUCTIONS = tuple(f"aten::{name}" for name in (
     "any.dims", "all", "all.dim", "all.dims", "std.correction", "var.correction", "var_mean.correction",
     "std_mean.correction", "logsumexp", "norm.ScalarOpt_dim", "linalg_vector_norm"))
 
+#: set_'s measured class (re-probe 22, case 11; each call in a process of its own on realdml)
+_SET_MEASURED = ("re-probe 22, case 11: 22 set_ calls on realdml, each in a fresh process: an empty device tensor "
+                 "set_ to a non-empty device tensor, view, CPU tensor or CPU storage (with and without an offset) dies "
+                 "of SIGSEGV; a non-empty one, or an empty source, runs")
+
+
+def _set_onto_empty_device_tensor(args, kwargs) -> bool:
+    """``torch.empty(0, device=d).set_(x)``: a device tensor holding no element takes a non-empty source, a tensor
+    (the device's or the CPU's) or a CPU storage. The source's storage on the device is left out: torch-directml
+    gives none to take (``untyped_storage()`` raises), and dmlprof's own storage copies on the emulated device make
+    that call."""
+    self = _self(args, kwargs)
+    if self is None or self.device.type == "cpu" or self.numel() != 0:
+        return False
+    source = _arg(args, kwargs, 1, "source")
+    if isinstance(source, torch.Tensor):
+        return source is not self and source.numel() > 0
+    if getattr(source, "device", None) is None or source.device.type != "cpu":
+        return False
+    size = _arg(args, kwargs, 3, "size")
+    return _numel(size) > 0 if size is not None else source.nbytes() > 0
+
+
 #: scatter's and scatter_add's forms: what DirectML's scatter operator runs
 SCATTERS = tuple(f"aten::{name}" for name in (
     "scatter.src", "scatter.value", "scatter_.src", "scatter_.value", "scatter.src_out", "scatter.value_out",
@@ -345,6 +368,12 @@ CLASS_RULES: Tuple[ClassRule, ...] = (
     ClassRule(("aten::_prelu_kernel_backward",), "raises",
               "the backward of a per-channel F.prelu of a 2-D or 3-D input whose batch N is neither 1 nor C",
               _PRELU_BROADCAST, _PRELU_MEASURED, _prelu_backward_raises),
+    ClassRule(("aten::set_.source_Tensor", "aten::set_.source_Storage", "aten::set_.source_Storage_storage_offset"),
+              "aborts", "an empty device tensor set_ to a non-empty source: torch.empty(0, device=d).set_(x), of a "
+              "device or a CPU tensor (a view too) or a CPU storage (with an offset too); a non-empty device tensor's "
+              "set_, and an empty source, run",
+              "set_ of an empty device tensor (set_'s CPU fallback) crashes", _SET_MEASURED,
+              _set_onto_empty_device_tensor, "SIGSEGV"),
 )
 
 #: dtypes no DirectML tensor holds beyond the complex ones and bfloat16: a tensor of one on the device ends the

@@ -116,3 +116,71 @@ def test_the_emulated_device_saves_and_loads_the_devices_checkpoints_as_real_dir
                               env=realdml, cwd=REPO, timeout=900)
     assert emulated.returncode == 0, emulated.stderr[-800:]
     assert _found(emulated.stdout) == on_directml
+
+
+#: re-probe 22, cases 10 and 13: a CUDA script's safetensors load onto its device, pinning and DLPack of a device
+#: tensor; ``dml`` runs it on torch-directml (the ported script), else it names "cuda" (dmlprof's ``--from cuda``)
+PORTED_PROBE = '''
+import os, sys, tempfile, torch
+from safetensors.torch import load_file, safe_open, save_file
+dev = "cuda"
+if sys.argv[1:] == ["dml"]:
+    import torch_directml
+    dev = torch_directml.device()
+def attempt(name, act):
+    try:
+        print("PROBE", name, "ok", act())
+    except Exception as exc:
+        print("PROBE", name, type(exc).__name__, str(exc).splitlines()[0])
+p = os.path.join(tempfile.mkdtemp(), "m.safetensors"); save_file(torch.nn.Linear(4, 3).state_dict(), p)
+for spelling, d in (("str", str(torch.empty(0).to(dev).device)), ("device", torch.empty(0).to(dev).device)):
+    if sys.argv[1:] != ["dml"]:
+        d = "cuda" if spelling == "str" else torch.device("cuda")
+    attempt("load_file/" + spelling, lambda: sorted({v.device.type for v in load_file(p, device=d).values()}))
+m = torch.nn.Linear(4, 3).to(dev)
+attempt("fix", lambda: [m.load_state_dict(load_file(p, device="cpu")) is not None, m.weight.device.type])
+x = torch.randn(4, 3).to(dev)
+attempt("pin_memory", lambda: x.pin_memory().device.type)
+attempt("to_dlpack", lambda: torch.utils.dlpack.to_dlpack(x) is not None)
+'''
+
+
+def test_a_ported_scripts_safetensors_load_pinning_and_dlpack_fail_under_from_cuda_as_on_real_directml(realdml,
+                                                                                                       tmp_path):
+    pytest.importorskip("safetensors")
+    probe = tmp_path / "ported_probe.py"
+    probe.write_text(PORTED_PROBE, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(probe), "dml"], capture_output=True, text=True, env=realdml,
+                          timeout=300)
+    assert real.returncode == 0, real.stderr[-800:]
+    on_directml = [line for line in real.stdout.splitlines() if line.startswith("PROBE ")]
+    assert "PROBE load_file/str SafetensorError device privateuseone:0 is invalid" in on_directml
+    assert "PROBE fix ok [True, 'privateuseone']" in on_directml
+    emulated = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(probe), "--device", "emulated-dml",
+                               "--from", "cuda", "--no-profiler", "--out", str(tmp_path)], capture_output=True,
+                              text=True, env=realdml, cwd=REPO, timeout=900)
+    assert emulated.returncode == 0, emulated.stderr[-800:]
+    assert [line for line in emulated.stdout.splitlines() if line.startswith("PROBE ")] == on_directml
+
+
+def test_set_of_an_empty_device_tensor_dies_on_real_directml_and_is_refused_as_that_crash(realdml, tmp_path):
+    """Re-probe 22, case 11: the class rule's edge, measured again; a non-empty tensor's set_ runs."""
+    probe = tmp_path / "set_probe.py"
+    probe.write_text("import sys, torch, torch_directml\ndev = torch_directml.device()\nx = torch.randn(4, 3).to(dev)\n"
+                     "t = torch.empty(0 if sys.argv[1] == 'empty' else 12, device=dev)\nt.set_(x)\nprint('ran')\n",
+                     encoding="utf-8")
+    crashed = subprocess.run([sys.executable, str(probe), "empty"], capture_output=True, text=True, env=realdml,
+                             timeout=300)
+    ran = subprocess.run([sys.executable, str(probe), "full"], capture_output=True, text=True, env=realdml, timeout=300)
+    assert crashed.returncode == -11 and ran.returncode == 0 and "ran" in ran.stdout
+    from dmlprof.directml.failures import ABORTS, failure
+
+    meta = "meta"
+    assert failure("aten::set_.source_Tensor", (torch_empty(0, meta), torch_empty(12, meta)), {}, meta).kind == ABORTS
+    assert failure("aten::set_.source_Tensor", (torch_empty(12, meta), torch_empty(12, meta)), {}, meta) is None
+
+
+def torch_empty(n: int, device: str):
+    import torch
+
+    return torch.empty(n, device=device)

@@ -252,3 +252,31 @@ def test_per_channel_prelus_backward_raises_for_2d_and_3d_and_ends_the_process_f
     assert failure("aten::_prelu_kernel_backward", backward((2, 4, 3, 3, 3), 4), {}, DEVICE).kind == ABORTS
     assert failure("aten::_prelu_kernel_backward", backward((2, 4, 3, 3, 3), 1), {}, DEVICE) is None
     assert failure("aten::_prelu_kernel_backward", backward([2] * 6, 1), {}, DEVICE) is None  # measured: runs
+
+
+def test_set_of_an_empty_device_tensor_to_a_non_empty_source_ends_the_process_a_non_empty_ones_runs():
+    """Re-probe 22, case 11, each call measured on realdml in a process of its own."""
+    x, cpu = on_device(4, 3), torch.randn(4, 3)
+    for name, args in (("aten::set_.source_Tensor", (on_device(0), x)), ("aten::set_.source_Tensor", (on_device(0), cpu)),
+                       ("aten::set_.source_Tensor", (on_device(0), x[1:])),
+                       ("aten::set_.source_Storage", (on_device(0), cpu.untyped_storage())),
+                       ("aten::set_.source_Storage_storage_offset", (on_device(0), cpu.untyped_storage(), 3, [3, 3],
+                                                                     [3, 1]))):
+        found = failure(name, args, {}, DEVICE)
+        assert found is not None and found.kind == ABORTS and found.how == "SIGSEGV", (name, args)
+    assert failure("aten::set_.source_Tensor", (on_device(4, 3), x), {}, DEVICE) is None  # non-empty: runs
+    assert failure("aten::set_.source_Tensor", (on_device(2), cpu), {}, DEVICE) is None
+    assert failure("aten::set_.source_Tensor", (on_device(0), on_device(0)), {}, DEVICE) is None  # empty source
+    assert failure("aten::set_.source_Tensor", (x, x), {}, DEVICE) is None  # x.set_(x)
+    assert failure("aten::set_.source_Tensor", (torch.empty(0), x), {}, DEVICE) is None  # a CPU tensor's: raises
+    # the device's own storage: none is given on torch-directml; dmlprof's storage copies on the emulated device
+    assert failure("aten::set_.source_Storage", (on_device(0), x.untyped_storage()), {}, DEVICE) is None
+
+
+def test_the_set_crash_comes_with_its_own_fix_not_the_general_compute_it_on_the_cpu():
+    from dmlprof.backends.errors import match_known_error
+    from dmlprof.directml.failures import DirectMLFailure
+
+    found = failure("aten::set_.source_Tensor", (on_device(0), on_device(4, 3)), {}, DEVICE)
+    known = match_known_error(f"RuntimeError: {DirectMLFailure(found)}")
+    assert known.key == "dml_set_empty_abort" and "x.clone()" in known.remedy and "p.data = x" in known.remedy

@@ -144,3 +144,56 @@ def test_saving_a_device_tensor_that_requires_grad_fails_in_directmls_words(tmp_
         _scan(tmp_path, emulated_dml_backend, body)
     assert "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy()" in str(stopped.value.cause)
     assert ":7)" in str(stopped.value.cause)  # the second save's line, as on realdml: the Parameter saved
+
+
+@pytest.mark.parametrize("named", sorted(_DEVICES))
+def test_set_of_an_empty_device_tensor_is_refused_as_the_crash_it_is_on_directml(tmp_path, emulated_dml_backend,
+                                                                                   named):
+    """Re-probe 22, case 11: ``torch.empty(0, device=d).set_(x)`` dies of SIGSEGV on realdml; it fell back here."""
+    from dmlprof.runner import ScanStopped
+
+    body = "x = model[0].weight.detach()\ny = torch.empty(0, device=device).set_(x)\nprint('set', y.shape)\n"
+    with pytest.raises(ScanStopped) as stopped:
+        _scan(tmp_path, emulated_dml_backend, body, named)
+    said = str(stopped.value.cause)
+    assert "ends the process" in said and "set_ of an empty device tensor" in said
+
+
+_SAFETENSORS_LOADS = """\
+import os, tempfile
+from safetensors.torch import load_file, safe_open, save_file
+import safetensors
+p = os.path.join(tempfile.mkdtemp(), "m.safetensors"); save_file(nn.Linear(8, 3).state_dict(), p)
+def attempt(name, load):
+    try:
+        print("LOAD", name, "ok", load())
+    except Exception as exc:
+        print("LOAD", name, type(exc).__name__, exc)
+def opened(d, opener=safe_open):
+    with opener(p, framework="pt", device=d) as f:
+        return f.get_tensor("weight").device.type
+for spelling, d in (("str", "cuda"), ("index", "cuda:0"), ("device", torch.device("cuda")), ("int", 0)):
+    attempt("load_file/" + spelling, lambda: sorted({v.device.type for v in load_file(p, device=d).values()}))
+    attempt("safe_open/" + spelling, lambda: opened(d))
+    attempt("package_safe_open/" + spelling, lambda: opened(d, safetensors.safe_open))
+m = nn.Linear(8, 3).to(device); m.load_state_dict(load_file(p, device="cpu"))
+attempt("fix", lambda: (m.weight.device.type, opened("cpu")))
+"""
+
+
+def test_safetensors_loading_onto_the_device_fails_as_on_directml_under_from_cuda(tmp_path, emulated_dml_backend,
+                                                                                  capfd):
+    """Re-probe 22, case 13: on realdml safetensors refuses every spelling of the DirectML device ("device
+    privateuseone:0 is invalid"); under ``--from cuda`` the script's "cuda" was taken and the load passed."""
+    pytest.importorskip("safetensors")
+    from dmlprof.backends.errors import match_known_error
+
+    _scan(tmp_path, emulated_dml_backend, _SAFETENSORS_LOADS, "cuda")
+    said = {line.split(" ", 2)[1]: line.split(" ", 2)[2] for line in capfd.readouterr().out.splitlines()
+            if line.startswith("LOAD ")}
+    for how in ("load_file", "safe_open", "package_safe_open"):
+        for spelling in ("str", "index", "int"):
+            assert said[f"{how}/{spelling}"] == "SafetensorError device privateuseone:0 is invalid"
+        assert said[f"{how}/device"] == "SafetensorError device device(type='privateuseone', index=0) is invalid"
+    assert said["fix"] == "ok ('privateuseone', 'cpu')"
+    assert match_known_error("SafetensorError: device privateuseone:0 is invalid").key == "dml_safetensors_device"

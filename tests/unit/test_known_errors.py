@@ -95,6 +95,14 @@ CASES = [
     (pickle.UnpicklingError(WEIGHTS_ONLY_REFUSED),
      "dml_weights_only_load", ["weights_only=True", "numpy"], ["v.cpu()", "map_location='cpu'", "weights_only=False"],
      False),
+    # measured on realdml (re-probe 22, case 13): safetensors loading onto the DirectML device, every spelling
+    (type("SafetensorError", (Exception,), {})("device device(type='privateuseone', index=0) is invalid"),
+     "dml_safetensors_device", ["safetensors", "load_file"], ["device='cpu'", "load_state_dict", ".to(device)"], False),
+    (type("SafetensorError", (Exception,), {})("device privateuseone is invalid"), "dml_safetensors_device",
+     ["safe_open"], ["f.get_tensor(name).to(device)"], False),
+    # measured on realdml (re-probe 22, case 11): set_ of an empty device tensor dies of SIGSEGV
+    (RuntimeError("torch-directml ends the process here (SIGSEGV): set_ of an empty device tensor (set_'s CPU "
+                  "fallback) crashes"), "dml_set_empty_abort", ["set_", "SIGSEGV"], ["x.clone()", "p.data = x"], False),
     # measured on realdml (re-probe 18, case 36): a frozen nn.TransformerEncoder's fast path with a padding mask
     (NotImplementedError("Could not run 'aten::_to_copy' with arguments from the 'NestedTensorPrivateUse1' backend. "
                          "This could be because the operator doesn't exist for this backend"),

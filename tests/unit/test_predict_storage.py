@@ -130,3 +130,16 @@ def test_a_checkpoint_torch_directml_cannot_write_or_read_fails_as_on_directml(l
     with pytest.raises(ScanStopped) as stopped:
         predict_scan(model, target="dml")
     assert words in str(stopped.value.cause)
+
+
+def test_set_of_an_empty_device_tensor_is_predicted_as_the_crash_it_is_on_directml(linear_model_file):
+    """Re-probe 22, case 11: realdml dies of SIGSEGV at ``torch.empty(0, device=d).set_(x)``; it was predicted as a
+    fallback (exit 6). A non-empty tensor's ``set_`` runs there (measured) and is predicted to."""
+    from dmlprof.runner import ScanStopped
+
+    with pytest.raises(ScanStopped) as stopped:
+        predict_scan(linear_model_file("y = torch.empty(0, device=x.device).set_(x)\nreturn self.fc(y)"))
+    said = str(stopped.value.cause)
+    assert "ends the process" in said and "set_ of an empty device tensor" in said
+    ran = predict_scan(linear_model_file("y = torch.zeros_like(x).set_(x)\nreturn self.fc(y)", name="ok.py"))
+    assert ran.meta.device_failure is None
