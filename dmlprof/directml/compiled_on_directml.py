@@ -11,8 +11,11 @@ and eager backends alike; ``mode=``, ``dynamic=``, ``fullgraph=``, ``@torch.comp
 ones), unless ``torch._dynamo.config.suppress_errors`` is set, when it runs eagerly. Only a module made wholly of
 ``torch.nn``'s own classes (``nn.Sequential`` of torch.nn layers, ``nn.Linear``, ``nn.TransformerEncoderLayer``)
 runs, eagerly: Dynamo skips torch.nn's code and graph-breaks where a device tensor is a built-in module's
-argument, before faking it (unless a forward hook of the model's runs in it: Dynamo traces the hook); with
-``fullgraph=True`` that graph break raises ``Unsupported`` instead. Dynamo turned off by the model
+argument, before faking it (unless a forward hook of the model's runs in it: Dynamo traces the hook; not torch's own
+hooks, ``weight_norm``'s, ``prune``'s, nor one the model wrapped in ``torch.compiler.disable``: re-probe 22, cases 2
+and 3); with ``fullgraph=True`` that graph break raises ``Unsupported`` instead. A module whose forward the model
+wrapped in ``torch.compiler.disable`` runs wholly eagerly, as torch.nn's do. A compiled optimizer step fails: Dynamo
+fakes the parameters and state the optimizer holds (case 6). Dynamo turned off by the model
 (``torch._dynamo.config.disable``) runs every compiled call eagerly. A function
 of CPU tensors runs, even where it moves its result to the device inside (``a.to(device)``: Dynamo fakes the CPU
 tensor, never a device one).
