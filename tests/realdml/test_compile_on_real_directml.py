@@ -25,6 +25,7 @@ for name, path in json.loads(sys.argv[1]).items():
     model_file = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(model_file)
     torch._dynamo.reset()
+    torch._dynamo.config.disable = False  # a case before may have turned Dynamo off (as the model's own setting)
     try:
         model = model_file.build_model().to(dml)
         x, y = model_file.make_batch(2)
