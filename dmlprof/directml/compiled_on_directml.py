@@ -105,19 +105,32 @@ def _forward_hooked(module: torch.nn.Module) -> bool:
     (:func:`_traced_hook`): torch's own hooks, those kept from Dynamo, and dmlprof's."""
     from torch.nn.modules import module as torch_module
 
-    hooks = [hook for each in _modules_dynamo_reaches(module)
-             for hook in list(each._forward_hooks.values()) + list(each._forward_pre_hooks.values())]
-    return any(_traced_hook(hook) for hook in hooks + list(torch_module._global_forward_hooks.values()))
+    for each in _modules_dynamo_reaches(module):
+        if each is not module and any(not _is_of(_module_of_hook(hook), "dmlprof")
+                                      for hook in each._forward_hooks.values()):
+            return True  # an inner module's forward hook: Dynamo traces that module's call, hook or not (below)
+        if any(_traced_hook(hook) for hook in list(each._forward_hooks.values()) +
+               list(each._forward_pre_hooks.values())):
+            return True
+    return any(_traced_hook(hook) for hook in torch_module._global_forward_hooks.values())
 
 
 def _traced_hook(hook) -> bool:
     """Whether Dynamo traces ``hook``'s frame: not where its code is torch's (re-probe 22, case 2, measured on
     realdml: ``weight_norm``, ``spectral_norm`` and ``prune``'s pre-hooks, objects of torch.nn.utils' classes, run as
     torch.nn's modules do: Dynamo skips torch's files), nor where the model kept it from Dynamo (case 3); dmlprof's
-    own global hooks are not the model's either (a run on the device has none)."""
-    function = hook if hasattr(hook, "__code__") or hasattr(hook, "__func__") else type(hook)  # else its class
-    module = getattr(function, "__module__", None) or ""
+    own global hooks are not the model's either (a run on the device has none). A forward hook (not a pre-hook) on
+    a module inside the one compiled counts whatever its code (:func:`_forward_hooked`): measured on realdml, a
+    ``torch.compiler.disable``d forward hook on an ``nn.Sequential``'s Linear fails there (Dynamo inlines the
+    Linear's call for its hooks and fakes its weight), on the Sequential itself or as the Linear's pre-hook it runs."""
+    module = _module_of_hook(hook)
     return not (_is_of(module, "torch") or _is_of(module, "dmlprof") or _kept_from_dynamo(hook))
+
+
+def _module_of_hook(hook) -> str:
+    """The module a hook's code is in: a function's (or bound method's), else a callable object's class's."""
+    function = hook if hasattr(hook, "__code__") or hasattr(hook, "__func__") else type(hook)
+    return getattr(function, "__module__", None) or ""
 
 
 def _is_of(module: str, package: str) -> bool:

@@ -66,6 +66,8 @@ def test_the_prediction_fails_exactly_the_compiled_calls_real_directml_fails(tmp
             predicted[name] = "runs"
         except ScanStopped as stopped:
             predicted[name] = "fails: " + str(stopped)[:200]
+        if "torch._dynamo" in sys.modules:
+            sys.modules["torch._dynamo"].config.disable = False  # a model's own setting outlives its prediction
     done = subprocess.run([sys.executable, "-c", STEP, json.dumps(paths)], capture_output=True, text=True,
                           env=realdml, timeout=600)
     assert done.returncode == 0, done.stderr[-1500:]
@@ -131,7 +133,8 @@ def test_a_scripts_compiled_torch_nn_modules_run_or_fail_on_the_emulated_device_
     found = json.loads([line for line in real.stdout.splitlines() if line.startswith("FOUND ")][-1][6:])
     assert found["seq"] == found["seq_method"] == "runs" and found["own"] == found["seq_hook"] != "runs"
     assert found["seq_fullgraph"] != "runs"
-    assert found["seq_weight_norm"] == found["seq_hook_kept"] == found["own_kept"] == "runs" != found["opt_step"]
+    assert found["seq_weight_norm"] == found["own_kept"] == "runs" != found["opt_step"]
+    assert found["seq_hook_kept"] != "runs"  # a forward hook on the Linear inside: Dynamo inlines its call
     repo = Path(__file__).resolve().parents[2]
     emulated = subprocess.run([sys.executable, "-m", "dmlprof", "scan", str(script), "--device", "emulated-dml",
                                "--no-profiler", "--out", str(tmp_path)], capture_output=True, text=True,

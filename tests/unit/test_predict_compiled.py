@@ -95,6 +95,10 @@ def hooked_by(hook, module):
     module.register_forward_hook(hook)
     return module
 
+def pre_hooked_by(hook, module):
+    module.register_forward_pre_hook(hook)
+    return module
+
 def inner_hooked(kept):
     hooked_by(scale, kept.lin)  # runs under the forward kept from Dynamo
     return kept
@@ -172,6 +176,10 @@ FAILING = {
         "torch.compile(hooked_by(functools.partial(scale, factor=0.5), nn.Sequential(nn.GELU())))", "self.block(h)"),
     "torch.nn Sequential, the model's hook object": ("torch.compile(hooked_by(Scaler(), nn.Sequential(nn.GELU())))",
                                                      "self.block(h)"),
+    # a forward hook on a module inside, even one kept from Dynamo: Dynamo inlines that module's call (measured)
+    "torch.nn Sequential, a hook kept from Dynamo on its Linear": (
+        "torch.compile(nn.Sequential(hooked_by(torch.compiler.disable(scale), nn.Linear(8, 8)), nn.GELU()))",
+        "self.block(h)"),
 }
 
 
@@ -231,6 +239,9 @@ RUNNING = {
         "torch.compile(hooked_by(torch.compiler.disable(scale), nn.Sequential(nn.GELU())))", "self.block(h)"),
     "torch.nn Sequential, the hook kept by torch._dynamo.disable": (
         "torch.compile(hooked_by(torch._dynamo.disable(scale), nn.Sequential(nn.GELU())))", "self.block(h)"),
+    "torch.nn Sequential, a pre-hook kept from Dynamo on its Linear": (
+        "torch.compile(nn.Sequential(pre_hooked_by(torch.compiler.disable(lambda mod, args: None), nn.Linear(8, 8)), "
+        "nn.GELU()))", "self.block(h)"),
     "module of its own class, its forward kept from Dynamo": ("torch.compile(KeptFromDynamo())", "self.block(h)"),
     "torch.nn Sequential holding it": ("torch.compile(nn.Sequential(KeptFromDynamo(), nn.GELU()))", "self.block(h)"),
     "torch.nn Sequential holding it, a hook of the model's inside it": (
