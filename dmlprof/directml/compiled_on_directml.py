@@ -108,7 +108,7 @@ def _forward_hooked(module: torch.nn.Module) -> bool:
     for each in _modules_dynamo_reaches(module):
         if each is not module and any(not _is_of(_module_of_hook(hook), "dmlprof")
                                       for hook in each._forward_hooks.values()):
-            return True  # an inner module's forward hook: Dynamo inlines that module's call, whatever the hook (_traced_hook)
+            return True  # an inner forward hook: Dynamo inlines the call, whatever the hook
         if any(_traced_hook(hook) for hook in list(each._forward_hooks.values()) +
                list(each._forward_pre_hooks.values())):
             return True
