@@ -11,8 +11,11 @@ and eager backends alike; ``mode=``, ``dynamic=``, ``fullgraph=``, ``@torch.comp
 ones), unless ``torch._dynamo.config.suppress_errors`` is set, when it runs eagerly. Only a module made wholly of
 ``torch.nn``'s own classes (``nn.Sequential`` of torch.nn layers, ``nn.Linear``, ``nn.TransformerEncoderLayer``)
 runs, eagerly: Dynamo skips torch.nn's code and graph-breaks where a device tensor is a built-in module's
-argument, before faking it (unless a forward hook of the model's runs in it: Dynamo traces the hook); with
-``fullgraph=True`` that graph break raises ``Unsupported`` instead. Dynamo turned off by the model
+argument, before faking it (unless a forward hook of the model's runs in it: Dynamo traces the hook; not torch's own
+hooks, ``weight_norm``'s, ``prune``'s, nor one the model wrapped in ``torch.compiler.disable``: re-probe 22, cases 2
+and 3); with ``fullgraph=True`` that graph break raises ``Unsupported`` instead. A module whose forward the model
+wrapped in ``torch.compiler.disable`` runs wholly eagerly, as torch.nn's do. A compiled optimizer step fails: Dynamo
+fakes the parameters and state the optimizer holds (case 6). Dynamo turned off by the model
 (``torch._dynamo.config.disable``) runs every compiled call eagerly. A function
 of CPU tensors runs, even where it moves its result to the device inside (``a.to(device)``: Dynamo fakes the CPU
 tensor, never a device one).
@@ -71,26 +74,69 @@ def _module_of(original) -> Optional[torch.nn.Module]:
 
 
 def _made_of_torch_nn(module: torch.nn.Module) -> bool:
-    """Whether every module in it is one of torch.nn's own classes (whose code Dynamo does not trace as a frame)."""
-    return all(type(each).__module__.startswith("torch.nn.") for each in module.modules())
+    """Whether every module whose code Dynamo would reach in it is one of torch.nn's own classes (whose code Dynamo
+    does not trace as a frame), or kept from Dynamo by the model (re-probe 22, case 3: a forward it
+    ``torch.compiler.disable``d runs wholly eagerly, measured on realdml)."""
+    return all(type(each).__module__.startswith("torch.nn.") or _kept_from_dynamo(each.forward)
+               for each in _modules_dynamo_reaches(module))
+
+
+def _modules_dynamo_reaches(module: torch.nn.Module):
+    """``module`` and its submodules, but not those inside a forward kept from Dynamo: Dynamo traces nothing that
+    runs under a disabled function (it turns its frame callback off for the call), hooks included."""
+    yield module
+    if _kept_from_dynamo(module.forward):
+        return
+    for child in module.children():
+        yield from _modules_dynamo_reaches(child)
+
+
+def _kept_from_dynamo(function) -> bool:
+    """Whether ``function`` is wrapped by ``torch.compiler.disable`` / ``torch._dynamo.disable`` (the mark
+    ``_torchdynamo_disable`` on the wrapper, torch 2.4.1 to 2.13; a bound method reads its function's)."""
+    return bool(getattr(function, "_torchdynamo_disable", False))
 
 
 def _forward_hooked(module: torch.nn.Module) -> bool:
-    """Whether a forward hook or forward pre-hook of the model's runs in it (on any of its modules, or a global
-    forward hook): Dynamo traces the hook's frame, and the call fails as a module of the model's own classes does
-    (measured on realdml: an ``nn.Sequential`` with a forward hook, a pre-hook, or a global forward hook fails; with
-    a backward or state-dict hook, or a global forward pre-hook, it runs). dmlprof's own global hooks are not the
-    model's: a run on the device has none."""
+    """Whether a forward hook or forward pre-hook of the model's runs in it (on any of its modules Dynamo reaches,
+    or a global forward hook): Dynamo traces the hook's frame, and the call fails as a module of the model's own
+    classes does (measured on realdml: an ``nn.Sequential`` with a forward hook, a pre-hook, or a global forward
+    hook fails; with a backward or state-dict hook, or a global forward pre-hook, it runs). Not the model's
+    (:func:`_traced_hook`): torch's own hooks, those kept from Dynamo, and dmlprof's."""
     from torch.nn.modules import module as torch_module
 
-    hooked = any(each._forward_hooks or each._forward_pre_hooks for each in module.modules())
-    return hooked or any(not _is_dmlprofs(hook) for hook in torch_module._global_forward_hooks.values())
+    for each in _modules_dynamo_reaches(module):
+        if each is not module and any(not _is_of(_module_of_hook(hook), "dmlprof")
+                                      for hook in each._forward_hooks.values()):
+            return True  # an inner forward hook: Dynamo inlines the call, whatever the hook
+        if any(_traced_hook(hook) for hook in list(each._forward_hooks.values()) +
+               list(each._forward_pre_hooks.values())):
+            return True
+    return any(_traced_hook(hook) for hook in torch_module._global_forward_hooks.values())
 
 
-def _is_dmlprofs(function) -> bool:
-    """Whether ``function`` is dmlprof's own (a model file's module is named ``dmlprof_model_...``: not dmlprof's)."""
-    module = getattr(function, "__module__", None) or ""
-    return module == "dmlprof" or module.startswith("dmlprof.")
+def _traced_hook(hook) -> bool:
+    """Whether Dynamo traces ``hook``'s frame: not where its code is torch's (re-probe 22, case 2, measured on
+    realdml: ``weight_norm``, ``spectral_norm`` and ``prune``'s pre-hooks, objects of torch.nn.utils' classes, run as
+    torch.nn's modules do: Dynamo skips torch's files), nor where the model kept it from Dynamo (case 3); dmlprof's
+    own global hooks are not the model's either (a run on the device has none). A forward hook (not a pre-hook) on
+    a module inside the one compiled counts whatever its code (:func:`_forward_hooked`): measured on realdml, a
+    ``torch.compiler.disable``d forward hook on an ``nn.Sequential``'s Linear fails there (Dynamo inlines the
+    Linear's call for its hooks and fakes its weight), on the Sequential itself or as the Linear's pre-hook it runs."""
+    module = _module_of_hook(hook)
+    return not (_is_of(module, "torch") or _is_of(module, "dmlprof") or _kept_from_dynamo(hook))
+
+
+def _module_of_hook(hook) -> str:
+    """The module a hook's code is in: a function's (or bound method's), else a callable object's class's."""
+    function = hook if hasattr(hook, "__code__") or hasattr(hook, "__func__") else type(hook)
+    return getattr(function, "__module__", None) or ""
+
+
+def _is_of(module: str, package: str) -> bool:
+    """Whether the module named is ``package`` or in it (a model file's module is named ``dmlprof_model_...``: not
+    dmlprof's)."""
+    return module == package or module.startswith(package + ".")
 
 
 def _error_at_the_call(module: Optional[torch.nn.Module], fullgraph: bool) -> Optional[Callable]:
@@ -107,7 +153,7 @@ def _refusing(call: Callable, original, module, device_type: str, fullgraph: boo
     def compiled_call_as_on_directml(*args, **kwargs):
         error = None if _errors_suppressed() or disabled_by_the_model() else _error_at_the_call(module, fullgraph)
         if error is not None:
-            held = (args, kwargs, _named_by_code(original))
+            held = (args, kwargs, _named_by_code(original), _tensors_of(getattr(original, "__self__", None)))
             if _holds(device_type, held) or (module is not None and _module_holds(device_type, module)):
                 raise error()  # at the first call, before anything runs: Dynamo traces first
         return call(*args, **kwargs)
@@ -124,8 +170,9 @@ def _errors_suppressed() -> bool:
 
 
 def _named_by_code(function) -> list:
-    """The tensors and modules a function's code reads from its closure cells and globals (Dynamo fakes those it
-    meets as it does its arguments: measured, ``lambda a: a.to(dml) * w`` with a device ``w`` fails)."""
+    """The tensors a function's code reads from its closure cells and globals (Dynamo fakes those it meets as it
+    does its arguments: measured, ``lambda a: a.to(dml) * w`` with a device ``w`` fails), through the modules,
+    optimizers and bound methods there (:func:`_tensors_of`)."""
     code = getattr(function, "__code__", None)
     if code is None:
         return []
@@ -137,18 +184,30 @@ def _named_by_code(function) -> list:
             continue
     names = getattr(function, "__globals__", {})
     found.extend(names[name] for name in code.co_names if name in names)
-    kept = []
-    for each in found:
-        if isinstance(each, torch.Tensor):
-            kept.append(each)
-        elif isinstance(each, torch.nn.Module):
-            kept.extend(list(each.parameters()) + list(each.buffers()))
-    return kept
+    return [tensor for each in found for tensor in _tensors_of(each)]
+
+
+def _tensors_of(found) -> list:
+    """The tensors Dynamo fakes when compiled code meets ``found``: a tensor; a module's parameters and buffers; an
+    optimizer's parameters and state (re-probe 22, case 6, measured on realdml: ``torch.compile(opt.step)`` and a
+    compiled function calling ``opt.step()`` raise at the first step); a bound method's object's (``opt.step``)."""
+    if isinstance(found, torch.Tensor):
+        return [found]
+    if isinstance(found, torch.nn.Module):
+        return list(found.parameters()) + list(found.buffers())
+    if isinstance(found, torch.optim.Optimizer):
+        return [leaf for leaf in _pytree.tree_leaves((found.param_groups, list(found.state.values())))
+                if isinstance(leaf, torch.Tensor)]
+    owner = getattr(found, "__self__", None)  # a bound method (of a module, an optimizer): what it reads
+    return _tensors_of(owner) if owner is not None and hasattr(found, "__func__") else []
 
 
 def _holds(device_type: str, tree) -> bool:
-    return any(isinstance(leaf, torch.Tensor) and leaf.device.type == device_type
-               for leaf in _pytree.tree_leaves(tree))
+    """Whether a tensor of ``device_type`` is among ``tree``'s leaves, or an optimizer's there (an argument)."""
+    leaves = _pytree.tree_leaves(tree)
+    tensors = [tensor for leaf in leaves if isinstance(leaf, (torch.Tensor, torch.optim.Optimizer))
+               for tensor in _tensors_of(leaf)]
+    return any(tensor.device.type == device_type for tensor in tensors)
 
 
 def _module_holds(device_type: str, module: torch.nn.Module) -> bool:

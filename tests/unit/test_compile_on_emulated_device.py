@@ -96,14 +96,20 @@ def _scan_compiled(tmp_path, backend, hook: str = "", options: str = ""):
     return runner.scan(script, backend=backend, profiler=False)
 
 
+@pytest.mark.parametrize("hook", [
+    "",
+    "nn.utils.weight_norm(model[0])",  # re-probe 22, case 2: torch's own pre-hook
+    "model.register_forward_hook(torch.compiler.disable(lambda module, args, out: out * 2))",  # case 3
+])
 def test_a_compiled_sequential_of_torch_nn_layers_runs_eagerly_in_a_run_as_on_directml(
-        tmp_path, emulated_dml_backend, dynamo_skips_as_before, capfd):
+        tmp_path, emulated_dml_backend, dynamo_skips_as_before, capfd, hook):
     """Measured on realdml (re-probe 21, case 8): torch 2.4.1's Dynamo skips torch.nn's frames, so the compiled
-    Sequential runs eagerly; torch 2.5+'s inlines them and failed on the emulated device's refused storage reads."""
+    Sequential runs eagerly; torch 2.5+'s inlines them and failed on the emulated device's refused storage reads.
+    Re-probe 22: so with torch's own hook, or a hook the model kept from Dynamo, which failed here before."""
     import torch._dynamo
 
     torch._dynamo.reset()
-    _scan_compiled(tmp_path, emulated_dml_backend)
+    _scan_compiled(tmp_path, emulated_dml_backend, hook=hook)
     assert "ran privateuseone True" in capfd.readouterr().out
     torch._dynamo.reset()
 

@@ -56,8 +56,10 @@ def test_a_compiled_model_and_function_are_predicted_as_their_eager_calls_with_a
 
 
 FAILING_ON_DIRECTML = """
+import functools
 import torch
 import torch._dynamo
+import torch.nn.utils.prune
 from torch import nn
 
 def block(h):
@@ -81,6 +83,37 @@ def hooked(module, kind="forward"):
     else:
         module[0].register_full_backward_hook(lambda mod, grad_in, grad_out: None)
     return module
+
+def scale(mod, args, out, factor=1.0):
+    return out * factor
+
+class Scaler:  # a hook object of the model's own class
+    def __call__(self, mod, args, out):
+        return out * 1.0
+
+def hooked_by(hook, module):
+    module.register_forward_hook(hook)
+    return module
+
+def pre_hooked_by(hook, module):
+    module.register_forward_pre_hook(hook)
+    return module
+
+def inner_hooked(kept):
+    hooked_by(scale, kept.lin)  # runs under the forward kept from Dynamo
+    return kept
+
+def pruned(linear):
+    torch.nn.utils.prune.l1_unstructured(linear, "weight", amount=0.3)
+    return linear
+
+class KeptFromDynamo(nn.Module):  # a forward the model keeps from Dynamo (as while debugging)
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+    @torch.compiler.disable
+    def forward(self, h):
+        return torch.nn.functional.gelu(self.lin(h))
 
 def globally_hooked(call, h):
     handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: None)
@@ -135,6 +168,18 @@ FAILING = {
                                                 "self.block(h)"),
     "torch.nn Sequential, a global forward hook": ("torch.compile(nn.Sequential(nn.GELU()))",
                                                    "globally_hooked(self.block, h)"),
+    # re-probe 22, cases 2 and 3's edges, measured on realdml: torch's own hook beside one of the model's; the model's
+    # hook as a functools.partial or an object of its own class (Dynamo traces each)
+    "torch.nn Sequential, weight_norm and a hook of the model's": (
+        "torch.compile(hooked(nn.Sequential(nn.utils.weight_norm(nn.Linear(8, 8)), nn.GELU())))", "self.block(h)"),
+    "torch.nn Sequential, the model's hook as functools.partial": (
+        "torch.compile(hooked_by(functools.partial(scale, factor=0.5), nn.Sequential(nn.GELU())))", "self.block(h)"),
+    "torch.nn Sequential, the model's hook object": ("torch.compile(hooked_by(Scaler(), nn.Sequential(nn.GELU())))",
+                                                     "self.block(h)"),
+    # a forward hook on a module inside, even one kept from Dynamo: Dynamo inlines that module's call (measured)
+    "torch.nn Sequential, a hook kept from Dynamo on its Linear": (
+        "torch.compile(nn.Sequential(hooked_by(torch.compiler.disable(scale), nn.Linear(8, 8)), nn.GELU()))",
+        "self.block(h)"),
 }
 
 
@@ -182,6 +227,25 @@ RUNNING = {
     "torch.nn Sequential, a backward hook": ('torch.compile(hooked(nn.Sequential(nn.GELU()), "backward"))',
                                              "self.block(h)"),
     "function, Dynamo disabled by the model": ("(dynamo_off(), torch.compile(block))[1]", "self.block(h)"),
+    # re-probe 22, case 2: torch's own forward pre-hooks (Dynamo skips torch's code as it skips torch.nn's modules)
+    "torch.nn Sequential, weight_norm": ("torch.compile(nn.Sequential(nn.utils.weight_norm(nn.Linear(8, 8)), "
+                                         "nn.GELU()))", "self.block(h)"),
+    "torch.nn Sequential, spectral_norm": ("torch.compile(nn.Sequential(nn.utils.spectral_norm(nn.Linear(8, 8)), "
+                                           "nn.GELU()))", "self.block(h)"),
+    "torch.nn Sequential, prune": ("torch.compile(nn.Sequential(pruned(nn.Linear(8, 8)), nn.GELU()))",
+                                   "self.block(h)"),
+    # case 3: what the model keeps from Dynamo (torch.compiler.disable) is not traced, nor anything it calls
+    "torch.nn Sequential, the model's hook kept from Dynamo": (
+        "torch.compile(hooked_by(torch.compiler.disable(scale), nn.Sequential(nn.GELU())))", "self.block(h)"),
+    "torch.nn Sequential, the hook kept by torch._dynamo.disable": (
+        "torch.compile(hooked_by(torch._dynamo.disable(scale), nn.Sequential(nn.GELU())))", "self.block(h)"),
+    "torch.nn Sequential, a pre-hook kept from Dynamo on its Linear": (
+        "torch.compile(nn.Sequential(pre_hooked_by(torch.compiler.disable(lambda mod, args: None), nn.Linear(8, 8)), "
+        "nn.GELU()))", "self.block(h)"),
+    "module of its own class, its forward kept from Dynamo": ("torch.compile(KeptFromDynamo())", "self.block(h)"),
+    "torch.nn Sequential holding it": ("torch.compile(nn.Sequential(KeptFromDynamo(), nn.GELU()))", "self.block(h)"),
+    "torch.nn Sequential holding it, a hook of the model's inside it": (
+        "torch.compile(nn.Sequential(inner_hooked(KeptFromDynamo()), nn.GELU()))", "self.block(h)"),
 }
 
 
@@ -196,6 +260,56 @@ def test_a_compiled_call_that_runs_on_torch_directml_is_predicted_as_its_eager_c
         if "torch._dynamo" in __import__("sys").modules:
             torch._dynamo.config.disable = False  # the model's own setting outlives its prediction, as it should
     assert {"aten::gelu", "aten::mul.Tensor"} & set(session.ops["op"]) and not session.meta.partial_reason
+
+
+OPTIMIZER_MODEL = """
+import torch
+from torch import nn
+
+OPT = None
+
+@torch.compile(backend="aot_eager")
+def global_step():
+    type(OPT).step(OPT)  # the class's step: the instance's calls this function
+
+@torch.compile(backend="aot_eager")
+def argument_step(opt):
+    type(opt).step(opt)
+
+def build_model():
+    return nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 3))
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))
+
+def make_optimizer(params):
+    global OPT
+    opt = OPT = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    step = opt.step
+    COMPILED_STEP
+    return opt
+"""
+
+#: a compiled optimizer step: each raises InternalTorchDynamoError at the first step on realdml (re-probe 22, case 6)
+OPTIMIZER_FAILING = {
+    "opt.step compiled (the tutorial's idiom)": 'opt.step = torch.compile(opt.step, backend="aot_eager")',
+    "a compiled function calling the bound step from its closure": (
+        'opt.step = torch.compile(lambda: step(), backend="aot_eager")'),
+    "a compiled function stepping a global optimizer": "opt.step = lambda: global_step()",
+    "a compiled function stepping the optimizer it is given": "opt.step = lambda: argument_step(opt)",
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTIMIZER_FAILING))
+def test_a_compiled_optimizer_step_fails_the_prediction_as_on_torch_directml(tmp_path, case):
+    """Re-probe 22, case 6: the device tensors sit in the optimizer (its param_groups and state), which the rule
+    never read: a bound method's object, an optimizer in a closure, a global or an argument; check passed."""
+    from dmlprof.runner import ScanStopped
+
+    path = tmp_path / "compiled_step.py"
+    path.write_text(OPTIMIZER_MODEL.replace("COMPILED_STEP", OPTIMIZER_FAILING[case]), encoding="utf-8")
+    with pytest.raises(ScanStopped, match="torch.compile cannot trace torch-directml's tensors"):
+        predict_scan(path, batch_size=2)
 
 
 @pytest.mark.own_process  # a stand-in device that cannot meet the emulated one (tests/conftest.py)
