@@ -7,6 +7,8 @@ prediction's stand-in and the emulated device registered none, and torch refused
 import pytest
 import torch
 
+pytestmark = pytest.mark.own_process  # predicts XPU and MPS too: not beside the emulated device
+
 DRAW_FROM_A_DEVICE_GENERATOR = ("g = torch.Generator(device=x.device).manual_seed(1)\n"
                                 "return self.fc(x + 0.1 * torch.randn(x.shape, device=x.device, generator=g))")
 
