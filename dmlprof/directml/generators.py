@@ -29,36 +29,36 @@ import torch
 #: torch's own class (``torch.Generator`` is it, until the block replaces the name)
 _TORCH_GENERATOR = torch._C.Generator
 
-
-class _ReadsAsDevice(_TORCH_GENERATOR):
-    """A CPU generator whose ``device`` is a target's (XPU, MPS), as the generator torch makes there reads."""
-
-    reads_as: torch.device = torch.device("cpu")
-
-    @property
-    def device(self) -> torch.device:
-        return self.reads_as
+#: the generators made reading as a target's device (XPU, MPS), while they live, and that device: torch hands a
+#: random kernel a fresh ``torch.Generator`` wrapping the same C++ generator, so a kernel knows one only by its state
+_reads_as: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-#: the generators made reading as a target's device, while they live: torch hands a random kernel a fresh
-#: ``torch.Generator`` wrapping the same C++ generator, so a kernel knows one only by its state
-_reading_as_a_device: "weakref.WeakSet" = weakref.WeakSet()
+class _Weakly(_TORCH_GENERATOR):
+    """A generator a weak reference can name (torch 2.4's own class takes none; a Python subclass's instances do)."""
+
+
+def _reading_as(generator):
+    """The device ``generator`` was made reading as, else None (torch's own generators are not in the registry)."""
+    try:
+        return _reads_as.get(generator)
+    except TypeError:  # torch 2.4's own class: no weak reference, so never registered
+        return None
 
 
 def generator_device_type(generator) -> str:
     """The device type ``generator`` reads as to the program: a CPU one handed to a kernel, whose state is that of a
     generator made reading as a target's device, is that device's (its C++ generator is the same)."""
-    if isinstance(generator, _ReadsAsDevice) or generator.device.type != "cpu":
+    reads_as = _reading_as(generator)
+    if reads_as is not None:
+        return reads_as.type
+    if generator.device.type != "cpu":
         return generator.device.type
     state = generator.get_state()
-    for made in list(_reading_as_a_device):
+    for made, device in list(_reads_as.items()):
         if torch.equal(made.get_state(), state):
-            return made.device.type
+            return device.type
     return "cpu"
-
-
-def _generator_reading_as(device: torch.device) -> type:
-    return type(f"{device.type.upper()}Generator", (_ReadsAsDevice,), {"reads_as": device})
 
 
 def _device_type_of(device) -> str:
@@ -75,7 +75,10 @@ def _device_type_of(device) -> str:
 
 def generator_class(make_for) -> type:
     """A ``torch.Generator`` stand-in: ``make_for(device)`` makes the generator for a ``device`` argument it answers
-    (``None`` where torch should make it). ``isinstance``/``issubclass`` with it answer as with torch's class."""
+    (``None`` where torch should make it). What it makes is an instance of the class called (``type(g) is
+    torch.Generator`` holds in the block, a subclass of the model's keeps its methods and ``__init__``);
+    ``isinstance``/``issubclass`` answer as with torch's class, and a generator pickles as torch's (re-probe 23, 5-7:
+    a subclass lost its methods, a pickle named a local class, ``type(g)`` was torch's own class)."""
 
     class _AnyGenerator(type(_TORCH_GENERATOR)):
         def __instancecheck__(cls, instance):
@@ -87,8 +90,26 @@ def generator_class(make_for) -> type:
     class Generator(_TORCH_GENERATOR, metaclass=_AnyGenerator):
         def __new__(cls, device="cpu"):
             made = make_for(device)
-            return _TORCH_GENERATOR(device=device) if made is None else made
+            if made is None:
+                return _TORCH_GENERATOR.__new__(cls, device)
+            if type(made) is cls:
+                return made
+            reads_as = _reading_as(made)
+            generator = _TORCH_GENERATOR.__new__(cls, made.device)
+            generator.set_state(made.get_state())
+            if reads_as is not None:
+                _reads_as[generator] = reads_as
+            return generator
 
+        @property
+        def device(self) -> torch.device:
+            return _reading_as(self) or _TORCH_GENERATOR.device.__get__(self)
+
+        def __reduce__(self):
+            _, arguments, state = _TORCH_GENERATOR.__reduce__(self)
+            return torch.Generator, arguments, state  # the name as it is where it is pickled
+
+    Generator.__module__, Generator.__qualname__, Generator.__name__ = "torch", "Generator", "Generator"
     return Generator
 
 
@@ -96,14 +117,13 @@ def device_generators(device_type: str, reads_as: str = ""):
     """``make_for`` of :func:`generator_class` for a device of ``device_type`` whose generator is a CPU one:
     reading as the CPU (DirectML, ``reads_as`` empty) or as the device ``reads_as`` names (a target's)."""
     names = {device_type, reads_as} - {""}
-    kind = _generator_reading_as(torch.device(reads_as)) if reads_as else _TORCH_GENERATOR
 
     def make_for(device):
         if _device_type_of(device) not in names:
             return None
-        made = kind(device="cpu")
+        made = _Weakly(device="cpu")
         if reads_as:
-            _reading_as_a_device.add(made)
+            _reads_as[made] = torch.device(reads_as)
         else:
             made.manual_seed(0)  # torch-directml's starts at seed 0 (measured), a CPU generator's at 67280421310721
         return made

@@ -46,3 +46,33 @@ def test_outside_a_run_torch_generator_is_torchs_again():
         assert isinstance(made, torch.Generator) and made.device == torch.device("xpu")
         assert torch.Generator(device="cpu").device == torch.device("cpu")  # other devices' reach torch
     assert torch.Generator is torch._C.Generator
+
+
+_GENERATOR_AS_PLAINLY = """
+class Seeded(torch.Generator):
+    def __init__(self, device="cpu"):
+        self.tag = "mine"
+
+    def reseed(self):
+        return self.manual_seed(5)
+
+g = Seeded(device=x.device).reseed()
+copied = pickle.loads(pickle.dumps(g))
+print("generator", type(g).__name__, g.tag, g.initial_seed(), type(torch.Generator(device=x.device)) is torch.Generator,
+      type(copied) is torch.Generator, torch.equal(copied.get_state(), g.get_state()),
+      torch.equal(copy.deepcopy(g).get_state(), g.get_state()), flush=True)
+return self.fc(x + 0.1 * torch.randn(x.shape, device=x.device, generator=g))
+"""
+
+
+@pytest.mark.parametrize("target", ["dml", "xpu"])
+def test_a_generator_made_in_a_run_is_what_torch_makes_plainly(linear_model_file, capsys, target):
+    """Re-probe 23, 5-7: a subclass of ``torch.Generator`` made on the device lost its methods and ``__init__`` (the
+    stand-in class returned torch's own), pickling or deep-copying one named a local class, and ``type(g) is
+    torch.Generator`` was False; on realdml (and plainly) each is as in this test."""
+    from dmlprof.predict import predict_scan
+
+    model = linear_model_file(_GENERATOR_AS_PLAINLY, extra="import copy\nimport pickle\n")
+    assert predict_scan(model, target=target).meta.device_failure is None
+    seen = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("generator")]
+    assert seen and seen[0][1:] == ["Seeded", "mine", "5", "True", "True", "True", "True"]
